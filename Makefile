@@ -1,0 +1,42 @@
+# Two commands matter:  `make lab`  (set up, then open the course)  and  `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# Extra index for torch (empty: PyPI). A GPU user may set e.g.
+#   TORCH_INDEX=https://download.pytorch.org/whl/cu128
+TORCH_INDEX ?=
+STAMP  := $(VENV)/.installed
+
+.PHONY: lab test setup exercises train bench clean
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install -q -e '.[all]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name andrea --display-name "ANDREA course"
+	@touch $(STAMP)
+
+lab: $(STAMP)
+	cd notebooks && ../$(BIN)/jupyter-lab
+
+# The whole suite: unit and graded tests, then every notebook under nbval twice, once with
+# the reference solutions and once with the untouched exercises (it must still run).
+PYTEST := $(BIN)/python -m pytest -n 2 --dist loadscope
+test: $(STAMP)
+	ANDREA_IMPL=solutions $(PYTEST) tests
+	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
+	  ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks && \
+	  ANDREA_IMPL=exercises $(PYTEST) --nbval-lax --nbval-current-env notebooks; fi
+
+exercises: $(STAMP)
+	$(BIN)/andrea-make-exercises
+
+train: $(STAMP)
+	$(BIN)/andrea-train --config andrea-tiny --out runs/tiny
+
+bench: $(STAMP)
+	$(BIN)/python bench/model.py
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,124 @@
+"""ModelConfig: every size and switch of ANDREA in one dataclass, with named presets.
+
+Notation (used in code, comments and prose alike):
+    B batch, L blocks, T positions, S key/value positions attended (T without a cache),
+    V vocabulary, D model width, H query heads, G key/value head groups, K head width,
+    F MLP width, N parameters.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+NORMS = ("layernorm", "rmsnorm")
+MLPS = ("gelu", "swiglu")
+KERNELS = ("torch", "triton")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot work; the message names the field and the rule."""
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 8449          # V: 256 bytes + 8,192 merges + 1 end-of-text
+    context_length: int = 1024      # T: longest sequence the model reads
+    d_model: int = 768              # D: width of the residual stream
+    n_layers: int = 12              # L: transformer blocks
+    n_heads: int = 12               # H: query heads; K = D / H
+    d_ff: int = 3072                # F: MLP hidden width (4·D for GELU)
+    n_kv_heads: int | None = None   # G: key/value heads (None: G = H, plain multi-head)
+    norm: str = "layernorm"         # "layernorm" | "rmsnorm"
+    mlp: str = "gelu"               # "gelu" (tanh form) | "swiglu"
+    tie_embeddings: bool = False    # share the token table with the output head
+    bias: bool = True               # biases in linear layers and LayerNorm
+    dropout: float = 0.0
+    norm_eps: float = 1e-5
+    kernels: str = "torch"          # "torch" | "triton"
+    init_std: float | None = None   # None: 1/sqrt(D), the seeds' "scaled by width"
+
+    # ----- derived sizes, named as in the notation -----
+    @property
+    def d_head(self) -> int:
+        """K, the width of one head."""
+        return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """G, the number of key/value heads actually used."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def std(self) -> float:
+        return self.init_std if self.init_std is not None else 1.0 / math.sqrt(self.d_model)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads", "d_ff"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ConfigError(
+                f"d_model (D={self.d_model}) must be divisible by n_heads (H={self.n_heads}): "
+                f"each head gets K = D/H dimensions")
+        if self.n_kv_heads is not None:
+            if not isinstance(self.n_kv_heads, int) or self.n_kv_heads <= 0:
+                raise ConfigError(f"n_kv_heads must be a positive integer or None, got {self.n_kv_heads!r}")
+            if self.n_heads % self.n_kv_heads:
+                raise ConfigError(
+                    f"n_heads (H={self.n_heads}) must be divisible by n_kv_heads (G={self.n_kv_heads}): "
+                    f"each key/value head serves H/G query heads")
+        if self.norm not in NORMS:
+            raise ConfigError(f"norm must be one of {NORMS}, got {self.norm!r}")
+        if self.mlp not in MLPS:
+            raise ConfigError(f"mlp must be one of {MLPS}, got {self.mlp!r}")
+        if self.kernels not in KERNELS:
+            raise ConfigError(f"kernels must be one of {KERNELS}, got {self.kernels!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if self.norm_eps <= 0:
+            raise ConfigError(f"norm_eps must be positive, got {self.norm_eps!r}")
+
+    # ----- presets -----
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "ModelConfig":
+        """A named configuration, e.g. ModelConfig.preset("andrea-120m", dropout=0.1)."""
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}")
+        fields = dict(PRESETS[name])
+        fields.update(overrides)
+        return cls(**fields)
+
+    def replace(self, **changes) -> "ModelConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ConfigError(f"unknown config fields {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**d)
+
+
+PRESETS: dict[str, dict] = {
+    # The course's model: GPT-2 small's trunk with an 8,449-token vocabulary and an untied head.
+    "andrea-120m": dict(),
+    # The same architecture, small enough to train on a laptop CPU in minutes.
+    "andrea-tiny": dict(context_length=256, d_model=128, n_layers=4, n_heads=4, d_ff=512),
+    # The modern variant (activity 7): RMSNorm, SwiGLU at the classic MLP's budget
+    # (F = 8D/3 rounded up: solutions/modern.py's swiglu_hidden_dim, checked in tests/test_budget.py),
+    # tied embeddings, grouped key/value heads.
+    "andrea-120m-modern": dict(norm="rmsnorm", mlp="swiglu", d_ff=2048,
+                               tie_embeddings=True, n_kv_heads=4, bias=False),
+    "andrea-tiny-modern": dict(context_length=256, d_model=128, n_layers=4, n_heads=4,
+                               d_ff=384, norm="rmsnorm", mlp="swiglu",
+                               tie_embeddings=True, n_kv_heads=2, bias=False),
+}

@@ -1,0 +1,16 @@
+"""Grading: how graded tests are written (this file), run (plugin.py, student.py) and reported
+(runner.py, gradescope.py, cli.py).
+
+A graded test names its exercise, its points and its visibility, asks the `student` fixture for
+the learner's piece, and judges the output in the grader's own process with `expect_close`:
+
+    @graded("attention.softmax", points=2)
+    def test_softmax_rows_sum_to_one(student):
+        softmax = student.piece("attention", "softmax")
+        expect_close(softmax(scores), reference, "softmax(scores)",
+                     mistakes={"softmax over the wrong axis (dim=-2)": reference_wrong_axis})
+"""
+from .expect import Mismatch, expect_close, expect_equal, expect_true
+from .markers import VISIBILITIES, graded
+
+__all__ = ["Mismatch", "VISIBILITIES", "expect_close", "expect_equal", "expect_true", "graded"]

@@ -1,0 +1,28 @@
+"""The learner's code as graded tests see it.
+
+InProcessStudent hands out the learner's own objects directly (fast; `pytest`, notebooks).
+The autograder uses an isolated student instead (see isolated.py, when present) whose pieces
+run in a separate process: tests must therefore use pieces only through this protocol:
+call a function; construct a class; call an instance or its methods; read an attribute.
+Arguments and results: tensors, numbers, strings, None, ModelConfig, and lists, tuples and
+dicts of these.
+"""
+from __future__ import annotations
+
+from ..impl import Impl, get_impl
+
+
+class InProcessStudent:
+    def __init__(self, impl: str | Impl | None = None):
+        self.impl = impl if isinstance(impl, Impl) else get_impl(impl)
+
+    @property
+    def is_reference(self) -> bool:
+        return self.impl.is_reference
+
+    def piece(self, activity: str, name: str):
+        """The learner's own function or class, exactly as written."""
+        return self.impl.own(activity, name)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,52 @@
+"""ANDREA, assembled from the pieces of whichever implementation is chosen (see impl.py)."""
+from __future__ import annotations
+
+import os
+
+import torch.nn as nn
+
+from . import ops
+from .config import ModelConfig
+from .impl import Impl, get_impl
+
+def ANDREA(cfg: ModelConfig | str, impl: str | os.PathLike | Impl | None = None) -> nn.Module:
+    """Build ANDREA for a config (or a preset's name) from an implementation.
+
+    impl: "solutions" (default, or $ANDREA_IMPL), "exercises", a submission folder, or an Impl.
+    The model's `.pieces` says, for every piece, whose code it runs ("yours", "reference").
+    With cfg.kernels == "torch", every reference hot operation (attention, LayerNorm, RMSNorm,
+    GELU) runs as PyTorch's fused equivalent; a learner's own piece always runs as written.
+    With cfg.kernels == "triton", the Triton kernels of andrea_course.kernels replace them.
+    """
+    cfg = ModelConfig.preset(cfg) if isinstance(cfg, str) else cfg
+    impl = impl if isinstance(impl, Impl) else get_impl(impl)
+    model = impl.module("model").ANDREA(cfg)
+    model.impl = impl
+    model.pieces = impl.report()
+    swap_ops(model, impl, cfg.kernels)
+    return model
+
+
+def _reference_ops(impl: Impl) -> dict:
+    """{id(reference function): its fast replacement} for the chosen kernels."""
+    ref = impl.reference or impl
+    return {
+        id(ref.module("attention").attention): ops.attention,
+        id(ref.module("block").layer_norm): ops.layer_norm,
+        id(ref.module("modern").rms_norm): ops.rms_norm,
+        id(ref.module("mlp").gelu_tanh): ops.gelu_tanh,
+    }
+
+
+def swap_ops(model: nn.Module, impl: Impl, kernels: str = "torch") -> None:
+    """Replace every reference hot operation held by a module (attend, norm_fn, act) by its
+    fused version; the learner's own functions are left as they are."""
+    fast = _reference_ops(impl)
+    if kernels == "triton":
+        from .kernels import triton_ops
+        fast = {k: triton_ops.get(v.__name__, v) for k, v in fast.items()}
+    for module in model.modules():
+        for attr in ("attend", "norm_fn", "act"):
+            fn = module.__dict__.get(attr)
+            if fn is not None and id(fn) in fast:
+                setattr(module, attr, fast[id(fn)])

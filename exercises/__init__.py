@@ -1,0 +1,1 @@
+"""Your exercises, one file per activity. `exercises/` is generated from these files."""

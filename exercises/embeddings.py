@@ -1,0 +1,63 @@
+# GENERATED from solutions/embeddings.py by `make exercises`. Write your code where a
+# `raise NotImplementedError` stands, then delete that line.
+"""Activity 4 · Embeddings: a token id becomes a vector by a table read, and learns its place.
+
+x_t = token_table[id_t] + position_table[t]
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def embed_lookup(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Read one row of `table` per token id.
+
+    table: (V, D) float, ids: (B, T) integer in [0, V)  ->  (B, T, D)
+    """
+    # Hint: index the table with the ids: table[ids] picks one row per id.
+    raise NotImplementedError('embeddings.embed_lookup: not implemented yet. Hint: index the table with the ids: table[ids] picks one row per id.')
+
+
+def embed_onehot(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """The same lookup written as a matrix product: one_hot(ids) · table.
+
+    table: (V, D), ids: (B, T)  ->  (B, T, D).  Slow and memory-hungry, but it shows that an
+    embedding is a linear layer whose input is a one-hot vector.
+    """
+    # Hint: F.one_hot(ids, num_classes=V) has shape (B, T, V); cast it to the table's dtype, then matmul.
+    raise NotImplementedError("embeddings.embed_onehot: not implemented yet. Hint: F.one_hot(ids, num_classes=V) has shape (B, T, V); cast it to the table's dtype, then matmul.")
+
+
+def add_positions(tok: torch.Tensor, position_table: torch.Tensor, start: int = 0) -> torch.Tensor:
+    """Add the learned position vector of each position: x_t = tok_t + position_table[start + t].
+
+    tok: (B, T, D), position_table: (T_max, D)  ->  (B, T, D).
+    `start` is the position of the first token (non-zero when earlier tokens are cached).
+    """
+    # Hint: slice position_table[start:start + T] and add; it broadcasts over the batch.
+    raise NotImplementedError('embeddings.add_positions: not implemented yet. Hint: slice position_table[start:start + T] and add; it broadcasts over the batch.')
+
+
+def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """cos(theta) = u·v / (||u|| ||v||) over the last axis.
+
+    u: (..., D), v: (..., D)  ->  (...)
+    """
+    # Hint: dot product over the last axis divided by the product of the two norms (clamp it away from 0).
+    raise NotImplementedError('embeddings.cosine_similarity: not implemented yet. Hint: dot product over the last axis divided by the product of the two norms (clamp it away from 0).')
+
+
+class Embeddings(nn.Module):
+    """Token table (V, D) and learned position table (T, D); forward adds them."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.token_table = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))         # (V, D)
+        self.position_table = nn.Parameter(torch.empty(cfg.context_length, cfg.d_model))  # (T, D)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """ids: (B, T) -> x: (B, T, D), using embed_lookup and add_positions."""
+        # Hint: x = add_positions(embed_lookup(self.token_table, ids), self.position_table, start).
+        raise NotImplementedError('embeddings.Embeddings.forward: not implemented yet. Hint: x = add_positions(embed_lookup(self.token_table, ids), self.position_table, start).')
+        return self.drop(x)

@@ -1,0 +1,1 @@
+"""Reference solutions, one file per activity. `exercises/` is generated from these files."""

@@ -1,0 +1,93 @@
+"""Activity 7 · The transformer block: a residual stream, LayerNorm before each sublayer.
+
+    x = x + Attention(LN(x))
+    x = x + MLP(LN(x))
+    LN(x) = gamma·(x - mean)/sqrt(var + eps) + beta, over D, for each token separately
+"""
+import torch
+import torch.nn as nn
+
+from .mlp import MLP
+from .modern import RMSNorm, SwiGLU
+from .multihead import KVCache, MultiHeadAttention
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float = 1e-5) -> torch.Tensor:
+    """LayerNorm from its formula, over the last axis (D) of every token.
+
+    x: (..., D), weight (gamma) and bias (beta): (D,)  ->  (..., D).
+    The variance is the biased one (divide by D, not D - 1), and eps goes inside the sqrt.
+    """
+    ### BEGIN SOLUTION
+    ### HINT: mean and variance over dim=-1 with keepdim=True; the biased variance (divide by D); eps inside the sqrt; then * weight + bias.
+    mean = x.mean(dim=-1, keepdim=True)                        # (..., 1)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)         # (..., 1), biased
+    y = (x - mean) / torch.sqrt(var + eps)
+    y = y * weight
+    return y + bias if bias is not None else y
+    ### END SOLUTION
+
+
+class LayerNorm(nn.Module):
+    """weight (gamma) starts at 1, bias (beta) at 0, both (D,)."""
+
+    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None
+        self.eps = eps
+        self.norm_fn = layer_norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm_fn(x, self.weight, self.bias, self.eps)
+
+
+def make_norm(cfg) -> nn.Module:
+    """The block's normalisation: LayerNorm (classic) or RMSNorm (modern)."""
+    if cfg.norm == "rmsnorm":
+        return RMSNorm(cfg.d_model, eps=cfg.norm_eps)
+    return LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
+
+
+def make_mlp(cfg) -> nn.Module:
+    """The block's feed-forward sublayer: GELU MLP (classic) or SwiGLU (modern)."""
+    return SwiGLU(cfg) if cfg.mlp == "swiglu" else MLP(cfg)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block.  x: (B, T, D) -> (B, T, D).
+
+    ln1 -> attn, ln2 -> mlp; each sublayer's output (after dropout, self.drop) is added to
+    the raw residual stream x, never to the normalised x.
+    """
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.ln1 = make_norm(cfg)
+        self.attn = MultiHeadAttention(cfg)
+        self.ln2 = make_norm(cfg)
+        self.mlp = make_mlp(cfg)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        ### HINT: x = x + self.drop(self.attn(self.ln1(x), cache)); then the same with ln2 and mlp. Add to the raw x.
+        x = x + self.drop(self.attn(self.ln1(x), cache))
+        x = x + self.drop(self.mlp(self.ln2(x)))
+        return x
+        ### END SOLUTION
+
+
+class PostNormBlock(Block):
+    """The 2017 paper's post-norm block: the norm sits on the residual path itself.
+
+        x = LN(x + Attention(x));  x = LN(x + MLP(x))
+    """
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        ### HINT: x = self.ln1(x + self.drop(self.attn(x, cache))); then the same with mlp and ln2.
+        x = self.ln1(x + self.drop(self.attn(x, cache)))
+        x = self.ln2(x + self.drop(self.mlp(x)))
+        return x
+        ### END SOLUTION

@@ -1,0 +1,74 @@
+"""Activity 4 · Embeddings: a token id becomes a vector by a table read, and learns its place.
+
+x_t = token_table[id_t] + position_table[t]
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def embed_lookup(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Read one row of `table` per token id.
+
+    table: (V, D) float, ids: (B, T) integer in [0, V)  ->  (B, T, D)
+    """
+    ### BEGIN SOLUTION
+    ### HINT: index the table with the ids: table[ids] picks one row per id.
+    return table[ids]
+    ### END SOLUTION
+
+
+def embed_onehot(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """The same lookup written as a matrix product: one_hot(ids) · table.
+
+    table: (V, D), ids: (B, T)  ->  (B, T, D).  Slow and memory-hungry, but it shows that an
+    embedding is a linear layer whose input is a one-hot vector.
+    """
+    ### BEGIN SOLUTION
+    ### HINT: F.one_hot(ids, num_classes=V) has shape (B, T, V); cast it to the table's dtype, then matmul.
+    one_hot = F.one_hot(ids, num_classes=table.shape[0]).to(table.dtype)  # (B, T, V)
+    return one_hot @ table                                                  # (B, T, D)
+    ### END SOLUTION
+
+
+def add_positions(tok: torch.Tensor, position_table: torch.Tensor, start: int = 0) -> torch.Tensor:
+    """Add the learned position vector of each position: x_t = tok_t + position_table[start + t].
+
+    tok: (B, T, D), position_table: (T_max, D)  ->  (B, T, D).
+    `start` is the position of the first token (non-zero when earlier tokens are cached).
+    """
+    ### BEGIN SOLUTION
+    ### HINT: slice position_table[start:start + T] and add; it broadcasts over the batch.
+    T = tok.shape[1]
+    return tok + position_table[start:start + T]    # (T, D) broadcasts over B
+    ### END SOLUTION
+
+
+def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """cos(theta) = u·v / (||u|| ||v||) over the last axis.
+
+    u: (..., D), v: (..., D)  ->  (...)
+    """
+    ### BEGIN SOLUTION
+    ### HINT: dot product over the last axis divided by the product of the two norms (clamp it away from 0).
+    dot = (u * v).sum(-1)
+    return dot / (u.norm(dim=-1) * v.norm(dim=-1)).clamp_min(eps)
+    ### END SOLUTION
+
+
+class Embeddings(nn.Module):
+    """Token table (V, D) and learned position table (T, D); forward adds them."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.token_table = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))         # (V, D)
+        self.position_table = nn.Parameter(torch.empty(cfg.context_length, cfg.d_model))  # (T, D)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """ids: (B, T) -> x: (B, T, D), using embed_lookup and add_positions."""
+        ### BEGIN SOLUTION
+        ### HINT: x = add_positions(embed_lookup(self.token_table, ids), self.position_table, start).
+        x = add_positions(embed_lookup(self.token_table, ids), self.position_table, start)
+        ### END SOLUTION
+        return self.drop(x)

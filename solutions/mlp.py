@@ -1,0 +1,44 @@
+"""Activity · MLP and GELU: expand D -> F = 4D, a smooth non-linearity, project back F -> D.
+
+    MLP(x) = GELU(x·W1 + b1)·W2 + b2
+    GELU(x) = x·Phi(x) ≈ 0.5·x·(1 + tanh(sqrt(2/pi)·(x + 0.044715·x³)))
+"""
+import math
+
+import torch
+import torch.nn as nn
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU in its tanh form (GPT-2's, and ANDREA's): 0.5·x·(1 + tanh(sqrt(2/pi)·(x + 0.044715·x³)))."""
+    ### BEGIN SOLUTION
+    ### HINT: 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))).
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    ### END SOLUTION
+
+
+def gelu_erf(x: torch.Tensor) -> torch.Tensor:
+    """The exact GELU: x·Phi(x) with Phi the standard normal CDF, 0.5·(1 + erf(x / sqrt(2)))."""
+    ### BEGIN SOLUTION
+    ### HINT: 0.5 * x * (1 + torch.erf(x / math.sqrt(2))).
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+    ### END SOLUTION
+
+
+class MLP(nn.Module):
+    """x: (B, T, D) -> (B, T, D) through a hidden layer of width F.
+
+    fc: W1, D -> F;  proj: W2, F -> D;  self.act: GELU in its tanh form.
+    """
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.fc = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)     # W1: (D, F)
+        self.proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)   # W2: (F, D)
+        self.act = gelu_tanh
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        ### HINT: self.proj(self.act(self.fc(x))).
+        return self.proj(self.act(self.fc(x)))   # (B, T, D) -> (B, T, F) -> (B, T, D)
+        ### END SOLUTION

@@ -1,0 +1,12 @@
+import os
+
+# Triton reads this when a kernel is defined: without a GPU, run kernels in its interpreter.
+if "TRITON_INTERPRET" not in os.environ:
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"
+    except ImportError:
+        pass
+
+pytest_plugins = ["andrea_course.grading.plugin"]
