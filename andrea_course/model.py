@@ -35,18 +35,23 @@ def _reference_ops(impl: Impl) -> dict:
         id(ref.module("block").layer_norm): ops.layer_norm,
         id(ref.module("modern").rms_norm): ops.rms_norm,
         id(ref.module("mlp").gelu_tanh): ops.gelu_tanh,
+        id(ref.module("modern").swiglu): ops.swiglu,
+        id(ref.module("model").cross_entropy): ref.module("model").cross_entropy,
     }
 
 
 def swap_ops(model: nn.Module, impl: Impl, kernels: str = "torch") -> None:
-    """Replace every reference hot operation held by a module (attend, norm_fn, act) by its
-    fused version; the learner's own functions are left as they are."""
+    """Replace every reference hot operation held by a module (attend, norm_fn, act, glu,
+    loss_fn) by its fused version; the learner's own functions are left as they are.
+
+    With kernels == "triton", andrea_course.kernels.triton_ops maps an op's name (attention,
+    layer_norm, rms_norm, gelu_tanh, swiglu, cross_entropy) to its Triton version."""
     fast = _reference_ops(impl)
     if kernels == "triton":
         from .kernels import triton_ops
         fast = {k: triton_ops.get(v.__name__, v) for k, v in fast.items()}
     for module in model.modules():
-        for attr in ("attend", "norm_fn", "act"):
+        for attr in ("attend", "norm_fn", "act", "glu", "loss_fn"):
             fn = module.__dict__.get(attr)
             if fn is not None and id(fn) in fast:
                 setattr(module, attr, fast[id(fn)])

@@ -33,3 +33,7 @@ def rms_norm(x, weight, eps: float = 1e-5):
 
 def gelu_tanh(x):
     return F.gelu(x, approximate="tanh")
+
+
+def swiglu(gate, up):
+    return F.silu(gate) * up

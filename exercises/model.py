@@ -31,6 +31,7 @@ class ANDREA(nn.Module):
         self.cfg = cfg
         # Hint: self.embed = Embeddings(cfg); self.blocks = nn.ModuleList of cfg.n_layers Blocks; self.ln_f = make_norm(cfg); self.head = Linear(D, V, bias=False), or None when cfg.tie_embeddings.
         raise NotImplementedError('model.ANDREA.__init__: not implemented yet. Hint: self.embed = Embeddings(cfg); self.blocks = nn.ModuleList of cfg.n_layers Blocks; self.ln_f = make_norm(cfg); self.head = Linear(D, V, bias=False), or None when cfg.tie_embeddings.')
+        self.loss_fn = cross_entropy
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -57,9 +58,7 @@ class ANDREA(nn.Module):
         raise NotImplementedError('model.ANDREA.forward: not implemented yet. Hint: x = self.embed(ids, start); pass x through every block with its cache (caches[i] or None); self.ln_f; logits = x @ self.output_weight().T.')
         if targets is None:
             return logits
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                               ignore_index=-100)
-        return logits, loss
+        return logits, self.loss_fn(logits, targets)
 
     def new_caches(self, batch: int, max_len: int | None = None) -> list:
         """One empty KVCache per block, for generation."""
@@ -94,6 +93,11 @@ class ANDREA(nn.Module):
             logits = logits[:, -1, :].float()                # (B, V)
             ids = torch.cat([ids, sample_next(logits, temperature, top_k, generator)], dim=1)
         return ids
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean next-token loss.  logits: (B, T, V), targets: (B, T) with -100 for ignored positions."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100)
 
 
 def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,

@@ -34,6 +34,7 @@ class ANDREA(nn.Module):
         self.ln_f = make_norm(cfg)
         self.head = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         ### END SOLUTION
+        self.loss_fn = cross_entropy
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -66,9 +67,7 @@ class ANDREA(nn.Module):
         ### END SOLUTION
         if targets is None:
             return logits
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                               ignore_index=-100)
-        return logits, loss
+        return logits, self.loss_fn(logits, targets)
 
     def new_caches(self, batch: int, max_len: int | None = None) -> list:
         """One empty KVCache per block, for generation."""
@@ -103,6 +102,11 @@ class ANDREA(nn.Module):
             logits = logits[:, -1, :].float()                # (B, V)
             ids = torch.cat([ids, sample_next(logits, temperature, top_k, generator)], dim=1)
         return ids
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean next-token loss.  logits: (B, T, V), targets: (B, T) with -100 for ignored positions."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100)
 
 
 def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,

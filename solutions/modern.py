@@ -46,10 +46,21 @@ def swiglu_hidden_dim(d_model: int, multiple_of: int = 256) -> int:
     ### END SOLUTION
 
 
+def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """Swish(gate) ⊙ up, elementwise: the gate decides how much of each value passes.
+
+    gate, up: (..., F)  ->  (..., F).  Swish(z) = z·sigmoid(z) (torch calls it silu).
+    """
+    ### BEGIN SOLUTION
+    ### HINT: gate * torch.sigmoid(gate) * up (or F.silu(gate) * up).
+    return F.silu(gate) * up
+    ### END SOLUTION
+
+
 class SwiGLU(nn.Module):
     """Gated feed-forward sublayer.  x: (B, T, D) -> (B, T, D), hidden width F = cfg.d_ff.
 
-    w_gate, w_up: D -> F;  w_down: F -> D.
+    w_gate, w_up: D -> F;  w_down: F -> D;  self.glu: swiglu (or a fused kernel).
     """
 
     def __init__(self, cfg):
@@ -57,9 +68,10 @@ class SwiGLU(nn.Module):
         self.w_gate = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
         self.w_up = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
         self.w_down = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+        self.glu = swiglu
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ### BEGIN SOLUTION
-        ### HINT: self.w_down(self.w_up(x) * F.silu(self.w_gate(x))).
-        return self.w_down(self.w_up(x) * F.silu(self.w_gate(x)))
+        ### HINT: self.w_down(self.glu(self.w_gate(x), self.w_up(x))).
+        return self.w_down(self.glu(self.w_gate(x), self.w_up(x)))
         ### END SOLUTION
