@@ -66,7 +66,7 @@ class ModelConfig:
                 f"d_model (D={self.d_model}) must be divisible by n_heads (H={self.n_heads}): "
                 f"each head gets K = D/H dimensions")
         if self.n_kv_heads is not None:
-            if not isinstance(self.n_kv_heads, int) or self.n_kv_heads <= 0:
+            if not isinstance(self.n_kv_heads, int) or isinstance(self.n_kv_heads, bool) or self.n_kv_heads <= 0:
                 raise ConfigError(f"n_kv_heads must be a positive integer or None, got {self.n_kv_heads!r}")
             if self.n_heads % self.n_kv_heads:
                 raise ConfigError(
@@ -82,6 +82,8 @@ class ModelConfig:
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if self.norm_eps <= 0:
             raise ConfigError(f"norm_eps must be positive, got {self.norm_eps!r}")
+        if self.init_std is not None and not self.init_std > 0:
+            raise ConfigError(f"init_std must be positive or None, got {self.init_std!r}")
 
     # ----- presets -----
     @classmethod
