@@ -13,15 +13,24 @@ from ..impl import Impl, get_impl
 
 
 class InProcessStudent:
-    def __init__(self, impl: str | Impl | None = None):
+    """The learner's pieces, in this process.
+
+    overrides: {(activity, name): object} served instead of the learner's piece; the mutation
+    tests (tests/test_mistakes.py) use it to check that a graded test names a typical mistake.
+    """
+
+    def __init__(self, impl: str | Impl | None = None, overrides: dict | None = None):
         self.impl = impl if isinstance(impl, Impl) else get_impl(impl)
+        self.overrides = dict(overrides or {})
 
     @property
     def is_reference(self) -> bool:
-        return self.impl.is_reference
+        return self.impl.is_reference and not self.overrides
 
     def piece(self, activity: str, name: str):
         """The learner's own function or class, exactly as written."""
+        if (activity, name) in self.overrides:
+            return self.overrides[(activity, name)]
         return self.impl.own(activity, name)
 
     def close(self) -> None:
