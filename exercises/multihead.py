@@ -48,7 +48,11 @@ class KVCache:
         self.pos = 0
 
     def update(self, k: torch.Tensor, v: torch.Tensor):
-        T = k.shape[2]
+        B, G, T, K = k.shape
+        if (B, G, K) != (self.k.shape[0], self.k.shape[1], self.k.shape[3]) or v.shape != k.shape:
+            b, g, _, d = self.k.shape
+            raise ValueError(f"KV cache made for B={b} sequences, G={g} key/value heads of width K={d}; "
+                             f"got k of shape {tuple(k.shape)} and v of shape {tuple(v.shape)} (B, G, T, K)")
         if self.pos + T > self.k.shape[2]:
             raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
         self.k[:, :, self.pos:self.pos + T] = k

@@ -87,8 +87,12 @@ class ANDREA(nn.Module):
         """
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"top_k must be a positive number of tokens or None, got {top_k}")
         T_max = self.cfg.context_length
-        caches, fed = None, 0       # fed: how many of the window's tokens the caches hold
+        caches = None
         for _ in range(max_new_tokens):
             window = ids[:, -T_max:]
             if not use_cache:
@@ -129,13 +133,14 @@ def check_inputs(ids, targets, cfg, start: int = 0) -> None:
     if ids.dim() != 2:
         raise ValueError(f"ids must have shape (B, T), got a {ids.dim()}-D tensor of shape {tuple(ids.shape)}; "
                          f"for a single sequence use ids[None] or ids.unsqueeze(0)")
-    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+    if ids.dtype not in (torch.long, torch.int32):
         raise TypeError(f"ids must be integer token ids (torch.long), got dtype {ids.dtype}")
-    T = ids.shape[1]
-    if T == 0:
-        raise ValueError("ids is empty: the sequence needs at least one token")
+    B, T = ids.shape
+    if B == 0 or T == 0:
+        raise ValueError(f"ids is empty (shape {tuple(ids.shape)}): need at least one sequence of one token")
     if start + T > cfg.context_length:
-        raise ValueError(f"sequence too long: {start + T} positions but the context length T is "
+        cached = f" ({start} cached + {T} new)" if start else ""
+        raise ValueError(f"sequence too long: {start + T} positions{cached} but the context length T is "
                          f"{cfg.context_length}; crop to the last {cfg.context_length} tokens")
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= cfg.vocab_size:
@@ -145,7 +150,7 @@ def check_inputs(ids, targets, cfg, start: int = 0) -> None:
         if not isinstance(targets, torch.Tensor) or targets.shape != ids.shape:
             got = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
             raise ValueError(f"targets must have the same shape as ids {tuple(ids.shape)}, got {got}")
-        if targets.dtype.is_floating_point or targets.dtype == torch.bool:
+        if targets.dtype != torch.long:
             raise TypeError(f"targets must be integer token ids (torch.long), got dtype {targets.dtype}")
         valid = (targets == -100) | ((targets >= 0) & (targets < cfg.vocab_size))
         if not bool(valid.all()):
