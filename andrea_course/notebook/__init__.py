@@ -1,0 +1,21 @@
+"""The notebooks' toolkit: inline checks, quizzes, model answers and plots.
+
+    from andrea_course.notebook import check, use, quiz, reveal, heatmap
+
+    check("attention.softmax")            # run its graded tests on your exercises/, one box
+    softmax = use("attention", "softmax") # yours if its graded tests pass, else the reference
+    quiz([{"question": ..., "options": [...], "answer": 1, "explain": ...}])
+    reveal("Model answer", "markdown ...")
+
+Whose code is checked: $ANDREA_IMPL if set, else "exercises" (your files). Everything here
+returns None (a returned widget or bool would be printed) except use() and the *_widget
+builders, and works outside Jupyter too, printing the same content as text.
+"""
+from .checks import CheckResult, Outcome, check, notebook_impl, run_graded, show_result, use
+from .plots import bars, curves, heatmap, heatmaps
+from .util import human, seed, timed
+from .widgets import grade, quiz, quiz_widget, reveal, reveal_widget
+
+__all__ = ["CheckResult", "Outcome", "bars", "check", "curves", "grade", "heatmap", "heatmaps",
+           "human", "notebook_impl", "quiz", "quiz_widget", "reveal", "reveal_widget", "run_graded",
+           "seed", "show_result", "timed", "use"]

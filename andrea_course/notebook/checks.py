@@ -1,0 +1,297 @@
+"""check() and use(): run an exercise's graded tests in-process and say what they found.
+
+The graded tests live in tests/test_<activity>.py and carry @graded("activity.piece", ...).
+check("attention.softmax") runs exactly the tests marked with that exercise, with pytest, in
+this process, against the learner's freshly re-read files, and shows one box. It never raises.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..impl import ROOT, STUB_MARK, get_impl
+from ._display import box, in_notebook
+
+TESTS_DIR = ROOT / "tests"
+DEFAULT_IMPL = "exercises"     # in a notebook the learner's own exercises are the point
+
+
+def notebook_impl() -> str:
+    """Whose code a notebook checks: $ANDREA_IMPL if set, else the learner's exercises/."""
+    return os.environ.get("ANDREA_IMPL") or DEFAULT_IMPL
+
+
+@dataclass
+class Outcome:
+    """One graded test's result."""
+    name: str
+    status: str                      # passed | failed | unwritten | error | skipped
+    exc: BaseException | None = None
+    text: str = ""                   # pytest's report when the failure is not a Mismatch
+
+
+@dataclass
+class CheckResult:
+    exercise: str
+    impl: str
+    outcomes: list[Outcome] = field(default_factory=list)
+    error: str | None = None         # the tests could not be run at all (missing file, bad name, ...)
+
+    @property
+    def status(self) -> str:
+        """passed | failed | unwritten | error (no tests run, or none found)."""
+        if self.error or not self.outcomes:
+            return "error"
+        st = {o.status for o in self.outcomes}
+        if st <= {"passed", "skipped"} and "passed" in st:
+            return "passed"
+        if "unwritten" in st and not (st & {"failed", "error"}):
+            return "unwritten"
+        if st <= {"skipped"}:
+            return "error"
+        return "failed"
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+
+def _is_unwritten(exc: BaseException | None) -> bool:
+    """A generated exercise stub raised (possibly wrapped by the test)."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, NotImplementedError) and STUB_MARK in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+class _Collector:
+    """A pytest plugin object: keeps the tests of one exercise and records their outcomes."""
+
+    def __init__(self, exercise: str):
+        self.exercise = exercise
+        self.results: dict[str, Outcome] = {}
+        self.collect_errors: list[str] = []
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        keep, drop = [], []
+        for item in items:
+            mark = item.get_closest_marker("exercise")
+            (keep if mark is not None and mark.args and mark.args[0] == self.exercise else drop).append(item)
+        items[:] = keep
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.collect_errors.append(report.longreprtext)
+
+    def _record(self, item, call, rep):
+        name = item.name
+        if rep.passed and rep.when != "call":
+            return
+        if rep.skipped:
+            self.results.setdefault(name, Outcome(name, "skipped", text=str(rep.longrepr)))
+            return
+        exc = call.excinfo.value if call.excinfo is not None else None
+        if rep.passed:
+            self.results[name] = Outcome(name, "passed")
+            return
+        if name in self.results and self.results[name].status != "passed":
+            return                                   # keep the first failure (setup before teardown)
+        status = "unwritten" if _is_unwritten(exc) else ("failed" if isinstance(exc, AssertionError) else "error")
+        self.results[name] = Outcome(name, status, exc, rep.longreprtext)
+
+
+def _make_collector(exercise: str) -> _Collector:
+    import pytest
+
+    collector = _Collector(exercise)
+
+    class _Hooks:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            outcome = yield
+            collector._record(item, call, outcome.get_result())
+
+        def pytest_collection_modifyitems(self, session, config, items):
+            collector.pytest_collection_modifyitems(session, config, items)
+
+        def pytest_collectreport(self, report):
+            collector.pytest_collectreport(report)
+
+    collector.hooks = _Hooks()
+    return collector
+
+
+@contextlib.contextmanager
+def _environ(**values):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update({k: v for k, v in values.items()})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run_graded(exercise: str, impl: str | os.PathLike | None = None,
+               tests_dir: str | os.PathLike | None = None) -> CheckResult:
+    """Run the graded tests of `exercise` ("activity.piece") against `impl`; never raises."""
+    impl_name = str(impl) if impl is not None else notebook_impl()
+    result = CheckResult(exercise, impl_name)
+    try:
+        activity, piece = str(exercise).split(".")
+    except ValueError:
+        result.error = f"{exercise!r} is not an exercise name: write it as 'activity.piece', e.g. 'attention.softmax'"
+        return result
+    tests_dir = Path(tests_dir) if tests_dir is not None else TESTS_DIR
+    path = tests_dir / f"test_{activity}.py"
+    if not path.exists():
+        result.error = f"no graded tests for {exercise}: {path} does not exist"
+        return result
+    try:
+        import pytest
+
+        get_impl(impl_name, fresh=True)          # re-read the learner's files; the fixture reuses it
+        collector = _make_collector(exercise)
+        args = [str(path), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider",
+                "-o", "addopts=", "-o", "python_files=test_*.py", "--capture=sys", "-q", "--tb=short",
+                "-W", "ignore", "--import-mode=importlib",
+                f"--rootdir={tests_dir.parent}", f"--confcutdir={tests_dir}", "-c", os.devnull]
+        out = io.StringIO()
+        with _environ(ANDREA_IMPL=impl_name, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), \
+                contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            code = pytest.main(args, plugins=[collector.hooks])
+        result.outcomes = list(collector.results.values())
+        if collector.collect_errors:
+            result.error = "the graded tests could not be loaded:\n" + _tail(collector.collect_errors[0])
+        elif not result.outcomes:
+            result.error = (f"no graded test is marked @graded({exercise!r}) in {path.name}"
+                            + ("" if int(code) in (0, 5) else f" (pytest exit code {int(code)}):\n{_tail(out.getvalue())}"))
+    except BaseException as exc:                     # never let a check break the notebook
+        result.error = f"{type(exc).__name__}: {exc}\n{_tail(traceback.format_exc())}"
+    return result
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    rows = [r for r in str(text).rstrip().splitlines()]
+    return "\n".join(rows[-lines:])
+
+
+def _fmt_shape(shape) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ")" if isinstance(shape, (tuple, list)) else str(shape)
+
+
+def _failure_rows(o: Outcome) -> list[tuple[str, str]]:
+    from ..grading.expect import Mismatch
+
+    exc = o.exc
+    if isinstance(exc, Mismatch):
+        rows = [("problem", f"{exc.what}: {exc.problem}")]
+        if exc.max_error is not None:
+            rows.append(("largest error", f"{exc.max_error:.3g}"))
+        if exc.shape_found is not None or exc.shape_expected is not None:
+            rows.append(("shape", f"found {_fmt_shape(exc.shape_found)}, expected {_fmt_shape(exc.shape_expected)}"))
+        if exc.mistake:
+            rows.append(("typical mistake", exc.mistake))
+        if exc.hint:
+            rows.append(("hint", exc.hint))
+        return rows
+    if exc is not None:
+        msg = str(exc).strip() or type(exc).__name__
+        if isinstance(exc, AssertionError):          # drop pytest's rewritten-assert explanation
+            msg = msg.split("\nassert ")[0].strip() or "an assertion failed"
+            msg = "\n".join(msg.splitlines()[:6])
+        else:
+            msg = f"{type(exc).__name__}: {msg}"
+        rows = [("problem", msg)]
+        if o.status == "error" and o.text:
+            rows.append(("where", _tail(o.text, 6)))
+        return rows
+    return [("problem", _tail(o.text, 8) or o.status)]
+
+
+def show_result(result: CheckResult) -> None:
+    """Display the one box that sums up a CheckResult."""
+    ex, st = result.exercise, result.status
+    who = f"checked: {result.impl}"
+    if st == "passed":
+        names = [o.name for o in result.outcomes if o.status == "passed"]
+        box("passed", f"{ex}: all {len(names)} graded test{'s' * (len(names) != 1)} pass",
+            [("", [("", n) for n in names])], who)
+    elif st == "unwritten":
+        hint = ""
+        for o in result.outcomes:
+            if o.status == "unwritten":
+                msg = str(o.exc)
+                hint = msg.split("Hint:", 1)[1].strip() if "Hint:" in msg else ""
+                break
+        rows = [("", "this piece still raises NotImplementedError; the notebook uses the reference for now")]
+        if hint:
+            rows.append(("hint", hint))
+        box("unwritten", f"{ex}: not written yet: the notebook uses the reference for now",
+            [("", rows)], who + f"; write it in exercises/{ex.split('.')[0]}.py, then run this cell again")
+    elif st == "failed":
+        bad = [o for o in result.outcomes if o.status in ("failed", "error", "unwritten")]
+        good = [o for o in result.outcomes if o.status == "passed"]
+        sections = [(o.name, _failure_rows(o)) for o in bad]
+        box("failed", f"{ex}: {len(bad)} of {len(bad) + len(good)} graded tests fail", sections,
+            who + "; until they pass, the notebook uses the reference")
+    else:
+        box("error", f"{ex}: the check could not run", [("", [("", result.error or "no graded tests found")])],
+            who + "; the notebook uses the reference for now")
+
+
+def check(exercise: str, *, impl: str | os.PathLike | None = None,
+          tests_dir: str | os.PathLike | None = None) -> None:
+    """Run the graded tests of one exercise (e.g. "attention.softmax") and show one box.
+
+    impl: whose code ($ANDREA_IMPL if set, else "exercises"); tests_dir: where test_<activity>.py
+    lives (the course's tests/). Never raises; returns None.
+    """
+    try:
+        show_result(run_graded(exercise, impl, tests_dir))
+    except BaseException as exc:                     # even the display must not break a notebook
+        print(f"[COULD NOT CHECK] {exercise}: {type(exc).__name__}: {exc}")
+    return None
+
+
+def use(activity: str, name: str, *, impl: str | os.PathLike | None = None,
+        tests_dir: str | os.PathLike | None = None, quiet: bool = False):
+    """The learner's `name` from `activity` if all its graded tests pass, else the reference.
+
+    Prints one line saying which is used.
+    """
+    reference = getattr(get_impl("solutions").module(activity), name)
+    impl_name = str(impl) if impl is not None else notebook_impl()
+    exercise = f"{activity}.{name}"
+    try:
+        learner = get_impl(impl_name, fresh=True)
+        if learner.is_reference:
+            chosen, why = reference, "the reference solution (ANDREA_IMPL=solutions)"
+        else:
+            result = run_graded(exercise, impl_name, tests_dir)
+            if result.passed:
+                chosen, why = learner.own(activity, name), f"yours (all {len(result.outcomes)} graded tests pass)"
+            elif result.status == "unwritten":
+                chosen, why = reference, "the reference (yours is not written yet)"
+            elif result.status == "failed":
+                n = sum(o.status != "passed" for o in result.outcomes)
+                chosen, why = reference, f"the reference ({n} of your graded tests fail: run check({exercise!r}))"
+            else:
+                chosen, why = reference, f"the reference (could not check yours: {(result.error or '').splitlines()[0]})"
+    except BaseException as exc:
+        chosen, why = reference, f"the reference (could not load yours: {type(exc).__name__}: {exc})"
+    if not quiet:
+        print(f"{exercise}: using {why}")
+    return chosen
