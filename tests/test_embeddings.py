@@ -1,0 +1,117 @@
+"""Graded tests, activity 4 · Embeddings: table lookup, one-hot product, learned positions,
+cosine similarity and the Embeddings module.  x_t = token_table[id_t] + position_table[t]."""
+import torch
+import torch.nn.functional as F
+
+from andrea_course import ModelConfig
+from andrea_course.grading import expect_close, expect_true, graded
+from andrea_course.impl import get_impl
+
+REF = get_impl("solutions")
+V, D = 11, 6
+CFG = ModelConfig(vocab_size=13, context_length=8, d_model=6, n_layers=1, n_heads=2, d_ff=24)
+
+
+def _table_and_ids(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    table = torch.randn(V, D, dtype=torch.float64, generator=g)              # (V, D)
+    ids = torch.tensor([[0, 3, 3, 10, 7], [10, 1, 0, 5, 3]])                # (B, T), both ends of [0, V)
+    return table, ids
+
+
+@graded("embeddings.embed_lookup", points=1)
+def test_embed_lookup_reads_one_row_per_id(student):
+    table, ids = _table_and_ids()
+    got = student.piece("embeddings", "embed_lookup")(table, ids)
+    expect_close(got, F.embedding(ids, table), "embed_lookup(table, ids)",
+                 mistakes={"ids shifted by one: token id i reads row i, no offset": table[(ids + 1) % V]},
+                 hint="table[ids] picks one row per id and keeps the (B, T) layout")
+
+
+@graded("embeddings.embed_onehot", points=1)
+def test_embed_onehot_equals_the_lookup(student):
+    table, ids = _table_and_ids(1)
+    got = student.piece("embeddings", "embed_onehot")(table, ids)
+    expect_close(got, F.embedding(ids, table), "embed_onehot(table, ids)",
+                 hint="F.one_hot(ids, num_classes=V) is (B, T, V); cast it to table.dtype and multiply by the table")
+    expect_true(got.dtype == table.dtype, "embed_onehot(table, ids).dtype",
+                f"dtype {got.dtype}, expected the table's {table.dtype}",
+                "cast the one-hot matrix to table.dtype before the product")
+
+
+def _positions_case(start):
+    g = torch.Generator().manual_seed(2)
+    tok = torch.randn(2, 4, D, dtype=torch.float64, generator=g)              # (B, T, D)
+    pos = torch.randn(10, D, dtype=torch.float64, generator=g)                # (T_max, D)
+    T = tok.shape[1]
+    mistakes = {
+        "positions not added: return tok + position_table[start:start + T]": tok,
+        "position_table indexed in reverse: position t reads row start + t, not the end of the slice":
+            tok + pos[start:start + T].flip(0),
+        "positions off by one: the first token sits at position `start`, so read rows start .. start + T - 1":
+            tok + pos[start + 1:start + T + 1],
+    }
+    if start:
+        mistakes["`start` ignored: with cached tokens the first new token sits at position start, "
+                 "slice position_table[start:start + T]"] = tok + pos[:T]
+        mistakes["positions off by one: read rows start .. start + T - 1"] = tok + pos[start - 1:start + T - 1]
+    return tok, pos, tok + pos[start:start + T], mistakes
+
+
+@graded("embeddings.add_positions", points=1)
+def test_add_positions_from_zero(student):
+    tok, pos, want, mistakes = _positions_case(0)
+    got = student.piece("embeddings", "add_positions")(tok, pos)
+    expect_close(got, want, "add_positions(tok, position_table)", mistakes=mistakes)
+
+
+@graded("embeddings.add_positions", points=2)
+def test_add_positions_after_cached_tokens(student):
+    tok, pos, want, mistakes = _positions_case(3)
+    got = student.piece("embeddings", "add_positions")(tok, pos, 3)
+    expect_close(got, want, "add_positions(tok, position_table, start=3)", mistakes=mistakes)
+
+
+@graded("embeddings.cosine_similarity", points=1)
+def test_cosine_similarity(student):
+    g = torch.Generator().manual_seed(3)
+    u = torch.randn(3, 4, D, dtype=torch.float64, generator=g) * 3
+    v = torch.randn(3, 4, D, dtype=torch.float64, generator=g)
+    got = student.piece("embeddings", "cosine_similarity")(u, v)
+    expect_close(got, F.cosine_similarity(u, v, dim=-1), "cosine_similarity(u, v)",
+                 mistakes={"raw dot product: divide by ||u||·||v||": (u * v).sum(-1),
+                           "divided by ||u||·||v|| squared: use the norms, not their squares":
+                               (u * v).sum(-1) / ((u * u).sum(-1) * (v * v).sum(-1))})
+
+
+@graded("embeddings.cosine_similarity", points=1, visibility="hidden")
+def test_cosine_similarity_of_a_zero_vector_is_zero(student):
+    u = torch.zeros(2, D, dtype=torch.float64)
+    v = torch.randn(2, D, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    got = student.piece("embeddings", "cosine_similarity")(u, v)
+    expect_close(got, torch.zeros(2, dtype=torch.float64), "cosine_similarity(zero vector, v)",
+                 hint="0/0 is NaN: clamp the product of the norms to at least eps before dividing")
+
+
+def _embeddings_case(seed=5):
+    ref = REF.module("embeddings").Embeddings(CFG).double()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.randn(p.shape, dtype=p.dtype, generator=g))
+    ids = torch.randint(0, CFG.vocab_size, (2, 5), generator=g)
+    return ref, ids
+
+
+@graded("embeddings.Embeddings", points=2)
+def test_embeddings_module_adds_token_and_position_vectors(student):
+    ref, ids = _embeddings_case()
+    m = student.piece("embeddings", "Embeddings")(CFG)
+    m.double()
+    m.load_state_dict(ref.state_dict())
+    tok, pos = ref.token_table.detach(), ref.position_table.detach()
+    for start in (0, 2):
+        got = m(ids, start) if start else m(ids)
+        expect_close(got, tok[ids] + pos[start:start + ids.shape[1]], f"Embeddings(cfg)(ids, start={start})",
+                     mistakes={"positions not added: x = token_table[ids] + position_table[start:start + T]": tok[ids],
+                               "`start` not passed on to add_positions": tok[ids] + pos[:ids.shape[1]]})
