@@ -20,14 +20,15 @@ $(STAMP): pyproject.toml
 lab: $(STAMP)
 	cd notebooks && ../$(BIN)/jupyter-lab
 
-# The whole suite: unit and graded tests, then every notebook under nbval twice, once with
-# the reference solutions and once with the untouched exercises (it must still run).
+# The whole suite: unit and graded tests; every notebook under nbval twice, once with the
+# reference solutions and once with the untouched exercises (it must still run); then every
+# notebook in a real JupyterLab in headless Chromium (skipped when Chromium is absent).
 PYTEST := $(BIN)/python -m pytest -n 2 --dist loadscope
 test: $(STAMP)
-	ANDREA_IMPL=solutions $(PYTEST) tests
-	@if ls notebooks/*.ipynb >/dev/null 2>&1; then \
-	  ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks && \
-	  ANDREA_IMPL=exercises $(PYTEST) --nbval-lax --nbval-current-env notebooks; fi
+	ANDREA_IMPL=solutions $(PYTEST) -m "not browser" tests
+	ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks
+	ANDREA_IMPL=exercises $(PYTEST) --nbval-lax --nbval-current-env notebooks
+	$(BIN)/python -m pytest -m browser tests/test_browser.py
 
 exercises: $(STAMP)
 	$(BIN)/andrea-make-exercises

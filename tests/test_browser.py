@@ -1,0 +1,154 @@
+"""The course in a real JupyterLab, driven in headless Chromium (issue: a notebook that passes
+nbval can still show a widget as its text fallback, pick the wrong kernel, or show an error box).
+
+For every notebook: open it in JupyterLab, check the kernel is the course's ("ANDREA course"),
+Run All, then check that no cell shows an error, that no widget fell back to its text form,
+that a quiz answers when clicked, and that exercise checks show their boxes. A screenshot of
+each notebook goes to screenshots/ (ignored by git).
+
+Runs when Chromium (/usr/bin/chromium or $CHROMIUM) and Playwright are present; .ci/run
+installs Chromium first. Playwright drives the system's Chromium: it downloads no browser.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+SHOTS = ROOT / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-quic"]
+# ipywidgets' text fallback, shown when the widget manager is missing: "VBox(children=(...))".
+WIDGET_FALLBACK = re.compile(r"\b(VBox|HBox|Box|RadioButtons|Button|IntSlider|FloatSlider|Dropdown|"
+                             r"Output|HTML|Accordion|ToggleButtons|Checkbox)\((children|value|options|description|layout)=")
+RUN_TIMEOUT_MS = 180_000
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (.ci/run installs it)"),
+    pytest.mark.skipif(not NOTEBOOKS, reason="no notebooks yet"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server on loopback, serving a copy of notebooks/ (runs never touch the repo)."""
+    work = tmp_path_factory.mktemp("lab")
+    shutil.copytree(ROOT / "notebooks", work / "notebooks")
+    port, token = _free_port(), secrets.token_hex(16)
+    jupyter_lab = Path(sys.executable).with_name("jupyter-lab")
+    env = dict(os.environ)
+    env.pop("ANDREA_IMPL", None)              # what a learner sees: their own exercises/
+    log = open(work / "server.log", "w")
+    server = subprocess.Popen(
+        [str(jupyter_lab), "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work / 'notebooks'}",
+         "--allow-root", "--LabApp.news_url=", "--ServerApp.open_browser=False"],
+        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"JupyterLab did not start: {(work / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.3)
+    try:
+        yield url, token
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def _source(nb: Path) -> str:
+    cells = json.loads(nb.read_text())["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=[n.stem for n in NOTEBOOKS])
+def test_notebook_in_jupyterlab(nb, lab, browser):
+    url, token = lab
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(f"{url}/lab/tree/{nb.name}?token={token}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+        kernel = page.locator(".jp-Toolbar .jp-KernelName, .jp-Toolbar-kernelName").first
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+        assert "ANDREA course" in kernel.inner_text(), (
+            f"{nb.name} opened with kernel {kernel.inner_text()!r}, expected the course's 'ANDREA course'")
+
+        page.click(".jp-MenuBar >> text=Run")
+        page.click(".lm-Menu >> text=Run All Cells")
+        # Done when every code cell has an execution count and none shows [*].
+        n_code = sum(1 for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+        page.wait_for_function(
+            """n => {
+                const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
+                    .map(p => p.textContent.trim());
+                return prompts.length >= n && prompts.every(t => /^\\[\\d+\\]:$/.test(t));
+            }""", arg=n_code, timeout=RUN_TIMEOUT_MS)
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+        time.sleep(1.0)   # let widget views render
+
+        outputs = page.locator(".jp-OutputArea-output")
+        texts = [outputs.nth(i).inner_text() for i in range(outputs.count())]
+        errors = [t for t in texts if "Traceback" in t or re.search(r"^\w+Error: ", t, re.M)]
+        assert not errors, f"{nb.name}: a cell shows an error:\n{errors[0][:1500]}"
+        fallback = [t for t in texts if WIDGET_FALLBACK.search(t)]
+        assert not fallback, f"{nb.name}: a widget shows as its text fallback: {fallback[0][:300]}"
+
+        src = _source(nb)
+        if "check(" in src:
+            n_boxes = page.locator(".andrea-box").count()
+            assert n_boxes > 0, f"{nb.name}: calls check(...) but shows no check box"
+        if "quiz(" in src:
+            radios = page.locator(".widget-radio-box")
+            assert radios.count() > 0, f"{nb.name}: calls quiz(...) but no radio buttons rendered"
+            question = radios.first.locator("xpath=..")
+            radios.first.locator("input[type=radio]").first.check()
+            question.locator("button:has-text('Check')").first.click()
+            page.wait_for_function(
+                "el => /Right\\.|Not quite/.test(el.innerText)", arg=question.element_handle(),
+                timeout=10_000)
+        SHOTS.mkdir(exist_ok=True)
+        first_box = page.locator(".andrea-box").first
+        if first_box.count():
+            first_box.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / f"{nb.stem}.png"))
+    finally:
+        page.close()
