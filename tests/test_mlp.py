@@ -1,0 +1,67 @@
+"""Graded tests, activity · MLP and GELU: the tanh and erf forms of GELU, and the MLP
+GELU(x·W1 + b1)·W2 + b2."""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from andrea_course import ModelConfig
+from andrea_course.grading import expect_close, graded
+from andrea_course.impl import get_impl
+
+REF = get_impl("solutions")
+X = torch.linspace(-6, 6, 241, dtype=torch.float64)          # where the GELU forms differ most: |x| ~ 2
+
+
+def _gelu_tanh(x, c=math.sqrt(2 / math.pi), a=0.044715, power=3, half=0.5):
+    return half * x * (1 + torch.tanh(c * (x + a * x ** power)))
+
+
+@graded("mlp.gelu_tanh", points=2)
+def test_gelu_tanh(student):
+    got = student.piece("mlp", "gelu_tanh")(X)
+    expect_close(got, F.gelu(X, approximate="tanh"), "gelu_tanh(x)", mistakes={
+        "the tanh form asked, but this is the exact erf form (0.5·x·(1 + erf(x/√2))); "
+        "use 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))": F.gelu(X),
+        "constant 0.44715 instead of 0.044715": _gelu_tanh(X, a=0.44715),
+        "sqrt(pi/2) instead of sqrt(2/pi)": _gelu_tanh(X, c=math.sqrt(math.pi / 2)),
+        "2/pi without the square root: use sqrt(2/pi)": _gelu_tanh(X, c=2 / math.pi),
+        "x² instead of x³ inside the tanh": _gelu_tanh(X, power=2),
+        "the factor 0.5 is missing": _gelu_tanh(X, half=1.0),
+    })
+
+
+@graded("mlp.gelu_erf", points=1)
+def test_gelu_erf(student):
+    got = student.piece("mlp", "gelu_erf")(X)
+    expect_close(got, F.gelu(X), "gelu_erf(x)", mistakes={
+        "the exact (erf) form asked, but this is the tanh approximation": F.gelu(X, approximate="tanh"),
+        "erf(x) instead of erf(x / sqrt(2)): Phi is the CDF of the standard normal": 0.5 * X * (1 + torch.erf(X)),
+        "erf(x·sqrt(2)) instead of erf(x / sqrt(2))": 0.5 * X * (1 + torch.erf(X * math.sqrt(2))),
+        "the factor 0.5 is missing": X * (1 + torch.erf(X / math.sqrt(2))),
+    })
+
+
+CFG = ModelConfig(vocab_size=16, context_length=8, d_model=8, n_layers=1, n_heads=2, d_ff=32)
+
+
+@graded("mlp.MLP", points=2)
+def test_mlp(student):
+    ref = REF.module("mlp").MLP(CFG).double()
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.randn(p.shape, dtype=p.dtype, generator=g) * 0.7)
+    x = torch.randn(2, 3, CFG.d_model, dtype=torch.float64, generator=g) * 2
+    m = student.piece("mlp", "MLP")(CFG)
+    m.double()
+    m.load_state_dict(ref.state_dict())
+    with torch.no_grad():
+        h = ref.fc(x)                                                  # (B, T, F)
+        want = ref.proj(F.gelu(h, approximate="tanh"))                 # (B, T, D)
+        mistakes = {"ReLU instead of GELU": ref.proj(F.relu(h)),
+                    "the exact erf GELU instead of the tanh form (self.act)": ref.proj(F.gelu(h)),
+                    "no activation between the two linear layers: use self.act": ref.proj(h),
+                    "activation after the second layer: GELU goes between fc and proj":
+                        F.gelu(ref.proj(h), approximate="tanh")}
+    expect_close(m(x), want, "MLP(cfg)(x)", mistakes=mistakes)

@@ -1,0 +1,108 @@
+"""Graded tests, activity 6 · Multi-head attention: split D = H·K into heads, attend in
+parallel, concatenate, mix with W_O."""
+import torch
+import torch.nn.functional as F
+
+from andrea_course import ModelConfig
+from andrea_course.grading import expect_close, graded
+from andrea_course.impl import get_impl
+
+REF = get_impl("solutions")
+B, T, H, K = 2, 5, 3, 4
+D = H * K
+
+
+def _randn(*shape, seed=0, scale=1.0):
+    return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+@graded("multihead.split_heads", points=2)
+def test_split_heads(student):
+    x = _randn(B, T, D, seed=1)
+    got = student.piece("multihead", "split_heads")(x, H)
+    expect_close(got, x.view(B, T, H, K).transpose(1, 2), "split_heads(x of shape (2, 5, 12), n_heads=3)",
+                 mistakes={"reshaped straight to (B, H, T, K), which mixes positions and heads: "
+                           "view as (B, T, H, K) first, then transpose(1, 2)": x.reshape(B, H, T, K),
+                           "features split as (K, H) instead of (H, K): head h owns features h·K .. (h+1)·K - 1":
+                           x.view(B, T, K, H).permute(0, 3, 1, 2)})
+
+
+@graded("multihead.merge_heads", points=1)
+def test_merge_heads(student):
+    y = _randn(B, H, T, K, seed=2)
+    got = student.piece("multihead", "merge_heads")(y)
+    expect_close(got, y.transpose(1, 2).reshape(B, T, D), "merge_heads(y of shape (2, 3, 5, 4))",
+                 mistakes={"reshaped straight to (B, T, H·K), which mixes positions and heads: "
+                           "transpose(1, 2) back to (B, T, H, K) first": y.reshape(B, T, D)})
+
+
+@graded("multihead.merge_heads", points=1)
+def test_merge_heads_undoes_split_heads(student):
+    x = _randn(B, T, D, seed=3)
+    split, merge = student.piece("multihead", "split_heads"), student.piece("multihead", "merge_heads")
+    expect_close(merge(split(x, H)), x, "merge_heads(split_heads(x, 3))",
+                 hint="merge_heads must be the exact inverse of split_heads")
+
+
+def _mha_case(cfg, seed=4):
+    ref = REF.module("multihead").MultiHeadAttention(cfg).double()
+    with torch.no_grad():
+        for i, p in enumerate(ref.parameters()):
+            p.copy_(_randn(*p.shape, seed=seed + i, scale=0.4))
+    x = _randn(B, T, cfg.d_model, seed=seed - 1)
+    return ref, x
+
+
+def _mha_outputs(ref, x, cfg):
+    """The right output and the outputs of the typical mistakes, from torch's own attention."""
+    Hq, G, Kh = cfg.n_heads, cfg.kv_heads, cfg.d_head
+    with torch.no_grad():
+        q, k, v = ref.qkv(x).split([Hq * Kh, G * Kh, G * Kh], dim=-1)
+        heads = lambda t, n: t.view(B, T, n, Kh).transpose(1, 2)               # (B, n, T, K)
+        mixed = lambda t, n: t.reshape(B, n, T, Kh)                             # the wrong split
+        rep = lambda t, how: t.repeat_interleave(Hq // G, 1) if how == "interleave" else t.repeat(1, Hq // G, 1, 1)
+        sdpa = lambda q_, k_, v_, causal=True: F.scaled_dot_product_attention(q_, k_, v_, is_causal=causal)
+        merge = lambda y: y.transpose(1, 2).reshape(B, T, Hq * Kh)
+
+        y = merge(sdpa(heads(q, Hq), rep(heads(k, G), "interleave"), rep(heads(v, G), "interleave")))
+        want = ref.proj(y)
+        mistakes = {
+            "W_O forgotten: the concatenated heads go through self.proj": y,
+            "split with a reshape straight to (B, H, T, K), which mixes positions and heads: "
+            "view as (B, T, H, K), then transpose(1, 2)":
+                ref.proj(merge(sdpa(mixed(q, Hq), rep(mixed(k, G), "interleave"), rep(mixed(v, G), "interleave")))),
+            "split and merged with reshapes that mix positions and heads: view as (B, T, H, K), then transpose":
+                ref.proj(sdpa(mixed(q, Hq), rep(mixed(k, G), "interleave"),
+                              rep(mixed(v, G), "interleave")).reshape(B, T, Hq * Kh)),
+            "no causal mask: self.attend(q, k, v) is causal attention":
+                ref.proj(merge(sdpa(heads(q, Hq), rep(heads(k, G), "interleave"), rep(heads(v, G), "interleave"),
+                                    causal=False))),
+        }
+        if G != Hq:
+            mistakes["key/value heads tiled (repeat) instead of interleaved: query head h uses kv head "
+                     "h // (H/G); use repeat_kv"] = ref.proj(merge(sdpa(heads(q, Hq), rep(heads(k, G), "tile"),
+                                                                         rep(heads(v, G), "tile"))))
+    return want, mistakes
+
+
+def _check_mha(student, cfg, what):
+    ref, x = _mha_case(cfg)
+    want, mistakes = _mha_outputs(ref, x, cfg)
+    m = student.piece("multihead", "MultiHeadAttention")(cfg)
+    m.double()
+    m.load_state_dict(ref.state_dict())
+    expect_close(m(x), want, what, mistakes=mistakes)
+
+
+CFG = ModelConfig(vocab_size=16, context_length=8, d_model=D, n_layers=1, n_heads=H, d_ff=4 * D)
+
+
+@graded("multihead.MultiHeadAttention", points=3)
+def test_multihead_attention(student):
+    _check_mha(student, CFG, "MultiHeadAttention(D=12, H=3)(x)")
+
+
+@graded("multihead.MultiHeadAttention", points=1, visibility="hidden")
+def test_multihead_attention_with_grouped_kv_heads(student):
+    cfg = ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=64)
+    _check_mha(student, cfg, "MultiHeadAttention(D=16, H=4, G=2)(x)")
