@@ -1,0 +1,25 @@
+"""What every kernel file shares: interpreter mode, and the reference kernels of solutions/kernels.py.
+
+Without a GPU the kernels run in Triton's interpreter; TRITON_INTERPRET must be set before a
+kernel is defined, so this module (imported first by every kernel file) sets it.
+"""
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def reference_kernels():
+    """solutions/kernels.py, the one copy of the GELU and LayerNorm forward kernels (the
+    learner's exercise), loaded once through the same Impl the graders use."""
+    from ..impl import get_impl
+    return get_impl("solutions").module("kernels")
+
+
+def rows_of(x: torch.Tensor) -> torch.Tensor:
+    """x (..., D) as a (rows, D) matrix with unit stride along D (a copy only if needed)."""
+    x2 = x.reshape(-1, x.shape[-1])
+    return x2 if x2.stride(-1) == 1 else x2.contiguous()

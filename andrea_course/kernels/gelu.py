@@ -1,0 +1,60 @@
+"""GELU, tanh form, as Triton kernels: y = 0.5·x·(1 + tanh(sqrt(2/pi)·(x + 0.044715·x³))).
+
+Forward: solutions/kernels.py's gelu_kernel (the learner's exercise; one copy, see
+docs/kernels.md). Backward: gelu_backward_kernel below,
+    dy/dx = 0.5·(1 + t) + 0.5·x·(1 - t²)·sqrt(2/pi)·(1 + 3·0.044715·x²),  t = tanh(z).
+"""
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import INTERPRET, reference_kernels
+
+gelu_kernel = reference_kernels().gelu_kernel
+BLOCK = 4096 if INTERPRET else 1024          # the interpreter pays per program, not per element
+
+
+@triton.jit
+def gelu_backward_kernel(x_ptr, dy_ptr, dx_ptr, n_elements, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_elements
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    z = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    t = 2.0 * tl.sigmoid(2.0 * z) - 1.0                        # tanh(z)
+    dz = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x)
+    dx = dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dz)
+    tl.store(dx_ptr + offs, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+class GeluFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        gelu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK)
+        ctx.save_for_backward(x)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (x,) = ctx.saved_tensors
+        dy = dy.contiguous()
+        dx = torch.empty_like(x)
+        n = x.numel()
+        gelu_backward_kernel[(triton.cdiv(n, BLOCK),)](x, dy, dx, n, BLOCK=BLOCK)
+        return dx
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU (tanh form) of x, any shape, forward and backward in Triton."""
+    return GeluFunction.apply(x)
+
+
+def gelu_tanh_reference(x: torch.Tensor) -> torch.Tensor:
+    """The same in plain PyTorch, computed in fp32."""
+    x32 = x.float()
+    return (0.5 * x32 * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x32 + 0.044715 * x32 ** 3)))).to(x.dtype)

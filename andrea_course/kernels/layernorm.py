@@ -1,0 +1,86 @@
+"""LayerNorm over the last axis (D) as Triton kernels: y = (x - mean)·rstd·gamma + beta.
+
+Forward: solutions/kernels.py's layer_norm_kernel (the learner's exercise; one copy, see
+docs/kernels.md), one program per row, saving mean and rstd = 1/sqrt(var + eps).
+Backward: each program walks a stripe of rows, with xhat = (x - mean)·rstd, g = dy·gamma,
+    dx = rstd·(g - mean(g) - xhat·mean(g·xhat))      (means over D)
+and sums dgamma = Σ dy·xhat, dbeta = Σ dy over its rows into one fp32 partial row; torch adds
+the partial rows (llm.c's layernorm_backward does the same with a shared-memory scratch).
+"""
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from ._common import INTERPRET, reference_kernels, rows_of
+
+layer_norm_kernel = reference_kernels().layer_norm_kernel
+
+
+def n_programs(rows: int, device: torch.device) -> int:
+    """How many programs share the rows of a backward: a few per SM on a GPU, few in the interpreter."""
+    if device.type == "cuda":
+        return min(rows, 4 * torch.cuda.get_device_properties(device).multi_processor_count)
+    return min(rows, 4)
+
+
+@triton.jit
+def layer_norm_backward_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, mean_ptr, rstd_ptr, dw_ptr, db_ptr,
+                               stride_x, stride_dy, stride_dx, rows, D, rows_per_program,
+                               BLOCK_D: tl.constexpr):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_D)
+    mask = cols < D
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    dw = tl.zeros((BLOCK_D,), dtype=tl.float32)
+    db = tl.zeros((BLOCK_D,), dtype=tl.float32)
+    for i in range(0, rows_per_program):
+        row = pid * rows_per_program + i
+        if row < rows:
+            x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + row * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
+            mean = tl.load(mean_ptr + row)
+            rstd = tl.load(rstd_ptr + row)
+            xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+            g = dy * w
+            dx = rstd * (g - tl.sum(g, axis=0) / D - xhat * (tl.sum(g * xhat, axis=0) / D))
+            tl.store(dx_ptr + row * stride_dx + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+            dw += dy * xhat
+            db += dy
+    tl.store(dw_ptr + pid * D + cols, dw, mask=mask)
+    tl.store(db_ptr + pid * D + cols, db, mask=mask)
+
+
+class LayerNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps):
+        y, mean, rstd = reference_kernels().layer_norm(x, weight, bias, eps, kernel=layer_norm_kernel)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.has_bias = bias is not None
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, mean, rstd = ctx.saved_tensors
+        D = x.shape[-1]
+        x2, dy2 = rows_of(x), rows_of(dy)
+        rows = x2.shape[0]
+        programs = n_programs(rows, x.device)
+        dx = torch.empty_like(x2)
+        dw = torch.empty(programs, D, dtype=torch.float32, device=x.device)
+        db = torch.empty(programs, D, dtype=torch.float32, device=x.device)
+        layer_norm_backward_kernel[(programs,)](
+            x2, weight, dy2, dx, mean, rstd, dw, db, x2.stride(0), dy2.stride(0), dx.stride(0),
+            rows, D, triton.cdiv(rows, programs), BLOCK_D=triton.next_power_of_2(D))
+        dbias = db.sum(0).to(weight.dtype) if ctx.has_bias else None
+        return dx.view_as(x), dw.sum(0).to(weight.dtype), dbias, None
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float = 1e-5) -> torch.Tensor:
+    """LayerNorm of x (..., D) with gamma `weight` and beta `bias` (or None), in Triton."""
+    return LayerNormFunction.apply(x, weight, bias, eps)
+
+
+def layer_norm_reference(x, weight, bias, eps: float = 1e-5):
+    """The same in plain PyTorch."""
+    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)

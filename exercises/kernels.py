@@ -1,0 +1,101 @@
+# GENERATED from solutions/kernels.py by `make exercises`. Write your code where a
+# `raise NotImplementedError` stands, then delete that line.
+"""Activity 8 · Triton kernels: the GELU and LayerNorm forward passes as GPU kernels.
+
+A kernel is one program written for one block of data; the launch runs it once per block,
+`grid` times, in parallel. Each program finds its block from `tl.program_id(0)`, loads it
+with a mask (the last block is usually ragged), computes, and stores its result.
+
+    GELU(x) = 0.5·x·(1 + tanh(sqrt(2/pi)·(x + 0.044715·x³)))          elementwise
+    LN(x)   = (x - mean)/sqrt(var + eps)·gamma + beta                   per row of D
+
+Without a GPU, set TRITON_INTERPRET=1 before importing triton: the same kernels then run,
+slowly, in Triton's interpreter on CPU tensors. These two kernels are the package's own:
+andrea_course.kernels launches them in ANDREA's forward pass (docs/kernels.md).
+"""
+import os
+
+import torch
+
+if not torch.cuda.is_available():          # no GPU: kernels defined below run in the interpreter
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+try:
+    import triton
+    import triton.language as tl
+except ImportError:                        # Triton ships for Linux only: this file still imports
+
+    class _NoTriton:
+        constexpr = None
+
+        def jit(self, fn):
+            return fn
+
+        def __getattr__(self, name):
+            raise ImportError("Triton is not installed: pip install 'andrea-course[kernels]' (Linux)")
+
+    triton = tl = _NoTriton()
+
+
+@triton.jit
+def gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
+    """y = GELU(x) (tanh form) for the BLOCK elements of this program.
+
+    x_ptr, y_ptr: flat arrays of n_elements. Program p handles elements p·BLOCK ... p·BLOCK + BLOCK - 1;
+    the last block runs past n_elements, so loads and stores take a mask. Compute in fp32
+    (upcast right after loading) and store in y's dtype. Triton has no tl.tanh here:
+    tanh(z) = 2·sigmoid(2z) - 1.
+    """
+    # Hint: pid = tl.program_id(0); offs = pid * BLOCK + tl.arange(0, BLOCK); mask = offs < n_elements; x = tl.load(x_ptr + offs, mask=mask).to(tl.float32); z = 0.7978845608028654 * (x + 0.044715 * x * x * x) (sqrt(2/pi)); tanh(z) = 2 * tl.sigmoid(2 * z) - 1; tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask).
+    raise NotImplementedError('kernels.gelu_kernel: not implemented yet. Hint: pid = tl.program_id(0); offs = pid * BLOCK + tl.arange(0, BLOCK); mask = offs < n_elements; x = tl.load(x_ptr + offs, mask=mask).to(tl.float32); z = 0.7978845608028654 * (x + 0.044715 * x * x * x) (sqrt(2/pi)); tanh(z) = 2 * tl.sigmoid(2 * z) - 1; tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask).')
+
+
+def gelu(x: torch.Tensor, kernel=gelu_kernel, block: int = 1024) -> torch.Tensor:
+    """Launch `kernel` (your gelu_kernel) over x, any shape: one program per `block` elements.
+
+    The output buffer has one block of NaN padding after its last element; a kernel that
+    stores without a mask writes there, and this launcher says so.
+    """
+    x = x.contiguous()
+    n = x.numel()
+    grid = (triton.cdiv(n, block),)
+    x_pad = torch.zeros(grid[0] * block + block, dtype=x.dtype, device=x.device)
+    x_pad[:n] = x.reshape(-1)
+    y_pad = torch.full_like(x_pad, float("nan"))
+    kernel[grid](x_pad, y_pad, n, BLOCK=block)
+    if not torch.isnan(y_pad[n:]).all():
+        raise RuntimeError("gelu_kernel wrote past the end of y: the last block is ragged, so "
+                           "tl.store (and tl.load) need mask=offs < n_elements")
+    return y_pad[:n].view_as(x)
+
+
+@triton.jit
+def layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, stride, D, eps,
+                      HAS_BIAS: tl.constexpr, BLOCK_D: tl.constexpr):
+    """LayerNorm of one row of x (program r handles row r), saving mean and 1/std for the backward.
+
+    x_ptr: rows of D values, row r starting at x_ptr + r·stride (y_ptr likewise);
+    w_ptr, b_ptr: gamma and beta, D values each (b_ptr unused unless HAS_BIAS);
+    mean_ptr, rstd_ptr: one fp32 value per row. BLOCK_D >= D is a power of two, so the
+    lanes D ... BLOCK_D - 1 are padding: mask them, and keep them out of every sum.
+    The variance is the biased one (divide by D) and eps goes inside the square root.
+    """
+    # Hint: row = tl.program_id(0); cols = tl.arange(0, BLOCK_D); mask = cols < D; load the row (other=0.) as fp32; mean = tl.sum(x) / D; xc = tl.where(mask, x - mean, 0.) so padding stays out of the variance; var = tl.sum(xc * xc) / D; rstd = 1 / tl.sqrt(var + eps); y = xc * rstd * w (+ b); store mean, rstd and y (masked).
+    raise NotImplementedError('kernels.layer_norm_kernel: not implemented yet. Hint: row = tl.program_id(0); cols = tl.arange(0, BLOCK_D); mask = cols < D; load the row (other=0.) as fp32; mean = tl.sum(x) / D; xc = tl.where(mask, x - mean, 0.) so padding stays out of the variance; var = tl.sum(xc * xc) / D; rstd = 1 / tl.sqrt(var + eps); y = xc * rstd * w (+ b); store mean, rstd and y (masked).')
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float = 1e-5,
+               kernel=layer_norm_kernel):
+    """Launch `kernel` (your layer_norm_kernel) once per row of x (..., D).
+
+    Returns (y (..., D) in x's dtype, mean (rows,) fp32, rstd (rows,) fp32).
+    """
+    D = x.shape[-1]
+    x2 = x.reshape(-1, D).contiguous()                       # (rows, D)
+    rows = x2.shape[0]
+    y = torch.empty_like(x2)
+    mean = torch.empty(rows, dtype=torch.float32, device=x.device)
+    rstd = torch.empty(rows, dtype=torch.float32, device=x.device)
+    kernel[(rows,)](x2, weight, bias if bias is not None else weight, y, mean, rstd,
+                    x2.stride(0), D, eps, HAS_BIAS=bias is not None,
+                    BLOCK_D=triton.next_power_of_2(D))
+    return y.view_as(x), mean, rstd
