@@ -1,10 +1,20 @@
 # GENERATED from solutions/modern.py by `make exercises`. Write your code where a
 # `raise NotImplementedError` stands, then delete that line.
-"""Activity · The modern block: RMSNorm and SwiGLU (weight tying and grouped key/value
-heads are switches of the model's config).
+"""Activity · The modern block: RMSNorm, SwiGLU, weight tying, grouped key/value heads.
 
-    RMSNorm(x) = x / sqrt(mean(x²) + eps) ⊙ gamma           (no centring, no bias)
-    SwiGLU(x)  = (x·w_up ⊙ Swish(x·w_gate))·w_down,  Swish(z) = z·sigmoid(z)
+Each part answers a problem of the 2017 transformer:
+
+    RMSNorm(x) = x / sqrt(mean(x²) + eps) ⊙ gamma
+        LayerNorm's centring buys almost nothing and costs a second reduction over D:
+        one reduction, no mean, no bias. Computed in fp32 even for bf16/fp16 input.
+    SwiGLU(x)  = (x·w_up ⊙ Swish(x·w_gate))·w_down,   Swish(z) = z·sigmoid(z)
+        a gate decides how much of each value passes; three matrices of width
+        F = 8D/3 (rounded up) cost what the classic MLP's two of width 4D cost.
+    weight tying: the token table is also the output head (cfg.tie_embeddings), saving V·D.
+    grouped key/value heads: G <= H key/value heads (cfg.n_kv_heads) shrink the KV cache H/G times.
+
+Tying and grouped heads are switches of the model (solutions/model.py, solutions/multihead.py);
+this file holds the pieces they need that the classic model does not have.
 """
 import math
 
@@ -14,16 +24,16 @@ import torch.nn.functional as F
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """RMSNorm over the last axis, computed in fp32 and cast back to x's dtype.
+    """RMSNorm over the last axis (D) of every token, computed in fp32 and cast back to x's dtype.
 
-    x: (..., D), weight (gamma): (D,)  ->  (..., D)
+    x: (..., D), weight (gamma): (D,)  ->  (..., D).  No mean is subtracted and there is no bias.
     """
-    # Hint: x.float(), divide by sqrt(mean(x**2 over dim=-1) + eps) (torch.rsqrt), multiply by weight, cast back with .to(x.dtype). No mean subtraction.
-    raise NotImplementedError('modern.rms_norm: not implemented yet. Hint: x.float(), divide by sqrt(mean(x**2 over dim=-1) + eps) (torch.rsqrt), multiply by weight, cast back with .to(x.dtype). No mean subtraction.')
+    # Hint: x32 = x.float(); multiply x32 by torch.rsqrt(mean of x32**2 over dim=-1, keepdim=True, + eps); multiply by weight; cast back with .to(x.dtype). Subtract no mean.
+    raise NotImplementedError('modern.rms_norm: not implemented yet. Hint: x32 = x.float(); multiply x32 by torch.rsqrt(mean of x32**2 over dim=-1, keepdim=True, + eps); multiply by weight; cast back with .to(x.dtype). Subtract no mean.')
 
 
 class RMSNorm(nn.Module):
-    """weight (gamma) starts at 1; there is no bias."""
+    """weight (gamma) starts at 1; there is no bias.  self.norm_fn: rms_norm (or a fused kernel)."""
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
@@ -37,18 +47,19 @@ class RMSNorm(nn.Module):
 
 def swiglu_hidden_dim(d_model: int, multiple_of: int = 256) -> int:
     """F that gives SwiGLU's three matrices the classic MLP's two-matrix budget:
-    3·D·F = 2·D·4D  =>  F = 8D/3, rounded up to a multiple of `multiple_of`."""
-    # Hint: 8 * d_model / 3, rounded up with math.ceil to a multiple of multiple_of.
-    raise NotImplementedError('modern.swiglu_hidden_dim: not implemented yet. Hint: 8 * d_model / 3, rounded up with math.ceil to a multiple of multiple_of.')
+    3·D·F = 2·D·4D  =>  F = 8D/3, rounded up to a multiple of `multiple_of`
+    (D = 768 gives 2,048; D = 4096 gives 11,008)."""
+    # Hint: F = 8 * d_model / 3, then round UP to a multiple of multiple_of: multiple_of * math.ceil(F / multiple_of).
+    raise NotImplementedError('modern.swiglu_hidden_dim: not implemented yet. Hint: F = 8 * d_model / 3, then round UP to a multiple of multiple_of: multiple_of * math.ceil(F / multiple_of).')
 
 
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """Swish(gate) ⊙ up, elementwise: the gate decides how much of each value passes.
+    """Swish(gate) ⊙ up, elementwise: the value `up` says what to pass, the gate how much.
 
     gate, up: (..., F)  ->  (..., F).  Swish(z) = z·sigmoid(z) (torch calls it silu).
     """
-    # Hint: gate * torch.sigmoid(gate) * up (or F.silu(gate) * up).
-    raise NotImplementedError('modern.swiglu: not implemented yet. Hint: gate * torch.sigmoid(gate) * up (or F.silu(gate) * up).')
+    # Hint: gate * torch.sigmoid(gate) * up. The Swish goes on the gate only, not on up.
+    raise NotImplementedError('modern.swiglu: not implemented yet. Hint: gate * torch.sigmoid(gate) * up. The Swish goes on the gate only, not on up.')
 
 
 class SwiGLU(nn.Module):
@@ -65,5 +76,16 @@ class SwiGLU(nn.Module):
         self.glu = swiglu
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Hint: self.w_down(self.glu(self.w_gate(x), self.w_up(x))).
-        raise NotImplementedError('modern.SwiGLU.forward: not implemented yet. Hint: self.w_down(self.glu(self.w_gate(x), self.w_up(x))).')
+        # Hint: gate = self.w_gate(x) and up = self.w_up(x), both (B, T, F); combine them with self.glu(gate, up); project back with self.w_down.
+        raise NotImplementedError('modern.SwiGLU.forward: not implemented yet. Hint: gate = self.w_gate(x) and up = self.w_up(x), both (B, T, F); combine them with self.glu(gate, up); project back with self.w_down.')
+
+
+def kv_cache_bytes(cfg, batch: int = 1, seq_len: int | None = None, bytes_per_value: int = 2) -> int:
+    """Memory of a full KV cache: a key and a value of width K for every block (L), sequence
+    (B), key/value head (G) and cached position (S = seq_len, default the context length T).
+
+    bytes_per_value: 2 for bf16/fp16, 4 for fp32.  Grouped heads divide it by H/G.
+    """
+    S = cfg.context_length if seq_len is None else seq_len
+    # Hint: 2 (keys and values) · L · B · G · S · K · bytes_per_value, with L = cfg.n_layers, G = cfg.kv_heads (not n_heads), K = cfg.d_head.
+    raise NotImplementedError('modern.kv_cache_bytes: not implemented yet. Hint: 2 (keys and values) · L · B · G · S · K · bytes_per_value, with L = cfg.n_layers, G = cfg.kv_heads (not n_heads), K = cfg.d_head.')

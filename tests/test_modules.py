@@ -1,0 +1,289 @@
+"""Graded tests, the modern block · RMSNorm and SwiGLU (solutions/modern.py).
+
+    RMSNorm(x) = x / sqrt(mean(x²) + eps) ⊙ gamma                 over D, in fp32, no centring
+    SwiGLU(x)  = (x·w_up ⊙ Swish(x·w_gate))·w_down,  Swish(z) = z·sigmoid(z)
+
+The seed's check:  ANDREA_IMPL=exercises .venv/bin/pytest tests/test_modules.py -k "rmsnorm or swiglu" -v
+"""
+import torch
+import torch.nn.functional as F
+
+from andrea_course import ModelConfig
+from andrea_course.grading import expect_close, expect_equal, expect_true, graded
+from andrea_course.impl import get_impl
+
+REF = get_impl("solutions")
+ref_rms_norm = REF.module("modern").rms_norm
+
+
+def _randn(*shape, seed=0, dtype=torch.float64):
+    return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+
+# ----------------------------------------------------------------------------- RMSNorm's mistakes
+def _ms(x, dim=-1):
+    return x.pow(2).mean(dim=dim, keepdim=True)
+
+
+def _centred(x, w, eps=1e-5):
+    """LayerNorm without its bias: the mean subtracted 'by habit'."""
+    c = x - x.mean(dim=-1, keepdim=True)
+    return c * torch.rsqrt(_ms(c) + eps) * w
+
+
+def _rms_over(x, w, eps=1e-5, dim=-1):
+    return x * torch.rsqrt(_ms(x, dim) + eps) * w
+
+
+def _rms_norm_mistakes(x, w, eps=1e-5):
+    return {
+        "subtracted the mean (that is LayerNorm without its bias): RMSNorm divides the raw x by "
+        "its root mean square and never centres it": _centred(x, w, eps),
+        "normalised over the wrong axis (dim=-2, the positions): take mean(x²) over the last axis, "
+        "D, of every token": _rms_over(x, w, eps, dim=-2),
+        "normalised over the wrong axis (dim=0, the batch): take mean(x²) over the last axis, D": _rms_over(x, w, eps, dim=0),
+        "one root mean square for the whole tensor: take mean(x²) over dim=-1 with keepdim=True, "
+        "one value per token": x * torch.rsqrt(x.pow(2).mean() + eps) * w,
+        "divided by sqrt(sum(x²)) instead of sqrt(mean(x²)): the output's root mean square must be 1, "
+        "not 1/sqrt(D)": x * torch.rsqrt(x.pow(2).sum(dim=-1, keepdim=True) + eps) * w,
+        "forgot gamma (weight): multiply the normalised x by weight": _rms_over(x, torch.ones_like(w), eps),
+        "added gamma instead of multiplying by it: y * weight, RMSNorm has no bias": _rms_over(x, torch.ones_like(w), eps) + w,
+        "applied gamma before normalising: normalise x first, then multiply by weight": _rms_over(x * w, torch.ones_like(w), eps),
+        "eps outside the square root: x / sqrt(mean(x²) + eps)": x / (_ms(x).sqrt() + eps) * w,
+        "forgot eps: x / sqrt(mean(x²) + eps)": x * torch.rsqrt(_ms(x)) * w,
+    }
+
+
+def _check_rms_norm(student, x, w, eps=1e-5, what="rms_norm(x, weight)"):
+    got = student.piece("modern", "rms_norm")(x, w, eps)
+    expect_close(got, ref_rms_norm(x, w, eps), what, mistakes=_rms_norm_mistakes(x, w, eps))
+    return got
+
+
+# ----------------------------------------------------------------------------- RMSNorm
+@graded("modern.rms_norm", points=2)
+def test_rmsnorm_does_not_center(student):
+    # The seed's worked example: [3, 4] has root mean square sqrt(12.5) ≈ 3.54, so RMSNorm gives
+    # about [0.85, 1.13]; LayerNorm would subtract the mean 3.5 and give [-1, 1].
+    x, w = torch.tensor([[3.0, 4.0]], dtype=torch.float64), torch.ones(2, dtype=torch.float64)
+    got = _check_rms_norm(student, x, w, what="rms_norm([3, 4], ones)")
+    expect_true(bool((got > 0).all()), "rms_norm([3, 4], ones)",
+                f"got {got.tolist()}: both inputs are positive, so both outputs must be",
+                "RMSNorm keeps the direction of x; only the scale changes")
+    # Tokens whose features share a large common offset: centring would remove it.
+    _check_rms_norm(student, 5.0 + _randn(3, 7, 16, seed=1), 1.0 + 0.1 * _randn(16, seed=2))
+
+
+@graded("modern.rms_norm", points=2)
+def test_rmsnorm_produces_unit_rms(student):
+    # Tokens of very different scales, and a shape whose axes all differ: normalising over the
+    # wrong axis gives a tensor of the right shape and the wrong values.
+    scale = torch.logspace(0, 2, 24, dtype=torch.float64).view(4, 6, 1)
+    x, w = _randn(4, 6, 32, seed=3) * scale, torch.ones(32, dtype=torch.float64)
+    got = _check_rms_norm(student, x, w)
+    rms = got.pow(2).mean(dim=-1).sqrt()
+    expect_close(rms, torch.ones(4, 6, dtype=torch.float64), "root mean square of every token's output",
+                 atol=1e-4, rtol=0)           # eps shifts it by about eps / (2·mean(x²)), under 1e-5 here
+
+
+@graded("modern.rms_norm", points=2)
+def test_rmsnorm_scales_with_gamma(student):
+    x = _randn(2, 5, 16, seed=4) + 0.5
+    w = _randn(16, seed=5)                      # negative, tiny and large gains
+    w[3] = 0.0                                  # gamma may switch a feature off entirely
+    got = _check_rms_norm(student, x, w)
+    twice = student.piece("modern", "rms_norm")(x, 2 * w, 1e-5)
+    expect_close(twice, 2 * got, "rms_norm(x, 2·weight) against 2·rms_norm(x, weight)",
+                 hint="the output is the normalised x times gamma, feature by feature")
+
+
+@graded("modern.rms_norm", points=1)
+def test_rmsnorm_eps_inside_the_sqrt(student):
+    # Small activations and a large eps, so where eps goes shows.
+    _check_rms_norm(student, 0.05 * _randn(3, 12, seed=6), 1.0 + _randn(12, seed=7).abs(), eps=1e-2,
+                    what="rms_norm(x, weight, eps=1e-2)")
+
+
+def _bf16_norm(x, w, eps=1e-5):
+    """The mistake: the whole norm computed in x's 16-bit dtype."""
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * w
+
+
+@graded("modern.rms_norm", points=2)
+def test_rmsnorm_computes_in_fp32(student):
+    """bf16 keeps fp32's range but only 8 significant bits: squares, their mean and the rsqrt
+    each round. The reference upcasts to fp32, normalises, and rounds once, back to bf16."""
+    rms_norm = student.piece("modern", "rms_norm")
+    g = torch.Generator().manual_seed(8)
+    x = (3.0 + torch.rand(16, 768, generator=g)).bfloat16()   # all positive: roundings do not cancel
+    w = torch.ones(768, dtype=torch.bfloat16)
+    got = rms_norm(x, w, 1e-5)
+    dtype = str(got.dtype) if isinstance(got, torch.Tensor) else type(got).__name__
+    expect_equal(dtype, "torch.bfloat16", "rms_norm(bf16 x).dtype",
+                 hint="compute in fp32, then cast back with .to(x.dtype)",
+                 mistakes={"returned fp32: cast the result back to x's dtype with .to(x.dtype)": "torch.float32"})
+    want = ref_rms_norm(x, w, 1e-5)
+    expect_close(got, want, "rms_norm(bf16 x, ones)")        # within bf16's tolerance first
+    differ = float((got != want).float().mean())
+    in_bf16 = float((got != _bf16_norm(x, w)).float().mean())
+    expect_true(differ <= 0.01, "rms_norm(bf16 x, ones)",
+                f"{differ:.0%} of the outputs differ from the fp32-computed reference rounded to bf16 "
+                f"(at most 1% may, by one rounding step)",
+                "upcast with x.float(), normalise and multiply in fp32, cast back once at the end",
+                mistake=("the norm computed in bf16: the sum of squares and the rsqrt lose precision; "
+                         "upcast to fp32 first" if in_bf16 < differ else None))
+    # fp16 is worse: its largest value is 65,504, so x² overflows to inf for |x| > 256.
+    xh = (300.0 + 10 * torch.rand(4, 64, generator=g)).half()
+    wh = torch.ones(64, dtype=torch.float16)
+    expect_close(rms_norm(xh, wh, 1e-5), ref_rms_norm(xh, wh, 1e-5), "rms_norm(fp16 x of about 300, ones)",
+                 mistakes={"the norm computed in fp16: 300² overflows fp16 (max 65,504); upcast to fp32 first":
+                           _bf16_norm(xh, wh)})
+
+
+# ----------------------------------------------------------------------------- SwiGLU
+def _swish(z):
+    return z * torch.sigmoid(z)
+
+
+def _swiglu_mistakes(gate, up):
+    return {
+        "Swish applied to the value instead of the gate: swiglu(gate, up) = Swish(gate) ⊙ up": _swish(up) * gate,
+        "sigmoid instead of Swish on the gate: Swish(z) = z·sigmoid(z)": torch.sigmoid(gate) * up,
+        "no activation on the gate: Swish(gate) ⊙ up": gate * up,
+        "ReLU instead of Swish on the gate": torch.relu(gate) * up,
+        "GELU instead of Swish on the gate": F.gelu(gate) * up,
+        "Swish on both the gate and the value": _swish(gate) * _swish(up),
+        "added instead of multiplied: Swish(gate) ⊙ up is elementwise multiplication": _swish(gate) + up,
+    }
+
+
+@graded("modern.swiglu", points=1)
+def test_swiglu_worked_example(student):
+    # The seed's example, F = 2: value (3, 3), gate (2, -2). Swish(2) ≈ 1.76, Swish(-2) ≈ -0.24,
+    # so the same value 3 passes amplified in one place and nearly shut off in the other.
+    gate = torch.tensor([2.0, -2.0], dtype=torch.float64)
+    up = torch.tensor([3.0, 3.0], dtype=torch.float64)
+    want = 3 * gate * torch.sigmoid(gate)                     # ≈ (5.28, -0.72)
+    got = student.piece("modern", "swiglu")(gate, up)
+    expect_close(got, want, "swiglu(gate=(2, -2), up=(3, 3))", mistakes=_swiglu_mistakes(gate, up))
+
+
+@graded("modern.swiglu", points=1)
+def test_swiglu_matches_reference(student):
+    gate, up = 3 * _randn(2, 5, 12, seed=9), _randn(2, 5, 12, seed=10)
+    got = student.piece("modern", "swiglu")(gate, up)
+    expect_close(got, _swish(gate) * up, "swiglu(gate, up)", mistakes=_swiglu_mistakes(gate, up))
+
+
+@graded("modern.SwiGLU", points=2)
+def test_swiglu_module_matches_reference(student):
+    for bias in (False, True):
+        cfg = ModelConfig(vocab_size=11, context_length=8, d_model=16, n_layers=1, n_heads=2, d_ff=40,
+                          mlp="swiglu", bias=bias)
+        module = student.piece("modern", "SwiGLU")(cfg)
+        state = module.state_dict()
+        shapes = {k: tuple(v.shape) for k, v in state.items()}
+        want_shapes = {"w_gate.weight": (40, 16), "w_up.weight": (40, 16), "w_down.weight": (16, 40)}
+        if bias:
+            want_shapes.update({"w_gate.bias": (40,), "w_up.bias": (40,), "w_down.bias": (16,)})
+        expect_equal(shapes, want_shapes, f"SwiGLU(cfg with D=16, F=40, bias={bias}).state_dict() shapes",
+                     hint="keep the names w_gate, w_up (D -> F) and w_down (F -> D)")
+        ref = REF.module("modern").SwiGLU(cfg)
+        ref.load_state_dict(state)
+        x = _randn(2, 5, 16, seed=11, dtype=torch.float32)
+        with torch.no_grad():
+            want = ref(x)
+            g, u = ref.w_gate(x), ref.w_up(x)
+            mistakes = {
+                "w_gate and w_up swapped: Swish goes on w_gate(x), the value is w_up(x)": ref.w_down(_swish(u) * g),
+                "no value branch: multiply Swish(w_gate(x)) by w_up(x)": ref.w_down(_swish(g)),
+                "no gate: Swish(w_gate(x)) must multiply w_up(x)": ref.w_down(u),
+                "forgot w_down: project F back to D": _swish(g) * u,
+            }
+        got = module(x)
+        expect_close(got.detach() if isinstance(got, torch.Tensor) else got, want, f"SwiGLU(x), bias={bias}",
+                     mistakes=mistakes)
+
+
+# ----------------------------------------------------------------------------- the block
+@graded("block.Block", points=1)
+def test_rmsnorm_block_adds_to_the_raw_stream(student):
+    """With RMSNorm the block still adds each sublayer's output to the raw residual stream x,
+    never to the normalised x: x = x + attn(norm(x)); x = x + mlp(norm(x))."""
+    cfg = ModelConfig(vocab_size=11, context_length=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2,
+                      d_ff=48, norm="rmsnorm", mlp="swiglu", bias=False)
+    block = student.piece("block", "Block")(cfg)
+    state = block.state_dict()
+    ref = REF.module("block").Block(cfg).eval()
+    ref.load_state_dict(state)
+    x = 4.0 + 3.0 * _randn(2, 6, 16, seed=12, dtype=torch.float32)    # far from unit scale
+    with torch.no_grad():
+        want = ref(x)
+        h = ref.ln1(x)
+        h = h + ref.attn(h)
+        normalised = ref.ln2(h) + ref.mlp(ref.ln2(h))
+        post = ref.ln1(x + ref.attn(x))
+        post = ref.ln2(post + ref.mlp(post))
+    got = block(x)
+    expect_close(got.detach() if isinstance(got, torch.Tensor) else got, want, "Block(cfg with norm='rmsnorm')(x)", mistakes={
+        "added the sublayer's output to the normalised x: add it to the raw x, "
+        "x = x + attn(ln1(x)), so the residual path stays an identity": normalised,
+        "post-norm order: normalise the sublayer's input, x = x + attn(ln1(x)), not the sum": post,
+    })
+
+
+# ----------------------------------------------------------------------------- the tests catch the mistakes
+def _fp32(fn):
+    """A mutant computed in fp32 and cast back, so that only its own mistake shows."""
+    return lambda x, w, eps=1e-5: fn(x.double(), w.double(), eps).to(x.dtype)
+
+
+_Ref = REF.module("modern").SwiGLU
+_RefBlock = REF.module("block").Block
+
+
+class _SwappedSwiGLU(_Ref):
+    def forward(self, x):
+        return self.w_down(F.silu(self.w_up(x)) * self.w_gate(x))
+
+
+class _NormalisedStreamBlock(_RefBlock):
+    def forward(self, x, cache=None):
+        x = self.ln1(x)
+        x = x + self.attn(x, cache)
+        x = self.ln2(x)
+        return x + self.mlp(x)
+
+
+MUTANTS = [   # (graded test, (activity, piece), the typical mistake, words its failure must name)
+    (test_rmsnorm_does_not_center, ("modern", "rms_norm"), _fp32(_centred), "subtracted the mean"),
+    (test_rmsnorm_produces_unit_rms, ("modern", "rms_norm"), _fp32(lambda x, w, eps: _rms_over(x, w, eps, dim=-2)),
+     "wrong axis"),
+    (test_rmsnorm_produces_unit_rms, ("modern", "rms_norm"),
+     _fp32(lambda x, w, eps: x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w), "sqrt(sum(x²))"),
+    (test_rmsnorm_scales_with_gamma, ("modern", "rms_norm"),
+     _fp32(lambda x, w, eps: _rms_over(x, torch.ones_like(w), eps)), "forgot gamma"),
+    (test_rmsnorm_eps_inside_the_sqrt, ("modern", "rms_norm"),
+     _fp32(lambda x, w, eps: x / (_ms(x).sqrt() + eps) * w), "eps outside"),
+    (test_rmsnorm_computes_in_fp32, ("modern", "rms_norm"), _bf16_norm, "computed in bf16"),
+    (test_rmsnorm_computes_in_fp32, ("modern", "rms_norm"),
+     lambda x, w, eps=1e-5: ref_rms_norm(x.float(), w.float(), eps), "returned fp32"),
+    (test_swiglu_worked_example, ("modern", "swiglu"), lambda gate, up: _swish(up) * gate, "Swish applied to the value"),
+    (test_swiglu_matches_reference, ("modern", "swiglu"), lambda gate, up: torch.sigmoid(gate) * up, "sigmoid instead"),
+    (test_swiglu_module_matches_reference, ("modern", "SwiGLU"), _SwappedSwiGLU, "w_gate and w_up swapped"),
+    (test_rmsnorm_block_adds_to_the_raw_stream, ("block", "Block"), _NormalisedStreamBlock, "normalised x"),
+]
+
+
+def test_every_typical_mistake_is_caught_and_named():
+    from andrea_course.grading import Mismatch
+    from andrea_course.grading.student import InProcessStudent
+
+    for test, key, mutant, words in MUTANTS:
+        student = InProcessStudent("solutions", overrides={key: mutant})
+        try:
+            test(student)
+        except Mismatch as exc:
+            assert words in str(exc.mistake), (test.__name__, words, str(exc))
+        else:
+            raise AssertionError(f"{test.__name__} passes a learner who made the mistake {words!r}")
