@@ -144,6 +144,25 @@ def _environ(**values):
                 os.environ[k] = v
 
 
+@contextlib.contextmanager
+def _isolated_modules(*stems: str):
+    """Hide any module named like the test file (or a conftest) while pytest imports it, so a
+    check always reads the tests afresh and never picks up a same-named module from elsewhere
+    (an outer pytest's, a previous check's); put the old ones back afterwards."""
+    import sys
+
+    def ours(name):
+        return any(name == s or name.endswith("." + s) for s in stems)
+
+    saved = {n: sys.modules.pop(n) for n in [n for n in sys.modules if ours(n)]}
+    try:
+        yield
+    finally:
+        for n in [n for n in sys.modules if ours(n)]:
+            del sys.modules[n]
+        sys.modules.update(saved)
+
+
 def run_graded(exercise: str, impl: str | os.PathLike | None = None,
                tests_dir: str | os.PathLike | None = None) -> CheckResult:
     """Run the graded tests of `exercise` ("activity.piece") against `impl`; never raises."""
@@ -170,6 +189,7 @@ def run_graded(exercise: str, impl: str | os.PathLike | None = None,
                 f"--rootdir={tests_dir.parent}", f"--confcutdir={tests_dir}", "-c", os.devnull]
         out = io.StringIO()
         with _environ(ANDREA_IMPL=impl_name, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), \
+                _isolated_modules(path.stem, "conftest"), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             code = pytest.main(args, plugins=[collector.hooks])
         result.outcomes = list(collector.results.values())
@@ -236,7 +256,7 @@ def show_result(result: CheckResult) -> None:
                 msg = str(o.exc)
                 hint = msg.split("Hint:", 1)[1].strip() if "Hint:" in msg else ""
                 break
-        rows = [("", "this piece still raises NotImplementedError; the notebook uses the reference for now")]
+        rows = [("", "its body still raises NotImplementedError (the exercise stub)")]
         if hint:
             rows.append(("hint", hint))
         box("unwritten", f"{ex}: not written yet: the notebook uses the reference for now",

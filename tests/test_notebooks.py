@@ -1,0 +1,289 @@
+"""The notebooks and their toolkit (andrea_course.notebook).
+
+1. Every committed notebook is clean and follows the conventions of docs/notebooks.md.
+2. check/use/quiz/reveal behave as promised, against a small graded test file of our own.
+3. Every check("activity.piece") a notebook makes names a real exercise with graded tests,
+   and those tests pass on the reference solutions.
+"""
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from andrea_course.exercises import exercise_pieces
+from andrea_course.impl import ROOT, SOLUTIONS
+from andrea_course.notebook import check, grade, quiz, quiz_widget, reveal, run_graded, use
+from andrea_course.notebook._display import render_html
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+ACTIVITIES = {p.stem for p in SOLUTIONS.glob("*.py") if p.stem != "__init__"}
+CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([\w]+)\.([\w]+)["']""")
+USE_CALL = re.compile(r"""\buse\(\s*["'](\w+)["']\s*,\s*["'](\w+)["']""")
+
+
+def _nb(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _code(nb):
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 3, "notebooks/ should hold the course's notebooks"
+
+
+# ---------------------------------------------------------------- 1. conventions
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_committed_without_outputs(path):
+    nb = _nb(path)
+    dirty = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+             and (c.get("outputs") or c.get("execution_count") is not None)]
+    assert not dirty, (f"{path.name}: cells {dirty} carry outputs or execution counts; "
+                       f"run `python tools/nb.py strip {path.relative_to(ROOT)}` before committing")
+    assert "widgets" not in nb["metadata"], f"{path.name}: saved widget state; strip it"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_valid_nbformat(path):
+    nbformat = pytest.importorskip("nbformat")
+    nbformat.validate(nbformat.reads(path.read_text(encoding="utf-8"), as_version=4))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_kernelspec(path):
+    ks = _nb(path)["metadata"].get("kernelspec", {})
+    assert ks.get("name") == "andrea" and ks.get("display_name") == "ANDREA course", (
+        f"{path.name}: kernelspec must be name 'andrea', display 'ANDREA course', got {ks}")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_title_names_its_activity(path):
+    first = _nb(path)["cells"][0]
+    assert first["cell_type"] == "markdown", f"{path.name}: the first cell must be a markdown title"
+    title = "".join(first["source"]).splitlines()[0]
+    assert re.match(r"^# Activity \d+ · grow_a_language_model_\w+", title), (
+        f"{path.name}: the first line must read '# Activity N · grow_a_language_model_<activity>', got {title!r}")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_has_quiz_and_checks(path):
+    nb = _nb(path)
+    code = _code(nb)
+    assert re.search(r"\bquiz\(", code), f"{path.name}: every notebook ends its ideas with a quiz(...)"
+    if nb["metadata"].get("andrea", {}).get("exercises", True):
+        assert CHECK_CALL.search(code), (
+            f"{path.name}: no check('activity.piece') cell; a notebook whose activity has no exercise "
+            f"says so with metadata andrea.exercises = false")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_checks_name_real_exercises(path):
+    for activity, piece in CHECK_CALL.findall(_code(_nb(path))) + USE_CALL.findall(_code(_nb(path))):
+        assert activity in ACTIVITIES, f"{path.name}: check/use of unknown activity {activity!r}"
+        assert piece in exercise_pieces(SOLUTIONS / f"{activity}.py"), (
+            f"{path.name}: {activity}.{piece} is not an exercise of solutions/{activity}.py")
+
+
+def _notebook_exercises():
+    found = set()
+    for path in NOTEBOOKS:
+        found |= {f"{a}.{p}" for a, p in CHECK_CALL.findall(_code(_nb(path)))}
+    return sorted(found)
+
+
+@pytest.mark.parametrize("exercise", _notebook_exercises())
+def test_every_notebook_check_passes_on_the_reference(exercise):
+    """A check in a notebook runs real graded tests, and the reference passes them."""
+    result = run_graded(exercise, impl="solutions")
+    assert result.error is None, result.error
+    assert result.status == "passed", [(o.name, o.status, str(o.exc)[:300]) for o in result.outcomes]
+
+
+# ---------------------------------------------------------------- 2. the toolkit
+GRADED = '''
+import torch
+from andrea_course.grading import graded, expect_close
+
+
+@graded("attention.softmax", points=1)
+def test_softmax_values(student):
+    softmax = student.piece("attention", "softmax")
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(0))
+    expect_close(softmax(x), torch.softmax(x, -1), "softmax(x)",
+                 mistakes={"normalised over the queries (dim=-2) instead of the keys": torch.softmax(x, -2)},
+                 hint="normalise over dim=-1")
+
+
+@graded("attention.softmax", points=1)
+def test_softmax_rows_sum_to_one(student):
+    softmax = student.piece("attention", "softmax")
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(1))
+    assert torch.allclose(softmax(x).sum(-1), torch.ones(4)), "rows do not sum to 1"
+
+
+@graded("attention.weighted_sum", points=1)
+def test_weighted_sum(student):
+    ws = student.piece("attention", "weighted_sum")
+    w, v = torch.rand(2, 4, 4), torch.randn(2, 4, 3)
+    expect_close(ws(w, v), w @ v, "weighted_sum(w, v)")
+
+
+def test_not_graded_is_ignored():
+    raise RuntimeError("a check must run only the tests marked with its exercise")
+'''
+
+
+@pytest.fixture
+def graded_dir(tmp_path):
+    d = tmp_path / "gtests"
+    d.mkdir()
+    (d / "test_attention.py").write_text(GRADED, encoding="utf-8")
+    return d
+
+
+def _submission(tmp_path, replace: dict[str, str]) -> Path:
+    """A submission folder: the reference attention.py with some lines replaced."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    text = (SOLUTIONS / "attention.py").read_text(encoding="utf-8")
+    for old, new in replace.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    (sub / "attention.py").write_text(text, encoding="utf-8")
+    return sub
+
+
+WRONG_AXIS = {"scores.amax(dim=-1, keepdim=True)": "scores.amax(dim=-2, keepdim=True)",
+              "e / e.sum(dim=-1, keepdim=True)": "e / e.sum(dim=-2, keepdim=True)"}
+
+
+def test_check_passes_the_reference(graded_dir, capsys):
+    assert check("attention.softmax", impl="solutions", tests_dir=graded_dir) is None
+    out = capsys.readouterr().out
+    assert out.startswith("[PASSED] attention.softmax")
+    assert "test_softmax_values" in out and "test_softmax_rows_sum_to_one" in out
+    assert "test_not_graded_is_ignored" not in out and "test_weighted_sum" not in out
+
+
+def test_check_names_the_typical_mistake(graded_dir, tmp_path, capsys):
+    sub = _submission(tmp_path, WRONG_AXIS)
+    assert check("attention.softmax", impl=sub, tests_dir=graded_dir) is None
+    out = capsys.readouterr().out
+    assert out.startswith("[NOT YET RIGHT] attention.softmax: 2 of 2 graded tests fail")
+    assert "typical mistake: normalised over the queries (dim=-2) instead of the keys" in out
+    assert "largest error:" in out and "shape: found (3, 5), expected (3, 5)" in out
+    assert "hint: normalise over dim=-1" in out
+    assert "rows do not sum to 1" in out
+
+
+def test_check_shows_a_wrong_shape(graded_dir, tmp_path, capsys):
+    sub = _submission(tmp_path, {"return weights @ v": "return (weights @ v)[..., :1]"})
+    check("attention.weighted_sum", impl=sub, tests_dir=graded_dir)
+    out = capsys.readouterr().out
+    assert "[NOT YET RIGHT]" in out and "found (2, 4, 1), expected (2, 4, 3)" in out
+
+
+def test_check_unwritten_piece_is_amber(graded_dir, capsys):
+    check("attention.softmax", impl="exercises", tests_dir=graded_dir)
+    out = capsys.readouterr().out
+    assert out.startswith("[NOT WRITTEN YET] attention.softmax")
+    assert "the notebook uses the reference for now" in out
+    assert "hint: subtract scores.amax" in out
+
+
+def test_check_rereads_the_learners_file(graded_dir, tmp_path, capsys):
+    sub = _submission(tmp_path, WRONG_AXIS)
+    check("attention.softmax", impl=sub, tests_dir=graded_dir)
+    assert "[NOT YET RIGHT]" in capsys.readouterr().out
+    (sub / "attention.py").write_text((SOLUTIONS / "attention.py").read_text(encoding="utf-8"), encoding="utf-8")
+    check("attention.softmax", impl=sub, tests_dir=graded_dir)        # the learner fixed it
+    assert capsys.readouterr().out.startswith("[PASSED]")
+
+
+@pytest.mark.parametrize("case", ["missing file", "bad name", "unknown piece", "broken tests",
+                                  "syntax error", "bad impl"])
+def test_check_never_raises(case, graded_dir, tmp_path, capsys):
+    kwargs = dict(impl="solutions", tests_dir=graded_dir)
+    exercise = "attention.softmax"
+    if case == "missing file":
+        kwargs["tests_dir"] = tmp_path / "nowhere"
+    elif case == "bad name":
+        exercise = "softmax"
+    elif case == "unknown piece":
+        exercise = "attention.nothing"
+    elif case == "broken tests":
+        (graded_dir / "test_attention.py").write_text("import no_such_module_anywhere\n", encoding="utf-8")
+    elif case == "syntax error":
+        sub = tmp_path / "sub"
+        sub.mkdir()
+        (sub / "attention.py").write_text("def softmax(scores:\n", encoding="utf-8")
+        kwargs["impl"] = sub
+    elif case == "bad impl":
+        kwargs["impl"] = tmp_path / "no-such-folder"
+    assert check(exercise, **kwargs) is None
+    out = capsys.readouterr().out
+    assert out.startswith(("[COULD NOT CHECK]", "[NOT YET RIGHT]")), out
+    assert "[PASSED]" not in out
+
+
+def test_check_box_as_html_is_escaped():
+    html = render_html("failed", "a <b> c", [("t", [("problem", "x < y & z")])])
+    assert "a &lt;b&gt; c" in html and "x &lt; y &amp; z" in html and "#c62828" in html
+
+
+def test_use_picks_the_learners_piece_only_when_it_passes(graded_dir, tmp_path, capsys):
+    from andrea_course import get_impl
+    reference = get_impl("solutions").module("attention").softmax
+    sub = _submission(tmp_path, WRONG_AXIS)
+    chosen = use("attention", "softmax", impl=sub, tests_dir=graded_dir)
+    assert chosen is reference
+    assert "using the reference (2 of your graded tests fail" in capsys.readouterr().out
+    chosen = use("attention", "softmax", impl="exercises", tests_dir=graded_dir)
+    assert chosen is reference and "not written yet" in capsys.readouterr().out
+    chosen = use("attention", "weighted_sum", impl=sub, tests_dir=graded_dir)   # written and right
+    assert chosen is not get_impl("solutions").module("attention").weighted_sum
+    assert chosen.__module__.startswith("_andrea_impl_")
+    assert "using yours (all 1 graded tests pass)" in capsys.readouterr().out
+
+
+QUESTIONS = [{"question": "Why divide by sqrt(K)?", "options": ["speed", "keep scores near unit scale"],
+              "answer": 1, "explain": "dot products grow like sqrt(K)."},
+             {"question": "Mask before or after softmax?", "options": ["before", "after"],
+              "answer": "before"}]
+
+
+def test_quiz_grades_answers():
+    assert grade(QUESTIONS[0], 1) == (True, "Right. dot products grow like sqrt(K).")
+    right, text = grade(QUESTIONS[0], "speed")
+    assert not right and "keep scores near unit scale" in text and "sqrt(K)" in text
+    assert grade(QUESTIONS[1], None)[0] is False
+    with pytest.raises(ValueError):
+        grade({"question": "q", "options": ["a", "b"], "answer": "c"}, 0)
+
+
+def test_quiz_widget_gives_feedback_on_click():
+    pytest.importorskip("ipywidgets")
+    box = quiz_widget(QUESTIONS)
+    title, radio, row = box.children[0].children
+    button, feedback = row.children
+    button.click()
+    assert "Pick an answer" in feedback.value
+    radio.value = "speed"
+    button.click()
+    assert "Not quite" in feedback.value
+    radio.value = "keep scores near unit scale"
+    button.click()
+    assert "Right." in feedback.value and "sqrt(K)" in feedback.value
+
+
+def test_quiz_and_reveal_print_without_a_notebook(capsys):
+    assert quiz(QUESTIONS) is None
+    assert reveal("Model answer", "Because **masking** happens first.") is None
+    out = capsys.readouterr().out
+    assert "1. Why divide by sqrt(K)?" in out and "answer: b) keep scores near unit scale" in out
+    assert "Model answer" in out and "masking" in out
