@@ -1,0 +1,328 @@
+"""The assembled model: shapes of every module, causality, parameter counts against COURSE.md,
+the loss at initialisation, generation with and without the KV cache, the fused ops against
+the reference pieces, dropout, weight tying and the pieces report.
+
+These test the package with the reference solutions (impl="solutions"), whatever ANDREA_IMPL says.
+"""
+import math
+import re
+
+import pytest
+import torch
+
+from andrea_course import ANDREA, ModelConfig, count_parameters, get_impl, ops
+from andrea_course.config import PRESETS
+
+REF = get_impl("solutions")
+PRESET_NAMES = ["andrea-tiny", "andrea-tiny-modern"]
+
+
+def piece(activity, name):
+    return getattr(REF.module(activity), name)
+
+
+def reference_model(cfg):
+    """ANDREA built from the reference pieces with no fused ops swapped in."""
+    return piece("model", "ANDREA")(cfg)
+
+
+def rand_ids(cfg, B, T, seed=0):
+    return torch.randint(0, cfg.vocab_size, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.fixture(scope="module", params=PRESET_NAMES)
+def tiny(request):
+    torch.manual_seed(0)
+    return ANDREA(request.param, impl="solutions").eval()
+
+
+# ----------------------------------------------------------------- shapes
+@pytest.mark.parametrize("name", PRESET_NAMES)
+def test_shapes_of_every_module(name):
+    torch.manual_seed(0)
+    cfg = ModelConfig.preset(name)
+    B, T, D, V, H, G, K, F = 2, 5, cfg.d_model, cfg.vocab_size, cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_ff
+    ids = rand_ids(cfg, B, T)
+    x = torch.randn(B, T, D)
+
+    emb = piece("embeddings", "Embeddings")(cfg)
+    assert emb.token_table.shape == (V, D) and emb.position_table.shape == (cfg.context_length, D)
+    torch.nn.init.normal_(emb.token_table), torch.nn.init.normal_(emb.position_table)
+    assert emb(ids).shape == (B, T, D)
+
+    head = piece("attention", "AttentionHead")(D, K, bias=cfg.bias)
+    assert head.w_q.weight.shape == (K, D)
+    assert head(x).shape == (B, T, K)
+
+    mha = piece("multihead", "MultiHeadAttention")(cfg)
+    assert mha.qkv.weight.shape == ((H + 2 * G) * K, D) and mha.proj.weight.shape == (D, D)
+    assert mha(x).shape == (B, T, D)
+
+    mlp = piece("mlp", "MLP")(cfg)
+    assert (mlp.fc.weight.shape, mlp.proj.weight.shape) == ((F, D), (D, F))
+    assert mlp(x).shape == (B, T, D)
+
+    glu = piece("modern", "SwiGLU")(cfg)
+    assert (glu.w_gate.weight.shape, glu.w_up.weight.shape, glu.w_down.weight.shape) == ((F, D), (F, D), (D, F))
+    assert glu(x).shape == (B, T, D)
+
+    for cls in ("Block", "PostNormBlock"):
+        assert piece("block", cls)(cfg)(x).shape == (B, T, D), cls
+
+    model = ANDREA(cfg, impl="solutions")
+    assert len(model.blocks) == cfg.n_layers
+    logits, loss = model(ids, rand_ids(cfg, B, T, seed=1))
+    assert logits.shape == (B, T, V) and loss.shape == ()
+
+
+def test_grouped_kv_heads_with_G_below_H():
+    cfg = ModelConfig(vocab_size=11, context_length=8, d_model=24, n_layers=1, n_heads=6, n_kv_heads=2, d_ff=48)
+    mha = piece("multihead", "MultiHeadAttention")(cfg)
+    assert mha.qkv.weight.shape == ((6 + 2 * 2) * 4, 24)
+    x = torch.randn(3, 8, 24)
+    assert mha(x).shape == (3, 8, 24)
+    # G = H with the key/value weights copied per group computes the same thing.
+    full = piece("multihead", "MultiHeadAttention")(cfg.replace(n_kv_heads=None))
+    H, G, K = 6, 2, 4
+    with torch.no_grad():
+        wq, wk, wv = mha.qkv.weight.split([H * K, G * K, G * K])
+        bq, bk, bv = mha.qkv.bias.split([H * K, G * K, G * K])
+        rep = lambda w: w.view(G, K, -1).repeat_interleave(H // G, dim=0).reshape(H * K, -1)
+        full.qkv.weight.copy_(torch.cat([wq, rep(wk), rep(wv)]))
+        full.qkv.bias.copy_(torch.cat([bq, rep(bk[:, None])[:, 0], rep(bv[:, None])[:, 0]]))
+        full.proj.load_state_dict(mha.proj.state_dict())
+    torch.testing.assert_close(full(x), mha(x), rtol=1e-5, atol=1e-6)
+
+
+def test_post_norm_block_ends_on_a_layer_norm():
+    cfg = ModelConfig.preset("andrea-tiny")
+    y = piece("block", "PostNormBlock")(cfg)(torch.randn(2, 5, cfg.d_model) * 3)
+    torch.testing.assert_close(y.mean(-1), torch.zeros(2, 5), atol=1e-5, rtol=0)
+    torch.testing.assert_close(y.var(-1, unbiased=False), torch.ones(2, 5), atol=1e-3, rtol=0)
+
+
+# ----------------------------------------------------------------- causality
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "reference"])
+def test_later_tokens_never_change_earlier_logits(tiny, fused):
+    model = tiny
+    if not fused:
+        model = reference_model(tiny.cfg).eval()
+        model.load_state_dict(tiny.state_dict())
+    ids = rand_ids(tiny.cfg, 2, 12)
+    changed = ids.clone()
+    changed[:, 7:] = (changed[:, 7:] + 1) % tiny.cfg.vocab_size
+    with torch.no_grad():
+        a, b = model(ids), model(changed)
+    torch.testing.assert_close(a[:, :7], b[:, :7], rtol=0, atol=1e-6)
+    assert (a[:, 7:] - b[:, 7:]).abs().amax(-1).min() > 1e-3      # every later position does change
+
+
+# ----------------------------------------------------------------- parameter counts
+COURSE_FIGURES = dict(token_table=6_488_832, position_table=786_432, block=7_087_872,
+                      blocks=85_054_464, total=98_820_096)
+
+
+def test_count_parameters_reproduces_course_figures():
+    c = count_parameters("andrea-120m")
+    assert {k: c[k] for k in COURSE_FIGURES} == COURSE_FIGURES
+    assert c["token_table"] + c["position_table"] == 7_275_264                  # embeddings
+    nobias = count_parameters(ModelConfig.preset("andrea-120m", bias=False))
+    assert nobias["mlp"] == 4_718_592 and 12 * nobias["mlp"] == 56_623_104      # MLP without biases
+    assert count_parameters(ModelConfig.preset("andrea-120m", tie_embeddings=True))["total"] == 92_331_264
+    # llm.c's GPT-2 124M: the same trunk, V = 50,257, T = 1,024, tied head.
+    gpt2 = ModelConfig(vocab_size=50257, tie_embeddings=True)
+    assert count_parameters(gpt2)["total"] == 124_439_808
+
+
+ODD_CONFIGS = {
+    "no-bias": dict(vocab_size=101, context_length=9, d_model=48, n_layers=3, n_heads=6, d_ff=100, bias=False),
+    "gqa": dict(vocab_size=101, context_length=9, d_model=48, n_layers=2, n_heads=6, n_kv_heads=3, d_ff=96),
+    "mqa-tied": dict(vocab_size=101, context_length=9, d_model=48, n_layers=2, n_heads=6, n_kv_heads=1,
+                     d_ff=96, tie_embeddings=True),
+    "swiglu-bias": dict(vocab_size=101, context_length=9, d_model=48, n_layers=2, n_heads=4, d_ff=128,
+                        mlp="swiglu"),
+    "rms-swiglu-nobias": dict(vocab_size=101, context_length=9, d_model=48, n_layers=2, n_heads=4, d_ff=128,
+                              mlp="swiglu", norm="rmsnorm", bias=False, n_kv_heads=2),
+    "rms-with-bias": dict(vocab_size=101, context_length=9, d_model=48, n_layers=1, n_heads=4, d_ff=64,
+                          norm="rmsnorm"),
+}
+
+
+@pytest.mark.parametrize("cfg", [ModelConfig.preset(n) for n in PRESETS] + [ModelConfig(**kw) for kw in ODD_CONFIGS.values()],
+                         ids=list(PRESETS) + list(ODD_CONFIGS))
+def test_config_formula_equals_tensor_count(cfg):
+    with torch.device("meta"):                    # no memory, no init cost, even for 120M
+        model = ANDREA(cfg, impl="solutions")
+    assert count_parameters(model) == count_parameters(cfg)
+
+
+# ----------------------------------------------------------------- loss at init
+def test_loss_at_init_is_ln_V_plus_half():
+    """With std 1/sqrt(D) the head's logits are N(0, 1) given the final LayerNorm's output
+    (|x|^2 = D exactly), so E[loss] = E[logsumexp z] - E[z_target] ≈ ln(V·E[e^z]) = ln V + 1/2.
+    Spread of the mean over N tokens: the target logit contributes 1/sqrt(N); logsumexp over
+    V draws has relative spread sqrt((e^2 - e)/V)/e^(1/2). Allow four of each."""
+    torch.manual_seed(0)
+    cfg = ModelConfig.preset("andrea-tiny")
+    model = ANDREA(cfg, impl="solutions").eval()
+    B, T, V = 8, 128, cfg.vocab_size
+    with torch.no_grad():
+        logits, loss = model(rand_ids(cfg, B, T), rand_ids(cfg, B, T, seed=1))
+    tol = 4 / math.sqrt(B * T) + 4 * math.sqrt((math.e ** 2 - math.e) / V) / math.exp(0.5)
+    assert abs(loss.item() - (math.log(V) + 0.5)) < tol, (loss.item(), math.log(V) + 0.5, tol)
+    assert abs(logits.var().item() - 1.0) < 0.05
+    assert abs(loss.item() - math.log(V)) > 0.5 - tol       # the +1/2 is really there
+
+
+# ----------------------------------------------------------------- generation and the cache
+@pytest.mark.parametrize("name", PRESET_NAMES)
+def test_cached_forward_equals_full_forward(name):
+    torch.manual_seed(0)
+    model = ANDREA(ModelConfig.preset(name, context_length=16), impl="solutions").eval()
+    ids = rand_ids(model.cfg, 2, 16)
+    with torch.no_grad():
+        full = model(ids)
+        caches = model.new_caches(2)
+        parts = [model(ids[:, :5], caches=caches), model(ids[:, 5:6], caches=caches), model(ids[:, 6:], caches=caches)]
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+@pytest.mark.parametrize("sampling", [dict(temperature=0.0), dict(temperature=1.0), dict(temperature=0.8, top_k=5)],
+                         ids=["greedy", "sampled", "top-k"])
+def test_generation_with_cache_equals_without(name, sampling):
+    torch.manual_seed(0)
+    T = 8
+    model = ANDREA(ModelConfig.preset(name, context_length=T), impl="solutions").eval()
+    prompt = rand_ids(model.cfg, 2, 3)
+    n = 2 * T                                        # past the context length: the window slides
+    out = {}
+    for use_cache in (True, False):
+        g = torch.Generator().manual_seed(123)
+        out[use_cache] = model.generate(prompt, n, generator=g, use_cache=use_cache, **sampling)
+    assert out[True].shape == (2, 3 + n)
+    assert torch.equal(out[True][:, :3], prompt)
+    assert torch.equal(out[True], out[False])
+    if sampling["temperature"] > 0:                 # another seed gives another sample
+        other = model.generate(prompt, n, generator=torch.Generator().manual_seed(7), **sampling)
+        assert not torch.equal(other, out[True])
+
+
+# ----------------------------------------------------------------- fused ops against the reference
+@pytest.mark.parametrize("T, S", [(6, 6), (1, 6), (3, 7)])
+def test_fused_attention_equals_reference(T, S):
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, n, 8, generator=g) for n in (T, S, S))
+    for causal in (True, False):
+        torch.testing.assert_close(ops.attention(q, k, v, causal), piece("attention", "attention")(q, k, v, causal),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_fused_norms_and_activations_equal_reference():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 5, 32, generator=g) * 3 + 1
+    w, b = torch.randn(32, generator=g), torch.randn(32, generator=g)
+    close = lambda a, e: torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
+    close(ops.layer_norm(x, w, b, 1e-5), piece("block", "layer_norm")(x, w, b, 1e-5))
+    close(ops.layer_norm(x, w, None, 1e-5), piece("block", "layer_norm")(x, w, None, 1e-5))
+    close(ops.rms_norm(x, w, 1e-6), piece("modern", "rms_norm")(x, w, 1e-6))
+    close(ops.gelu_tanh(x), piece("mlp", "gelu_tanh")(x))
+    close(ops.swiglu(x, x.flip(-1)), piece("modern", "swiglu")(x, x.flip(-1)))
+    xb = x.bfloat16()
+    fused, ref = ops.rms_norm(xb, w.bfloat16(), 1e-5), piece("modern", "rms_norm")(xb, w.bfloat16(), 1e-5)
+    assert fused.dtype == ref.dtype == torch.bfloat16
+    torch.testing.assert_close(fused, ref, rtol=8e-3, atol=8e-3)       # one bf16 rounding step apart at most
+    exact = piece("modern", "rms_norm")(x, w, 1e-5)
+    assert (fused.float() - exact).abs().max() < 0.02 * exact.abs().max()  # computed in fp32, not bf16
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+def test_model_runs_fused_ops_and_matches_reference_pieces(name):
+    torch.manual_seed(0)
+    fast = ANDREA(name, impl="solutions").eval()
+    block = fast.blocks[0]
+    assert block.attn.attend is ops.attention
+    assert block.ln1.norm_fn in (ops.layer_norm, ops.rms_norm)
+    assert getattr(block.mlp, "act", None) is ops.gelu_tanh or getattr(block.mlp, "glu", None) is ops.swiglu
+    ref = reference_model(fast.cfg).eval()
+    ref.load_state_dict(fast.state_dict())
+    ids = rand_ids(fast.cfg, 2, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(fast(ids), ref(ids), rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------- pieces, dropout, tying
+def test_pieces_report_reference():
+    model = ANDREA("andrea-tiny", impl="solutions")
+    assert set(model.pieces) >= {"embeddings", "attention", "multihead", "mlp", "block", "model", "modern"}
+    assert model.pieces["attention"]["softmax"] == "reference"
+    assert set(v for pieces in model.pieces.values() for v in pieces.values()) == {"reference"}
+
+
+def submission(folder, written):
+    """A learner's folder: the exercises, with the reference code kept in the pieces named in
+    `written` ("activity.Qual.name") as if the learner had typed it."""
+    from andrea_course.exercises import BEGIN, END, HINT, regions, strip_solutions
+    for f in REF.folder.glob("*.py"):
+        lines = f.read_text().splitlines()
+        drop = set()
+        for r in regions("\n".join(lines)):
+            if f"{f.stem}.{r['qualname']}" in written:
+                drop |= {i for i in range(r["start"] - 1, r["end"])
+                         if lines[i].strip().startswith((BEGIN, END, HINT))}
+        text = "\n".join(l for i, l in enumerate(lines) if i not in drop) + "\n"
+        (folder / f.name).write_text(text if f.stem == "__init__" else strip_solutions(text, f.stem))
+    return folder
+
+
+def test_pieces_report_a_learners_own_piece(tmp_path):
+    """A learner who wrote GELU, the MLP, the block and the model: the report says so, and the
+    model runs the learner's GELU as written instead of the fused op, the fused ops elsewhere."""
+    written = {"mlp.gelu_tanh", "mlp.MLP.forward", "block.Block.forward", "model.ANDREA.__init__",
+               "model.ANDREA.forward"}
+    model = ANDREA("andrea-tiny", impl=submission(tmp_path, written))
+    assert model.pieces["mlp"] == {"MLP": "yours", "gelu_tanh": "yours", "gelu_erf": "reference"}
+    assert model.pieces["block"] == {"Block": "yours", "PostNormBlock": "reference", "layer_norm": "reference"}
+    assert model.pieces["attention"]["softmax"] == "reference"
+    act = model.blocks[0].mlp.act
+    assert act is not ops.gelu_tanh and act.__module__.startswith("_andrea_impl_")
+    assert model.blocks[0].attn.attend is ops.attention and model.blocks[0].ln1.norm_fn is ops.layer_norm
+    torch.manual_seed(0)
+    ref = ANDREA("andrea-tiny", impl="solutions").eval()
+    model.load_state_dict(ref.state_dict())
+    ids = rand_ids(ref.cfg, 1, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(ids), ref(ids), rtol=1e-4, atol=1e-4)
+
+
+def test_dropout_changes_train_output_only():
+    torch.manual_seed(0)
+    cfg = ModelConfig.preset("andrea-tiny", dropout=0.2, n_layers=2)
+    model = ANDREA(cfg, impl="solutions")
+    ids = rand_ids(cfg, 2, 16)
+    model.train()
+    a, b = model(ids), model(ids)
+    assert not torch.allclose(a, b)
+    model.eval()
+    with torch.no_grad():
+        c, d = model(ids), model(ids)
+        plain = ANDREA(cfg.replace(dropout=0.0), impl="solutions").eval()
+        plain.load_state_dict(model.state_dict())
+        e = plain(ids)
+    assert torch.equal(c, d)
+    torch.testing.assert_close(c, e, rtol=0, atol=0)
+
+
+def test_tied_weights_are_one_tensor():
+    torch.manual_seed(0)
+    cfg = ModelConfig.preset("andrea-tiny", tie_embeddings=True, n_layers=1)
+    model = ANDREA(cfg, impl="solutions")
+    assert model.head is None
+    assert model.output_weight() is model.embed.token_table
+    assert sum(p.numel() for p in model.parameters()) == count_parameters(cfg)["total"]
+    ids = rand_ids(cfg, 1, 4)
+    targets = rand_ids(cfg, 1, 4, seed=1)
+    model(ids, targets)[1].backward()
+    grad = model.embed.token_table.grad
+    unseen = sorted(set(range(cfg.vocab_size)) - set(ids.flatten().tolist()))[:3]
+    assert grad[unseen].abs().sum() > 0          # rows never read as input still learn through the head
