@@ -45,8 +45,8 @@ def gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
     (upcast right after loading) and store in y's dtype. Triton has no tl.tanh here:
     tanh(z) = 2·sigmoid(2z) - 1.
     """
-    # Hint: pid = tl.program_id(0); offs = pid * BLOCK + tl.arange(0, BLOCK); mask = offs < n_elements; x = tl.load(x_ptr + offs, mask=mask).to(tl.float32); z = 0.7978845608028654 * (x + 0.044715 * x * x * x) (sqrt(2/pi)); tanh(z) = 2 * tl.sigmoid(2 * z) - 1; tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask).
-    raise NotImplementedError('kernels.gelu_kernel: not implemented yet. Hint: pid = tl.program_id(0); offs = pid * BLOCK + tl.arange(0, BLOCK); mask = offs < n_elements; x = tl.load(x_ptr + offs, mask=mask).to(tl.float32); z = 0.7978845608028654 * (x + 0.044715 * x * x * x) (sqrt(2/pi)); tanh(z) = 2 * tl.sigmoid(2 * z) - 1; tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask).')
+    # Hint: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK); mask = offs < n_elements on both tl.load and tl.store; .to(tl.float32) after loading; sqrt(2/pi) = 0.7978845608028654; tanh(z) = 2 * tl.sigmoid(2 * z) - 1; store y.to(y_ptr.dtype.element_ty).
+    raise NotImplementedError('kernels.gelu_kernel: not implemented yet. Hint: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK); mask = offs < n_elements on both tl.load and tl.store; .to(tl.float32) after loading; sqrt(2/pi) = 0.7978845608028654; tanh(z) = 2 * tl.sigmoid(2 * z) - 1; store y.to(y_ptr.dtype.element_ty).')
 
 
 def gelu(x: torch.Tensor, kernel=gelu_kernel, block: int = 1024) -> torch.Tensor:
@@ -79,8 +79,8 @@ def layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, stride, D,
     lanes D ... BLOCK_D - 1 are padding: mask them, and keep them out of every sum.
     The variance is the biased one (divide by D) and eps goes inside the square root.
     """
-    # Hint: row = tl.program_id(0); cols = tl.arange(0, BLOCK_D); mask = cols < D; load the row (other=0.) as fp32; mean = tl.sum(x) / D; xc = tl.where(mask, x - mean, 0.) so padding stays out of the variance; var = tl.sum(xc * xc) / D; rstd = 1 / tl.sqrt(var + eps); y = xc * rstd * w (+ b); store mean, rstd and y (masked).
-    raise NotImplementedError('kernels.layer_norm_kernel: not implemented yet. Hint: row = tl.program_id(0); cols = tl.arange(0, BLOCK_D); mask = cols < D; load the row (other=0.) as fp32; mean = tl.sum(x) / D; xc = tl.where(mask, x - mean, 0.) so padding stays out of the variance; var = tl.sum(xc * xc) / D; rstd = 1 / tl.sqrt(var + eps); y = xc * rstd * w (+ b); store mean, rstd and y (masked).')
+    # Hint: row = tl.program_id(0); cols = tl.arange(0, BLOCK_D); mask = cols < D; load the row as fp32 with other=0.; mean = tl.sum(x, axis=0) / D; zero the padding lanes of x - mean with tl.where before squaring; biased variance; rstd = 1 / tl.sqrt(var + eps); store mean, rstd and the masked row y.
+    raise NotImplementedError('kernels.layer_norm_kernel: not implemented yet. Hint: row = tl.program_id(0); cols = tl.arange(0, BLOCK_D); mask = cols < D; load the row as fp32 with other=0.; mean = tl.sum(x, axis=0) / D; zero the padding lanes of x - mean with tl.where before squaring; biased variance; rstd = 1 / tl.sqrt(var + eps); store mean, rstd and the masked row y.')
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float = 1e-5,
