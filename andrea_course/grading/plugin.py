@@ -1,14 +1,32 @@
-"""pytest plugin: the `student` fixture, the graded markers, and the --impl option.
+"""pytest plugin: the `student` fixture, the graded markers, and the grader's options.
 
-Loaded by tests/conftest.py; the autograder loads it too (with --isolate).
+Loaded by tests/conftest.py; the autograder (runner.py) loads it too, with:
+
+    --impl SUB             whose code to grade (solutions, exercises or a submission folder)
+    --isolate              run the learner's code in a worker process (isolated.py)
+    --timeout-per-test S   with --isolate: seconds of learner time per test
+    --results-jsonl PATH   append one JSON line per graded test as it finishes
+
+A results line: {"kind": "result", "nodeid", "name", "exercise", "points", "visibility",
+"passed", "skipped", "output"}; "collected" lines list every graded test before the run, and
+"collect_error" lines name test files that failed to import. With --results-key-fd the
+plugin reads a key from a pipe and signs every line (HMAC-SHA256), so that lines written by
+anything else (the learner's code, say) are recognised and ignored by the runner.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import os
 
 import pytest
 
+from .expect import Mismatch
+from .isolated import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
 from .student import InProcessStudent
+
+MAX_OUTPUT = 4000
 
 
 def pytest_addoption(parser):
@@ -16,6 +34,16 @@ def pytest_addoption(parser):
     group.addoption("--impl", default=None,
                     help="whose code to grade: solutions, exercises or a submission folder "
                          "(default: $ANDREA_IMPL, else solutions)")
+    group.addoption("--isolate", action="store_true",
+                    help="run the learner's code in a separate worker process (the autograder)")
+    group.addoption("--timeout-per-test", type=float, default=DEFAULT_TIMEOUT,
+                    help="with --isolate: seconds the learner's code may run in one test")
+    group.addoption("--worker-user", default=None,
+                    help="with --isolate, when run as root: run the learner's code as this user")
+    group.addoption("--results-jsonl", default=None,
+                    help="append one JSON line per graded test to this file as it finishes")
+    group.addoption("--results-key-fd", type=int, default=None,
+                    help="read a signing key for --results-jsonl lines from this file descriptor")
 
 
 def pytest_configure(config):
@@ -26,11 +54,141 @@ def pytest_configure(config):
     impl = config.getoption("--impl")
     if impl:
         os.environ["ANDREA_IMPL"] = impl
+    workerinput = getattr(config, "workerinput", None)         # an xdist worker
+    if workerinput is not None:
+        key = workerinput.get("andrea_results_key")
+    elif config.getoption("--results-key-fd") is not None:
+        fd = config.getoption("--results-key-fd")
+        key = os.read(fd, 256).strip()
+        os.close(fd)
+    else:
+        key = None
+    config._andrea_key = bytes.fromhex(key.decode() if isinstance(key, bytes) else key) if key else b""
+    config._andrea_outcomes = {}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):          # xdist controller -> worker: the signing key
+    node.workerinput["andrea_results_key"] = node.config._andrea_key.hex()
+
+
+
+
+def _is_controller(config) -> bool:
+    return getattr(config, "workerinput", None) is None
+
+
+def _write(config, record: dict) -> None:
+    path = config.getoption("--results-jsonl")
+    if not path:
+        return
+    body = json.dumps(record, sort_keys=True)
+    mac = hmac.new(config._andrea_key, body.encode(), hashlib.sha256).hexdigest() if config._andrea_key else ""
+    line = json.dumps({"record": body, "mac": mac}) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode())         # one write per line: atomic under O_APPEND
+    finally:
+        os.close(fd)
+
+
+def graded_info(item) -> dict | None:
+    """{"exercise", "points", "visibility"} of a graded test item, else None."""
+    ex = item.get_closest_marker("exercise")
+    if ex is None:
+        return None
+    points = item.get_closest_marker("points")
+    vis = item.get_closest_marker("visibility")
+    return {"exercise": ex.args[0], "points": float(points.args[0]) if points else 1.0,
+            "visibility": vis.args[0] if vis else "visible"}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        info = graded_info(item)
+        if info is not None:
+            item.user_properties.append(("andrea", info))
+
+
+def pytest_collection_finish(session):
+    # Every process that collects writes the list (xdist workers included): the runner dedupes.
+    for item in session.items:
+        info = graded_info(item)
+        if info is not None:
+            _write(session.config, {"kind": "collected", "nodeid": item.nodeid, "name": item.name, **info})
+
+
+def pytest_collectreport(report):
+    config = _CONFIG[0] if _CONFIG else None
+    if report.failed and config is not None:
+        _write(config, {"kind": "collect_error", "path": str(report.fspath),
+                        "output": _last_line(str(report.longrepr))})
+
+
+def failure_message(excinfo) -> str:
+    """The failure as a learner reads it: a Mismatch's (or the grader's) message, else the
+    exception as `Type: message`, never the traceback."""
+    exc = excinfo.value
+    if isinstance(exc, (Mismatch, LearnerCodeError, pytest.fail.Exception)):
+        text = str(exc)
+    else:
+        text = excinfo.exconly()
+    return text.strip()[:MAX_OUTPUT]
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip()[:MAX_OUTPUT] if lines else ""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is not None and report.failed and any(k == "andrea" for k, _ in item.user_properties):
+        item.user_properties.append(("andrea_output", f"{call.when}: " * (call.when != "call")
+                                     + failure_message(call.excinfo)))
+
+
+def pytest_runtest_logreport(report):
+    props = dict(report.user_properties)
+    info = props.get("andrea")
+    config = _CONFIG[0] if _CONFIG else None
+    if info is None or config is None or not _is_controller(config):
+        return
+    state = config._andrea_outcomes.setdefault(report.nodeid, {"passed": True, "skipped": False,
+                                                               "output": ""})
+    if report.failed:
+        state["passed"] = False
+        state["output"] = state["output"] or props.get("andrea_output") or _last_line(str(report.longrepr))
+    elif report.skipped:
+        state["skipped"] = True
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        state["output"] = f"skipped: {reason}"
+    if report.when == "teardown":
+        config._andrea_outcomes.pop(report.nodeid)
+        passed = state["passed"] and not state["skipped"]
+        _write(config, {"kind": "result", "nodeid": report.nodeid,
+                        "name": report.nodeid.rsplit("::", 1)[-1], **info, "passed": passed,
+                        "skipped": state["skipped"], "output": "" if passed else state["output"]})
+
+
+_CONFIG: list = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    _CONFIG[:] = [session.config]
 
 
 @pytest.fixture(scope="session")
-def _student_session():
-    student = InProcessStudent()
+def _student_session(pytestconfig):
+    if pytestconfig.getoption("--isolate"):
+        _preload_reference()
+        student = IsolatedStudent(timeout=pytestconfig.getoption("--timeout-per-test"),
+                                  user=pytestconfig.getoption("--worker-user"))
+    else:
+        student = InProcessStudent()
     yield student
     student.close()
 
@@ -38,4 +196,17 @@ def _student_session():
 @pytest.fixture
 def student(_student_session):
     """The learner's code (the reference when ANDREA_IMPL is unset)."""
+    if isinstance(_student_session, IsolatedStudent):
+        _student_session.begin_test()
     return _student_session
+
+
+def _preload_reference() -> None:
+    """Import the course and every reference activity before any learner code runs, so that
+    nothing a learner's code might write to disk later can change what the grader compares with."""
+    import andrea_course.model  # noqa: F401
+    from ..impl import SOLUTIONS, get_impl
+    ref = get_impl("solutions")
+    for path in sorted(SOLUTIONS.glob("*.py")):
+        if path.stem != "__init__":
+            ref.module(path.stem)

@@ -1,0 +1,288 @@
+"""Grade one submission: pytest over the graded tests in a subprocess, learner code isolated.
+
+    results = grade("path/to/submission", out="results.json")
+
+1. The course's tests (and the instructor's hidden tests) are copied from a snapshot taken
+   before any learner code ran into a fresh private folder; pytest runs there with the plugin's
+   --isolate (the learner's code in its own worker process) and `-m exercise` (graded tests only).
+2. pytest streams one signed JSON line per graded test; lines without the run's signature
+   (written by anything but the grader) are ignored and reported.
+3. An outer time limit stops the whole run; then every process the run left behind is killed.
+4. results.json is written ALWAYS, last, atomically: tests that never reported count as failed
+   with the reason, and a crash of the grader itself still gives a results.json that says so.
+5. Course files changed during the run (by the learner's code) are named in the report.
+
+Not thread-safe: grade one submission at a time per process (the batch grades in a loop).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from ..impl import ROOT, resolve
+from .gradescope import Results, TestResult, to_gradescope, write_json
+
+COURSE_TESTS = ROOT / "tests"
+DEFAULT_TIMEOUT_PER_TEST = 60.0
+DEFAULT_TIMEOUT_TOTAL = 1800.0
+SKIP_NAMES = {"__pycache__", ".pytest_cache", "grading_fixtures"}
+
+
+# ----------------------------------------------------------------------------- snapshots
+def snapshot(folder: str | os.PathLike) -> dict[str, bytes]:
+    """{relative path: bytes} of every file under `folder` (caches left out)."""
+    folder = Path(folder)
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if any(part in SKIP_NAMES or part.startswith(".") for part in rel.parts) or path.suffix == ".pyc":
+            continue
+        if path.is_file() and not path.is_symlink():
+            out[rel.as_posix()] = path.read_bytes()
+    return out
+
+
+def changed_files(folder: str | os.PathLike, before: dict[str, bytes]) -> list[str]:
+    now = snapshot(folder)
+    return sorted(p for p in set(now) | set(before) if now.get(p) != before.get(p))
+
+
+def materialize(files: dict[str, bytes], folder: Path) -> None:
+    for rel, data in files.items():
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+class Course:
+    """What grading compares against, read once: the tests, the hidden tests, and fingerprints
+    of the course files whose change during a run is reported."""
+
+    def __init__(self, tests: str | os.PathLike = COURSE_TESTS, hidden: str | os.PathLike | None = None,
+                 guard: list[str | os.PathLike] | None = None):
+        self.tests_dir = Path(tests).resolve()
+        self.hidden_dir = Path(hidden).resolve() if hidden else None
+        if not self.tests_dir.is_dir():
+            raise FileNotFoundError(f"tests folder {self.tests_dir} does not exist")
+        if self.hidden_dir and not self.hidden_dir.is_dir():
+            raise FileNotFoundError(f"hidden tests folder {self.hidden_dir} does not exist")
+        self.tests = snapshot(self.tests_dir)
+        self.hidden = snapshot(self.hidden_dir) if self.hidden_dir else {}
+        if self.hidden:
+            ours = {Path(p).name for p in self.tests if p.endswith(".py")}
+            clash = sorted({Path(p).name for p in self.hidden if p.endswith(".py")} & ours)
+            if clash:
+                raise ValueError(f"hidden test files must not share a name with the course's tests "
+                                 f"(pytest cannot import both): rename {', '.join(clash)}")
+            if any(Path(p).name == "conftest.py" for p in self.hidden):
+                raise ValueError("the hidden tests folder must not have a conftest.py: the `student` "
+                                 "fixture and `graded` come from andrea_course.grading")
+        default_guard = [self.tests_dir, ROOT / "andrea_course", ROOT / "solutions"]
+        if self.hidden_dir:
+            default_guard.append(self.hidden_dir)
+        self.guard = {Path(g).resolve(): None for g in (guard if guard is not None else default_guard)}
+        for g in self.guard:
+            self.guard[g] = snapshot(g) if g.is_dir() else {}
+
+    def changes(self) -> list[str]:
+        """Guarded files that differ from when the Course was read."""
+        out = []
+        for folder, before in self.guard.items():
+            out += [str(folder / p) for p in changed_files(folder, before)] if folder.is_dir() else []
+        return out
+
+
+# ----------------------------------------------------------------------------- processes
+def _become_subreaper() -> None:
+    """Orphans of the run (a learner's double fork) reparent to us, so we can end them."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER
+        except (OSError, AttributeError):
+            pass
+
+
+def _children_map() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(entry))
+    return kids
+
+
+def _kill_descendants(root: int, rounds: int = 20) -> int:
+    """SIGKILL every descendant of `root` (and reap those that became our children)."""
+    killed = 0
+    for _ in range(rounds):
+        kids, todo, found = _children_map(), [root], []
+        while todo:
+            for child in kids.get(todo.pop(), []):
+                found.append(child)
+                todo.append(child)
+        if not found:
+            return killed
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
+        for pid in found:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+    return killed
+
+
+# ----------------------------------------------------------------------------- grading
+def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *,
+          course: Course | None = None, hidden_tests: str | os.PathLike | None = None,
+          timeout_per_test: float = DEFAULT_TIMEOUT_PER_TEST,
+          timeout_total: float = DEFAULT_TIMEOUT_TOTAL, jobs: int = 1,
+          worker_user: str | None = None, log: str | os.PathLike | None = None) -> Results:
+    """Grade one submission folder; write Gradescope's results.json to `out` (always)."""
+    start = time.monotonic()
+    results = Results()
+    try:
+        course = course or Course(hidden=hidden_tests)
+        results = _run(resolve(submission), course, timeout_per_test, timeout_total, jobs,
+                       worker_user, log)
+    except BaseException as exc:         # noqa: BLE001  (the grader's own failure: still report)
+        results.notes.append(f"the grader failed: {type(exc).__name__}: {exc}")
+        results.notes.append(traceback.format_exc(limit=3))
+        if not isinstance(exc, Exception):
+            raise
+    finally:
+        results.execution_time = time.monotonic() - start
+        if out is not None:
+            write_json(out, to_gradescope(results))
+    return results
+
+
+def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs, worker_user, log) -> Results:
+    _become_subreaper()
+    results = Results()
+    with tempfile.TemporaryDirectory(prefix="andrea-grade-") as tmp:
+        tmp = Path(tmp)
+        os.chmod(tmp, 0o700)
+        tests = tmp / "tests"
+        materialize(course.tests, tests)
+        if course.hidden:
+            materialize(course.hidden, tests / "hidden")
+        (tmp / "pytest.ini").write_text("[pytest]\naddopts =\n")
+        jsonl = tmp / "results.jsonl"
+        key = secrets.token_bytes(32)
+        key_r, key_w = os.pipe()              # the key travels by a pipe: not argv, not environ
+        os.write(key_w, key.hex().encode() + b"\n")
+        os.close(key_w)
+        cmd = [sys.executable, "-m", "pytest", str(tests), "-c", str(tmp / "pytest.ini"),
+               "--rootdir", str(tmp), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider",
+               "--isolate", "--impl", str(submission), "-m", "exercise",
+               "--timeout-per-test", str(timeout_per_test), "--results-jsonl", str(jsonl),
+               "--results-key-fd", str(key_r), "--continue-on-collection-errors", "-q"]
+        if worker_user:
+            cmd += ["--worker-user", worker_user]
+        if jobs > 1:
+            cmd += ["-n", str(jobs)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDREA_", "PYTEST_"))}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(ROOT), env.get("PYTHONPATH", "")] if p)
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        log_path = Path(log) if log else tmp / "pytest.log"
+        timed_out = False
+        with open(log_path, "wb") as log_file:
+            try:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file,
+                                        stderr=subprocess.STDOUT, cwd=tmp, env=env,
+                                        start_new_session=True, pass_fds=(key_r,))
+            finally:
+                os.close(key_r)
+            try:
+                rc = proc.wait(timeout=timeout_total)
+            except subprocess.TimeoutExpired:
+                timed_out, rc = True, None
+            _kill_descendants(os.getpid()) if timed_out else None
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+            _kill_descendants(os.getpid())
+        collected, finished, errors, forged = read_jsonl(jsonl, key)
+        if timed_out:
+            why = (f"not run: grading stopped at the total time limit of {timeout_total:g} s "
+                   f"(an earlier test may have been slow)")
+            results.notes.append(f"the grading stopped at the total time limit of {timeout_total:g} s; "
+                                 f"tests that had not finished count as failed")
+        elif rc not in (0, 1):
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+            why = f"not run: pytest stopped early (exit status {rc})"
+            results.notes.append(f"pytest stopped early (exit status {rc}): " + " | ".join(tail))
+        else:
+            why = "not run: the test did not report a result"
+        for record in collected.values():
+            got = finished.get(record["nodeid"])
+            results.tests.append(TestResult(
+                nodeid=record["nodeid"], name=record["name"], exercise=record["exercise"],
+                points=float(record["points"]), visibility=record["visibility"],
+                passed=bool(got and got["passed"]), skipped=bool(got and got.get("skipped")),
+                output=(got["output"] if got else why)))
+        for e in errors:
+            results.notes.append(f"a test file failed to load: {Path(e['path']).name}: {e['output']}")
+        if forged:
+            results.notes.append(f"TAMPERING: {forged} line(s) in the grader's results stream were not "
+                                 f"written by the grader; they were ignored")
+        if not collected:
+            results.notes.append("no graded test was collected")
+        changes = course.changes()
+        if changes:
+            results.notes.append("WARNING: course files changed while this submission was graded "
+                                 "(this run used copies made before; later runs will not): "
+                                 + ", ".join(changes[:10]))
+    return results
+
+
+def read_jsonl(path: Path, key: bytes):
+    """(collected {nodeid: record}, results {nodeid: record}, collect errors, forged lines):
+    only lines signed with the run's key count; the first result of a test wins."""
+    collected, finished, errors, forged = {}, {}, [], 0
+    if not path.exists():
+        return collected, finished, errors, forged
+    for line in path.read_bytes().splitlines():
+        try:
+            outer = json.loads(line)
+            body, mac = outer["record"], outer["mac"]
+            want = hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+            if not hmac.compare_digest(want, str(mac)):
+                raise ValueError("bad signature")
+            record = json.loads(body)
+            kind = record["kind"]
+        except Exception:                # noqa: BLE001  (anything not ours is forged)
+            forged += 1
+            continue
+        if kind == "collected":
+            collected.setdefault(record["nodeid"], record)
+        elif kind == "result":
+            finished.setdefault(record["nodeid"], record)
+        elif kind == "collect_error" and all(e["path"] != record["path"] for e in errors):
+            errors.append(record)
+    return collected, finished, errors, forged
