@@ -95,12 +95,22 @@ def test_andrea_with_tied_embeddings(student):
     expect_close(m(ids), want, "ANDREA(tied cfg)(ids)", mistakes=mistakes)
 
 
+def _generation_model(seed=4):
+    """A reference model whose next token depends strongly on position (large position vectors,
+    no constant logit offset from ln_f's bias), so that wrong positions change what it generates."""
+    ref = _reference_model(CFG, seed=seed)
+    with torch.no_grad():
+        ref.embed.position_table.mul_(3)
+        ref.ln_f.bias.zero_()
+    return ref
+
+
 @graded("model.ANDREA", points=2, visibility="after_due_date")
 def test_andrea_generates_the_same_with_and_without_the_cache(student):
-    ref = _reference_model(CFG, seed=4)
-    ids = torch.tensor([[3, 1, 4]])
+    ref = _generation_model()
+    ids = torch.tensor([[3, 1, 4], [15, 9, 2], [6, 5, 3]])
     want = ref.generate(ids, 5, temperature=0.0, use_cache=False)
-    restart = _reference_model(CFG, seed=4)                   # the mistake: positions restart at 0 each step
+    restart = _generation_model()                                # the mistake: positions restart at 0 each step
     embed = restart.embed.forward
     restart.embed.forward = lambda ids, start=0: embed(ids, 0)
     m = _student_model(student, ref, CFG)
@@ -121,7 +131,7 @@ ANDREA_120M = dict(token_table=6_488_832, position_table=786_432, attention=2_36
 def _check_counts(got, want, what, mistakes_by_key=None):
     expect_equal(sorted(got) if isinstance(got, dict) else got, sorted(want), f"{what}: keys",
                  hint="a dict with the keys " + ", ".join(want))
-    for key in want:
+    for key in ["total", *want]:                  # the total first: its mistakes say the most
         expect_equal(got[key], want[key], f"{what}[{key!r}]", mistakes=(mistakes_by_key or {}).get(key))
 
 
@@ -139,6 +149,7 @@ def test_count_parameters_of_andrea_120m(student):
         "total": {"biases forgotten: linear layers and LayerNorms have biases (cfg.bias)": w["total"] - biases,
                   "the position table forgotten: T·D learned position vectors": w["total"] - w["position_table"],
                   "the final LayerNorm forgotten: 25 LayerNorms in all": w["total"] - w["final_norm"],
+                  "LayerNorms counted with gamma only: each has gamma and beta, 2·D": w["total"] - (2 * L + 1) * D,
                   "the head counted as tied: ANDREA-120M's head is a separate V·D matrix": w["total"] - w["head"]},
     })
 

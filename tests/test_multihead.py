@@ -37,10 +37,10 @@ def test_merge_heads(student):
 
 
 @graded("multihead.merge_heads", points=1)
-def test_merge_heads_undoes_split_heads(student):
-    x = _randn(B, T, D, seed=3)
-    split, merge = student.piece("multihead", "split_heads"), student.piece("multihead", "merge_heads")
-    expect_close(merge(split(x, H)), x, "merge_heads(split_heads(x, 3))",
+def test_split_heads_undoes_merge_heads(student):
+    y = _randn(B, H, T, K, seed=3)
+    merge, split = student.piece("multihead", "merge_heads"), student.piece("multihead", "split_heads")
+    expect_close(split(merge(y), H), y, "split_heads(merge_heads(y), 3)",
                  hint="merge_heads must be the exact inverse of split_heads")
 
 

@@ -1,0 +1,268 @@
+"""Mutation tests of the graded tests: every typical mistake, written as a small wrong
+implementation (a mutant), must make its graded test fail with a Mismatch that names it.
+Also: the reference passes every graded test, and the untouched exercises fail every one
+with "not implemented yet" and the exercise's name, without an error at collection."""
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import torch
+
+from andrea_course.grading import Mismatch
+from andrea_course.grading.student import InProcessStudent
+from andrea_course.impl import ROOT, STUB_MARK, get_impl
+
+GRADED_FILES = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_mlp.py",
+                "test_block.py", "test_model.py"]
+TESTS = Path(__file__).resolve().parent
+REF = get_impl("solutions")
+emb, att, mh, mlp, blk, mdl = (REF.module(a) for a in ("embeddings", "attention", "multihead", "mlp", "block", "model"))
+NEG_INF = float("-inf")
+
+
+def _load(file):
+    """A graded test file as a fresh module (its tests are then plain functions of `student`)."""
+    spec = importlib.util.spec_from_file_location(f"_graded_{Path(file).stem}", TESTS / file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MODULES = {f: _load(f) for f in GRADED_FILES}
+
+
+def _graded_tests():
+    """[(file, test name, exercise)] of every graded test in GRADED_FILES."""
+    out = []
+    for file, module in MODULES.items():
+        for name, fn in vars(module).items():
+            marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "exercise"]
+            if name.startswith("test_") and marks:
+                out.append((file, name, marks[0].args[0]))
+    return out
+
+
+# ----- the mutants: what a learner typically writes instead -----
+
+def _masked_with(allowed_fn):
+    def attention(q, k, v, causal=True):
+        scores = att.scale_scores(att.attention_scores(q, k), q.shape[-1])
+        T, S = scores.shape[-2:]
+        return att.weighted_sum(att.softmax(scores.masked_fill(~allowed_fn(T, S), NEG_INF)), v)
+    return attention
+
+
+def attention_unscaled(q, k, v, causal=True):
+    return att.weighted_sum(att.softmax(att.apply_causal_mask(att.attention_scores(q, k))), v)
+
+
+def attention_mask_after_softmax(q, k, v, causal=True):
+    w = att.softmax(att.scale_scores(att.attention_scores(q, k), q.shape[-1]))
+    return att.weighted_sum(w * att.causal_mask(*w.shape[-2:]), v)
+
+
+def attention_softmax_dim0(q, k, v, causal=True):
+    scores = att.apply_causal_mask(att.scale_scores(att.attention_scores(q, k), q.shape[-1]))
+    return att.weighted_sum(torch.softmax(scores, dim=-2), v)
+
+
+class HeadWithoutMask(att.AttentionHead):
+    def forward(self, x):
+        return att.attention(self.w_q(x), self.w_k(x), self.w_v(x), causal=False)
+
+
+class MHAWithoutWO(mh.MultiHeadAttention):
+    def forward(self, x, cache=None):
+        H, K = self.n_heads, self.d_head
+        q, k, v = self.qkv(x).split([H * K, H * K, H * K], dim=-1)
+        q, k, v = mh.split_heads(q, H), mh.split_heads(k, H), mh.split_heads(v, H)
+        return mh.merge_heads(self.attend(q, k, v))
+
+
+class MHAReshapeSplit(mh.MultiHeadAttention):
+    def forward(self, x, cache=None):
+        (B, T, D), H, K = x.shape, self.n_heads, self.d_head
+        q, k, v = (t.reshape(B, H, T, K) for t in self.qkv(x).split(D, dim=-1))
+        return self.proj(mh.merge_heads(self.attend(q, k, v)))
+
+
+def _gelu(c, a):
+    return lambda x: 0.5 * x * (1 + torch.tanh(c * (x + a * x ** 3)))
+
+
+def _layer_norm(center=True, unbiased=False, eps_inside=True, gamma=True, beta=True, dim=-1):
+    def layer_norm(x, weight, bias, eps=1e-5):
+        mean = x.mean(dim=dim, keepdim=True) if center else 0
+        var = x.var(dim=dim, keepdim=True, unbiased=unbiased)
+        y = (x - mean) / (torch.sqrt(var + eps) if eps_inside else torch.sqrt(var) + eps)
+        return (y * weight if gamma else y) + (bias if beta and bias is not None else 0)
+    return layer_norm
+
+
+class BlockNormalisedResidual(blk.Block):
+    def forward(self, x, cache=None):
+        x = self.ln1(x)
+        x = x + self.attn(x, cache)
+        x = self.ln2(x)
+        return x + self.mlp(x)
+
+
+class ModelWithoutFinalNorm(mdl.ANDREA):
+    def forward(self, ids, targets=None, caches=None):
+        x = self.embed(ids, caches[0].pos if caches else 0)
+        for i, block in enumerate(self.blocks):
+            x = block(x, caches[i] if caches else None)
+        return x @ self.output_weight().T
+
+
+class ModelIgnoringStart(mdl.ANDREA):
+    def forward(self, ids, targets=None, caches=None):
+        x = self.embed(ids)
+        for i, block in enumerate(self.blocks):
+            x = block(x, caches[i] if caches else None)
+        return self.ln_f(x) @ self.output_weight().T
+
+
+class EmbeddingsWithoutPositions(emb.Embeddings):
+    def forward(self, ids, start=0):
+        return emb.embed_lookup(self.token_table, ids)
+
+
+def _upper(T, S):
+    return torch.ones(T, S, dtype=torch.bool).triu(S - T)
+
+
+def _strict_lower(T, S):
+    return torch.ones(T, S, dtype=torch.bool).tril(S - T - 1)
+
+
+# (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
+MUTANTS = [
+    ("test_embeddings.py", "test_embed_lookup_reads_one_row_per_id",
+     {("embeddings", "embed_lookup"): lambda table, ids: table[(ids + 1) % table.shape[0]]}, "shifted by one"),
+    ("test_embeddings.py", "test_add_positions_from_zero",
+     {("embeddings", "add_positions"): lambda tok, pos, start=0: tok}, "positions not added"),
+    ("test_embeddings.py", "test_add_positions_after_cached_tokens",
+     {("embeddings", "add_positions"): lambda tok, pos, start=0: tok + pos[:tok.shape[1]]}, "`start` ignored"),
+    ("test_embeddings.py", "test_add_positions_after_cached_tokens",
+     {("embeddings", "add_positions"): lambda tok, pos, start=0: tok + pos[start:start + tok.shape[1]].flip(0)},
+     "in reverse"),
+    ("test_embeddings.py", "test_add_positions_after_cached_tokens",
+     {("embeddings", "add_positions"): lambda tok, pos, start=0: tok + pos[start + 1:start + 1 + tok.shape[1]]},
+     "off by one"),
+    ("test_embeddings.py", "test_cosine_similarity",
+     {("embeddings", "cosine_similarity"): lambda u, v, eps=1e-8: (u * v).sum(-1)}, "raw dot product"),
+    ("test_embeddings.py", "test_embeddings_module_adds_token_and_position_vectors",
+     {("embeddings", "Embeddings"): EmbeddingsWithoutPositions}, "positions not added"),
+    ("test_attention.py", "test_scale_scores_divides_by_sqrt_head_width",
+     {("attention", "scale_scores"): lambda s, d: s / d}, "divided by K instead of sqrt(K)"),
+    ("test_attention.py", "test_causal_mask_is_lower_triangular",
+     {("attention", "causal_mask"): lambda T, S=None, device=None: torch.ones(T, T, dtype=torch.bool).triu()},
+     "wrong triangle"),
+    ("test_attention.py", "test_causal_mask_is_lower_triangular",
+     {("attention", "causal_mask"): lambda T, S=None, device=None: torch.ones(T, T, dtype=torch.bool).tril(-1)},
+     "strict lower"),
+    ("test_attention.py", "test_apply_causal_mask",
+     {("attention", "apply_causal_mask"): lambda s: s.masked_fill(~_upper(*s.shape[-2:]), -1e9)}, "wrong triangle"),
+    ("test_attention.py", "test_apply_causal_mask",
+     {("attention", "apply_causal_mask"): lambda s: s.masked_fill(~att.causal_mask(*s.shape[-2:]), 0.0)},
+     "instead of -inf"),
+    ("test_attention.py", "test_softmax_over_the_keys",
+     {("attention", "softmax"): lambda s: s.exp() / s.exp().sum(dim=-2, keepdim=True)}, "wrong axis"),
+    ("test_attention.py", "test_softmax_is_stable_and_handles_masked_scores",
+     {("attention", "softmax"): lambda s: s.exp() / s.exp().sum(dim=-1, keepdim=True)}, "maximum is not subtracted"),
+    ("test_attention.py", "test_causal_attention", {("attention", "attention"): attention_unscaled},
+     "not divided by sqrt(K)"),
+    ("test_attention.py", "test_causal_attention", {("attention", "attention"): _masked_with(_upper)},
+     "wrong triangle (upper)"),
+    ("test_attention.py", "test_causal_attention", {("attention", "attention"): _masked_with(_strict_lower)},
+     "strict lower"),
+    ("test_attention.py", "test_causal_attention", {("attention", "attention"): attention_mask_after_softmax},
+     "after the softmax"),
+    ("test_attention.py", "test_causal_attention", {("attention", "attention"): attention_softmax_dim0},
+     "wrong axis"),
+    ("test_attention.py", "test_attention_with_cached_keys",
+     {("attention", "attention"): _masked_with(lambda T, S: torch.ones(T, S, dtype=torch.bool).tril())},
+     "top-left corner"),
+    ("test_attention.py", "test_attention_head", {("attention", "AttentionHead"): HeadWithoutMask}, "no causal mask"),
+    ("test_multihead.py", "test_split_heads",
+     {("multihead", "split_heads"): lambda x, H: x.reshape(x.shape[0], H, x.shape[1], x.shape[2] // H)},
+     "mixes positions and heads"),
+    ("test_multihead.py", "test_merge_heads",
+     {("multihead", "merge_heads"): lambda y: y.reshape(y.shape[0], y.shape[2], -1)}, "mixes positions and heads"),
+    ("test_multihead.py", "test_multihead_attention", {("multihead", "MultiHeadAttention"): MHAWithoutWO},
+     "W_O forgotten"),
+    ("test_multihead.py", "test_multihead_attention", {("multihead", "MultiHeadAttention"): MHAReshapeSplit},
+     "mixes positions and heads"),
+    ("test_mlp.py", "test_gelu_tanh", {("mlp", "gelu_tanh"): _gelu(math.sqrt(2 / math.pi), 0.44715)}, "0.44715"),
+    ("test_mlp.py", "test_gelu_tanh", {("mlp", "gelu_tanh"): _gelu(math.sqrt(math.pi / 2), 0.044715)},
+     "sqrt(pi/2)"),
+    ("test_mlp.py", "test_gelu_tanh", {("mlp", "gelu_tanh"): mlp.gelu_erf}, "exact erf form"),
+    ("test_mlp.py", "test_gelu_erf", {("mlp", "gelu_erf"): mlp.gelu_tanh}, "tanh approximation"),
+    ("test_mlp.py", "test_mlp", {("mlp", "MLP"): type("ReluMLP", (mlp.MLP,), {
+        "forward": lambda self, x: self.proj(torch.relu(self.fc(x)))})}, "ReLU"),
+    ("test_block.py", "test_layer_norm", {("block", "layer_norm"): _layer_norm(unbiased=True)}, "Bessel"),
+    ("test_block.py", "test_layer_norm", {("block", "layer_norm"): _layer_norm(eps_inside=False)},
+     "eps outside the square root"),
+    ("test_block.py", "test_layer_norm", {("block", "layer_norm"): _layer_norm(dim=-2)}, "wrong axis"),
+    ("test_block.py", "test_layer_norm", {("block", "layer_norm"): _layer_norm(gamma=False)}, "gamma"),
+    ("test_block.py", "test_layer_norm", {("block", "layer_norm"): _layer_norm(beta=False)}, "beta"),
+    ("test_block.py", "test_pre_norm_block", {("block", "Block"): BlockNormalisedResidual},
+     "normalised x to the residual"),
+    ("test_block.py", "test_pre_norm_block", {("block", "Block"): blk.PostNormBlock}, "post-norm where pre-norm"),
+    ("test_block.py", "test_post_norm_block", {("block", "PostNormBlock"): blk.Block}, "pre-norm where post-norm"),
+    ("test_model.py", "test_andrea_logits", {("model", "ANDREA"): ModelWithoutFinalNorm}, "final norm"),
+    ("test_model.py", "test_andrea_generates_the_same_with_and_without_the_cache",
+     {("model", "ANDREA"): ModelIgnoringStart}, "positions restart at 0"),
+    ("test_model.py", "test_count_parameters_of_andrea_120m",
+     {("model", "count_parameters"): lambda cfg: mdl.count_parameters(cfg.replace(bias=False))}, "biases forgotten"),
+    ("test_model.py", "test_count_parameters_with_tied_embeddings",
+     {("model", "count_parameters"): lambda cfg: mdl.count_parameters(cfg.replace(tie_embeddings=False))},
+     "tied head counted"),
+]
+
+
+@pytest.mark.parametrize("file, test, overrides, named", MUTANTS,
+                         ids=[f"{t}[{n}]" for _, t, _, n in MUTANTS])
+def test_the_graded_test_names_the_mistake(file, test, overrides, named):
+    student = InProcessStudent("solutions", overrides=overrides)
+    with pytest.raises(Mismatch) as failure:
+        getattr(MODULES[file], test)(student)
+    assert failure.value.mistake and named in failure.value.mistake, (
+        f"{test} failed without naming the mistake {named!r}:\n{failure.value}")
+    assert named in str(failure.value)
+
+
+def test_every_graded_test_passes_with_the_reference():
+    student = InProcessStudent("solutions")
+    for file, name, _ in _graded_tests():
+        getattr(MODULES[file], name)(student)
+
+
+def test_the_untouched_exercises_fail_every_graded_test_by_name(tmp_path):
+    report = tmp_path / "report.xml"
+    env = {**os.environ, "ANDREA_IMPL": "exercises", "OMP_NUM_THREADS": "1"}   # tiny tensors: threads only contend
+    run = subprocess.run([sys.executable, "-m", "pytest", "--impl", "exercises", "-p", "no:xdist",
+                          "-p", "no:cacheprovider", "-p", "no:nbval", "-p", "no:hypothesispytest",
+                          "-q", f"--junitxml={report}",
+                          *[str(TESTS / f) for f in GRADED_FILES]],
+                         cwd=ROOT, env=env, capture_output=True, text=True)
+    assert report.exists(), f"pytest wrote no report:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    cases = {}
+    for case in ET.parse(report).iter("testcase"):
+        problems = [c for c in case if c.tag in ("failure", "error", "skipped")]
+        text = " ".join((c.get("message") or "") + " " + (c.text or "") for c in problems)
+        cases[(case.get("classname").rsplit(".", 1)[-1] + ".py", case.get("name"))] = (problems, text)
+    assert not any(p.tag == "error" for problems, _ in cases.values() for p in problems), run.stdout[-3000:]
+    assert "error" not in run.stdout.splitlines()[-1], f"collection errors:\n{run.stdout[-3000:]}"
+    for file, name, exercise in _graded_tests():
+        assert (file, name) in cases, f"{file}::{name} did not run under --impl exercises"
+        problems, text = cases[(file, name)]
+        assert [p.tag for p in problems] == ["failure"], f"{file}::{name} did not fail with the exercises"
+        assert STUB_MARK in text and exercise in text, (
+            f"{file}::{name} failed without saying that {exercise} is {STUB_MARK}:\n{text[:1500]}")
