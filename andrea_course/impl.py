@@ -122,7 +122,9 @@ class Impl:
             exc = self.errors[activity]
             raise ImplementationError(
                 f"{path} could not be loaded: {type(exc).__name__}: {exc}") from exc
-        if self.is_reference or activity in self.missing:
+        if activity in self.missing:            # nothing written: never grade the reference as theirs
+            raise ImplementationError(f"{path} does not exist: copy exercises/{activity}.py there and write it")
+        if self.is_reference:
             src = self.module(activity)
         else:
             src = self.own_objects[activity]
