@@ -1,0 +1,181 @@
+"""Token data for training: shards of uint16 ids on disk (or the shipped stories in memory), cut
+into chunks of T + 1 tokens, served in a seeded order that a checkpoint can resume exactly.
+
+A prepared data folder (written by andrea-prepare, see prepare.py):
+
+    meta.json          {"format", "vocab_size", "eot_id", "tokenizer_hash", "tokens": {"train", "val"},
+                        "shards": {"train": [...], "val": [...]}, "documents": {...}}
+    train_000000.bin   raw little-endian uint16 token ids, documents separated by <|endoftext|>
+    val_000000.bin     ...
+
+uint16 holds ids up to 65,535, plenty for V = 8,449, and halves the disk and memory of int32.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+FORMAT = "andrea-tokens/1"
+DTYPE = np.uint16
+VAL_EVERY = 20          # document i goes to the validation split when i % VAL_EVERY == VAL_EVERY - 1
+
+
+class DataError(ValueError):
+    """A data folder that is missing, corrupt, or made for another tokenizer."""
+
+
+def is_val(doc_index: int, val_every: int = VAL_EVERY) -> bool:
+    """The train/val split rule, by document: deterministic and streaming (no shuffle needed)."""
+    return val_every > 0 and doc_index % val_every == val_every - 1
+
+
+@dataclass
+class Split:
+    """One split's tokens: a list of arrays (memory-mapped shards) read as one sequence."""
+    parts: list
+
+    def __post_init__(self):
+        self.offsets = np.cumsum([0] + [len(p) for p in self.parts])
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def read(self, start: int, n: int) -> np.ndarray:
+        """tokens[start : start + n], across shard boundaries."""
+        out, pos = [], start
+        while n > 0:
+            k = int(np.searchsorted(self.offsets, pos, side="right")) - 1
+            part = self.parts[k]
+            lo = pos - int(self.offsets[k])
+            take = min(n, len(part) - lo)
+            out.append(np.asarray(part[lo:lo + take]))
+            pos, n = pos + take, n - take
+        return out[0] if len(out) == 1 else np.concatenate(out)
+
+
+class TokenData:
+    """Train and val tokens, from a prepared folder or from arrays."""
+
+    def __init__(self, train: Split, val: Split, vocab_size: int, eot_id: int, tokenizer_hash: str,
+                 source: str):
+        self.train, self.val = train, val
+        self.vocab_size, self.eot_id, self.tokenizer_hash, self.source = vocab_size, eot_id, tokenizer_hash, source
+
+    @classmethod
+    def from_folder(cls, folder: str | os.PathLike) -> "TokenData":
+        folder = Path(folder)
+        meta_path = folder / "meta.json"
+        if not meta_path.is_file():
+            raise DataError(f"{folder} has no meta.json: prepare it with `andrea-prepare TEXT... --out {folder}`")
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{meta_path} is not valid JSON: {exc}") from exc
+        if meta.get("format") != FORMAT:
+            raise DataError(f"{meta_path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+        splits = {}
+        for name in ("train", "val"):
+            parts = []
+            for shard in meta["shards"][name]:
+                path = folder / shard["file"]
+                if not path.is_file():
+                    raise DataError(f"{path} is missing (listed in {meta_path})")
+                size = path.stat().st_size
+                if size != 2 * shard["tokens"]:
+                    raise DataError(f"{path} holds {size} bytes but meta.json says {shard['tokens']} tokens "
+                                    f"({2 * shard['tokens']} bytes): truncated or from another preparation")
+                parts.append(np.memmap(path, dtype=DTYPE, mode="r") if size else np.zeros(0, DTYPE))
+            splits[name] = Split(parts)
+        return cls(splits["train"], splits["val"], meta["vocab_size"], meta["eot_id"],
+                   meta["tokenizer_hash"], str(folder))
+
+    @classmethod
+    def from_corpus(cls, tokenizer=None) -> "TokenData":
+        """The shipped stories, tokenized in memory (about 2 s), split by the same rule as prepare."""
+        from .corpus import load_corpus
+        from .tokenizer import load_tokenizer
+        tok = tokenizer or load_tokenizer()
+        docs = load_corpus()
+        encoded = tok.encode_batch(docs)
+        train, val = [], []
+        for i, ids in enumerate(encoded):
+            (val if is_val(i) else train).append(ids + [tok.eot_id])
+        arr = lambda seqs: np.fromiter((t for s in seqs for t in s), dtype=DTYPE)
+        return cls(Split([arr(train)]), Split([arr(val)]), tok.vocab_size, tok.eot_id, tok.hash,
+                   "the shipped stories")
+
+    def check_vocab(self, vocab_size: int) -> None:
+        if self.vocab_size > vocab_size:
+            raise DataError(f"the data ({self.source}) was tokenized with V = {self.vocab_size} but the model's "
+                            f"vocabulary has only {vocab_size} entries")
+
+
+class Batches:
+    """Batches of (B, T) inputs and targets, chunk by chunk, in a seeded order.
+
+    The split is cut into n = (tokens - 1) // T chunks of T + 1 tokens (inputs and targets,
+    shifted by one). Epoch e visits the chunks in the order permutation(seed + e). One
+    optimizer step takes the next B·A·W chunks (B per micro-step, A micro-steps, W ranks):
+    micro-step a of rank r reads chunks (a·W + r)·B ... + B. So the whole run's data depends
+    only on (seed, B·A·W, T), not on how the global batch is split over ranks, and the state
+    is two integers (epoch, index), saved in every checkpoint.
+    """
+
+    def __init__(self, split: Split, T: int, B: int, accum: int = 1, rank: int = 0, world: int = 1,
+                 seed: int = 0):
+        self.split, self.T, self.B, self.accum, self.rank, self.world, self.seed = split, T, B, accum, rank, world, seed
+        self.n_chunks = (len(split) - 1) // T
+        self.per_step = B * accum * world
+        if self.n_chunks < self.per_step:
+            raise DataError(f"too little data: {len(split):,} tokens make {self.n_chunks} chunks of T + 1 = {T + 1} "
+                            f"tokens, fewer than one step's global batch of {self.per_step} sequences")
+        self.epoch, self.index = 0, 0
+        self._order_epoch, self._order = None, None
+
+    def order(self, epoch: int) -> np.ndarray:
+        if self._order_epoch != epoch:
+            self._order = np.random.default_rng(self.seed + epoch).permutation(self.n_chunks)
+            self._order_epoch = epoch
+        return self._order
+
+    def _chunk(self, c: int) -> np.ndarray:
+        return self.split.read(int(c) * self.T, self.T + 1).astype(np.int64)
+
+    def next_step(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """This rank's `accum` micro-batches for the next optimizer step: [(x, y), ...], each (B, T)."""
+        if self.index + self.per_step > self.n_chunks:      # the remainder of an epoch is skipped
+            self.epoch, self.index = self.epoch + 1, 0
+        order = self.order(self.epoch)
+        out = []
+        for a in range(self.accum):
+            first = self.index + (a * self.world + self.rank) * self.B
+            rows = np.stack([self._chunk(c) for c in order[first:first + self.B]])
+            t = torch.from_numpy(rows)
+            out.append((t[:, :-1].contiguous(), t[:, 1:].contiguous()))
+        self.index += self.per_step
+        return out
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "index": self.index, "seed": self.seed, "per_step": self.per_step, "T": self.T}
+
+    def load_state_dict(self, state: dict) -> None:
+        for key in ("seed", "per_step", "T"):
+            if state[key] != getattr(self, key):
+                raise DataError(f"the checkpoint's data position was saved with {key} = {state[key]}, "
+                                f"this run has {getattr(self, key)}: resume with the same batch, T and seed")
+        self.epoch, self.index = int(state["epoch"]), int(state["index"])
+
+
+def eval_batches(split: Split, T: int, B: int, n_batches: int, rank: int = 0, world: int = 1):
+    """A fixed set of validation batches (the first chunks, in order), shared out over ranks."""
+    n_chunks = (len(split) - 1) // T
+    n_batches = min(n_batches, n_chunks // B)
+    for i in range(rank, n_batches, world):
+        rows = np.stack([split.read((i * B + j) * T, T + 1).astype(np.int64) for j in range(B)])
+        t = torch.from_numpy(rows)
+        yield t[:, :-1].contiguous(), t[:, 1:].contiguous()

@@ -1,0 +1,107 @@
+# GENERATED from solutions/bpe.py by `make exercises`. Write your code where a
+# `raise NotImplementedError` stands, then delete that line.
+"""Activity 9 · The tokenizer: byte-level BPE from scratch.
+
+A text is bytes (UTF-8). Start with 256 tokens, one per byte; then, again and again, find the
+pair of neighbouring tokens that occurs most often and make it a new token. ANDREA's tokenizer
+does this 8,192 times: V = 256 + 8,192 + 1 (end of text) = 8,449.
+
+    words = split_words(text)               # {(byte, byte, ...): how often that word occurs}
+    merges = train_bpe(text, n_merges)      # [(a, b), ...]: merge r makes token 256 + r
+    ids = encode(text, merges)              # apply the merges, earliest first
+    decode(ids, merges) == text
+
+Text is first cut into words (GPT-2's rule: a word keeps its leading space; letters, digits and
+punctuation stay apart), so merges never cross a word: " the" can become one token, "e. T" never.
+This is what Hugging Face `tokenizers` does; tests/test_bpe.py checks that your merges are exactly
+the library's.
+"""
+from collections import Counter
+
+
+def split_words(text: str) -> Counter:
+    """{word as a tuple of byte values: count}, with GPT-2's pre-tokenizer (given, not an exercise)."""
+    from tokenizers.pre_tokenizers import ByteLevel
+    pieces = ByteLevel(add_prefix_space=False, use_regex=True).pre_tokenize_str(text)
+    return Counter(tuple(text[a:b].encode("utf-8")) for _, (a, b) in pieces)
+
+
+def _byte_order() -> list[int]:
+    """Hugging Face writes byte b as a printable character; its trainer numbers the 256 bytes in
+    the order of those characters: printable bytes (33-126, 161-172, 174-255) as themselves,
+    the others as 256, 257, ... in byte order."""
+    printable = set(range(33, 127)) | set(range(161, 173)) | set(range(174, 256))
+    char, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            char[b] = b
+        else:
+            char[b] = 256 + extra
+            extra += 1
+    order = sorted(range(256), key=char.__getitem__)
+    return [order.index(b) for b in range(256)]
+
+
+BYTE_ORDER = _byte_order()
+
+
+def tie_key(pair: tuple[int, int]) -> tuple:
+    """Which pair wins a tie in count: the one with the smaller tie_key (given, not an exercise).
+    Bytes come first in the library's order (BYTE_ORDER), then merged tokens, oldest first."""
+    return tuple(BYTE_ORDER[t] if t < 256 else t for t in pair)
+
+
+def pair_counts(words: dict) -> dict:
+    """How often each pair of neighbouring tokens occurs, over all words, each word weighted
+    by its count.  words: {(t0, t1, ...): count}  ->  {(a, b): count}
+
+    Overlapping pairs all count: the word (7, 7, 7) seen twice gives {(7, 7): 4}.
+    """
+    # Hint: for every word and every i, counts[(word[i], word[i + 1])] += count; zip(word, word[1:]) gives the pairs.
+    raise NotImplementedError('bpe.pair_counts: not implemented yet. Hint: for every word and every i, counts[(word[i], word[i + 1])] += count; zip(word, word[1:]) gives the pairs.')
+
+
+def merge_pair(word: tuple, pair: tuple, new_id: int) -> tuple:
+    """Replace every occurrence of `pair` in `word` by new_id, scanning left to right.
+
+    merge_pair((7, 7, 7), (7, 7), 256) == (256, 7): after a merge, scanning goes on after it.
+    """
+    # Hint: walk i over the word; if word[i], word[i + 1] is the pair, append new_id and skip 2, else append word[i] and skip 1; return a tuple.
+    raise NotImplementedError('bpe.merge_pair: not implemented yet. Hint: walk i over the word; if word[i], word[i + 1] is the pair, append new_id and skip 2, else append word[i] and skip 1; return a tuple.')
+
+
+def most_frequent_pair(counts: dict):
+    """The pair with the highest count; among equal counts, the one with the smallest tie_key.
+    None when there is no pair left."""
+    # Hint: min over counts with key=lambda p: (-counts[p], tie_key(p)); return None for empty counts.
+    raise NotImplementedError('bpe.most_frequent_pair: not implemented yet. Hint: min over counts with key=lambda p: (-counts[p], tie_key(p)); return None for empty counts.')
+
+
+def train_bpe(text: str, n_merges: int) -> list:
+    """The first n_merges merges learned on `text`: [(a, b), ...], merge r makes token 256 + r.
+    Stops early when no pair is left."""
+    words = split_words(text)
+    # Hint: repeat n_merges times: counts = pair_counts(words); pair = most_frequent_pair(counts); stop if None; new id = 256 + len(merges); words = {merge_pair(w, pair, new): n ...} (add counts: two words can become the same).
+    raise NotImplementedError('bpe.train_bpe: not implemented yet. Hint: repeat n_merges times: counts = pair_counts(words); pair = most_frequent_pair(counts); stop if None; new id = 256 + len(merges); words = {merge_pair(w, pair, new): n ...} (add counts: two words can become the same).')
+
+
+def encode(text: str, merges: list) -> list:
+    """Token ids of `text`: per word, its bytes, then the merges applied in the order they were
+    learned (always the earliest merge that still applies), words concatenated."""
+    rank = {tuple(pair): r for r, pair in enumerate(merges)}
+    from tokenizers.pre_tokenizers import ByteLevel
+    pieces = ByteLevel(add_prefix_space=False, use_regex=True).pre_tokenize_str(text)
+    ids = []
+    for _, (a, b) in pieces:
+        word = tuple(text[a:b].encode("utf-8"))
+        # Hint: while the word has pairs: pick the pair with the lowest rank (skip pairs not in rank); stop if none; word = merge_pair(word, pair, 256 + rank[pair]).
+        raise NotImplementedError('bpe.encode: not implemented yet. Hint: while the word has pairs: pick the pair with the lowest rank (skip pairs not in rank); stop if none; word = merge_pair(word, pair, 256 + rank[pair]).')
+        ids.extend(word)
+    return ids
+
+
+def decode(ids: list, merges: list) -> str:
+    """The text of token ids: every token's bytes, joined, read as UTF-8 (broken characters
+    become U+FFFD)."""
+    # Hint: table = [bytes([b]) for b in range(256)]; for each merge (a, b) append table[a] + table[b]; b"".join(table[i] for i in ids).decode("utf-8", errors="replace").
+    raise NotImplementedError('bpe.decode: not implemented yet. Hint: table = [bytes([b]) for b in range(256)]; for each merge (a, b) append table[a] + table[b]; b"".join(table[i] for i in ids).decode("utf-8", errors="replace").')

@@ -1,0 +1,97 @@
+"""Graded tests, activity 9 · The tokenizer: byte-level BPE from scratch, checked against
+Hugging Face `tokenizers` (the library that makes ANDREA's real tokenizer)."""
+from andrea_course.grading import expect_equal, graded
+from andrea_course.impl import get_impl
+from andrea_course.train.tokenizer import train_tokenizer
+
+REF = get_impl("solutions").module("bpe")
+TEXT = ("Once upon a time, there was a little cat named Tom. Tom liked to play in the garden. "
+        "One day, Tom found a shiny red ball under the tree! \"Look!\" said Tom. "
+        "Zażółć gęślą jaźń: naïve café, 1234 apples and 56 pears.\n\nThe end. aaa aaaa")
+
+
+def _words(text=TEXT):
+    return dict(REF.split_words(text))
+
+
+@graded("bpe.pair_counts", points=2)
+def test_pair_counts_weights_each_word_by_its_count(student):
+    pair_counts = student.piece("bpe", "pair_counts")
+    words = {(1, 2, 3): 2, (2, 3): 5, (7,): 9}
+    expect_equal(pair_counts(words), {(1, 2): 2, (2, 3): 7}, "pair_counts({(1,2,3): 2, (2,3): 5, (7,): 9})",
+                 hint="add the word's count for every neighbouring pair; a one-token word has no pair",
+                 mistakes={"each word counted once, not by its count": {(1, 2): 1, (2, 3): 2}})
+
+
+@graded("bpe.pair_counts", points=1)
+def test_pair_counts_counts_overlapping_pairs(student):
+    pair_counts = student.piece("bpe", "pair_counts")
+    expect_equal(pair_counts({(7, 7, 7): 2}), {(7, 7): 4}, "pair_counts({(7, 7, 7): 2})",
+                 hint="(7, 7, 7) has two neighbouring pairs (7, 7), both count",
+                 mistakes={"overlapping pairs skipped": {(7, 7): 2}})
+    expect_equal(pair_counts(_words()), REF.pair_counts(_words()), "pair_counts of a paragraph's words")
+
+
+@graded("bpe.merge_pair", points=2)
+def test_merge_pair_scans_left_to_right(student):
+    merge_pair = student.piece("bpe", "merge_pair")
+    expect_equal(tuple(merge_pair((1, 2, 3, 1, 2), (1, 2), 256)), (256, 3, 256), "merge_pair((1,2,3,1,2), (1,2), 256)")
+    expect_equal(tuple(merge_pair((7, 7, 7), (7, 7), 256)), (256, 7), "merge_pair((7,7,7), (7,7), 256)",
+                 hint="after merging, continue after the merged pair: the middle 7 is used once",
+                 mistakes={"overlapping occurrences merged twice": (256, 256)})
+    expect_equal(tuple(merge_pair((5,), (5, 6), 300)), (5,), "merge_pair((5,), (5,6), 300)")
+    expect_equal(tuple(merge_pair((1, 2), (2, 1), 300)), (1, 2), "merge_pair((1,2), (2,1), 300): order matters")
+
+
+@graded("bpe.most_frequent_pair", points=1)
+def test_most_frequent_pair_breaks_ties_like_the_library(student):
+    most_frequent_pair = student.piece("bpe", "most_frequent_pair")
+    expect_equal(most_frequent_pair({(1, 2): 3, (104, 101): 5, (300, 2): 4}), (104, 101), "the most frequent pair")
+    expect_equal(most_frequent_pair({}), None, "most_frequent_pair({})", hint="no pair left: return None")
+    tie = {(300, 101): 2, (104, 101): 2, (32, 116): 2}
+    expect_equal(most_frequent_pair(tie), min(tie, key=REF.tie_key), "a three-way tie",
+                 hint="among equal counts take the pair with the smallest tie_key(pair)",
+                 mistakes={"ties broken by plain id order (the space byte 32 sorts after letters in the "
+                           "library's order)": (32, 116)})
+
+
+@graded("bpe.train_bpe", points=3)
+def test_train_bpe_learns_the_librarys_merges(student):
+    train_bpe = student.piece("bpe", "train_bpe")
+    for n in (1, 20, 120):
+        mine = [tuple(m) for m in train_bpe(TEXT, n)]
+        library = train_tokenizer([TEXT], n_merges=n).merges
+        expect_equal(mine, library, f"train_bpe(TEXT, {n}) against Hugging Face's BpeTrainer",
+                     hint="count pairs over all words, pick the most frequent (ties: tie_key), merge it "
+                          "in every word, new id = 256 + number of merges so far")
+
+
+@graded("bpe.train_bpe", points=1)
+def test_train_bpe_stops_when_no_pair_is_left(student):
+    train_bpe = student.piece("bpe", "train_bpe")
+    merges = [tuple(m) for m in train_bpe("ab ab", 50)]
+    expect_equal(merges, [(97, 98), (32, 256)], "train_bpe('ab ab', 50)",
+                 hint="the words are 'ab' and ' ab'; after two merges no word has two tokens: stop")
+
+
+@graded("bpe.encode", points=2)
+def test_encode_matches_the_library(student):
+    encode = student.piece("bpe", "encode")
+    merges = REF.train_bpe(TEXT, 120)
+    library = train_tokenizer([TEXT], n_merges=120)
+    for text in (TEXT, "Tom found a cat.", "unseen wörds ☕ and 99", ""):
+        expect_equal(list(encode(text, merges)), library.encode(text), f"encode({text[:30]!r}, merges)",
+                     hint="within each word, keep applying the merge of lowest rank among its pairs")
+
+
+@graded("bpe.decode", points=2)
+def test_decode_inverts_encode(student):
+    decode = student.piece("bpe", "decode")
+    merges = REF.train_bpe(TEXT, 120)
+    for text in (TEXT, "unseen wörds ☕", ""):
+        expect_equal(decode(REF.encode(text, merges), merges), text, f"decode(encode({text[:30]!r}))")
+    expect_equal(decode([0xE2, 0x98], merges), "\ufffd", "decode of a cut UTF-8 character",
+                 hint='bytes(...).decode("utf-8", errors="replace")')
+    expect_equal(decode([256], merges), bytes(merges[0]).decode("utf-8", errors="replace"),
+                 "decode([256]): token 256 is the two bytes of merge 0",
+                 hint="build the table of every token's bytes: the 256 bytes, then table[a] + table[b] per merge")
