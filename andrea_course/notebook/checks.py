@@ -163,10 +163,37 @@ def _isolated_modules(*stems: str):
         sys.modules.update(saved)
 
 
+_recent: dict[tuple, tuple] = {}      # (exercise, impl, tests file) -> (file stamps, CheckResult)
+
+
+def _stamps(impl_name: str, test_file: Path) -> tuple:
+    """What a result depends on: the learner's .py files and the test file, by mtime and size."""
+    from ..impl import resolve
+    files = sorted(resolve(impl_name).glob("*.py")) + [test_file]
+    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
+
+
 def run_graded(exercise: str, impl: str | os.PathLike | None = None,
-               tests_dir: str | os.PathLike | None = None) -> CheckResult:
-    """Run the graded tests of `exercise` ("activity.piece") against `impl`; never raises."""
+               tests_dir: str | os.PathLike | None = None, reuse: bool = False) -> CheckResult:
+    """Run the graded tests of `exercise` ("activity.piece") against `impl`; never raises.
+
+    reuse=True returns the last result for the same exercise, code and tests when no file
+    changed since (use() after check() then costs nothing)."""
     impl_name = str(impl) if impl is not None else notebook_impl()
+    key = (exercise, impl_name, str(tests_dir))
+    try:
+        stamps = _stamps(impl_name, Path(tests_dir or TESTS_DIR) / f"test_{str(exercise).split('.')[0]}.py")
+    except BaseException:
+        stamps = None
+    if reuse and stamps is not None and key in _recent and _recent[key][0] == stamps:
+        return _recent[key][1]
+    result = _run_graded(exercise, impl_name, tests_dir)
+    if stamps is not None and result.error is None:
+        _recent[key] = (stamps, result)
+    return result
+
+
+def _run_graded(exercise: str, impl_name: str, tests_dir) -> CheckResult:
     result = CheckResult(exercise, impl_name)
     try:
         activity, piece = str(exercise).split(".")
@@ -300,7 +327,7 @@ def use(activity: str, name: str, *, impl: str | os.PathLike | None = None,
         if learner.is_reference:
             chosen, why = reference, "the reference solution (ANDREA_IMPL=solutions)"
         else:
-            result = run_graded(exercise, impl_name, tests_dir)
+            result = run_graded(exercise, impl_name, tests_dir, reuse=True)
             if result.passed:
                 chosen, why = learner.own(activity, name), f"yours (all {len(result.outcomes)} graded tests pass)"
             elif result.status == "unwritten":

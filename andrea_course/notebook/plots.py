@@ -49,14 +49,16 @@ def heatmap(matrix, rows=None, cols=None, title: str = "", ax=None, cmap: str = 
     if annotate is None:
         annotate = m.shape[0] <= 12 and m.shape[1] <= 12
     if annotate:
-        finite = m[np.isfinite(m)]
-        mid = (finite.min() + finite.max()) / 2 if finite.size else 0
         for i in range(m.shape[0]):
             for j in range(m.shape[1]):
                 v = m[i, j]
                 text = format(v, fmt) if np.isfinite(v) else ("-inf" if v < 0 else str(v))
+                dark = False
+                if np.isfinite(v):                  # white text on dark cells, black on light
+                    r, g, b, _ = im.cmap(im.norm(v))
+                    dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
                 ax.text(j, i, text, ha="center", va="center", fontsize=8,
-                        color="white" if np.isfinite(v) and v < mid else "black")
+                        color="white" if dark else "black")
     if title:
         ax.set_title(title)
     if xlabel:
