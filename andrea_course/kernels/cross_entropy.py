@@ -31,8 +31,9 @@ def cross_entropy_forward_kernel(x_ptr, t_ptr, loss_ptr, lse_ptr, stride_x, V, B
         x = tl.load(x_ptr + row * stride_x + start + cols, mask=start + cols < V,
                     other=float("-inf")).to(tl.float32)
         m_new = tl.maximum(m, x)
-        # lanes still at -inf (padding) keep s = 0 instead of exp(-inf - -inf) = nan
-        s = tl.where(m_new == float("-inf"), 0.0, s * tl.exp(m - m_new) + tl.exp(x - m_new))
+        # lanes still at -inf (padding) subtract 0 instead: exp(-inf - -inf) would be nan
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s = s * tl.exp(m - m_safe) + tl.exp(x - m_safe)
         m = m_new
     m_row = tl.max(m, axis=0)
     lse = m_row + tl.log(tl.sum(s * tl.exp(m - m_row), axis=0))
