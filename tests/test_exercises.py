@@ -1,6 +1,7 @@
 """exercises/ is what the generator makes of solutions/, every solution region has a hint,
 every exercise file imports, and every exercise piece has at least one graded test."""
 import ast
+import functools
 import subprocess
 from pathlib import Path
 
@@ -52,7 +53,8 @@ def test_every_exercise_file_imports_and_every_piece_is_a_stub(activity):
     assert STUB_MARK in (EXERCISES / f"{activity}.py").read_text(encoding="utf-8")
 
 
-def _graded_exercises() -> set[str]:
+@functools.lru_cache(maxsize=None)
+def _graded_exercises() -> frozenset[str]:
     """Every "activity.piece" named by @graded(...) or @pytest.mark.exercise(...) under tests/."""
     names = set()
     for path in TESTS.rglob("*.py"):
@@ -62,7 +64,7 @@ def _graded_exercises() -> set[str]:
                 called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
                 if called in ("graded", "exercise") and isinstance(node.args[0].value, str):
                     names.add(node.args[0].value)
-    return names
+    return frozenset(names)
 
 
 @pytest.mark.parametrize("activity", ACTIVITIES)
