@@ -333,7 +333,10 @@ class IsolatedStudent:
             raise LearnerCodeError("this object belonged to a grading worker that was stopped "
                                    "(an earlier timeout or crash): construct it again")
         if self.proc is None:
+            booted = time.monotonic()
             self._start()
+            if self.deadline is not None:           # starting the worker is not the learner's time
+                self.deadline += time.monotonic() - booted
         hid = None if proxy is None else object.__getattribute__(proxy, "_hid")
         message = dumps((op, hid, encode(list(args)), list(self._dead)))
         self._dead.clear()
@@ -372,8 +375,10 @@ class IsolatedStudent:
             left = deadline - time.monotonic()
             if left <= 0:
                 self._timeout(booting)
-            readable, _, _ = select.select([self._recv_fd], [], [], left)
+            readable, _, _ = select.select([self._recv_fd], [], [], min(left, 0.5))
             if not readable:
+                if self.proc is not None and self.proc.poll() is not None:
+                    self._crashed(booting)     # dead, though a child of it may hold the pipe open
                 continue
             chunk = os.read(self._recv_fd, min(n - got, 1 << 20))
             if not chunk:

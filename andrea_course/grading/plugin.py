@@ -146,8 +146,8 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if call.excinfo is not None and report.failed and any(k == "andrea" for k, _ in item.user_properties):
-        item.user_properties.append(("andrea_output", f"{call.when}: " * (call.when != "call")
-                                     + failure_message(call.excinfo)))
+        report.user_properties.append(("andrea_output", f"{call.when}: " * (call.when != "call")
+                                       + failure_message(call.excinfo)))
 
 
 def pytest_runtest_logreport(report):

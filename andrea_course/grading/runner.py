@@ -128,30 +128,38 @@ def _children_map() -> dict[int, list[int]]:
     return kids
 
 
-def _kill_descendants(root: int, rounds: int = 20) -> int:
-    """SIGKILL every descendant of `root` (and reap those that became our children)."""
-    killed = 0
+def _descendants(pids, kids) -> list[int]:
+    todo, found = list(pids), []
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill_run(proc: subprocess.Popen, children_before: set[int], rounds: int = 20) -> None:
+    """SIGKILL the run's pytest and every process it left behind: its descendants, and orphans
+    that reparented to us (new children since the run began), then reap them."""
+    me = os.getpid()
     for _ in range(rounds):
-        kids, todo, found = _children_map(), [root], []
-        while todo:
-            for child in kids.get(todo.pop(), []):
-                found.append(child)
-                todo.append(child)
+        kids = _children_map()
+        alive = [proc.pid] if proc.poll() is None else []
+        new = [c for c in kids.get(me, []) if c not in children_before]
+        found = set(new) | set(_descendants(new + alive, kids)) | set(alive)
         if not found:
-            return killed
+            return
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
-                killed += 1
             except (ProcessLookupError, PermissionError):
                 pass
+        proc.poll()
         time.sleep(0.05)
         for pid in found:
             try:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass
-    return killed
 
 
 # ----------------------------------------------------------------------------- grading
@@ -209,6 +217,7 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         log_path = Path(log) if log else tmp / "pytest.log"
         timed_out = False
+        children_before = set(_children_map().get(os.getpid(), []))
         with open(log_path, "wb") as log_file:
             try:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file,
@@ -220,13 +229,8 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
                 rc = proc.wait(timeout=timeout_total)
             except subprocess.TimeoutExpired:
                 timed_out, rc = True, None
-            _kill_descendants(os.getpid()) if timed_out else None
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill_run(proc, children_before)
             proc.wait()
-            _kill_descendants(os.getpid())
         collected, finished, errors, forged = read_jsonl(jsonl, key)
         if timed_out:
             why = (f"not run: grading stopped at the total time limit of {timeout_total:g} s "
