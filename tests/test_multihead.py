@@ -27,21 +27,13 @@ def test_split_heads(student):
                            x.view(B, T, K, H).permute(0, 3, 1, 2)})
 
 
-@graded("multihead.merge_heads", points=1)
+@graded("multihead.merge_heads", points=2)
 def test_merge_heads(student):
     y = _randn(B, H, T, K, seed=2)
     got = student.piece("multihead", "merge_heads")(y)
     expect_close(got, y.transpose(1, 2).reshape(B, T, D), "merge_heads(y of shape (2, 3, 5, 4))",
                  mistakes={"reshaped straight to (B, T, H·K), which mixes positions and heads: "
                            "transpose(1, 2) back to (B, T, H, K) first": y.reshape(B, T, D)})
-
-
-@graded("multihead.merge_heads", points=1)
-def test_split_heads_undoes_merge_heads(student):
-    y = _randn(B, H, T, K, seed=3)
-    merge, split = student.piece("multihead", "merge_heads"), student.piece("multihead", "split_heads")
-    expect_close(split(merge(y), H), y, "split_heads(merge_heads(y), 3)",
-                 hint="merge_heads must be the exact inverse of split_heads")
 
 
 def _mha_case(cfg, seed=4):
