@@ -10,6 +10,7 @@ from andrea_course.impl import get_impl
 
 REF = get_impl("solutions")
 NEG_INF = float("-inf")
+USES_STEPS = "attention() runs your four steps: if one of their tests fails, fix that one first"
 
 
 def _randn(*shape, seed=0, scale=1.0):
@@ -177,7 +178,7 @@ def test_causal_attention(student):
     q, k, v = _qkv()
     got = student.piece("attention", "attention")(q, k, v)
     expect_close(got, F.scaled_dot_product_attention(q, k, v, is_causal=True), "attention(q, k, v)",
-                 mistakes=_attention_mistakes(q, k, v))
+                 mistakes=_attention_mistakes(q, k, v), hint=USES_STEPS)
 
 
 @graded("attention.attention", points=1)
@@ -195,7 +196,7 @@ def test_attention_with_cached_keys(student):
     q, k, v = _qkv(T=3, S=7, seed=6)                                     # 4 keys cached before the 3 queries
     got = student.piece("attention", "attention")(q, k, v)
     expect_close(got, F.scaled_dot_product_attention(q, k, v, attn_mask=_allowed(3, 7)),
-                 "attention(q of T=3, k and v of S=7)", mistakes=_attention_mistakes(q, k, v))
+                 "attention(q of T=3, k and v of S=7)", mistakes=_attention_mistakes(q, k, v), hint=USES_STEPS)
 
 
 @graded("attention.AttentionHead", points=2)
@@ -217,4 +218,5 @@ def test_attention_head(student):
                            "scaled by sqrt(D) instead of sqrt(K), the head width":
                                _attend(q, k, v, scale=1 / math.sqrt(D), allowed=_allowed(5, 5)),
                            "q, k, v projections mixed up: q from w_q, k from w_k, v from w_v":
-                               F.scaled_dot_product_attention(k, q, v, is_causal=True)})
+                               F.scaled_dot_product_attention(k, q, v, is_causal=True)},
+                 hint="AttentionHead runs your attention(): if its tests fail, fix those first")

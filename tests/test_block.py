@@ -69,6 +69,8 @@ def test_layer_norm_without_bias(student):
 
 
 CFG = ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=2, n_heads=4, d_ff=32)
+USES_PIECES = ("the block runs your layer_norm, MultiHeadAttention and MLP: if one of their tests fails, "
+               "fix that one first")
 
 
 def _block_case(seed=10):
@@ -117,7 +119,7 @@ def test_pre_norm_block(student):
     m = student.piece("block", "Block")(CFG)
     m.double()
     m.load_state_dict(ref.state_dict())
-    expect_close(m(x), pre, "Block(cfg)(x)", mistakes={
+    expect_close(m(x), pre, "Block(cfg)(x)", hint=USES_PIECES, mistakes={
         "post-norm where pre-norm was asked: normalise the sublayer's input, x = x + attn(ln1(x)), "
         "and leave the residual stream unnormalised": post, **mistakes})
 
@@ -132,6 +134,6 @@ def test_post_norm_block(student):
     with torch.no_grad():
         h = ln(ref.ln1, x + ref.attn(x))
         no_second_norm = h + ref.mlp(h)
-    expect_close(m(x), post, "PostNormBlock(cfg)(x)", mistakes={
+    expect_close(m(x), post, "PostNormBlock(cfg)(x)", hint=USES_PIECES, mistakes={
         "pre-norm where post-norm was asked: x = ln1(x + attn(x)); x = ln2(x + mlp(x))": pre,
         "the second sublayer left unnormalised: x = ln2(x + mlp(x))": no_second_norm})

@@ -10,6 +10,7 @@ from andrea_course.params import count_parameters
 
 REF = get_impl("solutions")
 CFG = ModelConfig(vocab_size=19, context_length=8, d_model=16, n_layers=2, n_heads=4, d_ff=32)
+USES_PIECES = "ANDREA runs your Embeddings and Block: if one of their tests fails, fix that one first"
 
 
 def _reference_model(cfg, seed=0):
@@ -76,7 +77,7 @@ def test_andrea_logits(student):
     ids = torch.randint(0, CFG.vocab_size, (2, 6), generator=torch.Generator().manual_seed(1))
     want, mistakes = _logits_and_mistakes(ref, ids)
     m = _student_model(student, ref, CFG)
-    expect_close(m(ids), want, "ANDREA(cfg)(ids)", mistakes=mistakes)
+    expect_close(m(ids), want, "ANDREA(cfg)(ids)", mistakes=mistakes, hint=USES_PIECES)
 
 
 @graded("model.ANDREA", points=2)
@@ -92,7 +93,7 @@ def test_andrea_with_tied_embeddings(student):
     m = _student_model(student, ref, cfg)
     ids = torch.randint(0, cfg.vocab_size, (2, 5), generator=torch.Generator().manual_seed(3))
     want, mistakes = _logits_and_mistakes(ref, ids)
-    expect_close(m(ids), want, "ANDREA(tied cfg)(ids)", mistakes=mistakes)
+    expect_close(m(ids), want, "ANDREA(tied cfg)(ids)", mistakes=mistakes, hint=USES_PIECES)
 
 
 def _generation_model(seed=4):

@@ -83,7 +83,9 @@ def _check_mha(student, cfg, what):
     m = student.piece("multihead", "MultiHeadAttention")(cfg)
     m.double()
     m.load_state_dict(ref.state_dict())
-    expect_close(m(x), want, what, mistakes=mistakes)
+    expect_close(m(x), want, what, mistakes=mistakes,
+                 hint="MultiHeadAttention runs your split_heads, merge_heads and attention (activity 5): "
+                      "if one of their tests fails, fix that one first")
 
 
 CFG = ModelConfig(vocab_size=16, context_length=8, d_model=D, n_layers=1, n_heads=H, d_ff=4 * D)
