@@ -71,8 +71,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 
     q: (..., T, K), k: (..., S, K), v: (..., S, K)  ->  (..., T, K)
     """
-    # Hint: scale the raw scores by sqrt(K) = q.shape[-1], mask if causal, softmax, weighted sum.
-    raise NotImplementedError('attention.attention: not implemented yet. Hint: scale the raw scores by sqrt(K) = q.shape[-1], mask if causal, softmax, weighted sum.')
+    # Hint: scale_scores(attention_scores(q, k), K) with K = q.shape[-1]; apply_causal_mask if causal; softmax; weighted_sum with v.
+    raise NotImplementedError('attention.attention: not implemented yet. Hint: scale_scores(attention_scores(q, k), K) with K = q.shape[-1]; apply_causal_mask if causal; softmax; weighted_sum with v.')
 
 
 class AttentionHead(nn.Module):

@@ -160,5 +160,5 @@ def count_parameters(cfg) -> dict:
     V, T, D, L = cfg.vocab_size, cfg.context_length, cfg.d_model, cfg.n_layers
     H, G, K, F_ = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_ff
     b = 1 if cfg.bias else 0
-    # Hint: count each piece from V, T, D, L, H, G, K, F and b: the qkv projection has (H + 2G)·K outputs; a LayerNorm has gamma and beta; sum them up.
-    raise NotImplementedError('model.count_parameters: not implemented yet. Hint: count each piece from V, T, D, L, H, G, K, F and b: the qkv projection has (H + 2G)·K outputs; a LayerNorm has gamma and beta; sum them up.')
+    # Hint: count each piece from V, T, D, L, H, G, K, F and b: the qkv projection has (H + 2G)·K outputs; a LayerNorm has gamma and, when cfg.bias, beta (RMSNorm: gamma only); sum them up.
+    raise NotImplementedError('model.count_parameters: not implemented yet. Hint: count each piece from V, T, D, L, H, G, K, F and b: the qkv projection has (H + 2G)·K outputs; a LayerNorm has gamma and, when cfg.bias, beta (RMSNorm: gamma only); sum them up.')

@@ -89,7 +89,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     q: (..., T, K), k: (..., S, K), v: (..., S, K)  ->  (..., T, K)
     """
     ### BEGIN SOLUTION
-    ### HINT: scale the raw scores by sqrt(K) = q.shape[-1], mask if causal, softmax, weighted sum.
+    ### HINT: scale_scores(attention_scores(q, k), K) with K = q.shape[-1]; apply_causal_mask if causal; softmax; weighted_sum with v.
     scores = scale_scores(attention_scores(q, k), q.shape[-1])
     if causal:
         scores = apply_causal_mask(scores)

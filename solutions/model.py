@@ -170,7 +170,7 @@ def count_parameters(cfg) -> dict:
     H, G, K, F_ = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_ff
     b = 1 if cfg.bias else 0
     ### BEGIN SOLUTION
-    ### HINT: count each piece from V, T, D, L, H, G, K, F and b: the qkv projection has (H + 2G)·K outputs; a LayerNorm has gamma and beta; sum them up.
+    ### HINT: count each piece from V, T, D, L, H, G, K, F and b: the qkv projection has (H + 2G)·K outputs; a LayerNorm has gamma and, when cfg.bias, beta (RMSNorm: gamma only); sum them up.
     norm = D + (D * b if cfg.norm == "layernorm" else 0)        # gamma (+ beta)
     qkv_out = (H + 2 * G) * K
     attention = D * qkv_out + b * qkv_out + D * D + b * D       # W_qkv, b_qkv, W_O, b_O
