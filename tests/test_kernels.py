@@ -25,6 +25,9 @@ from andrea_course.impl import get_impl                  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
+# The interpreter's sigmoid computes 1/(1 + exp(-x)) in numpy: exp overflows to inf for
+# large |x| and the result is the right 0; numpy warns all the same.
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
 
 # ===== 1. Graded: the learner's kernels ==================================
 
@@ -278,7 +281,7 @@ def test_cross_entropy_large_logits():
 ATTENTION_SHAPES = [  # (B, H, T, S, K)
     (1, 2, 17, 17, 64),       # ragged T, shorter than one block
     (2, 1, 100, 100, 64),     # ragged T over two blocks
-    (1, 2, 17, 40, 64),       # S > T: 23 keys cached
+    (1, 2, 17, 100, 64),      # S > T: 83 keys cached, beyond the first key block
     (1, 1, 128, 128, 16),     # the smallest head width
     (1, 1, 33, 33, 128),      # the largest head width
     (1, 2, 20, 20, 48),       # a head width that is not a power of two
