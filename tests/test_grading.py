@@ -164,16 +164,21 @@ def test_a_class_of_evil_submissions(tmp_path):
 
 
 def test_total_time_limit_still_writes_results(tmp_path):
+    """softmax loops forever and the per-test limit is longer than the total: the total ends it."""
+    import os
+    from andrea_course.grading.runner import _children_map
     course = make_course(tmp_path)
     sub = make_submission(tmp_path / "looper", ["attention__loop_and_sys_exit_in_calls"])
     out = tmp_path / "out" / "results.json"
     results = grade(sub, out, course=Course(course / "tests", guard=[]), timeout_per_test=600,
-                    timeout_total=12)
+                    timeout_total=30)
     data, tests = by_test(out)
-    assert tests["test_embed_lookup"]["status"] == "passed"          # finished before the limit
-    for name in ("test_softmax", "test_scale_scores", "test_gelu_tanh", "test_mlp_module"):
-        assert tests[name]["status"] == "failed" and "total time limit" in tests[name]["output"]
-    assert data["score"] == 2 == results.score and "total time limit of 12 s" in data["output"]
+    assert "total time limit of 30 s" in data["output"] and data["score"] == results.score <= 2
+    assert tests["test_softmax"]["status"] == "failed"
+    assert "total time limit" in tests["test_softmax"]["output"]
+    for name, t in tests.items():        # what finished before softmax may pass; nothing after it
+        assert t["status"] == "passed" or "total time limit" in t["output"], (name, t["output"])
+    assert not _children_map().get(os.getpid())      # the run's processes are all gone
 
 
 def test_missing_submission_still_writes_results(tmp_path):

@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import builtins
 import io
+import json
 import os
 import select
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -228,6 +230,8 @@ class IsolatedStudent:
         self._dead: list[int] = []
         self._import_failures: dict[str, str] = {}   # activity -> why loading it killed the worker
         self._tmp = None
+        self._zygote = self._zsock = None
+        self._uid = self._gid = None
 
     @property
     def is_reference(self) -> bool:
@@ -253,46 +257,104 @@ class IsolatedStudent:
 
     def close(self) -> None:
         self._kill()
+        self._stop_zygote()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
     # ----- the worker -----
-    def _start(self) -> None:
+    def _env(self) -> tuple[dict, dict]:
+        """The worker's environment, and Popen's arguments to run it as `user` (when root)."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("ANDREA_", "PYTEST_")) and k not in ("PYTHONSTARTUP",)}
+        env.update(HOME=self._tmp, TMPDIR=self._tmp, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(SOLUTIONS)),
+                                                        env.get("PYTHONPATH", "")] if p)
+        kwargs = {}
+        if self._uid is not None:
+            kwargs.update(user=self._uid, group=self._gid, extra_groups=[])
+        return env, kwargs
+
+    def _start_zygote(self) -> None:
+        """A process that imported torch and the course once; every worker is a fork of it, so a
+        fresh worker after a crash costs milliseconds, not seconds."""
+        self._stop_zygote()
         self._tmp = self._tmp or tempfile.mkdtemp(prefix="andrea-worker-")
+        self._uid = self._gid = None
+        if self.user and os.geteuid() == 0:
+            import pwd
+            entry = pwd.getpwnam(self.user)
+            self._uid, self._gid = entry.pw_uid, entry.pw_gid
+            os.chown(self._tmp, self._uid, self._gid)
+        env, kwargs = self._env()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with open(os.path.join(self._tmp, "zygote.log"), "wb") as log:
+            try:
+                self._zygote = subprocess.Popen(
+                    [self.python, "-m", "andrea_course.grading.isolated", str(theirs.fileno())],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self._tmp, env=env,
+                    pass_fds=(theirs.fileno(),), start_new_session=True, **kwargs)
+            finally:
+                theirs.close()
+        self._zsock = mine
+        mine.settimeout(BOOT_TIMEOUT)
+        try:
+            if self._zask({"op": "hello"}) != {"ready": True}:
+                raise OSError("unexpected greeting")
+        except (OSError, ValueError) as exc:
+            self._stop_zygote()
+            raise LearnerCodeError(f"the grading worker failed to start ({exc}); see "
+                                   f"{os.path.join(self._tmp, 'zygote.log')}") from None
+
+    def _zask(self, request: dict, fds=()) -> dict:
+        socket.send_fds(self._zsock, [json.dumps(request).encode()], list(fds))
+        reply = self._zsock.recv(65536)
+        if not reply:
+            raise OSError("the grading worker's parent process ended")
+        return json.loads(reply)
+
+    def _stop_zygote(self) -> None:
+        zygote, self._zygote = getattr(self, "_zygote", None), None
+        if getattr(self, "_zsock", None) is not None:
+            self._zsock.close()
+            self._zsock = None
+        if zygote is not None:
+            try:
+                os.killpg(zygote.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            zygote.kill()
+            zygote.wait()
+
+    def _start(self) -> None:
+        if self._zygote is None or self._zygote.poll() is not None:
+            self._start_zygote()
         work = os.path.join(self._tmp, f"run{self.generation + 1}")
         sub = os.path.join(work, "submission")
         os.makedirs(sub)
         for entry in os.scandir(self.folder):
             if entry.is_file() and entry.name.endswith(".py"):
                 shutil.copyfile(entry.path, os.path.join(sub, entry.name))
+        if self._uid is not None:
+            for p in [work, sub] + [os.path.join(sub, f) for f in os.listdir(sub)]:
+                os.chown(p, self._uid, self._gid)
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("ANDREA_", "PYTEST_")) and k not in ("PYTHONSTARTUP",)}
-        env.update(HOME=work, TMPDIR=work, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(SOLUTIONS)),
-                                                        env.get("PYTHONPATH", "")] if p)
-        kwargs = {}
-        if self.user and os.geteuid() == 0:
-            import pwd
-            entry = pwd.getpwnam(self.user)
-            for root, dirs, files in os.walk(work):
-                for p in [root] + [os.path.join(root, f) for f in files]:
-                    os.chown(p, entry.pw_uid, entry.pw_gid)
-            os.chown(self._tmp, entry.pw_uid, entry.pw_gid)
-            kwargs.update(user=entry.pw_uid, group=entry.pw_gid, extra_groups=[])
-        log = open(os.path.join(work, "output.log"), "wb")
+        request = {"op": "fork", "work": work, "folder": sub, "memory": self.memory}
         try:
-            self.proc = subprocess.Popen(
-                [self.python, "-m", "andrea_course.grading.isolated", str(to_worker_r),
-                 str(from_worker_w), sub, str(self.memory)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=work, env=env,
-                pass_fds=(to_worker_r, from_worker_w), start_new_session=True, **kwargs)
+            try:
+                pid = self._zask(request, [to_worker_r, from_worker_w])["pid"]
+            except (OSError, ValueError, KeyError):       # the zygote died (a learner killed it?)
+                self._start_zygote()
+                pid = self._zask(request, [to_worker_r, from_worker_w])["pid"]
+        except (OSError, ValueError, KeyError) as exc:
+            for fd in (to_worker_w, from_worker_r):
+                os.close(fd)
+            raise LearnerCodeError(f"the grading worker failed to start ({exc})") from None
         finally:
-            log.close()
             os.close(to_worker_r)
             os.close(from_worker_w)
+        self.proc = _Forked(self, pid)
         self.generation += 1
         self._send_fd, self._recv_fd = to_worker_w, from_worker_r
         os.set_blocking(self._send_fd, False)
@@ -311,14 +373,7 @@ class IsolatedStudent:
                 os.close(fd)
             except OSError:
                 pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.kill()
-        except ProcessLookupError:
-            pass
+        proc.kill()
         proc.wait()
 
     def _release(self, proxy: Proxy) -> None:
@@ -416,8 +471,10 @@ class IsolatedStudent:
 
     def _crashed(self, booting: bool = False):
         proc = self.proc
-        code = proc.wait() if proc is not None else None
+        code = proc.wait(timeout=1.0) if proc is not None else None
         self._kill()
+        if code is None:
+            raise LearnerCodeError("your code closed the grader's connection to its process")
         where = " while the grading worker started" if booting else ""
         if code is not None and code < 0:
             sig = -code
@@ -542,5 +599,92 @@ def _where(exc: BaseException, folder: str) -> str:
     return f"{os.path.basename(f.filename)}, line {f.lineno}, in {f.name}"
 
 
+class _Forked:
+    """A worker forked by the zygote: not our child, so the zygote reaps it and tells us how it ended."""
+
+    def __init__(self, student: IsolatedStudent, pid: int):
+        self.student, self.pid, self.returncode = student, pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                self.returncode = self.student._zask({"op": "poll", "pid": self.pid})["status"]
+            except (OSError, ValueError, KeyError, TypeError):
+                self.returncode = -signal.SIGKILL          # its parent is gone: so is it
+        return self.returncode
+
+    def wait(self, timeout: float | None = None):
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if end is not None and time.monotonic() > end:
+                return None
+            time.sleep(0.01)
+        return self.returncode
+
+    def kill(self) -> None:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _zygote(fd: int) -> None:
+    """Wait for fork requests from the grader; each child becomes one worker."""
+    from ..impl import Impl  # noqa: F401  (imported once, here, for every worker)
+    sock = socket.socket(fileno=fd)
+    statuses: dict[int, int] = {}
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 65536, 4)
+        except OSError:
+            os._exit(0)
+        if not data:
+            os._exit(0)
+        request = json.loads(data)
+        op = request.get("op")
+        if op == "hello":
+            reply = {"ready": True}
+        elif op == "fork" and len(fds) == 2:
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    sock.close()
+                    os.setsid()
+                    work = request["work"]
+                    os.chdir(work)
+                    log = os.open(os.path.join(work, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                    os.dup2(log, 1)
+                    os.dup2(log, 2)
+                    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+                    os.environ["HOME"] = os.environ["TMPDIR"] = work
+                    tempfile.tempdir = None
+                    _worker(fds[0], fds[1], request["folder"], int(request["memory"]))
+                except BaseException:   # noqa: BLE001
+                    traceback.print_exc()
+                    code = 70
+                finally:
+                    os._exit(code)
+            for f in fds:
+                os.close(f)
+            reply = {"pid": pid}
+        elif op == "poll":
+            pid = int(request["pid"])
+            if pid not in statuses:
+                try:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        statuses[pid] = os.waitstatus_to_exitcode(status)
+                except ChildProcessError:
+                    statuses[pid] = -signal.SIGKILL
+            reply = {"status": statuses.get(pid)}
+        else:
+            for f in fds:
+                os.close(f)
+            reply = {"error": f"unknown request {op!r}"}
+        sock.send(json.dumps(reply).encode())
+
+
 if __name__ == "__main__":
-    _worker(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
+    _zygote(int(sys.argv[1]))
