@@ -48,6 +48,12 @@ def main(argv=None) -> int:
 
     from andrea_course import kernels as K
     from andrea_course import ops
+    from andrea_course.impl import get_impl
+
+    ref = get_impl("solutions")            # the course's pieces, eager PyTorch written from the formulas
+    formula = dict(gelu=ref.module("mlp").gelu_tanh, layer_norm=ref.module("block").layer_norm,
+                   rms_norm=ref.module("modern").rms_norm, swiglu=ref.module("modern").swiglu,
+                   softmax=ref.module("attention").softmax, attention=ref.module("attention").attention)
 
     device = "cuda" if gpu else "cpu"
     dtype = torch.bfloat16 if gpu else torch.float32         # the interpreter's bf16 is wrong
@@ -83,26 +89,29 @@ def main(argv=None) -> int:
     cases = {}
     x = randn(N, Fg)
     cases["gelu_tanh"] = ([x], K.gelu_tanh,
-                          {"eager": ops.gelu_tanh, "compile": maybe_compile(K.gelu_tanh_reference)},
+                          {"eager": ops.gelu_tanh, "formula": formula["gelu"], "compile": maybe_compile(K.gelu_tanh_reference)},
                           2 * x.numel() * size, 5 * x.numel() * size, None, None)
     g, u = randn(N, Fs, scale=2.0), randn(N, Fs)
     cases["swiglu"] = ([g, u], K.swiglu,
-                       {"eager": ops.swiglu, "compile": maybe_compile(K.swiglu_reference)},
+                       {"eager": ops.swiglu, "formula": formula["swiglu"], "compile": maybe_compile(K.swiglu_reference)},
                        3 * g.numel() * size, 8 * g.numel() * size, None, None)
     x = randn(N, D)
     w, b = randn(D), randn(D)
     eps = 1e-5
     cases["layer_norm"] = ([x, w, b], lambda x, w, b: K.layer_norm(x, w, b, eps),
                            {"eager": lambda x, w, b: ops.layer_norm(x, w, b, eps),
+                            "formula": lambda x, w, b: formula["layer_norm"](x, w, b, eps),
                             "compile": maybe_compile(lambda x, w, b: K.layer_norm_reference(x, w, b, eps))},
                            2 * x.numel() * size, 5 * x.numel() * size, None, None)
     cases["rms_norm"] = ([x, w], lambda x, w: K.rms_norm(x, w, eps),
                          {"eager": lambda x, w: ops.rms_norm(x, w, eps),
+                          "formula": lambda x, w: formula["rms_norm"](x, w, eps),
                           "compile": maybe_compile(lambda x, w: K.rms_norm_reference(x, w, eps))},
                          2 * x.numel() * size, 5 * x.numel() * size, None, None)
     s = randn(B * H * T, T, scale=3.0)
     cases["softmax"] = ([s], K.softmax,
-                        {"eager": lambda s: torch.softmax(s, dim=-1), "compile": maybe_compile(K.softmax_reference)},
+                        {"eager": lambda s: torch.softmax(s, dim=-1), "formula": formula["softmax"],
+                         "compile": maybe_compile(K.softmax_reference)},
                         2 * s.numel() * size, 5 * s.numel() * size, None, None)
     logits = randn(B, T, V, scale=2.0)
     targets = torch.randint(0, V, (B, T), device=device)
@@ -112,7 +121,7 @@ def main(argv=None) -> int:
     q, k, v = randn(B, H, T, KD), randn(B, H, T, KD), randn(B, H, T, KD)
     attn_flops = 4 * B * T * T * H * KD / 2                  # causal: half the score matrix
     cases["attention"] = ([q, k, v], K.attention,
-                          {"eager": K.attention_reference, "sdpa": ops.attention,
+                          {"eager": K.attention_reference, "formula": formula["attention"], "sdpa": ops.attention,
                            "compile": maybe_compile(K.attention_reference)},
                           None, None, attn_flops, attn_flops * 3.5)   # backward = 2.5 x forward
 
@@ -158,7 +167,7 @@ def main(argv=None) -> int:
 
 
 def report(rows, markdown: bool, gpu: bool, dtype, shapes) -> None:
-    bases = ["eager", "compile", "sdpa"]
+    bases = ["eager", "formula", "compile", "sdpa"]
     B, T, D, Fg, Fs, H, KD, V = shapes
     where = torch.cuda.get_device_name() if gpu else "CPU, Triton interpreter (smoke test: times mean nothing)"
     head = (f"{where}; {str(dtype).replace('torch.', '')}; B·T = {B}×{T}, D = {D}, F = {Fg} (GELU) / {Fs} (SwiGLU), "
@@ -183,7 +192,9 @@ def report(rows, markdown: bool, gpu: bool, dtype, shapes) -> None:
         print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
         for r in table:
             print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
-    print("\nvs X = X's time / Triton's time (>1: Triton faster). Rates: bytes each kernel must move at least "
+    print("\neager: PyTorch's fused op where it has one (F.gelu, F.layer_norm, ...; attention: the scores "
+          "materialised); formula: the course's reference piece, eager PyTorch written from the formula.")
+    print("vs X = X's time / Triton's time (>1: Triton faster). Rates: bytes each kernel must move at least "
           "(GB/s), or causal attention FLOPs, 4·B·T²·H·K/2 forward and 2.5x that backward (TFLOP/s).")
 
 
