@@ -45,6 +45,18 @@ def without_residuals(block_cls: type) -> type:
     return NoResidualBlock
 
 
+def without_residuals_or_norms(block_cls: type) -> type:
+    """A subclass of block_cls with neither skip connections nor LayerNorms:
+    x = MLP(Attention(x)), the plain deep stack where gradients vanish."""
+
+    class BareBlock(block_cls):
+        def forward(self, x, cache=None):
+            return self.mlp(self.attn(x, cache))
+
+    BareBlock.__name__ = BareBlock.__qualname__ = "BareBlock"
+    return BareBlock
+
+
 def small_config(L: int, D: int = 64, H: int = 4, T: int = 32, V: int = 256, **kw) -> ModelConfig:
     """andrea-tiny's shape with L blocks of width D (F = 4D), a byte vocabulary V = 256."""
     return ModelConfig.preset("andrea-tiny", n_layers=L, d_model=D, n_heads=H, d_ff=4 * D,
@@ -127,11 +139,13 @@ def byte_text() -> torch.Tensor:
 
 
 def train_small(model: nn.Module, data: torch.Tensor, steps: int = 80, lr: float = 1e-2,
-                B: int = 8, seed: int = 1) -> list[float]:
-    """AdamW at a constant learning rate from the first step (no warm-up); returns the losses."""
+                B: int = 8, seed: int = 1, warmup: int = 0) -> list[float]:
+    """AdamW at a constant learning rate lr, from the first step when warmup == 0, else after
+    a linear ramp from lr/warmup over the first `warmup` steps; returns the losses."""
     T = model.cfg.context_length
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    ramp = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
     losses = []
     with one_thread():
         for _ in range(steps):
@@ -142,5 +156,6 @@ def train_small(model: nn.Module, data: torch.Tensor, steps: int = 80, lr: float
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            ramp.step()
             losses.append(loss.item())
     return losses

@@ -1,0 +1,75 @@
+"""Helpers for notebook 06 (twelve blocks make ANDREA-120M): build the model from the learner's
+code with a clear fallback, and get a small trained ANDREA to generate text with."""
+from __future__ import annotations
+
+import torch
+
+from ..config import ModelConfig
+from ..model import ANDREA
+from .checks import notebook_impl
+from .block_lab import one_thread
+
+
+def build_model(cfg: ModelConfig | str, impl=None, quiet: bool = False):
+    """ANDREA for cfg from the learner's code (unwritten pieces filled in from the reference).
+
+    If the learner's code fails to build or to run two tokens, say why and use the reference,
+    so the notebook carries on. Prints one line saying whose pieces run."""
+    impl = impl if impl is not None else notebook_impl()
+    try:
+        model = ANDREA(cfg, impl=impl)
+        with torch.no_grad():
+            model(torch.zeros(1, 2, dtype=torch.long))
+    except Exception as exc:                       # a learner's piece that crashes
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"your pieces could not build or run ANDREA ({type(exc).__name__}: {first}); "
+              "using the reference solution. Run the check cells to find out why.")
+        return ANDREA(cfg, impl="solutions")
+    if not quiet:
+        mine = sorted(f"{a}.{p}" for a, pieces in model.pieces.items() for p, who in pieces.items()
+                      if who == "yours")
+        if model.impl.is_reference:
+            print("building ANDREA from the reference solutions (ANDREA_IMPL=solutions)")
+        elif mine:
+            print(f"building ANDREA with your {len(mine)} written pieces ({', '.join(mine)}), "
+                  "the reference for the rest")
+        else:
+            print("building ANDREA from the reference: none of your pieces is written yet")
+    return model
+
+
+def small_trained_model(steps: int = 150, seed: int = 0):
+    """(model, tokenizer, where it came from).
+
+    The small ANDREA that ships with the course (andrea_course.train.pretrained) when present;
+    otherwise a tiny ANDREA trained here, for `steps` steps on the shipped stories (seconds)."""
+    from ..train import load_corpus, load_tokenizer
+    try:
+        from ..train import pretrained
+        model, tok = pretrained(impl="solutions")
+        return model.eval(), tok, "the small ANDREA trained on the course's stories, shipped in andrea_course/data"
+    except (FileNotFoundError, ImportError):
+        pass
+    tok = load_tokenizer()
+    stories = load_corpus()[:400]
+    data = torch.tensor([i for s in stories for i in tok.encode(s) + [tok.eot_id]], dtype=torch.long)
+    cfg = ModelConfig.preset("andrea-tiny", n_layers=2, d_model=64, n_heads=4, d_ff=256,
+                             context_length=64, vocab_size=tok.vocab_size)
+    torch.manual_seed(seed)
+    model = ANDREA(cfg, impl="solutions")
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
+    g = torch.Generator().manual_seed(seed)
+    T, B, losses = cfg.context_length, 16, []
+    with one_thread():
+        for _ in range(steps):
+            ix = torch.randint(0, len(data) - T - 1, (B,), generator=g)
+            x = torch.stack([data[i:i + T] for i in ix])
+            y = torch.stack([data[i + 1:i + T + 1] for i in ix])
+            _, loss = model(x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    return model.eval(), tok, (f"the shipped model is not in andrea_course/data, so a tiny ANDREA was trained "
+                               f"here: {steps} steps on {len(stories)} of the course's stories, loss "
+                               f"{losses[0]:.2f} -> {sum(losses[-10:]) / 10:.2f}")
