@@ -181,7 +181,7 @@ def load(folder: Path, rank: int, world: int) -> tuple[dict, dict]:
     try:
         manifest = verify(folder)
     except CheckpointError as exc:
-        good = [g for g in good_checkpoints(folder.parent) if g != folder]
+        good = [g for g in good_checkpoints(folder.parent.parent) if g != folder]
         advice = (f"the last good checkpoint, {good[0]}, is kept: resume from it with --resume {good[0]}"
                   if good else "no good checkpoint remains in this run")
         raise CheckpointError(f"refusing to resume: {exc}; {advice}") from exc

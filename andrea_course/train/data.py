@@ -172,10 +172,13 @@ class Batches:
 
 
 def eval_batches(split: Split, T: int, B: int, n_batches: int, rank: int = 0, world: int = 1):
-    """A fixed set of validation batches (the first chunks, in order), shared out over ranks."""
+    """A fixed validation set: the first n_batches·B·W chunks, in order, in global batches of B·W
+    of which this rank takes its B rows. The set depends only on the global batch B·W, so one
+    process and many see the same sequences."""
     n_chunks = (len(split) - 1) // T
-    n_batches = min(n_batches, n_chunks // B)
-    for i in range(rank, n_batches, world):
-        rows = np.stack([split.read((i * B + j) * T, T + 1).astype(np.int64) for j in range(B)])
+    n_batches = min(n_batches, n_chunks // (B * world))
+    for i in range(n_batches):
+        first = (i * world + rank) * B
+        rows = np.stack([split.read((first + j) * T, T + 1).astype(np.int64) for j in range(B)])
         t = torch.from_numpy(rows)
         yield t[:, :-1].contiguous(), t[:, 1:].contiguous()

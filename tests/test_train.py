@@ -1,0 +1,252 @@
+"""The training loop on the CPU: the loss falls, a run stopped by SIGTERM and resumed has exactly
+the losses of a run never stopped, two gloo processes match one, and bad checkpoints are refused."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from andrea_course.train import checkpoint as ckpt
+from andrea_course.train import load_corpus
+from andrea_course.train.prepare import prepare
+from andrea_course.train.sample import main as sample_main
+from andrea_course.train.trainer import (GPU_PEAK_BF16, TrainConfig, Trainer, flops_per_token, load_config,
+                                         lr_at, param_groups, peak_flops, read_log)
+
+MICRO = {"vocab_size": 8449, "context_length": 32, "d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64}
+SETTINGS = dict(model=MICRO, batch_size=4, seq_len=32, lr=3e-3, min_lr=3e-4, warmup_steps=3, max_steps=12,
+                eval_every=4, eval_batches=2, sample_every=0, checkpoint_every=0, tensorboard=False)
+ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data")
+    prepare(load_corpus()[:200], out, progress=False)
+    return out
+
+
+def _config_file(folder: Path, data_dir: Path, **changes) -> Path:
+    path = folder / "micro.json"
+    path.write_text(json.dumps(dict(SETTINGS, data=str(data_dir), **changes)), encoding="utf-8")
+    return path
+
+
+def _train_cmd(config: Path, out: Path, *extra, nproc: int = 1) -> list:
+    launcher = ([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
+                 "--master_port", str(29500 + os.getpid() % 1000)] if nproc > 1 else [sys.executable])
+    return launcher + ["-m", "andrea_course.train.trainer", "--config", str(config), "--out", str(out),
+                       "--no-progress", "--device", "cpu", *extra]
+
+
+def _losses(out: Path) -> list:
+    return [(r["step"], r["loss"]) for r in read_log(out / "log.jsonl")]
+
+
+def _trainer(tmp_path, data_dir, out="run", resume=False, **changes) -> Trainer:
+    torch.set_num_threads(1)      # as the subprocesses (OMP_NUM_THREADS=1): the same bits
+    return Trainer(TrainConfig(**dict(SETTINGS, data=str(data_dir), **changes)), tmp_path / out,
+                   resume=resume, progress=False)
+
+
+# ----------------------------------------------------------------------------- pieces
+def test_schedule_warms_up_then_decays_to_min_lr():
+    tc = TrainConfig(lr=1.0, min_lr=0.1, warmup_steps=10, max_steps=110)
+    assert lr_at(0, tc) == pytest.approx(0.1)
+    assert lr_at(9, tc) == pytest.approx(1.0)
+    assert lr_at(60, tc) == pytest.approx(0.55)
+    assert lr_at(110, tc) == pytest.approx(0.1)
+    lrs = [lr_at(s, tc) for s in range(10, 111)]
+    assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+
+
+def test_weight_decay_only_for_matrices():
+    from andrea_course import ANDREA, ModelConfig
+    for cfg in (ModelConfig(**MICRO), ModelConfig(**MICRO, tie_embeddings=True)):
+        model = ANDREA(cfg)
+        decay, no_decay = param_groups(model, 0.1)
+        assert all(p.dim() == 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
+        assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+        n = sum(p.numel() for g in (decay, no_decay) for p in g["params"])
+        assert n == sum(p.numel() for p in model.parameters())      # a tied table only once
+        ids = {id(p) for p in decay["params"]}
+        assert id(model.embed.token_table) in ids and id(model.blocks[0].ln1.weight) not in ids
+
+
+def test_mfu_peaks_by_name_and_none_on_the_cpu():
+    assert peak_flops(torch.device("cpu")) is None
+    names = dict(GPU_PEAK_BF16)
+    assert names["H100 PCIe"] < names["H100"] and names["A100"] == 312e12
+    # first match wins: "NVIDIA H100 PCIe" must not be read as an SXM H100, nor "L40S" as an L4
+    first = lambda name: next(p for k, p in GPU_PEAK_BF16 if k in name)
+    assert first("NVIDIA H100 PCIe") == 756e12 and first("NVIDIA H100 80GB HBM3") == 989e12
+    assert first("NVIDIA L40S") == 362e12 and first("NVIDIA L4") == 121e12 and first("NVIDIA A10G") == 70e12
+    from andrea_course import ModelConfig
+    cfg = ModelConfig.preset("andrea-120m")
+    # 6 FLOPs per matmul weight (98,820,096 less the two lookup tables) + 12·L·D·T for attention
+    assert flops_per_token(cfg, 98_820_096, 1024) == 6 * (98_820_096 - 786_432 - 6_488_832) + 12 * 12 * 768 * 1024
+
+
+def test_config_files_and_presets(tmp_path):
+    assert load_config("andrea-tiny").model == "andrea-tiny"
+    assert load_config("andrea-tiny", max_steps=7).max_steps == 7
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"model": "andrea-tiny", "lr": 0.5}), encoding="utf-8")
+    tc = load_config(str(path))
+    assert tc.lr == 0.5 and tc.seq_len == 256             # the preset's settings under the file's
+    path.write_text(json.dumps({"model": "andrea-tiny", "learning_rate": 0.5}), encoding="utf-8")
+    with pytest.raises(ValueError, match="unknown training settings"):
+        load_config(str(path))
+    with pytest.raises(ValueError, match="unknown preset"):
+        load_config("andrea-huge")
+
+
+def test_shipped_configs_load():
+    for path in sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.json")):
+        load_config(str(path))
+
+
+# ----------------------------------------------------------------------------- runs
+def test_a_tiny_run_learns_and_writes_its_outputs(tmp_path, data_dir):
+    t = _trainer(tmp_path, data_dir, max_steps=30, warmup_steps=5, eval_every=15, sample_every=30, sample_tokens=8,
+                 tensorboard=True)
+    seen = []
+    last = t.fit(on_step=seen.append)
+    log = read_log(tmp_path / "run" / "log.jsonl")
+    assert [r["step"] for r in log] == list(range(1, 31)) and seen == log
+    assert log[-1]["loss"] < log[0]["loss"] - 1.5, (log[0]["loss"], log[-1]["loss"])
+    assert 9.0 < log[0]["loss"] < 10.0                            # about ln V = 9.04 at the start
+    assert "val_loss" in log[14] and "val_loss" in log[29] and "sample" in last
+    assert last["tokens"] == 30 * 4 * 32
+    assert "mfu" not in last                                      # the CPU has no peak to measure against
+    run = tmp_path / "run"
+    for name in ("model.safetensors", "loss.png", "config.json"):
+        assert (run / name).is_file()
+    assert any((run / "tensorboard").iterdir())
+    assert ckpt.find(run).name == "step_0000030"
+
+
+def test_sigterm_then_resume_gives_the_losses_of_an_unbroken_run(tmp_path, data_dir):
+    config = _config_file(tmp_path, data_dir, max_steps=14, checkpoint_every=5, eval_every=0)
+    _trainer(tmp_path, data_dir, out="whole", max_steps=14, checkpoint_every=5, eval_every=0).fit()
+    whole = _losses(tmp_path / "whole")
+    assert len(whole) == 14
+
+    broken = tmp_path / "broken"
+    proc = subprocess.Popen(_train_cmd(config, broken), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    log = broken / "log.jsonl"
+    while proc.poll() is None and not (log.exists() and len(log.read_text().splitlines()) >= 7):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert b"stopped by signal" in err
+    stopped_at = len(read_log(log))
+    assert 7 <= stopped_at < 14
+    assert ckpt.find(broken).name == f"step_{stopped_at:07d}"      # saved at the step it stopped
+
+    _trainer(tmp_path, data_dir, out="broken", max_steps=14, checkpoint_every=5, eval_every=0, resume=True).fit()
+    assert _losses(broken) == whole                                 # bit for bit
+
+
+def test_resume_from_a_periodic_checkpoint_drops_the_later_log_lines(tmp_path, data_dir):
+    t = _trainer(tmp_path, data_dir, max_steps=6, checkpoint_every=3)
+    t.fit()
+    whole = _losses(tmp_path / "run")
+    # a crash after step 5: the log has 5 lines, the newest checkpoint is step 3
+    lines = (tmp_path / "run" / "log.jsonl").read_text().splitlines()[:5]
+    (tmp_path / "run" / "log.jsonl").write_text("\n".join(lines) + "\n")
+    run = tmp_path / "run" / "checkpoints"
+    (run / "latest").write_text("step_0000003\n")
+    for p in (run / "step_0000006").iterdir():
+        p.unlink()
+    (run / "step_0000006").rmdir()
+    t2 = Trainer(TrainConfig(**dict(SETTINGS, data=str(data_dir), max_steps=6, checkpoint_every=3)),
+                 tmp_path / "run", resume=True, progress=False)
+    assert t2.step == 3
+    t2.fit()
+    assert _losses(tmp_path / "run") == whole
+
+
+def test_two_gloo_processes_match_one_process(tmp_path, data_dir):
+    _trainer(tmp_path, data_dir, out="one", max_steps=4, batch_size=4, eval_every=2).fit()
+    (tmp_path / "two").mkdir()
+    two = _config_file(tmp_path / "two", data_dir, max_steps=4, batch_size=2, eval_every=2)
+    done = subprocess.run(_train_cmd(two, tmp_path / "two" / "run", nproc=2), env=ENV, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    a, b = read_log(tmp_path / "one" / "log.jsonl"), read_log(tmp_path / "two" / "run" / "log.jsonl")
+    assert [r["step"] for r in a] == [r["step"] for r in b] == [1, 2, 3, 4]
+    for ra, rb in zip(a, b):
+        assert rb["loss"] == pytest.approx(ra["loss"], rel=1e-5, abs=1e-5)
+        assert rb["tokens"] == ra["tokens"]
+    assert b[1]["val_loss"] == pytest.approx(a[1]["val_loss"], rel=1e-5)
+    manifest = json.loads((ckpt.find(tmp_path / "two" / "run") / "manifest.json").read_text())
+    assert manifest["world_size"] == 2 and {"rng_rank0.pt", "rng_rank1.pt"} <= set(manifest["files"])
+
+
+def test_gradient_accumulation_matches_a_bigger_batch(tmp_path, data_dir):
+    a = _trainer(tmp_path, data_dir, out="a", max_steps=3, batch_size=4, eval_every=0)
+    b = _trainer(tmp_path, data_dir, out="b", max_steps=3, batch_size=2, grad_accum=2, eval_every=0)
+    a.fit(), b.fit()
+    for (_, la), (_, lb) in zip(_losses(tmp_path / "a"), _losses(tmp_path / "b")):
+        assert lb == pytest.approx(la, rel=1e-5)
+
+
+# ----------------------------------------------------------------------------- bad checkpoints
+def test_truncated_checkpoint_is_refused_and_the_good_one_kept(tmp_path, data_dir):
+    _trainer(tmp_path, data_dir, max_steps=4, checkpoint_every=2, eval_every=0).fit()
+    good, bad = tmp_path / "run/checkpoints/step_0000002", tmp_path / "run/checkpoints/step_0000004"
+    weights = bad / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ckpt.CheckpointError, match="corrupt") as err:
+        _trainer(tmp_path, data_dir, max_steps=6, checkpoint_every=2, eval_every=0, resume=True)
+    assert str(good) in str(err.value)                  # says which good checkpoint remains
+    assert good.is_dir() and ckpt.verify(good)["step"] == 2
+    t = Trainer(TrainConfig(**dict(SETTINGS, data=str(data_dir), max_steps=6, eval_every=0)),
+                tmp_path / "run", resume=good, progress=False)
+    assert t.step == 2
+
+
+def test_checkpoint_of_another_config_is_refused(tmp_path, data_dir):
+    _trainer(tmp_path, data_dir, max_steps=2, eval_every=0).fit()
+    other = dict(MICRO, d_model=48)
+    with pytest.raises(ckpt.CheckpointError, match="another config"):
+        _trainer(tmp_path, data_dir, model=other, max_steps=4, resume=True)
+    with pytest.raises(Exception, match="per_step|batch"):
+        _trainer(tmp_path, data_dir, max_steps=4, batch_size=2, resume=True)
+    assert ckpt.verify(ckpt.find(tmp_path / "run"))["step"] == 2
+
+
+def test_missing_manifest_and_world_size_are_refused(tmp_path, data_dir):
+    _trainer(tmp_path, data_dir, max_steps=2, eval_every=0).fit()
+    folder = ckpt.find(tmp_path / "run")
+    with pytest.raises(ckpt.CheckpointError, match="processes"):
+        ckpt.load(folder, rank=0, world=2)
+    (folder / "manifest.json").unlink()
+    with pytest.raises(ckpt.CheckpointError, match="incomplete"):
+        ckpt.load(folder, rank=0, world=1)
+
+
+def test_cli_refuses_to_overwrite_a_run_and_reports_bad_resume(tmp_path, data_dir, capsys):
+    from andrea_course.train.trainer import main
+    config = _config_file(tmp_path, data_dir, max_steps=2, eval_every=0)
+    assert main(["--config", str(config), "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+    assert main(["--config", str(config), "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert main(["--config", str(config), "--out", str(tmp_path / "empty"), "--resume", "--no-progress"]) == 1
+    assert "no checkpoint" in capsys.readouterr().err
+
+
+def test_sample_cli_from_a_run(tmp_path, data_dir, capsys):
+    _trainer(tmp_path, data_dir, max_steps=2, eval_every=0).fit()
+    args = ["--ckpt", str(tmp_path / "run"), "--prompt", "Once", "--max-new-tokens", "5", "--seed", "3"]
+    assert sample_main(args) == 0
+    first = capsys.readouterr().out
+    assert sample_main(args) == 0
+    assert capsys.readouterr().out == first and first.startswith("Once")
+    assert sample_main(["--ckpt", str(tmp_path / "nothing")]) == 1
