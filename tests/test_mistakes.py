@@ -15,7 +15,8 @@ import torch
 
 from andrea_course.grading import Mismatch
 from andrea_course.grading.student import InProcessStudent
-from andrea_course.impl import ROOT, STUB_MARK, get_impl
+from andrea_course.exercises import exercise_pieces
+from andrea_course.impl import ROOT, SOLUTIONS, STUB_MARK, get_impl
 
 GRADED_FILES = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_mlp.py",
                 "test_block.py", "test_model.py"]
@@ -239,8 +240,11 @@ def test_the_graded_test_names_the_mistake(file, test, overrides, named):
 
 
 def test_every_graded_test_passes_with_the_reference():
+    tests = _graded_tests()
+    activities = [f[len("test_"):-len(".py")] for f in GRADED_FILES]
+    assert {e for *_, e in tests} == {f"{a}.{p}" for a in activities for p in exercise_pieces(SOLUTIONS / f"{a}.py")}
     student = InProcessStudent("solutions")
-    for file, name, _ in _graded_tests():
+    for file, name, _ in tests:
         getattr(MODULES[file], name)(student)
 
 
