@@ -226,7 +226,7 @@ class IsolatedStudent:
         self.python = python or sys.executable
         self.proc = None
         self.generation = 0
-        self.deadline = None
+        self.left = float(timeout)         # seconds of learner time left in this test
         self._dead: list[int] = []
         self._import_failures: dict[str, str] = {}   # activity -> why loading it killed the worker
         self._tmp = None
@@ -239,8 +239,9 @@ class IsolatedStudent:
 
     # ----- the fixture's hooks -----
     def begin_test(self) -> None:
-        """Start the time budget of one test: every call of this test shares `timeout` seconds."""
-        self.deadline = time.monotonic() + self.timeout
+        """Start the time budget of one test: the calls of one test share `timeout` seconds of
+        waiting for the learner's code (the grader's own work and worker start-up do not count)."""
+        self.left = self.timeout
 
     def piece(self, activity: str, name: str) -> Proxy:
         """A proxy for the learner's own function or class."""
@@ -388,20 +389,20 @@ class IsolatedStudent:
             raise LearnerCodeError("this object belonged to a grading worker that was stopped "
                                    "(an earlier timeout or crash): construct it again")
         if self.proc is None:
-            booted = time.monotonic()
             self._start()
-            if self.deadline is not None:           # starting the worker is not the learner's time
-                self.deadline += time.monotonic() - booted
         hid = None if proxy is None else object.__getattribute__(proxy, "_hid")
         message = dumps((op, hid, encode(list(args)), list(self._dead)))
         self._dead.clear()
-        deadline = self.deadline if self.deadline is not None else time.monotonic() + self.timeout
+        started = time.monotonic()
+        deadline = started + max(self.left, 0.0)
         try:
             self._send(HEADER.pack(len(message)) + message, deadline)
             reply = self._receive(deadline)
         except LearnerCodeError as exc:
             exc.during_load = op == "load"
             raise
+        finally:
+            self.left -= time.monotonic() - started
         if reply[0] == "ok":
             try:
                 return decode(reply[1], self._proxy)
