@@ -9,9 +9,12 @@ with a mask (the last block is usually ragged), computes, and stores its result.
     GELU(x) = 0.5·x·(1 + tanh(sqrt(2/pi)·(x + 0.044715·x³)))          elementwise
     LN(x)   = (x - mean)/sqrt(var + eps)·gamma + beta                   per row of D
 
-Without a GPU, set TRITON_INTERPRET=1 before importing triton: the same kernels then run,
-slowly, in Triton's interpreter on CPU tensors. These two kernels are the package's own:
-andrea_course.kernels launches them in ANDREA's forward pass (docs/kernels.md).
+Without a GPU this file sets TRITON_INTERPRET=1 before any kernel is defined: the same kernels
+then run, slowly, in Triton's interpreter on CPU tensors. These two kernels are the package's
+own: andrea_course.kernels launches them in ANDREA's forward pass (docs/kernels.md).
+
+The launchers below are written for you. They take the kernel as a default argument, bound
+when this file is loaded, so they always launch the kernel defined in this file.
 """
 import os
 
@@ -52,8 +55,10 @@ def gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
 def gelu(x: torch.Tensor, kernel=gelu_kernel, block: int = 1024) -> torch.Tensor:
     """Launch `kernel` (your gelu_kernel) over x, any shape: one program per `block` elements.
 
-    The output buffer has one block of NaN padding after its last element; a kernel that
-    stores without a mask writes there, and this launcher says so.
+    A checking launcher, for learning: x is copied into a buffer with a block of zeros after
+    its end (an unmasked load reads those, not someone else's memory), and y gets a block of
+    NaN after its end; a kernel that stores without a mask writes there, and this launcher
+    says so. The package launches gelu_kernel directly, without the copies.
     """
     x = x.contiguous()
     n = x.numel()
