@@ -57,7 +57,7 @@ def expect_close(got, want: torch.Tensor, what: str, *, mistakes: dict | None = 
                        mistake=_which_mistake(got, mistakes, atol, rtol))
     if _close(got, want, atol, rtol):
         return
-    err = float((got.double() - want.double()).abs().nan_to_num(float("inf")).max())
+    err = float((got.detach().double() - want.detach().double()).abs().nan_to_num(float("inf")).max())
     raise Mismatch(what, f"values differ from the reference (largest error {err:.3g}, "
                          f"tolerance {atol:g} + {rtol:g}·|expected|)", hint,
                    shape_found=tuple(got.shape), shape_expected=tuple(want.shape), max_error=err,
