@@ -163,29 +163,31 @@ def test_a_class_of_evil_submissions(tmp_path):
                                                     ["c_untouched", "0"], ["d_reference", "8"]]
 
 
-def test_total_time_limit_still_writes_results(tmp_path):
-    """softmax loops forever and the per-test limit is longer than the total: the total ends it."""
-    import os
-    from andrea_course.grading.runner import _children_map
-    course = make_course(tmp_path)
-    sub = make_submission(tmp_path / "looper", ["attention__loop_and_sys_exit_in_calls"])
-    out = tmp_path / "out" / "results.json"
-    results = grade(sub, out, course=Course(course / "tests", guard=[]), timeout_per_test=600,
-                    timeout_total=30)
-    data, tests = by_test(out)
-    assert "total time limit of 30 s" in data["output"] and data["score"] == results.score <= 2
-    assert tests["test_softmax"]["status"] == "failed"
-    assert "total time limit" in tests["test_softmax"]["output"]
-    for name, t in tests.items():        # what finished before softmax may pass; nothing after it
-        assert t["status"] == "passed" or "total time limit" in t["output"], (name, t["output"])
-    assert not _children_map().get(os.getpid())      # the run's processes are all gone
-
-
 def test_missing_submission_still_writes_results(tmp_path):
     out = tmp_path / "results.json"
     assert cli.main([str(tmp_path / "nowhere"), "--out", str(out), "--tests", str(FIXTURES / "hidden")]) == 2
     data = json.loads(out.read_text())
     assert data["score"] == 0 and data["tests"] == [] and "the grader failed" in data["output"]
+
+
+# Classes: pytest-xdist's loadscope gives each its own scope, so these long runs can share the cores.
+class TestTotalTimeLimit:
+    def test_total_time_limit_still_writes_results(self, tmp_path):
+        """softmax loops forever and the per-test limit is longer than the total: the total ends it."""
+        import os
+        from andrea_course.grading.runner import _children_map
+        course = make_course(tmp_path)
+        sub = make_submission(tmp_path / "looper", ["attention__sleeps_forever"])
+        out = tmp_path / "out" / "results.json"
+        results = grade(sub, out, course=Course(course / "tests", guard=[]), timeout_per_test=600,
+                        timeout_total=30)
+        data, tests = by_test(out)
+        assert "total time limit of 30 s" in data["output"] and data["score"] == results.score <= 2
+        assert tests["test_softmax"]["status"] == "failed"
+        assert "total time limit" in tests["test_softmax"]["output"]
+        for name, t in tests.items():        # what finished before softmax may pass; nothing after it
+            assert t["status"] == "passed" or "total time limit" in t["output"], (name, t["output"])
+        assert not _children_map().get(os.getpid())      # the run's processes are all gone
 
 
 # ----------------------------------------------------------------------------- the real suite
