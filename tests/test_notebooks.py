@@ -287,3 +287,61 @@ def test_quiz_and_reveal_print_without_a_notebook(capsys):
     out = capsys.readouterr().out
     assert "1. Why divide by sqrt(K)?" in out and "answer: b) keep scores near unit scale" in out
     assert "Model answer" in out and "masking" in out
+
+
+def test_check_in_a_notebook_displays_one_html_box(graded_dir, tmp_path, monkeypatch, capsys):
+    """In a kernel, check() displays exactly one HTML box (with a text twin) and prints nothing."""
+    import IPython.display
+
+    from andrea_course.notebook import _display
+    shown = []
+    monkeypatch.setattr(_display, "in_notebook", lambda: True)
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: shown.append(obj))
+    sub = _submission(tmp_path, WRONG_AXIS)
+    assert check("attention.softmax", impl=sub, tests_dir=graded_dir) is None
+    assert len(shown) == 1 and capsys.readouterr().out == ""
+    html, text = shown[0]["text/html"], shown[0]["text/plain"]
+    assert "#c62828" in html and "normalised over the queries" in html and "typical mistake" in html
+    assert text.startswith("[NOT YET RIGHT]")
+    check("attention.softmax", impl="exercises", tests_dir=graded_dir)
+    assert "#b26a00" in shown[1]["text/html"] and "not written yet" in shown[1]["text/html"]
+
+
+def test_heatmap_draws_labels_values_and_masked_cells(monkeypatch):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import torch
+
+    from andrea_course.notebook import heatmap, heatmaps
+    monkeypatch.setattr(plt, "show", lambda: None)
+    scores = torch.tensor([[0.5, float("-inf")], [0.25, 1.0]])
+    fig, ax = plt.subplots()
+    assert heatmap(scores, rows=["a", "b"], cols=["a", "b"], title="t", ax=ax) is None
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
+    assert sorted(t.get_text() for t in ax.texts) == ["-inf", "0.25", "0.50", "1.00"]
+    assert ax.images[0].get_array().mask[0, 1]                  # -inf drawn blank
+    with pytest.raises(ValueError):
+        heatmap(torch.zeros(2, 2, 2))
+    assert heatmaps([scores, scores], titles=["h0", "h1"], rows=["a", "b"], cols=["a", "b"]) is None
+    plt.close("all")
+
+
+def test_nb_tool_builds_strips_and_round_trips(tmp_path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("nb_tool", ROOT / "tools" / "nb.py")
+    nb_tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nb_tool)
+    src = "# %% [markdown]\n# # Activity 4 · grow_a_language_model_x\n#\n# text\n\n# %%\nprint(1)\n"
+    nb = nb_tool.notebook(nb_tool.cells_from_text(src))
+    assert [c["cell_type"] for c in nb["cells"]] == ["markdown", "code"]
+    assert "".join(nb["cells"][0]["source"]) == "# Activity 4 · grow_a_language_model_x\n\ntext"
+    assert nb["metadata"]["kernelspec"]["name"] == "andrea"
+    nb["cells"][1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "1\n"}]
+    nb["cells"][1]["execution_count"] = 3
+    nb["metadata"]["widgets"] = {"state": {}}
+    clean = nb_tool.strip(nb)
+    assert clean["cells"][1]["outputs"] == [] and clean["cells"][1]["execution_count"] is None
+    assert "widgets" not in clean["metadata"]
+    again = nb_tool.cells_from_text(nb_tool.to_text(clean))
+    assert ["".join(c["source"]) for c in again] == ["".join(c["source"]) for c in clean["cells"]]
