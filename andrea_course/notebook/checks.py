@@ -1,11 +1,13 @@
 """check() and use(): run an exercise's graded tests in-process and say what they found.
 
-The graded tests live in tests/test_<activity>.py and carry @graded("activity.piece", ...).
+The graded tests live in tests/test_<activity>.py (and any other tests/test_*.py, see graded_files)
+and carry @graded("activity.piece", ...).
 check("attention.softmax") runs exactly the tests marked with that exercise, with pytest, in
 this process, against the learner's freshly re-read files, and shows one box. It never raises.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import os
@@ -166,10 +168,34 @@ def _isolated_modules(*stems: str):
 _recent: dict[tuple, tuple] = {}      # (exercise, impl, tests file) -> (file stamps, CheckResult)
 
 
-def _stamps(impl_name: str, test_file: Path) -> tuple:
-    """What a result depends on: the learner's .py files and the test file, by mtime and size."""
+def graded_files(exercise: str, tests_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The test files holding `exercise`'s graded tests: tests/test_<activity>.py, and any other
+    tests/test_*.py with a test decorated @graded(exercise) (an activity's tests may span files,
+    e.g. the modern block's test_modules.py, test_budget.py and test_modern_model.py)."""
+    tests_dir = Path(tests_dir) if tests_dir is not None else TESTS_DIR
+    home = tests_dir / f"test_{str(exercise).split('.')[0]}.py"
+    others = [p for p in sorted(tests_dir.glob("test_*.py")) if p != home and _marks(p, exercise)]
+    return ([home] if home.exists() else []) + others
+
+
+def _marks(path: Path, exercise: str) -> bool:
+    """Whether a test function in `path` is decorated @graded(exercise, ...) (not just mentions it)."""
+    text = path.read_text(encoding="utf-8")
+    if exercise not in text:
+        return False
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return False
+    return any(isinstance(d, ast.Call) and getattr(d.func, "id", None) == "graded" and d.args
+               and isinstance(d.args[0], ast.Constant) and d.args[0].value == exercise
+               for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) for d in node.decorator_list)
+
+
+def _stamps(impl_name: str, test_files: list[Path]) -> tuple:
+    """What a result depends on: the learner's .py files and the test files, by mtime and size."""
     from ..impl import resolve
-    files = sorted(resolve(impl_name).glob("*.py")) + [test_file]
+    files = sorted(resolve(impl_name).glob("*.py")) + list(test_files)
     return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
 
 
@@ -182,7 +208,7 @@ def run_graded(exercise: str, impl: str | os.PathLike | None = None,
     impl_name = str(impl) if impl is not None else notebook_impl()
     key = (exercise, impl_name, str(tests_dir))
     try:
-        stamps = _stamps(impl_name, Path(tests_dir or TESTS_DIR) / f"test_{str(exercise).split('.')[0]}.py")
+        stamps = _stamps(impl_name, graded_files(exercise, tests_dir))
     except BaseException:
         stamps = None
     if reuse and stamps is not None and key in _recent and _recent[key][0] == stamps:
@@ -201,29 +227,30 @@ def _run_graded(exercise: str, impl_name: str, tests_dir) -> CheckResult:
         result.error = f"{exercise!r} is not an exercise name: write it as 'activity.piece', e.g. 'attention.softmax'"
         return result
     tests_dir = Path(tests_dir) if tests_dir is not None else TESTS_DIR
-    path = tests_dir / f"test_{activity}.py"
-    if not path.exists():
-        result.error = f"no graded tests for {exercise}: {path} does not exist"
+    paths = graded_files(exercise, tests_dir)
+    if not paths:
+        result.error = (f"no graded tests for {exercise}: {tests_dir / f'test_{activity}.py'} does not exist "
+                        f"and no other test file names it")
         return result
     try:
         import pytest
 
         get_impl(impl_name, fresh=True)          # re-read the learner's files; the fixture reuses it
         collector = _make_collector(exercise)
-        args = [str(path), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider",
+        args = [*map(str, paths), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider",
                 "-o", "addopts=", "-o", "python_files=test_*.py", "--capture=sys", "-q", "--tb=short",
                 "-W", "ignore", "--import-mode=importlib",
                 f"--rootdir={tests_dir.parent}", f"--confcutdir={tests_dir}", "-c", os.devnull]
         out = io.StringIO()
         with _environ(ANDREA_IMPL=impl_name, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), \
-                _isolated_modules(path.stem, "conftest"), \
+                _isolated_modules(*(p.stem for p in paths), "conftest"), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             code = pytest.main(args, plugins=[collector.hooks])
         result.outcomes = list(collector.results.values())
         if collector.collect_errors:
             result.error = "the graded tests could not be loaded:\n" + _tail(collector.collect_errors[0])
         elif not result.outcomes:
-            result.error = (f"no graded test is marked @graded({exercise!r}) in {path.name}"
+            result.error = (f"no graded test is marked @graded({exercise!r}) in {', '.join(p.name for p in paths)}"
                             + ("" if int(code) in (0, 5) else f" (pytest exit code {int(code)}):\n{_tail(out.getvalue())}"))
     except BaseException as exc:                     # never let a check break the notebook
         result.error = f"{type(exc).__name__}: {exc}\n{_tail(traceback.format_exc())}"
