@@ -295,6 +295,11 @@ class IsolatedStudent:
                     [self.python, "-m", "andrea_course.grading.isolated", str(theirs.fileno())],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self._tmp, env=env,
                     pass_fds=(theirs.fileno(),), start_new_session=True, **kwargs)
+            except OSError as exc:
+                mine.close()
+                who = f" as user {self.user!r} (can that user read {self.python} and the course?)" \
+                    if self._uid is not None else ""
+                raise LearnerCodeError(f"the grading worker could not start{who}: {exc}") from None
             finally:
                 theirs.close()
         self._zsock = mine
