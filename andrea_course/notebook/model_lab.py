@@ -38,7 +38,7 @@ def build_model(cfg: ModelConfig | str, impl=None, quiet: bool = False):
     return model
 
 
-def small_trained_model(steps: int = 150, seed: int = 0):
+def small_trained_model(steps: int = 120, seed: int = 0):
     """(model, tokenizer, where it came from).
 
     The small ANDREA that ships with the course (andrea_course.train.pretrained) when present;
@@ -59,7 +59,7 @@ def small_trained_model(steps: int = 150, seed: int = 0):
     model = ANDREA(cfg, impl="solutions")
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     g = torch.Generator().manual_seed(seed)
-    T, B, losses = cfg.context_length, 16, []
+    T, B, losses = cfg.context_length, 8, []
     with one_thread():
         for _ in range(steps):
             ix = torch.randint(0, len(data) - T - 1, (B,), generator=g)
