@@ -3,6 +3,7 @@
     save_weights(model, "runs/tiny/model.safetensors")
     model = load_weights("runs/tiny/model.safetensors")            # builds the model from the file's config
     load_weights("runs/tiny/model.safetensors", model=model)       # fills an existing model (checked)
+    (a model wrapped by torch.compile or DistributedDataParallel is unwrapped first)
     cfg = read_config("runs/tiny/model.safetensors")
 
 The file is plain safetensors: every tensor by its state_dict name, and in the header's
@@ -41,6 +42,7 @@ def save_weights(model: nn.Module, path: str | os.PathLike, metadata: dict[str, 
     """
     from safetensors.torch import save_file
 
+    model = unwrap(model)
     cfg = _config_of(model)
     path = Path(path)
     tensors, tied, seen = {}, {}, {}
@@ -117,6 +119,7 @@ def load_weights(path: str | os.PathLike, impl=None, *, model: nn.Module | None 
         from .model import ANDREA
         model = ANDREA(cfg, impl=impl).to(device)
     else:
+        model = unwrap(model)
         _check_config(cfg, _config_of(model), path)
     try:
         tensors = load_file(str(path), device=str(device) if model is None else "cpu")
@@ -129,6 +132,16 @@ def load_weights(path: str | os.PathLike, impl=None, *, model: nn.Module | None 
     _check_tensors(tensors, model.state_dict(), path)
     model.load_state_dict(tensors, strict=True)
     return model.eval()
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The ANDREA inside torch.compile's or DistributedDataParallel's wrapper (or the model itself)."""
+    while not isinstance(getattr(model, "cfg", None), ModelConfig):
+        inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
+        if not isinstance(inner, nn.Module):
+            break
+        model = inner
+    return model
 
 
 # ----- checks -----

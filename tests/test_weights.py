@@ -74,6 +74,27 @@ def test_load_into_existing_model(tmp_path):
     torch.testing.assert_close(target(x), model(x), rtol=0, atol=0)
 
 
+def test_wrapped_model_is_saved_and_filled_without_the_wrapper_prefix(tmp_path):
+    """torch.compile keeps the model in ._orig_mod, DistributedDataParallel in .module."""
+    class Wrapper(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.module = inner
+
+    model = small()
+    path = save_weights(Wrapper(model), tmp_path / "w.safetensors")
+    from safetensors import safe_open
+    with safe_open(str(path), framework="pt") as f:
+        assert "embed.token_table" in set(f.keys())
+    target = small(bias=True)
+    with torch.no_grad():
+        target.embed.token_table.zero_()
+    load_weights(path, model=Wrapper(target))
+    assert torch.equal(target.embed.token_table, model.embed.token_table)
+    with pytest.raises(WeightsError, match=r"Linear has no \.cfg ModelConfig"):
+        save_weights(torch.nn.Linear(2, 2), tmp_path / "x.safetensors")
+
+
 def test_load_into_model_of_other_config_names_the_fields(tmp_path):
     path = save_weights(small(), tmp_path / "m.safetensors")
     with pytest.raises(WeightsError, match=r"d_model: file 32, model 64") as e:
