@@ -58,6 +58,9 @@ class Split:
         return out[0] if len(out) == 1 else np.concatenate(out)
 
 
+_CORPUS_TOKENS: dict[str, tuple] = {}     # tokenizer hash -> (train, val) token arrays of the stories
+
+
 class TokenData:
     """Train and val tokens, from a prepared folder or from arrays."""
 
@@ -96,18 +99,20 @@ class TokenData:
 
     @classmethod
     def from_corpus(cls, tokenizer=None) -> "TokenData":
-        """The shipped stories, tokenized in memory (about 2 s), split by the same rule as prepare."""
+        """The shipped stories, tokenized in memory (a second or two, once per process), split
+        by the same rule as prepare."""
         from .corpus import load_corpus
         from .tokenizer import load_tokenizer
         tok = tokenizer or load_tokenizer()
-        docs = load_corpus()
-        encoded = tok.encode_batch(docs)
-        train, val = [], []
-        for i, ids in enumerate(encoded):
-            (val if is_val(i) else train).append(ids + [tok.eot_id])
-        arr = lambda seqs: np.fromiter((t for s in seqs for t in s), dtype=DTYPE)
-        return cls(Split([arr(train)]), Split([arr(val)]), tok.vocab_size, tok.eot_id, tok.hash,
-                   "the shipped stories")
+        if tok.hash not in _CORPUS_TOKENS:
+            encoded = tok.encode_batch(load_corpus())
+            train, val = [], []
+            for i, ids in enumerate(encoded):
+                (val if is_val(i) else train).append(ids + [tok.eot_id])
+            arr = lambda seqs: np.fromiter((t for s in seqs for t in s), dtype=DTYPE)
+            _CORPUS_TOKENS[tok.hash] = arr(train), arr(val)
+        train, val = _CORPUS_TOKENS[tok.hash]
+        return cls(Split([train]), Split([val]), tok.vocab_size, tok.eot_id, tok.hash, "the shipped stories")
 
     def check_vocab(self, vocab_size: int) -> None:
         if self.vocab_size > vocab_size:

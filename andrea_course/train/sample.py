@@ -70,6 +70,24 @@ def load_pretrained(impl=None, device="cpu"):
     return load_model(PRETRAINED_FILE, impl=impl, device=device), load_tokenizer()
 
 
+def export_hf(model, tokenizer, out: str | Path) -> Path:
+    """Write `model` and `tokenizer` as a Hugging Face folder (GPT2LMHeadModel in safetensors and
+    a fast tokenizer) that transformers' AutoModelForCausalLM / AutoTokenizer.from_pretrained(out)
+    read with nothing downloaded. Classic ANDREA only (andrea_course.hf says why)."""
+    from transformers import PreTrainedTokenizerFast
+
+    from ..hf import to_hf
+    out = Path(out)
+    hf_model = to_hf(model)
+    hf_model.config.eos_token_id = hf_model.config.bos_token_id = tokenizer.eot_id
+    hf_model.save_pretrained(out, safe_serialization=True)
+    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tokenizer.hf, eos_token="<|endoftext|>",
+                                     bos_token="<|endoftext|>", unk_token=None,
+                                     model_max_length=model.cfg.context_length)
+    hf_tok.save_pretrained(out)
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="andrea-sample", description=__doc__.split("\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
@@ -104,7 +122,6 @@ def main(argv=None) -> int:
         if i < args.num_samples - 1:
             print("-" * 40)
     if args.export_hf:
-        from .export import export_hf
         print(f"wrote {export_hf(model, tok, args.export_hf)}", file=sys.stderr)
     return 0
 
