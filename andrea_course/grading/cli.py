@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import signal
 import sys
 from pathlib import Path
 
@@ -44,8 +45,14 @@ def parse(argv=None) -> argparse.Namespace:
     return args
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv=None) -> int:
     args = parse(argv)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupt)    # a killed grader still writes results.json
     options = dict(timeout_per_test=args.timeout_per_test, timeout_total=args.timeout_total,
                    jobs=args.jobs, worker_user=args.worker_user)
     kwargs = {"hidden": args.hidden_tests}

@@ -225,18 +225,26 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
                                         start_new_session=True, pass_fds=(key_r,))
             finally:
                 os.close(key_r)
+            interrupted = None
             try:
                 rc = proc.wait(timeout=timeout_total)
             except subprocess.TimeoutExpired:
                 timed_out, rc = True, None
-            _kill_run(proc, children_before)
-            proc.wait()
+            except KeyboardInterrupt as exc:      # Ctrl-C, or SIGTERM (see cli.py): report what finished
+                interrupted, rc = exc, None
+            finally:
+                _kill_run(proc, children_before)
+                proc.wait()
         collected, finished, errors, forged = read_jsonl(jsonl, key)
         if timed_out:
             why = (f"not run: grading stopped at the total time limit of {timeout_total:g} s "
                    f"(an earlier test may have been slow)")
             results.notes.append(f"the grading stopped at the total time limit of {timeout_total:g} s; "
                                  f"tests that had not finished count as failed")
+        elif interrupted is not None:
+            why = "not run: the grading was interrupted"
+            results.notes.append("the grading was interrupted (Ctrl-C or SIGTERM); "
+                                 "tests that had not finished count as failed")
         elif rc not in (0, 1):
             tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
             why = f"not run: pytest stopped early (exit status {rc})"
