@@ -1,6 +1,7 @@
 """andrea_course.hf: ANDREA <-> transformers GPT2LMHeadModel on small, locally built models
 (nothing is downloaded)."""
 import builtins
+import importlib.util
 import math
 
 import pytest
@@ -9,7 +10,15 @@ import torch
 from andrea_course import ANDREA, ModelConfig
 from andrea_course import hf as hfmod
 
-transformers = pytest.importorskip("transformers")
+# Imported by the tests that need it, so that collecting this file stays cheap.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
+                                reason="transformers is not installed (the `hf` extra)")
+
+
+@pytest.fixture(scope="module")
+def transformers():
+    import transformers
+    return transformers
 
 SMALL = dict(vocab_size=101, context_length=16, d_model=32, n_layers=2, n_heads=4, d_ff=96, norm_eps=1e-6)
 
@@ -29,7 +38,7 @@ def ids(cfg, B=2, T=16):
 
 
 @pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
-def test_round_trip_gives_equal_logits(tied):
+def test_round_trip_gives_equal_logits(tied, transformers):
     model = small(tie_embeddings=tied)
     hf = hfmod.to_hf(model)
     assert isinstance(hf, transformers.GPT2LMHeadModel) and not hf.training
@@ -85,7 +94,7 @@ def test_modern_preset_lists_every_reason():
     assert all(w in str(e.value) for w in ("norm=", "mlp=", "n_kv_heads=", "bias=False"))
 
 
-def test_gpt2_config_andrea_cannot_express_is_refused():
+def test_gpt2_config_andrea_cannot_express_is_refused(transformers):
     cfg = transformers.GPT2Config(vocab_size=50, n_positions=8, n_embd=16, n_layer=1, n_head=2,
                                   activation_function="relu", bos_token_id=49, eos_token_id=49)
     with pytest.raises(ValueError, match=r"ANDREA cannot express this GPT-2 config: activation_function='relu'"):
