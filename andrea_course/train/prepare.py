@@ -89,22 +89,27 @@ def documents_of_file(path: Path, progress=None):
                     except (json.JSONDecodeError, KeyError, TypeError) as exc:
                         raise ValueError(f"{path}:{i + 1}: expected a JSON object with a \"text\" field") from exc
         return
-    doc, buf, size = 0, [], 0
+    doc, buf, size, first = 0, [], 0, True
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             if progress:
                 progress(len(line.encode("utf-8", errors="replace")))
             if line.strip() == EOT:
-                yield doc, "".join(buf).strip("\n"), True
-                doc, buf, size = doc + 1, [], 0
+                text = "".join(buf)
+                yield doc, (text.lstrip("\n") if first else text).rstrip("\n"), True
+                doc, buf, size, first = doc + 1, [], 0, True
                 continue
             buf.append(line)
             size += len(line)
-            if size >= PIECE_CHARS:
-                yield doc, "".join(buf), False
-                buf, size = [], 0
+            if size >= PIECE_CHARS:           # a piece of a long document; its trailing newlines
+                text = "".join(buf)           # wait for the next piece (a document's end drops them)
+                body = text.rstrip("\n")
+                yield doc, body.lstrip("\n") if first else body, False
+                buf, first = [text[len(body):]], False
+                size = len(buf[0])
     if buf or doc == 0:
-        yield doc, "".join(buf).strip("\n"), True
+        text = "".join(buf)
+        yield doc, (text.lstrip("\n") if first else text).rstrip("\n"), True
 
 
 def prepare(sources, out: str | os.PathLike, tokenizer=None, shard_tokens: int = 100_000_000,
