@@ -79,40 +79,54 @@ class Impl:
 
     # ----- loading -----
     def module(self, activity: str) -> types.ModuleType:
-        """The activity's module, with unwritten pieces filled in from the reference."""
+        """The activity's module, with unwritten pieces filled in from the reference.
+
+        A missing file, or one that fails to load, stands in as the untouched exercise: every
+        piece is then the reference, still calling the learner's pieces of other activities."""
         name = f"{self.package}.{activity}"
         if name in sys.modules:
             return sys.modules[name]
         path = self.folder / f"{activity}.py"
-        if not path.exists():
-            if self.is_reference:
+        if self.is_reference:
+            if not path.exists():
                 raise ImplementationError(f"no activity named {activity!r} in {self.folder}")
+            return self._load(name, path)
+        if not path.exists():
             self.missing.add(activity)
-            mod = self.reference.module(activity)
-            sys.modules[name] = mod
-            return mod
-        source = path.read_text(encoding="utf-8")
+            return self._stand_in(activity)
+        try:
+            mod = self._load(name, path)
+        except BaseException as exc:            # a learner's SyntaxError, a crash at import, sys.exit
+            self.errors[activity] = exc
+            return self._stand_in(activity)
+        self.own_objects[activity] = {k: v for k, v in vars(mod).items() if not k.startswith("__")}
+        self._fill_in(activity, mod, unwritten_pieces(path.read_text(encoding="utf-8")))
+        return mod
+
+    def _load(self, name: str, path: Path) -> types.ModuleType:
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         try:
-            unwritten = set() if self.is_reference else unwritten_pieces(source)
             spec.loader.exec_module(mod)
-        except BaseException as exc:            # a learner's SyntaxError, a crash at import, sys.exit
-            if self.is_reference:
-                del sys.modules[name]
-                raise
-            self.errors[activity] = exc
-            mod = self.reference.module(activity)
-            sys.modules[name] = mod
-            return mod
-        if not self.is_reference:
-            ref = self.reference.module(activity)
-            self.own_objects[activity] = {k: v for k, v in vars(mod).items() if not k.startswith("__")}
-            self.unwritten[activity] = {n for n in unwritten if hasattr(ref, n)}
-            for n in self.unwritten[activity]:
-                setattr(mod, n, getattr(ref, n))
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
         return mod
+
+    def _stand_in(self, activity: str) -> types.ModuleType:
+        """The untouched exercise file of the course, in place of a missing or broken one."""
+        mod = self._load(f"{self.package}.{activity}", EXERCISES / f"{activity}.py")
+        self._fill_in(activity, mod, _exercise_names(activity))
+        return mod
+
+    def _fill_in(self, activity: str, mod: types.ModuleType, unwritten: set[str]) -> None:
+        ref = self.reference.module(activity)
+        self.unwritten[activity] = {n for n in unwritten if hasattr(ref, n)}
+        for n in self.unwritten[activity]:
+            # The reference stand-in runs in the learner's module, so it calls the learner's
+            # own pieces (their softmax inside the reference attention).
+            setattr(mod, n, _rebind(getattr(ref, n), mod))
 
     def own(self, activity: str, name: str):
         """The learner's own `name` from `activity`, as written (stubs still raise)."""
@@ -160,6 +174,46 @@ def _exercise_names(activity: str) -> set[str]:
     """The pieces of an activity that learners write: those with a solution region."""
     from .exercises import exercise_pieces
     return exercise_pieces(SOLUTIONS / f"{activity}.py")
+
+
+def _rebind(obj, module: types.ModuleType):
+    """A copy of a reference function or class whose global names resolve in `module`;
+    `reference_of(copy)` gives back the original."""
+    if isinstance(obj, types.FunctionType):
+        new = types.FunctionType(obj.__code__, vars(module), obj.__name__, obj.__defaults__, obj.__closure__)
+        new.__kwdefaults__, new.__doc__, new.__qualname__ = obj.__kwdefaults__, obj.__doc__, obj.__qualname__
+        new.__module__ = module.__name__
+        new.__andrea_reference__ = obj
+        return new
+    if isinstance(obj, type):
+        ns = {k: (_rebind(v, module) if isinstance(v, types.FunctionType) else v)
+              for k, v in vars(obj).items() if k not in ("__dict__", "__weakref__")}
+        ns["__module__"] = module.__name__
+        ns["__andrea_reference__"] = obj
+        return type(obj)(obj.__name__, (obj,), ns)   # a subclass, so zero-argument super() works
+
+
+def reference_of(obj):
+    """The reference object behind `obj` (itself, or what a stand-in copies), else None."""
+    if "__andrea_reference__" in getattr(obj, "__dict__", {}):
+        return obj.__andrea_reference__
+    return obj if getattr(obj, "__module__", "").startswith(get_impl("solutions").package + ".") else None
+
+
+def runs_reference_only(fn, _seen=None) -> bool:
+    """True when a function and every course function it calls (through its module's globals)
+    are reference code: then a fused op computing the same thing may replace it."""
+    if reference_of(fn) is None:
+        return False
+    _seen = _seen if _seen is not None else set()
+    _seen.add(id(fn))
+    for name in getattr(getattr(fn, "__code__", None), "co_names", ()):
+        callee = fn.__globals__.get(name)
+        if isinstance(callee, types.FunctionType) and id(callee) not in _seen:
+            if callee.__module__.startswith("_andrea_impl_") and not runs_reference_only(callee, _seen):
+                return False
+    return True
+    return obj
 
 
 class _ImplFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -7,7 +7,7 @@ import torch.nn as nn
 
 from . import ops
 from .config import ModelConfig
-from .impl import Impl, get_impl
+from .impl import Impl, get_impl, reference_of, runs_reference_only
 
 def ANDREA(cfg: ModelConfig | str, impl: str | os.PathLike | Impl | None = None) -> nn.Module:
     """Build ANDREA for a config (or a preset's name) from an implementation.
@@ -27,8 +27,8 @@ def ANDREA(cfg: ModelConfig | str, impl: str | os.PathLike | Impl | None = None)
     return model
 
 
-def _reference_ops(impl: Impl) -> dict:
-    """{id(reference function): its fast replacement} for the chosen kernels."""
+def _fused_ops(impl: Impl) -> dict:
+    """{id(reference function): its fused torch replacement}."""
     ref = impl.reference or impl
     return {
         id(ref.module("attention").attention): ops.attention,
@@ -46,12 +46,13 @@ def swap_ops(model: nn.Module, impl: Impl, kernels: str = "torch") -> None:
 
     With kernels == "triton", andrea_course.kernels.triton_ops maps an op's name (attention,
     layer_norm, rms_norm, gelu_tanh, swiglu, cross_entropy) to its Triton version."""
-    fast = _reference_ops(impl)
+    fast = _fused_ops(impl)
     if kernels == "triton":
         from .kernels import triton_ops
         fast = {k: triton_ops.get(v.__name__, v) for k, v in fast.items()}
     for module in model.modules():
         for attr in ("attend", "norm_fn", "act", "glu", "loss_fn"):
             fn = module.__dict__.get(attr)
-            if fn is not None and id(fn) in fast:
-                setattr(module, attr, fast[id(fn)])
+            ref = reference_of(fn)
+            if ref is not None and id(ref) in fast and runs_reference_only(fn):
+                setattr(module, attr, fast[id(ref)])

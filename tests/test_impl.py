@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from andrea_course import ANDREA, ModelConfig
-from andrea_course.impl import EXERCISES, SOLUTIONS, STUB_MARK, Impl, ImplementationError, get_impl, resolve
+from andrea_course.impl import (EXERCISES, SOLUTIONS, STUB_MARK, Impl, ImplementationError, get_impl,
+                                reference_of, resolve)
 
 REF = get_impl("solutions")
 CFG = ModelConfig(vocab_size=17, context_length=8, d_model=16, n_layers=1, n_heads=2, d_ff=32)
@@ -50,7 +51,7 @@ def test_the_exercises_own_stubs_and_run_on_the_reference():
     stub = impl.own("attention", "softmax")
     with pytest.raises(NotImplementedError, match=f"attention.softmax: {STUB_MARK}"):
         stub(torch.zeros(2, 2))
-    assert impl.module("attention").softmax is REF.module("attention").softmax
+    assert reference_of(impl.module("attention").softmax) is REF.module("attention").softmax
 
 
 # ----- a submission folder -----
@@ -65,7 +66,8 @@ def test_own_gives_the_learners_piece_and_module_fills_the_rest(tmp_path):
     mine = impl.own("attention", "softmax")
     assert mod.softmax is mine and mine is not ref.softmax
     assert mine.__code__.co_filename == str(folder / "attention.py")
-    assert mod.attention_scores is ref.attention_scores and mod.AttentionHead is ref.AttentionHead
+    assert reference_of(mod.attention_scores) is ref.attention_scores
+    assert reference_of(mod.AttentionHead) is ref.AttentionHead
     with pytest.raises(NotImplementedError, match=STUB_MARK):     # own() is the stub, as written
         impl.own("attention", "attention_scores")(torch.zeros(1, 2, 2), torch.zeros(1, 2, 2))
     with pytest.raises(ImplementationError, match="no 'no_such_piece'"):
@@ -78,7 +80,7 @@ def test_own_gives_the_learners_piece_and_module_fills_the_rest(tmp_path):
 def test_a_file_that_does_not_load_falls_back_and_own_says_why(tmp_path):
     folder = _submission(tmp_path / "sub", {"block": "def layer_norm(x, weight, bias, eps=1e-5:\n    return x\n"})
     impl = Impl(folder)
-    assert impl.module("block") is REF.module("block")
+    assert reference_of(impl.module("block").Block) is REF.module("block").Block   # the reference stands in
     with pytest.raises(ImplementationError, match=r"block\.py could not be loaded: SyntaxError"):
         impl.own("block", "layer_norm")
     assert set(impl.report(["block"])["block"].values()) == {"reference (file failed to load)"}
@@ -87,14 +89,14 @@ def test_a_file_that_does_not_load_falls_back_and_own_says_why(tmp_path):
 def test_a_file_that_crashes_at_import_falls_back(tmp_path):
     folder = _submission(tmp_path / "sub", {"mlp": "raise SystemExit('the learner exits')\n"})
     impl = Impl(folder)
-    assert impl.module("mlp") is REF.module("mlp")
+    assert reference_of(impl.module("mlp").MLP) is REF.module("mlp").MLP   # the reference stands in
     with pytest.raises(ImplementationError, match="SystemExit"):
         impl.own("mlp", "gelu_tanh")
 
 
 def test_a_missing_file_falls_back_but_earns_nothing(tmp_path):
     impl = Impl(_submission(tmp_path / "sub", {}))
-    assert impl.module("mlp") is REF.module("mlp")
+    assert reference_of(impl.module("mlp").MLP) is REF.module("mlp").MLP   # the reference stands in
     with pytest.raises(ImplementationError, match=r"mlp\.py"):
         impl.own("mlp", "gelu_tanh")                  # graded tests must not grade the reference
     assert set(impl.report(["mlp"])["mlp"].values()) == {"reference (no file)"}
@@ -109,7 +111,7 @@ def test_relative_imports_see_the_learners_piece_or_the_reference(tmp_path):
                                                      "multihead": multihead})
     impl = Impl(written)
     assert impl.module("multihead").attention is impl.own("attention", "attention")
-    assert Impl(unwritten).module("multihead").attention is REF.module("attention").attention
+    assert reference_of(Impl(unwritten).module("multihead").attention) is REF.module("attention").attention
 
 
 def test_andrea_reports_whose_pieces_it_runs(tmp_path):
@@ -136,3 +138,20 @@ def test_fresh_rereads_the_learners_files(tmp_path):
     _submission(folder, {"attention": (EXERCISES / "attention.py").read_text(encoding="utf-8")})
     again = get_impl(folder, fresh=True)
     assert again is not first and again.report(["attention"])["attention"]["softmax"] == "reference"
+
+
+def test_reference_stand_ins_call_the_learners_pieces(tmp_path):
+    """What the learner has written is used: their softmax runs inside the reference attention
+    that stands in for their unwritten one, and the model is then not swapped for fused SDPA."""
+    counting = ("global CALLS\n    CALLS = globals().get('CALLS', 0) + 1\n"
+                "    return torch.softmax(scores, dim=-1)")
+    folder = _submission(tmp_path / "sub", {"attention": _exercise_with("attention", {"softmax": counting})})
+    impl = Impl(folder)
+    model = ANDREA(ModelConfig.preset("andrea-tiny", n_layers=2), impl=impl)
+    assert model.pieces["attention"]["softmax"] == "yours"
+    assert model.pieces["attention"]["attention"] == "reference"
+    model(torch.randint(0, 100, (1, 8)))
+    assert impl.module("attention").CALLS == 2                  # once per block
+    untouched = ANDREA(ModelConfig.preset("andrea-tiny", n_layers=2), impl="exercises")
+    from andrea_course import ops
+    assert untouched.blocks[0].attn.attend is ops.attention     # all reference: fused
