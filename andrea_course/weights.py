@@ -102,7 +102,8 @@ def load_weights(path: str | os.PathLike, impl=None, *, model: nn.Module | None 
 
     Without `model`: build ANDREA from the file's config with `impl` (see andrea_course.ANDREA)
     and fill it. With `model`: check that its config and every tensor's name and shape match
-    the file, say what differs if not, and fill it in place. Returns the model (in eval mode).
+    the file, say what differs if not, and fill it in place (its train/eval mode unchanged).
+    Returns the model; one built here is in eval mode.
     overrides: runtime fields to change on the way (dropout, kernels, init_std), e.g. kernels="triton".
     """
     from safetensors.torch import load_file
@@ -115,14 +116,15 @@ def load_weights(path: str | os.PathLike, impl=None, *, model: nn.Module | None 
         raise WeightsError(f"load_weights can override only {RUNTIME_FIELDS}, not {bad}: "
                            f"the other fields fix the shapes stored in {path}")
     cfg = cfg.replace(**overrides) if overrides else cfg
-    if model is None:
+    built = model is None
+    if built:
         from .model import ANDREA
-        model = ANDREA(cfg, impl=impl).to(device)
+        model = ANDREA(cfg, impl=impl).to(device).eval()
     else:
         model = unwrap(model)
         _check_config(cfg, _config_of(model), path)
     try:
-        tensors = load_file(str(path), device=str(device) if model is None else "cpu")
+        tensors = load_file(str(path), device=str(device) if built else "cpu")
     except Exception as exc:
         raise WeightsError(f"{path} could not be read (truncated or corrupt?): "
                            f"{type(exc).__name__}: {exc}") from exc
@@ -131,7 +133,7 @@ def load_weights(path: str | os.PathLike, impl=None, *, model: nn.Module | None 
             tensors[dropped] = tensors[kept]
     _check_tensors(tensors, model.state_dict(), path)
     model.load_state_dict(tensors, strict=True)
-    return model.eval()
+    return model
 
 
 def unwrap(model: nn.Module) -> nn.Module:

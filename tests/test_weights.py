@@ -27,7 +27,7 @@ def test_round_trip_rebuilds_model_from_file(tmp_path, kw):
     assert read_config(path) == model.cfg
     assert read_metadata(path)["step"] == "7"
     loaded = load_weights(path)
-    assert loaded is not model and loaded.cfg == model.cfg
+    assert loaded is not model and loaded.cfg == model.cfg and not loaded.training
     for (n1, p1), (n2, p2) in zip(model.state_dict().items(), loaded.state_dict().items()):
         assert n1 == n2 and torch.equal(p1, p2), n1
     x = ids(model.cfg)
@@ -68,8 +68,10 @@ def test_load_into_existing_model(tmp_path):
     with torch.no_grad():
         for p in target.parameters():
             p.add_(1.0)
+    target.train()
     out = load_weights(path, model=target)
-    assert out is target
+    assert out is target and target.training          # the mode of an existing model is left alone
+    target.eval()
     x = ids(model.cfg)
     torch.testing.assert_close(target(x), model(x), rtol=0, atol=0)
 
