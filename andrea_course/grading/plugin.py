@@ -52,7 +52,12 @@ def pytest_configure(config):
                  "exercise(name): the exercise ('activity.piece') a graded test grades"):
         config.addinivalue_line("markers", line)
     impl = config.getoption("--impl")
-    if impl:
+    if config.getoption("--isolate"):
+        # The learner's code runs only in the worker: anything in the grader's own process that
+        # asks for the default implementation (ANDREA(cfg), get_impl()) gets the reference.
+        config._andrea_impl = impl or os.environ.get("ANDREA_IMPL", "solutions")
+        os.environ["ANDREA_IMPL"] = "solutions"
+    elif impl:
         os.environ["ANDREA_IMPL"] = impl
     workerinput = getattr(config, "workerinput", None)         # an xdist worker
     if workerinput is not None:
@@ -185,7 +190,8 @@ def pytest_sessionstart(session):
 def _student_session(pytestconfig):
     if pytestconfig.getoption("--isolate"):
         _preload_reference()
-        student = IsolatedStudent(timeout=pytestconfig.getoption("--timeout-per-test"),
+        student = IsolatedStudent(pytestconfig._andrea_impl,
+                                  timeout=pytestconfig.getoption("--timeout-per-test"),
                                   user=pytestconfig.getoption("--worker-user"))
     else:
         student = InProcessStudent()
