@@ -16,6 +16,7 @@ import torch
 from andrea_course import ModelConfig
 from andrea_course.grading import cli
 from andrea_course.grading.gradescope import Results, TestResult, to_gradescope
+from andrea_course.grading.plugin import sign
 from andrea_course.grading.isolated import LearnerCodeError, _rebuild, decode, dumps, encode, loads
 from andrea_course.grading.runner import Course, grade, read_jsonl
 from andrea_course.impl import EXERCISES, SOLUTIONS
@@ -80,11 +81,9 @@ def test_learner_exceptions_keep_builtin_types_and_never_exit_the_grader():
 
 def test_unsigned_result_lines_are_ignored(tmp_path):
     key = b"k" * 32
-    import hashlib
-    import hmac
+
     def line(record, k):
-        body = json.dumps(record, sort_keys=True)
-        return json.dumps({"record": body, "mac": hmac.new(k, body.encode(), hashlib.sha256).hexdigest()})
+        return json.dumps({**record, "mac": sign(k, record)})
     rec = {"kind": "result", "nodeid": "t.py::a", "passed": True}
     path = tmp_path / "r.jsonl"
     path.write_text("\n".join([line(rec, b"x" * 32), "not json", line({**rec, "passed": False}, key),

@@ -7,10 +7,10 @@ Loaded by tests/conftest.py; the autograder (runner.py) loads it too, with:
     --timeout-per-test S   with --isolate: seconds of learner time per test
     --results-jsonl PATH   append one JSON line per graded test as it finishes
 
-A results line: {"kind": "result", "nodeid", "name", "exercise", "points", "visibility",
+A results line: {"kind": "result", "nodeid", "name", "exercise", "points", "visibility", "mac",
 "passed", "skipped", "output"}; "collected" lines list every graded test before the run, and
 "collect_error" lines name test files that failed to import. With --results-key-fd the
-plugin reads a key from a pipe and signs every line (HMAC-SHA256), so that lines written by
+plugin reads a key from a pipe and signs every line (its "mac" field, HMAC-SHA256), so that lines written by
 anything else (the learner's code, say) are recognised and ignored by the runner.
 """
 from __future__ import annotations
@@ -83,13 +83,18 @@ def _is_controller(config) -> bool:
     return getattr(config, "workerinput", None) is None
 
 
+def sign(key: bytes, record: dict) -> str:
+    """HMAC-SHA256 of the record's canonical JSON (empty without a key)."""
+    if not key:
+        return ""
+    return hmac.new(key, json.dumps(record, sort_keys=True).encode(), hashlib.sha256).hexdigest()
+
+
 def _write(config, record: dict) -> None:
     path = config.getoption("--results-jsonl")
     if not path:
         return
-    body = json.dumps(record, sort_keys=True)
-    mac = hmac.new(config._andrea_key, body.encode(), hashlib.sha256).hexdigest() if config._andrea_key else ""
-    line = json.dumps({"record": body, "mac": mac}) + "\n"
+    line = json.dumps({**record, "mac": sign(config._andrea_key, record)}, sort_keys=True) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, line.encode())         # one write per line: atomic under O_APPEND
