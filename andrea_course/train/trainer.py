@@ -284,9 +284,10 @@ class Trainer:
         self._save_weights = save_weights
         self.tokenizer = None
 
+        self.sharded = tc.fsdp and d.on
+        self.wrapped = self._wrap(self.model)
         if resume:
             self._resume(self.out if resume is True else Path(resume))
-        self.wrapped = self._wrap(self.model)
         self.peak = peak_flops(d.device)
         self.flops_per_token = flops_per_token(self.cfg, self.n_params, self.T)
 
@@ -307,26 +308,42 @@ class Trainer:
         return model
 
     def _rebuild_optimizer_after_shard(self):
-        state = self.optimizer.state_dict()
+        """fully_shard replaced the parameters by sharded ones: the optimizer must hold those."""
         opt = torch.optim.AdamW(param_groups(self.model, self.tc.weight_decay), lr=self.tc.lr,
                                 betas=(self.tc.beta1, self.tc.beta2), eps=1e-8)
-        if state["state"]:
-            raise NotImplementedError("resuming an FSDP run is not supported yet")
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, self.tc) / self.tc.lr,
-                                                           last_epoch=self.step - 1)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, self.tc) / self.tc.lr)
         return opt
 
+    # With FSDP every rank holds a shard: gathering the full weights and optimizer state is a
+    # collective call that all ranks make; only rank 0 then writes.
+    def _full_states(self) -> tuple:
+        """(model to save, optimizer state dict): on rank 0 complete, elsewhere (None, {})."""
+        if not self.sharded:
+            return self.model, (self.optimizer.state_dict() if self.d.main else {})
+        from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                             get_optimizer_state_dict)
+        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        weights = get_model_state_dict(self.model, options=opts)
+        optim = get_optimizer_state_dict(self.model, self.optimizer, options=opts)
+        if not self.d.main:
+            return None, {}
+        from ..model import ANDREA
+        copy = ANDREA(self.cfg, impl=self.model.impl)
+        copy.load_state_dict(weights)
+        return copy, optim
+
     # ----- checkpoints -----
-    def _state(self) -> dict:
-        return {"step": self.step, "optimizer": self.optimizer.state_dict(),
+    def _state(self, optimizer_state: dict) -> dict:
+        return {"step": self.step, "optimizer": optimizer_state,
                 "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
                 "data": self.batches.state_dict(), "train_config": json.dumps(self.tc.to_dict()),
                 "model_config": json.dumps(self.cfg.to_dict(), sort_keys=True)}
 
     def save_checkpoint(self) -> Path | None:
+        model, optim = self._full_states()
         folder = ckpt.save(self.out, self.step,
-                           lambda path: self._save_weights(self.model, path, {"step": str(self.step)}),
-                           self._state() if self.d.main else {}, self.d.rank, self.d.world,
+                           lambda path: self._save_weights(model, path, {"step": str(self.step)}),
+                           self._state(optim) if self.d.main else {}, self.d.rank, self.d.world,
                            barrier=self.d.barrier, keep=self.tc.keep_checkpoints)
         if folder is not None:
             self._print(f"checkpoint: {folder}")
@@ -342,11 +359,19 @@ class Trainer:
             raise ckpt.CheckpointError(f"{folder} holds a model with another config; differences "
                                        f"(checkpoint, this run): {diff}")
         try:
-            load_weights(folder / "model.safetensors", model=self.model)
+            saved = load_weights(folder / "model.safetensors", model=None if self.sharded else self.model,
+                                 impl=self.model.impl)
         except WeightsError as exc:
             raise ckpt.CheckpointError(f"refusing to resume from {folder}: {exc}") from exc
         self.model.train()
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self.sharded:
+            from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
+                                                                 set_optimizer_state_dict)
+            opts = StateDictOptions(full_state_dict=True)
+            set_model_state_dict(self.model, saved.state_dict(), options=opts)
+            set_optimizer_state_dict(self.model, self.optimizer, state["optimizer"], options=opts)
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         self.batches.load_state_dict(state["data"])
@@ -491,8 +516,9 @@ class Trainer:
                 log.close()
             if tb:
                 tb.close()
+        model, _ = self._full_states()
         if d.main:
-            self._final()
+            self._final(model)
         return last
 
     def _postfix(self, rec: dict) -> dict:
@@ -516,9 +542,9 @@ class Trainer:
             return None
         return SummaryWriter(str(self.out / "tensorboard"))
 
-    def _final(self) -> None:
+    def _final(self, model) -> None:
         """The exported weights and the loss plot."""
-        self._save_weights(self.model, self.out / "model.safetensors", {"step": str(self.step)})
+        self._save_weights(model, self.out / "model.safetensors", {"step": str(self.step)})
         try:
             plot_losses(self.out / "log.jsonl", self.out / "loss.png")
         except ImportError:
