@@ -272,3 +272,13 @@ def test_sample_cli_from_a_run(tmp_path, data_dir, capsys):
     assert sample_main(args) == 0
     assert capsys.readouterr().out == first and first.startswith("Once")
     assert sample_main(["--ckpt", str(tmp_path / "nothing")]) == 1
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_mixed_precision_on_request(tmp_path, data_dir, dtype):
+    t = _trainer(tmp_path, data_dir, max_steps=3, eval_every=3, dtype=dtype)
+    assert t.dtype == {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    assert t.scaler.is_enabled() == (dtype == "fp16")             # a loss scale only for fp16's narrow range
+    last = t.fit()
+    assert torch.isfinite(torch.tensor(last["loss"])) and last["val_loss"] < 9.6
+    assert all(p.dtype == torch.float32 for p in t.model.parameters())   # master weights stay fp32
