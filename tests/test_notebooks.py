@@ -16,7 +16,7 @@ import pytest
 
 from andrea_course.exercises import exercise_pieces
 from andrea_course.impl import ROOT, SOLUTIONS
-from andrea_course.notebook import check, grade, quiz, quiz_widget, reveal, run_graded, use
+from andrea_course.notebook import check, grade, quiz, quiz_widget, reveal, run_graded_many, use
 from andrea_course.notebook._display import render_html
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -89,19 +89,23 @@ def test_notebook_checks_name_real_exercises(path):
             f"{path.name}: {activity}.{piece} is not an exercise of solutions/{activity}.py")
 
 
-def _notebook_exercises():
-    found = set()
+def _notebook_exercises_by_activity():
+    found: dict[str, set] = {}
     for path in NOTEBOOKS:
-        found |= {f"{a}.{p}" for a, p in CHECK_CALL.findall(_code(_nb(path)))}
-    return sorted(found)
+        for a, p in CHECK_CALL.findall(_code(_nb(path))):
+            found.setdefault(a, set()).add(f"{a}.{p}")
+    return {a: sorted(e) for a, e in sorted(found.items())}
 
 
-@pytest.mark.parametrize("exercise", _notebook_exercises())
-def test_every_notebook_check_passes_on_the_reference(exercise):
-    """A check in a notebook runs real graded tests, and the reference passes them."""
-    result = run_graded(exercise, impl="solutions")
-    assert result.error is None, result.error
-    assert result.status == "passed", [(o.name, o.status, str(o.exc)[:300]) for o in result.outcomes]
+@pytest.mark.parametrize("activity", list(_notebook_exercises_by_activity()))
+def test_every_notebook_check_passes_on_the_reference(activity):
+    """Each check in a notebook runs real graded tests, and the reference passes them
+    (one pytest run per activity, through run_graded_many)."""
+    exercises = _notebook_exercises_by_activity()[activity]
+    results = run_graded_many(exercises, impl="solutions")
+    problems = {e: r.error or [(o.name, o.status, str(o.exc)[:300]) for o in r.outcomes if o.status != "passed"]
+                for e, r in results.items() if r.status != "passed"}
+    assert not problems, problems
 
 
 # ---------------------------------------------------------------- 2. the toolkit
@@ -229,6 +233,19 @@ def test_check_never_raises(case, graded_dir, tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith(("[COULD NOT CHECK]", "[NOT YET RIGHT]")), out
     assert "[PASSED]" not in out
+
+
+def test_run_graded_many_splits_outcomes_by_exercise(graded_dir, tmp_path):
+    sub = _submission(tmp_path, WRONG_AXIS)
+    results = run_graded_many(["attention.softmax", "attention.weighted_sum", "attention.nothing", "bad"],
+                              impl=sub, tests_dir=graded_dir)
+    assert results["attention.softmax"].status == "failed"
+    assert sorted(o.name for o in results["attention.softmax"].outcomes) == [
+        "test_softmax_rows_sum_to_one", "test_softmax_values"]
+    assert results["attention.weighted_sum"].status == "passed"
+    assert [o.name for o in results["attention.weighted_sum"].outcomes] == ["test_weighted_sum"]
+    assert results["attention.nothing"].status == "error" and "no graded test is marked" in results["attention.nothing"].error
+    assert results["bad"].status == "error" and "not an exercise name" in results["bad"].error
 
 
 def test_check_box_as_html_is_escaped():

@@ -11,11 +11,12 @@ Whose code is checked: $ANDREA_IMPL if set, else "exercises" (your files). Every
 returns None (a returned widget or bool would be printed) except use() and the *_widget
 builders, and works outside Jupyter too, printing the same content as text.
 """
-from .checks import CheckResult, Outcome, check, notebook_impl, run_graded, show_result, use
+from .checks import (CheckResult, Outcome, check, notebook_impl, run_graded, run_graded_many, show_result,
+                     use)
 from .plots import bars, curves, heatmap, heatmaps
 from .util import human, seed, timed
 from .widgets import grade, quiz, quiz_widget, reveal, reveal_widget
 
 __all__ = ["CheckResult", "Outcome", "bars", "check", "curves", "grade", "heatmap", "heatmaps",
-           "human", "notebook_impl", "quiz", "quiz_widget", "reveal", "reveal_widget", "run_graded",
+           "human", "notebook_impl", "quiz", "quiz_widget", "reveal", "reveal_widget", "run_graded", "run_graded_many",
            "seed", "show_result", "timed", "use"]
