@@ -133,7 +133,10 @@ def check_inputs(ids, targets, cfg, start: int = 0) -> None:
         cached = f" ({start} cached + {T} new)" if start else ""
         raise ValueError(f"sequence too long: {start + T} positions{cached} but the context length T is "
                          f"{cfg.context_length}; crop to the last {cfg.context_length} tokens")
-    lo, hi = int(ids.min()), int(ids.max())
+    # Reading values forces a GPU sync and breaks a torch.compile graph: a compiled training
+    # step relies on its data being checked once when it was prepared (andrea-prepare).
+    values = not torch.compiler.is_compiling()
+    lo, hi = (int(ids.min()), int(ids.max())) if values else (0, 0)
     if lo < 0 or hi >= cfg.vocab_size:
         bad = hi if hi >= cfg.vocab_size else lo
         raise ValueError(f"token id {bad} is outside the vocabulary [0, {cfg.vocab_size}) (V = {cfg.vocab_size})")
@@ -144,7 +147,7 @@ def check_inputs(ids, targets, cfg, start: int = 0) -> None:
         if targets.dtype != torch.long:
             raise TypeError(f"targets must be integer token ids (torch.long), got dtype {targets.dtype}")
         valid = (targets == -100) | ((targets >= 0) & (targets < cfg.vocab_size))
-        if not bool(valid.all()):
+        if values and not bool(valid.all()):
             bad = int(targets[~valid][0])
             raise ValueError(f"target id {bad} is outside the vocabulary [0, {cfg.vocab_size}) "
                              f"(use -100 for positions to ignore)")
