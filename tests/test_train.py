@@ -131,29 +131,6 @@ def test_a_tiny_run_learns_and_writes_its_outputs(tmp_path, data_dir):
     assert ckpt.find(run).name == "step_0000030"
 
 
-def test_sigterm_then_resume_gives_the_losses_of_an_unbroken_run(tmp_path, data_dir):
-    config = _config_file(tmp_path, data_dir, max_steps=14, checkpoint_every=5, eval_every=0)
-    _trainer(tmp_path, data_dir, out="whole", max_steps=14, checkpoint_every=5, eval_every=0).fit()
-    whole = _losses(tmp_path / "whole")
-    assert len(whole) == 14
-
-    broken = tmp_path / "broken"
-    proc = subprocess.Popen(_train_cmd(config, broken), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    log = broken / "log.jsonl"
-    while proc.poll() is None and not (log.exists() and len(log.read_text().splitlines()) >= 7):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    assert b"stopped by signal" in err
-    stopped_at = len(read_log(log))
-    assert 7 <= stopped_at < 14
-    assert ckpt.find(broken).name == f"step_{stopped_at:07d}"      # saved at the step it stopped
-
-    _trainer(tmp_path, data_dir, out="broken", max_steps=14, checkpoint_every=5, eval_every=0, resume=True).fit()
-    assert _losses(broken) == whole                                 # bit for bit
-
-
 def test_resume_from_a_periodic_checkpoint_drops_the_later_log_lines(tmp_path, data_dir):
     t = _trainer(tmp_path, data_dir, max_steps=6, checkpoint_every=3)
     t.fit()
@@ -194,21 +171,6 @@ def _same_curve(a, b):
         assert rb["loss"] == pytest.approx(ra["loss"], rel=1e-5, abs=1e-5)
         assert rb["tokens"] == ra["tokens"]
     assert b[1]["val_loss"] == pytest.approx(a[1]["val_loss"], rel=1e-5)
-
-
-def test_two_gloo_processes_match_one_process(tmp_path, data_dir, one_process):
-    _same_curve(one_process, _two_processes(tmp_path, data_dir))
-    manifest = json.loads((ckpt.find(tmp_path / "run") / "manifest.json").read_text())
-    assert manifest["world_size"] == 2 and {"rng_rank0.pt", "rng_rank1.pt"} <= set(manifest["files"])
-
-
-def test_fsdp_on_two_processes_matches_one_and_saves_whole_weights(tmp_path, data_dir, one_process):
-    _same_curve(one_process, _two_processes(tmp_path, data_dir, "--fsdp"))
-    from andrea_course.weights import load_weights
-    model = load_weights(tmp_path / "run" / "model.safetensors")        # gathered, loads in one process
-    assert model.cfg.d_model == MICRO["d_model"]
-    state = torch.load(ckpt.find(tmp_path / "run") / "state.pt", weights_only=True)
-    assert state["optimizer"]["state"], "the optimizer's moments are saved"
 
 
 def test_gradient_accumulation_matches_a_bigger_batch(tmp_path, data_dir):
@@ -282,3 +244,43 @@ def test_mixed_precision_on_request(tmp_path, data_dir, dtype):
     last = t.fit()
     assert torch.isfinite(torch.tensor(last["loss"])) and last["val_loss"] < 9.6
     assert all(p.dtype == torch.float32 for p in t.model.parameters())   # master weights stay fp32
+
+
+class TestSeveralProcesses:
+    """Tests that start processes of their own (a class: `--dist loadscope` gives it its own worker)."""
+
+    def test_sigterm_then_resume_gives_the_losses_of_an_unbroken_run(self, tmp_path, data_dir):
+        # 60 steps: the signal lands after step 5 and long before the end, even on a fast machine
+        config = _config_file(tmp_path, data_dir, max_steps=60, checkpoint_every=25, eval_every=0)
+        _trainer(tmp_path, data_dir, out="whole", max_steps=60, checkpoint_every=25, eval_every=0).fit()
+        whole = _losses(tmp_path / "whole")
+        assert len(whole) == 60
+
+        broken = tmp_path / "broken"
+        proc = subprocess.Popen(_train_cmd(config, broken), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        log = broken / "log.jsonl"
+        while proc.poll() is None and not (log.exists() and len(log.read_text().splitlines()) >= 5):
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate()
+        assert proc.returncode == 0, err.decode()
+        assert b"stopped by signal" in err
+        stopped_at = len(read_log(log))
+        assert 5 <= stopped_at < 60
+        assert ckpt.find(broken).name == f"step_{stopped_at:07d}"      # saved at the step it stopped
+
+        _trainer(tmp_path, data_dir, out="broken", max_steps=60, checkpoint_every=25, eval_every=0, resume=True).fit()
+        assert _losses(broken) == whole                                 # bit for bit
+
+    def test_two_gloo_processes_match_one_process(self, tmp_path, data_dir, one_process):
+        _same_curve(one_process, _two_processes(tmp_path, data_dir))
+        manifest = json.loads((ckpt.find(tmp_path / "run") / "manifest.json").read_text())
+        assert manifest["world_size"] == 2 and {"rng_rank0.pt", "rng_rank1.pt"} <= set(manifest["files"])
+
+    def test_fsdp_on_two_processes_matches_one_and_saves_whole_weights(self, tmp_path, data_dir, one_process):
+        _same_curve(one_process, _two_processes(tmp_path, data_dir, "--fsdp"))
+        from andrea_course.weights import load_weights
+        model = load_weights(tmp_path / "run" / "model.safetensors")        # gathered, loads in one process
+        assert model.cfg.d_model == MICRO["d_model"]
+        state = torch.load(ckpt.find(tmp_path / "run") / "state.pt", weights_only=True)
+        assert state["optimizer"]["state"], "the optimizer's moments are saved"

@@ -57,6 +57,17 @@ def weights_path(ckpt: str | Path) -> Path:
                                 f"or a run folder ({exc})") from exc
 
 
+def run_tokenizer(ckpt) -> Path | None:
+    """The tokenizer.json a run folder keeps (andrea-train copies its data's), if any."""
+    if ckpt is None:
+        return None
+    path = Path(ckpt)
+    for folder in (path, path.parent, path.parent.parent, path.parent.parent.parent):
+        if (folder / "tokenizer.json").is_file() and (folder / "log.jsonl").is_file():
+            return folder / "tokenizer.json"
+    return None
+
+
 def load_model(ckpt: str | Path, impl=None, device="cpu"):
     from ..weights import load_weights
     return load_weights(weights_path(ckpt), impl=impl, device=device)
@@ -107,7 +118,7 @@ def main(argv=None) -> int:
     from .tokenizer import load_tokenizer
     try:
         model = load_model(PRETRAINED_FILE if args.pretrained else args.ckpt, device=args.device)
-        tok = load_tokenizer(args.tokenizer)
+        tok = load_tokenizer(args.tokenizer or run_tokenizer(args.ckpt))
     except (FileNotFoundError, WeightsError, ValueError) as exc:
         print(f"andrea-sample: {exc}", file=sys.stderr)
         return 1

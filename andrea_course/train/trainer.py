@@ -20,6 +20,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -440,7 +441,7 @@ class Trainer:
         from .sample import generate_text
         if self.tokenizer is None:
             from .tokenizer import load_tokenizer
-            self.tokenizer = load_tokenizer()
+            self.tokenizer = load_tokenizer(self.out / "tokenizer.json")
         if self.tc.fsdp and self.d.on:
             return ""
         return generate_text(self.model, self.tokenizer, self.tc.sample_prompt, self.tc.sample_tokens,
@@ -456,7 +457,10 @@ class Trainer:
         (the notebook draws its live loss plot with it). Returns the last step's record."""
         tc, d = self.tc, self.d
         self.out.mkdir(parents=True, exist_ok=True)
-        if d.main:
+        if d.main:           # the run keeps the tokenizer its data was made with, for sampling
+            from .tokenizer import TOKENIZER_FILE
+            own = Path(tc.data) / "tokenizer.json" if tc.data else None
+            shutil.copyfile(own if own and own.is_file() else TOKENIZER_FILE, self.out / "tokenizer.json")
             (self.out / "config.json").write_text(json.dumps(
                 {"train": tc.to_dict(), "model": self.cfg.to_dict(), "world_size": d.world,
                  "tokens_per_step": self.tokens_per_step, "grad_accum": self.accum}, indent=1), encoding="utf-8")
