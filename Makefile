@@ -25,7 +25,9 @@ lab: $(STAMP)
 # notebook in a real JupyterLab in headless Chromium (skipped when Chromium is absent).
 # Notebooks: two kernels on two cores; one torch thread each (two threads per kernel made
 # small-tensor training cells up to 20x slower from OpenMP threads fighting for the cores).
-PYTEST := $(BIN)/python -m pytest -n 2 --dist loadscope
+# Two workers on two cores, one torch thread each: threads fighting over the cores make
+# small-tensor work many times slower.
+PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadscope
 test: $(STAMP)
 	ANDREA_IMPL=solutions $(PYTEST) -m "not browser" tests
 	OMP_NUM_THREADS=1 ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks
