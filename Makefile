@@ -23,15 +23,13 @@ lab: $(STAMP)
 # The whole suite: unit and graded tests; every notebook under nbval twice, once with the
 # reference solutions and once with the untouched exercises (it must still run); then every
 # notebook in a real JupyterLab in headless Chromium (skipped when Chromium is absent).
-# Notebooks: two kernels on two cores; one torch thread each (two threads per kernel made
-# small-tensor training cells up to 20x slower from OpenMP threads fighting for the cores).
-# Two workers on two cores, one torch thread each: threads fighting over the cores make
-# small-tensor work many times slower.
+# Two workers (test processes or notebook kernels) on two cores, one torch thread each:
+# threads fighting over the cores made small-tensor training cells 5-20x slower.
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadscope
 test: $(STAMP)
 	ANDREA_IMPL=solutions $(PYTEST) -m "not browser" tests
-	OMP_NUM_THREADS=1 ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks
-	OMP_NUM_THREADS=1 ANDREA_IMPL=exercises $(PYTEST) --nbval-lax --nbval-current-env notebooks
+	ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks
+	ANDREA_IMPL=exercises $(PYTEST) --nbval-lax --nbval-current-env notebooks
 	$(BIN)/python -m pytest -m browser tests/test_browser.py
 
 exercises: $(STAMP)
