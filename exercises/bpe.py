@@ -1,6 +1,6 @@
 # GENERATED from solutions/bpe.py by `make exercises`. Write your code where a
 # `raise NotImplementedError` stands, then delete that line.
-"""Activity 9 · The tokenizer: byte-level BPE from scratch.
+"""Activity 10 · The tokenizer: byte-level BPE from scratch.
 
 A text is bytes (UTF-8). Start with 256 tokens, one per byte; then, again and again, find the
 pair of neighbouring tokens that occurs most often and make it a new token. ANDREA's tokenizer

@@ -1,4 +1,4 @@
-"""Graded tests, activity 9 · The tokenizer: byte-level BPE from scratch, checked against
+"""Graded tests, activity 10 · The tokenizer: byte-level BPE from scratch, checked against
 Hugging Face `tokenizers` (the library that makes ANDREA's real tokenizer)."""
 from andrea_course.grading import expect_equal, graded
 from andrea_course.impl import get_impl
