@@ -25,37 +25,42 @@ EOT = "<|endoftext|>"
 SEED = 2026
 N_STORIES = 6000
 
+def options(text: str) -> list[str]:
+    """'a|b c|d' -> ['a', 'b c', 'd'], whitespace (line breaks included) normalised to one space."""
+    return [" ".join(item.split()) for item in text.split("|")]
+
+
 NAMES = """Lily Tom Mia Ben Sam Anna Max Lucy Leo Ella Jack Zoe Finn Ruby Noah Ivy Owen Nora
 Eli Rosa Theo Maya Hugo Lena Oscar Ada Milo Clara Felix Iris Jonah Daisy Arlo Hazel Kai June
 Luca Stella Omar Nina Ravi Aiko Tariq Freya Mateo Sofia Yusuf Amara Pablo Greta""".split()
 ANIMALS = """cat dog bunny bear fox owl duck mouse frog puppy kitten lamb pig hen goat horse
 squirrel hedgehog turtle bird deer otter badger pony goose robin""".split()
 KINDS = ["boy", "girl"] * 3 + ANIMALS
-PLACES = """a small house|a big farm|a quiet village|a busy town|a green forest|a sunny meadow|
+PLACES = options("""a small house|a big farm|a quiet village|a busy town|a green forest|a sunny meadow|
 a tall tree|a cozy cottage|a little boat|a windy hill|a snowy valley|a warm kitchen|a blue lake|
-an old mill|a bright garden|a sandy beach|a tiny island|a red barn""".replace("\n", "").split("|")
+an old mill|a bright garden|a sandy beach|a tiny island|a red barn""")
 OBJECTS = """ball kite box hat shell stone key book cup spoon feather leaf flower map drum
 bell ribbon button sock boot basket apple cake cookie jar lamp rope stick toy boat""".split()
 ADJS = """shiny red blue green yellow big small soft old new round bright funny strange
 pretty tiny heavy warm cold golden purple striped spotted sparkly muddy wet""".split()
-SPOTS = """under the bed|behind the door|in the garden|by the river|near the big rock|
+SPOTS = options("""under the bed|behind the door|in the garden|by the river|near the big rock|
 in the tall grass|under a tree|on the hill|in the sand|next to the fence|in an old box|
-at the bottom of the pond|inside a hollow log|on the kitchen table""".replace("\n", "").split("|")
-ACTIVITIES = """play in the garden|run in the park|read books|sing songs|paint pictures|
+at the bottom of the pond|inside a hollow log|on the kitchen table""")
+ACTIVITIES = options("""play in the garden|run in the park|read books|sing songs|paint pictures|
 build towers with blocks|splash in puddles|climb trees|look at the stars|bake cookies with
 mom|help dad in the garden|dance in the rain|count the clouds|fly a kite|swim in the lake|
-draw with chalk|pick flowers|play hide and seek""".replace("\n", " ").split("|")
+draw with chalk|pick flowers|play hide and seek""")
 FEELINGS = """happy sad scared excited angry surprised proud tired curious worried brave
 lonely silly calm""".split()
-FRIEND_ACTS = """shared a snack|played a game|built a fort|sang a song together|went for a walk|
-looked for shells|made a sandcastle|drew a big picture|told funny jokes|had a picnic""".replace("\n", "").split("|")
-WEATHER = """The sun was warm.|It was a rainy day.|The wind was strong.|Snow fell softly.|
+FRIEND_ACTS = options("""shared a snack|played a game|built a fort|sang a song together|went for a walk|
+looked for shells|made a sandcastle|drew a big picture|told funny jokes|had a picnic""")
+WEATHER = options("""The sun was warm.|It was a rainy day.|The wind was strong.|Snow fell softly.|
 The sky was grey and cloudy.|It was a hot summer day.|Leaves fell from the trees.|
-The morning was cold and bright.""".replace("\n", "").split("|")
-MORALS = """Sharing makes everyone happy.|It is good to be kind to others.|Friends help each other.|
+The morning was cold and bright.""")
+MORALS = options("""Sharing makes everyone happy.|It is good to be kind to others.|Friends help each other.|
 Being brave is not the same as not being scared.|It is okay to ask for help.|
 Saying sorry can fix many things.|Patience brings good things.|Telling the truth is always best.|
-Trying again is how we learn.|A small help can mean a lot.""".replace("\n", "").split("|")
+Trying again is how we learn.|A small help can mean a lot.""")
 NUMBERS = "two three four five six seven eight nine ten".split()
 ONSETS = "b br c ch d dr f fl g gr h j k l m n p pr qu r s sh st t th tr v w z".split()
 VOWELS = "a e i o u ai ea ee oo ou ie".split()
