@@ -1,6 +1,6 @@
 """Train the small ANDREA that ships with the course (andrea_course/data/andrea-stories.safetensors).
 
-    .venv/bin/python tools/train_shipped_model.py            # about 15-30 min on two CPU cores
+    .venv/bin/python tools/train_shipped_model.py    # about 4 min on one idle CPU core, far longer on a busy one
 
 It runs andrea-train on the shipped stories with fixed settings and seed (on the CPU, so the
 result is the same bits on every run of the same torch build), then stores the final weights
