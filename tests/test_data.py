@@ -152,3 +152,17 @@ def test_shipped_pretrained_model_tells_stories(tok):
     with torch.no_grad():
         _, loss = model(ids[:, :-1], ids[:, 1:])
     assert float(loss) < 2.0
+
+
+def test_prepare_the_shipped_stories_and_refuse_ambiguous_sources(tmp_path, tok, capsys):
+    assert prepare_main(["--stories", "--out", str(tmp_path / "stories"), "--no-progress"]) == 0
+    meta = json.loads((tmp_path / "stories" / "meta.json").read_text())
+    assert meta["documents"] == {"train": 5700, "val": 300}
+    assert len(TokenData.from_corpus(tok).train) == meta["tokens"]["train"]      # the same split in memory
+    with pytest.raises(SystemExit):
+        prepare_main(["--stories", str(tmp_path), "--out", str(tmp_path / "x")])   # two sources at once
+    try:
+        import datasets  # noqa: F401
+    except ImportError:     # without the optional package: a clear message, no traceback
+        assert prepare_main(["--hf-dataset", "some/name", "--out", str(tmp_path / "hf"), "--no-progress"]) == 1
+        assert "pip install datasets" in capsys.readouterr().err
