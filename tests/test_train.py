@@ -246,6 +246,21 @@ def test_mixed_precision_on_request(tmp_path, data_dir, dtype):
     assert all(p.dtype == torch.float32 for p in t.model.parameters())   # master weights stay fp32
 
 
+
+def test_export_to_hugging_face_generates_the_same_text(tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    assert sample_main(["--pretrained", "--max-new-tokens", "1", "--export-hf", str(tmp_path / "hf")]) == 0
+    from andrea_course.train import pretrained
+    from andrea_course.train.sample import generate_text
+    model, tok = pretrained()
+    hf_model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    hf_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    ids = hf_tok("Once upon a time", return_tensors="pt").input_ids
+    assert ids[0].tolist() == tok.encode("Once upon a time")
+    out = hf_model.generate(ids, max_new_tokens=12, do_sample=False)
+    assert hf_tok.decode(out[0, ids.shape[1]:]) == generate_text(model, tok, "Once upon a time", 12, temperature=0)
+
+
 class TestSeveralProcesses:
     """Tests that start processes of their own (a class: `--dist loadscope` gives it its own worker)."""
 
