@@ -108,12 +108,17 @@ def test_notebook_in_jupyterlab(nb, lab, browser):
         page.goto(f"{url}/lab/tree/{nb.name}?token={token}")
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
         kernel = page.locator(".jp-Toolbar .jp-KernelName, .jp-Toolbar-kernelName").first
+        try:
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.jp-Toolbar-kernelName, .jp-KernelName')]"
+                ".some(e => e.textContent.includes('ANDREA course'))", timeout=60_000)
+        except playwright_api.TimeoutError:
+            pytest.fail(f"{nb.name} opened with kernel {kernel.inner_text()!r}, expected the course's "
+                        f"'ANDREA course' (is the notebook's kernelspec 'andrea' and `make setup` run?)")
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
-        assert "ANDREA course" in kernel.inner_text(), (
-            f"{nb.name} opened with kernel {kernel.inner_text()!r}, expected the course's 'ANDREA course'")
 
-        page.click(".jp-MenuBar >> text=Run")
-        page.click(".lm-Menu >> text=Run All Cells")
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         # Done when every code cell has an execution count and none shows [*].
         n_code = sum(1 for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
         page.wait_for_function(
@@ -139,7 +144,7 @@ def test_notebook_in_jupyterlab(nb, lab, browser):
         if "quiz(" in src:
             radios = page.locator(".widget-radio-box")
             assert radios.count() > 0, f"{nb.name}: calls quiz(...) but no radio buttons rendered"
-            question = radios.first.locator("xpath=..")
+            question = radios.first.locator("xpath=ancestor::div[contains(@class, 'widget-vbox')][1]")
             radios.first.locator("input[type=radio]").first.check()
             question.locator("button:has-text('Check')").first.click()
             page.wait_for_function(
