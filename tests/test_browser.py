@@ -60,6 +60,16 @@ def lab(tmp_path_factory):
     jupyter_lab = Path(sys.executable).with_name("jupyter-lab")
     env = dict(os.environ)
     env.pop("ANDREA_IMPL", None)              # what a learner sees: their own exercises/
+    # Every cell in the page (no windowed rendering), so all prompts and outputs can be read;
+    # no news pop-up over the screenshot.
+    settings = work / "settings"
+    for plugin, values in {"notebook-extension/tracker": {"windowingMode": "none"},
+                           "apputils-extension/notification": {"fetchNews": "false"}}.items():
+        path = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+    env["JUPYTERLAB_SETTINGS_DIR"] = str(settings)
+    env["JUPYTERLAB_WORKSPACES_DIR"] = str(work / "workspaces")   # no tabs restored from earlier runs
     log = open(work / "server.log", "w")
     server = subprocess.Popen(
         [str(jupyter_lab), "--no-browser", "--ip=127.0.0.1", f"--port={port}",
@@ -105,7 +115,7 @@ def test_notebook_in_jupyterlab(nb, lab, browser):
     url, token = lab
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
-        page.goto(f"{url}/lab/tree/{nb.name}?token={token}")
+        page.goto(f"{url}/lab/workspaces/{nb.stem}/tree/{nb.name}?reset&token={token}")
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
         kernel = page.locator(".jp-Toolbar .jp-KernelName, .jp-Toolbar-kernelName").first
         try:
@@ -123,14 +133,16 @@ def test_notebook_in_jupyterlab(nb, lab, browser):
         n_code = sum(1 for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
         page.wait_for_function(
             """n => {
-                const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
+                const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+                const prompts = [...nb.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
                     .map(p => p.textContent.trim());
                 return prompts.length >= n && prompts.every(t => /^\\[\\d+\\]:$/.test(t));
             }""", arg=n_code, timeout=RUN_TIMEOUT_MS)
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
         time.sleep(1.0)   # let widget views render
 
-        outputs = page.locator(".jp-OutputArea-output")
+        panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+        outputs = panel.locator(".jp-OutputArea-output")
         texts = [outputs.nth(i).inner_text() for i in range(outputs.count())]
         errors = [t for t in texts if "Traceback" in t or re.search(r"^\w+Error: ", t, re.M)]
         assert not errors, f"{nb.name}: a cell shows an error:\n{errors[0][:1500]}"
@@ -139,10 +151,10 @@ def test_notebook_in_jupyterlab(nb, lab, browser):
 
         src = _source(nb)
         if "check(" in src:
-            n_boxes = page.locator(".andrea-box").count()
+            n_boxes = panel.locator(".andrea-box").count()
             assert n_boxes > 0, f"{nb.name}: calls check(...) but shows no check box"
         if "quiz(" in src:
-            radios = page.locator(".widget-radio-box")
+            radios = panel.locator(".widget-radio-box")
             assert radios.count() > 0, f"{nb.name}: calls quiz(...) but no radio buttons rendered"
             question = radios.first.locator("xpath=ancestor::div[contains(@class, 'widget-vbox')][1]")
             radios.first.locator("input[type=radio]").first.check()
@@ -151,7 +163,7 @@ def test_notebook_in_jupyterlab(nb, lab, browser):
                 "el => /Right\\.|Not quite/.test(el.innerText)", arg=question.element_handle(),
                 timeout=10_000)
         SHOTS.mkdir(exist_ok=True)
-        first_box = page.locator(".andrea-box").first
+        first_box = panel.locator(".andrea-box").first
         if first_box.count():
             first_box.scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / f"{nb.stem}.png"))
