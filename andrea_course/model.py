@@ -9,6 +9,10 @@ from . import ops
 from .config import ModelConfig
 from .impl import Impl, get_impl, reference_of, runs_reference_only
 
+# The activities whose pieces make up the model (kernels and the tokenizer do not).
+MODEL_ACTIVITIES = ("embeddings", "attention", "multihead", "mlp", "block", "modern", "model")
+
+
 def ANDREA(cfg: ModelConfig | str, impl: str | os.PathLike | Impl | None = None) -> nn.Module:
     """Build ANDREA for a config (or a preset's name) from an implementation.
 
@@ -22,7 +26,7 @@ def ANDREA(cfg: ModelConfig | str, impl: str | os.PathLike | Impl | None = None)
     impl = impl if isinstance(impl, Impl) else get_impl(impl)
     model = impl.module("model").ANDREA(cfg)
     model.impl = impl
-    model.pieces = impl.report()
+    model.pieces = impl.report(MODEL_ACTIVITIES)
     swap_ops(model, impl, cfg.kernels)
     return model
 
