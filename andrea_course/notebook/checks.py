@@ -344,7 +344,7 @@ def show_result(result: CheckResult) -> None:
         rows = [("", "its body still raises NotImplementedError (the exercise stub)")]
         if hint:
             rows.append(("hint", hint))
-        box("unwritten", f"{ex}: not written yet: the notebook uses the reference for now",
+        box("unwritten", f"{ex}: the notebook uses the reference for now",
             [("", rows)], who + f"; write it in exercises/{ex.split('.')[0]}.py, then run this cell again")
     elif st == "failed":
         bad = [o for o in result.outcomes if o.status in ("failed", "error", "unwritten")]
