@@ -1,4 +1,4 @@
-"""Grading: how graded tests are written (this file), run (plugin.py, student.py) and reported
+"""Grading: how graded tests are written (this file), run (plugin.py; student.py in-process, isolated.py in a worker process) and reported
 (runner.py, gradescope.py, cli.py).
 
 A graded test names its exercise, its points and its visibility, asks the `student` fixture for

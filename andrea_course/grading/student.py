@@ -1,7 +1,7 @@
 """The learner's code as graded tests see it.
 
 InProcessStudent hands out the learner's own objects directly (fast; `pytest`, notebooks).
-The autograder uses an isolated student instead (see isolated.py, when present) whose pieces
+The autograder (andrea-grade) uses IsolatedStudent (isolated.py) instead, whose pieces
 run in a separate process: tests must therefore use pieces only through this protocol:
 call a function; construct a class; call an instance or its methods; read an attribute.
 Arguments and results: tensors, numbers, strings, None, ModelConfig, and lists, tuples and
