@@ -26,6 +26,16 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
+def visible_keys(rows, cols, T, S, CAUSAL: tl.constexpr):
+    """Mask over (query rows i, key cols j): key j exists and, when causal, query i may see it.
+    With S - T keys cached, query i sits at position i + S - T: it sees j <= i + S - T."""
+    visible = cols[None, :] < S
+    if CAUSAL:
+        visible = visible & (cols[None, :] <= rows[:, None] + S - T)
+    return visible
+
+
+@triton.jit
 def attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
                              sqb, sqh, sqt, skb, skh, sks, svb, svh, svs, sob, soh, sot,
                              H, T, S, KD, qk_scale,
@@ -56,10 +66,7 @@ def attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
         if UPCAST:
             kt, v = kt.to(tl.float32), v.to(tl.float32)
         s = tl.dot(q, kt, input_precision=PRECISION) * qk_scale                   # (BLOCK_M, BLOCK_N)
-        allowed = cols[None, :] < S
-        if CAUSAL:
-            allowed = allowed & (cols[None, :] <= rows[:, None] + S - T)
-        s = tl.where(allowed, s, float("-inf"))
+        s = tl.where(visible_keys(rows, cols, T, S, CAUSAL), s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, axis=1))            # finite: key 0 is allowed for every row
         alpha = tl.exp2(m - m_new)                          # rescales what was summed so far
         p = tl.exp2(s - m_new[:, None])
@@ -104,9 +111,7 @@ def attention_backward_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_p
         lse = tl.load(lse_ptr + bh * T + rows, mask=rows < T, other=0.0)
         delta = tl.load(delta_ptr + bh * T + rows, mask=rows < T, other=0.0)
         s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale           # (BLOCK_M, BLOCK_N)
-        allowed = (rows[:, None] < T) & (cols[None, :] < S)
-        if CAUSAL:
-            allowed = allowed & (cols[None, :] <= rows[:, None] + S - T)
+        allowed = (rows[:, None] < T) & visible_keys(rows, cols, T, S, CAUSAL)
         p = tl.where(allowed, tl.exp2(s - lse[:, None]), 0.0)
         dv += tl.dot(tl.trans(p).to(do.dtype), do, input_precision=PRECISION)
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
@@ -148,9 +153,7 @@ def attention_backward_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr
         if UPCAST:
             k, v = k.to(tl.float32), v.to(tl.float32)
         s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
-        allowed = (rows[:, None] < T) & (cols[None, :] < S)
-        if CAUSAL:
-            allowed = allowed & (cols[None, :] <= rows[:, None] + S - T)
+        allowed = (rows[:, None] < T) & visible_keys(rows, cols, T, S, CAUSAL)
         p = tl.where(allowed, tl.exp2(s - lse[:, None]), 0.0)
         dp = tl.dot(do, tl.trans(v), input_precision=PRECISION)
         ds = p * (dp - delta[:, None])
