@@ -10,6 +10,9 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+# Elements per program of the elementwise kernels (GELU, SwiGLU): the interpreter pays per
+# program, not per element, so it gets bigger blocks.
+ELEMENTWISE_BLOCK = 4096 if INTERPRET else 1024
 
 
 def reference_kernels():
@@ -17,6 +20,14 @@ def reference_kernels():
     learner's exercise), loaded once through the same Impl the graders use."""
     from ..impl import get_impl
     return get_impl("solutions").module("kernels")
+
+
+def n_programs(rows: int, device: torch.device) -> int:
+    """How many programs share the rows of a norm's backward: a few per SM on a GPU, few in
+    the interpreter."""
+    if device.type == "cuda":
+        return min(rows, 4 * torch.cuda.get_device_properties(device).multi_processor_count)
+    return min(rows, 4)
 
 
 def rows_of(x: torch.Tensor) -> torch.Tensor:

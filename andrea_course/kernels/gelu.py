@@ -10,10 +10,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import INTERPRET, reference_kernels
+from ._common import ELEMENTWISE_BLOCK, reference_kernels
 
 gelu_kernel = reference_kernels().gelu_kernel
-BLOCK = 4096 if INTERPRET else 1024          # the interpreter pays per program, not per element
 
 
 @triton.jit
@@ -35,7 +34,7 @@ class GeluFunction(torch.autograd.Function):
         x = x.contiguous()
         y = torch.empty_like(x)
         n = x.numel()
-        gelu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK)
+        gelu_kernel[(triton.cdiv(n, ELEMENTWISE_BLOCK),)](x, y, n, BLOCK=ELEMENTWISE_BLOCK)
         ctx.save_for_backward(x)
         return y
 
@@ -45,7 +44,7 @@ class GeluFunction(torch.autograd.Function):
         dy = dy.contiguous()
         dx = torch.empty_like(x)
         n = x.numel()
-        gelu_backward_kernel[(triton.cdiv(n, BLOCK),)](x, dy, dx, n, BLOCK=BLOCK)
+        gelu_backward_kernel[(triton.cdiv(n, ELEMENTWISE_BLOCK),)](x, dy, dx, n, BLOCK=ELEMENTWISE_BLOCK)
         return dx
 
 

@@ -12,16 +12,9 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from ._common import INTERPRET, reference_kernels, rows_of
+from ._common import INTERPRET, n_programs, reference_kernels, rows_of
 
 layer_norm_kernel = reference_kernels().layer_norm_kernel
-
-
-def n_programs(rows: int, device: torch.device) -> int:
-    """How many programs share the rows of a backward: a few per SM on a GPU, few in the interpreter."""
-    if device.type == "cuda":
-        return min(rows, 4 * torch.cuda.get_device_properties(device).multi_processor_count)
-    return min(rows, 4)
 
 
 @triton.jit

@@ -8,8 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import rows_of
-from .layernorm import n_programs
+from ._common import n_programs, rows_of
 
 
 @triton.jit

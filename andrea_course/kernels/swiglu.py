@@ -6,9 +6,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import INTERPRET
+from ._common import ELEMENTWISE_BLOCK
 
-BLOCK = 4096 if INTERPRET else 1024
 
 
 @triton.jit
@@ -38,7 +37,7 @@ class SwiGLUFunction(torch.autograd.Function):
         gate, up = gate.contiguous(), up.contiguous()
         y = torch.empty_like(gate)
         n = gate.numel()
-        swiglu_kernel[(triton.cdiv(n, BLOCK),)](gate, up, y, n, BLOCK=BLOCK)
+        swiglu_kernel[(triton.cdiv(n, ELEMENTWISE_BLOCK),)](gate, up, y, n, BLOCK=ELEMENTWISE_BLOCK)
         ctx.save_for_backward(gate, up)
         return y
 
@@ -48,7 +47,8 @@ class SwiGLUFunction(torch.autograd.Function):
         dy = dy.contiguous()
         dgate, dup = torch.empty_like(gate), torch.empty_like(up)
         n = gate.numel()
-        swiglu_backward_kernel[(triton.cdiv(n, BLOCK),)](gate, up, dy, dgate, dup, n, BLOCK=BLOCK)
+        swiglu_backward_kernel[(triton.cdiv(n, ELEMENTWISE_BLOCK),)](gate, up, dy, dgate, dup, n,
+                                                                    BLOCK=ELEMENTWISE_BLOCK)
         return dgate, dup
 
 
