@@ -13,6 +13,7 @@ report() says, piece by piece, whose code is in use.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -150,7 +151,8 @@ class Impl:
         return getattr(src, name)
 
     def report(self, activities=None) -> dict[str, dict[str, str]]:
-        """{activity: {piece: "yours" | "reference" | "reference (file failed to load)"}}."""
+        """{activity: {piece: "yours" | "reference" | "reference (file failed to load)" |
+        "reference (no file)"}}."""
         activities = activities or [p.stem for p in sorted(SOLUTIONS.glob("*.py")) if p.stem != "__init__"]
         out = {}
         for activity in activities:
@@ -170,10 +172,11 @@ class Impl:
         return f"Impl({self.folder})"
 
 
-def _exercise_names(activity: str) -> set[str]:
-    """The pieces of an activity that learners write: those with a solution region."""
+@functools.lru_cache(maxsize=None)
+def _exercise_names(activity: str) -> frozenset[str]:
+    """The pieces of an activity that learners write: those with a solution region (read once)."""
     from .exercises import exercise_pieces
-    return exercise_pieces(SOLUTIONS / f"{activity}.py")
+    return frozenset(exercise_pieces(SOLUTIONS / f"{activity}.py"))
 
 
 def _rebind(obj, module: types.ModuleType):
