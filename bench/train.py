@@ -22,8 +22,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from andrea_course import ANDREA                                               # noqa: E402
+from andrea_course.gpus import peak_flops                                       # noqa: E402
 from andrea_course.train.trainer import (TRAIN_PRESETS, TrainConfig, Trainer,   # noqa: E402
-                                         choose_dtype, flops_per_token, peak_flops)
+                                         choose_dtype, flops_per_token)
 
 
 def sync(device):

@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 
 from ..config import ModelConfig
+from ..gpus import peak_flops
 from . import checkpoint as ckpt
 from .data import Batches, DataError, TokenData, eval_batches
 
@@ -131,27 +132,6 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
         if p.requires_grad:
             (decay if p.dim() >= 2 else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-# Dense bf16 tensor-core peaks (FLOP/s) from the vendors' data sheets, without sparsity.
-# Matched in order against torch.cuda.get_device_name(); an unknown device has no MFU.
-GPU_PEAK_BF16 = [
-    ("H100 PCIe", 756e12), ("H100 NVL", 835e12), ("H100", 989e12), ("H200", 989e12), ("GH200", 989e12),
-    ("H20", 148e12), ("B200", 2250e12), ("A100", 312e12), ("A800", 312e12), ("L40S", 362e12),
-    ("L40", 181e12), ("L4", 121e12), ("A10G", 70e12),   # A10G: AWS's A10, lower clocks; a common estimate
-    ("A10", 125e12), ("RTX 6000 Ada", 364e12), ("RTX A6000", 155e12), ("RTX 4090", 165e12),
-    ("RTX 3090", 71e12), ("V100", 125e12), ("T4", 65e12),   # V100, T4: no bf16, their fp16 peak
-]
-
-
-def peak_flops(device: torch.device) -> float | None:
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    for key, peak in GPU_PEAK_BF16:
-        if key in name:
-            return peak
-    return None
 
 
 def flops_per_token(cfg: ModelConfig, n_params: int, T: int) -> float:
