@@ -63,6 +63,7 @@ class TrainConfig:
     dtype: str = "auto"                     # auto | fp32 | bf16 | fp16 (auto: bf16 on a GPU that has it, fp16 on one that hasn't, fp32 on the CPU)
     compile: bool = False                   # torch.compile the model
     fsdp: bool = False                      # shard parameters, gradients and optimizer state (FSDP2) instead of DDP
+    checkpointing: bool = False             # keep only each block's input; recompute its activations in the backward
     tensorboard: bool = True
     data: str | None = None                 # a prepared folder (andrea-prepare); None: the shipped stories
 
@@ -275,6 +276,10 @@ class Trainer:
     # ----- wrapping for many processes -----
     def _wrap(self, model):
         d, tc = self.d, self.tc
+        if tc.checkpointing:
+            from torch.distributed._composable import checkpoint
+            for block in model.blocks:
+                checkpoint(block)
         if tc.fsdp and d.on:
             from torch.distributed.fsdp import fully_shard
             for block in model.blocks:
@@ -384,7 +389,7 @@ class Trainer:
             sync = contextlib.nullcontext() if (last or not hasattr(model, "no_sync")) else model.no_sync()
             with sync:
                 with self.autocast():
-                    _, loss = model(x, y)
+                    loss = model(x, y)[1]        # not holding the (B, T, V) logits through the backward
                 loss = loss / len(micro)
                 self.scaler.scale(loss).backward()
             total += loss.detach()
