@@ -577,7 +577,7 @@ def plot_losses(log_path, png_path=None, ax=None):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="andrea-train", description=__doc__.split("\n")[0])
     p.add_argument("--config", default="andrea-tiny", help="a preset (andrea-tiny, andrea-120m, ...) or a JSON file")
-    p.add_argument("--out", required=True, help="the run's folder: logs, checkpoints, model.safetensors")
+    p.add_argument("--out", help="the run's folder: logs, checkpoints, model.safetensors (required to train)")
     p.add_argument("--data", help="a folder written by andrea-prepare (default: the shipped stories)")
     p.add_argument("--resume", nargs="?", const=True, default=False,
                    help="continue from the run folder's latest checkpoint, or from the checkpoint given")
@@ -593,10 +593,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=["auto", "fp32", "bf16", "fp16"])
     p.add_argument("--compile", action="store_true", default=None)
     p.add_argument("--fsdp", action="store_true", default=None, help="shard the model (FSDP2) instead of DDP")
+    p.add_argument("--checkpointing", action="store_true", default=None,
+                   help="activation checkpointing: recompute each block's activations in the backward")
     p.add_argument("--kernels", choices=["torch", "triton"], help="attention and friends: PyTorch's fused ops or the course's Triton kernels")
     p.add_argument("--no-tensorboard", dest="tensorboard", action="store_false", default=None)
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: this process's GPU, else the CPU)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from .plan import add_arguments as add_plan_arguments     # --plan, --gpu-check: actions, not settings
+    add_plan_arguments(p)
     return p
 
 
@@ -605,10 +609,18 @@ def main(argv=None) -> int:
     tc = load_config(args.config, data=args.data, max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
                      eval_every=args.eval_every, sample_every=args.sample_every, batch_size=args.batch_size,
                      grad_accum=args.grad_accum, seq_len=args.seq_len, lr=args.lr, seed=args.seed,
-                     dtype=args.dtype, compile=args.compile, fsdp=args.fsdp, tensorboard=args.tensorboard)
+                     dtype=args.dtype, compile=args.compile, fsdp=args.fsdp, checkpointing=args.checkpointing,
+                     tensorboard=args.tensorboard)
     if args.kernels:
         cfg = model_config(tc).replace(kernels=args.kernels)
         tc.model = cfg.to_dict()
+    if args.plan or args.gpu_check:
+        from .plan import run_action
+        return run_action(args, tc)
+    if not args.out:
+        print("andrea-train: --out RUN_DIR is required to train (only --plan and --gpu-check run without it)",
+              file=sys.stderr)
+        return 2
     out = Path(args.out)
     if not args.resume and (ckpt.checkpoints_dir(out) / ckpt.LATEST).exists():
         print(f"{out} already holds a run: pass --resume to continue it, or choose another --out", file=sys.stderr)
