@@ -172,7 +172,7 @@ def report(rows, markdown: bool, gpu: bool, dtype, shapes) -> None:
     where = torch.cuda.get_device_name() if gpu else "CPU, Triton interpreter (smoke test: times mean nothing)"
     head = (f"{where}; {str(dtype).replace('torch.', '')}; B·T = {B}×{T}, D = {D}, F = {Fg} (GELU) / {Fs} (SwiGLU), "
             f"H = {H}, K = {KD}, V = {V}; torch {torch.__version__}")
-    cols = ["kernel", "pass", "triton ms", "triton rate"] + [f"{b} ms" for b in bases] + [f"vs {b}" for b in bases] + ["max |diff| vs eager"]
+    cols = ["kernel", "pass", "triton ms", "triton rate"] + [f"{b} ms" for b in bases] + [f"vs {b}" for b in bases] + ["max abs diff vs eager"]
     table = []
     for name, mode, ms, rate, err in rows:
         t = ms["triton"]
@@ -180,12 +180,10 @@ def report(rows, markdown: bool, gpu: bool, dtype, shapes) -> None:
                      + [f"{ms[b]:.3f}" if b in ms else "-" for b in bases]
                      + [f"{ms[b] / t:.2f}x" if b in ms else "-" for b in bases]
                      + [f"{err:.1e}"])
-    if markdown:
+    if markdown:       # as docs/kernels.md takes it
+        from andrea_course.train.plan import markdown_table
         print(head + "\n")
-        print("| " + " | ".join(cols) + " |")
-        print("|" + "---|" * len(cols))
-        for r in table:
-            print("| " + " | ".join(r) + " |")
+        print(markdown_table(cols, table, right=set(range(2, len(cols)))))
     else:
         print(head)
         widths = [max(len(c), *(len(r[i]) for r in table)) for i, c in enumerate(cols)]

@@ -182,3 +182,8 @@ def test_gpu_check_measures_on_the_cpu_and_prints_markdown(tmp_path):
     plan = make_plan(tc, gpu="H100", data=(None, ""))
     table = gpu_check.report("CPU", "fp32", "5 passed", got, got, plan)
     assert "| andrea-train --gpu-check | plan | measured |" in table and "|---|---:|---:|" in table
+
+
+def test_markdown_tables_escape_pipes():
+    from andrea_course.train.plan import markdown_table
+    assert markdown_table(["a", "b"], [[1, "x|y"]], right={1}) == "| a | b |\n|---|---:|\n| 1 | x\\|y |"

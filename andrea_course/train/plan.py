@@ -133,6 +133,7 @@ def flops_per_token(cfg: ModelConfig, T: int) -> float:
 # ----------------------------------------------------------------------------- the plan
 @dataclass
 class Plan:
+    name: str                # the model preset's name, or "the config's model"
     cfg: ModelConfig
     gpu: gpus.GPU
     memory_gib: float        # the GPU's memory (the one present: what the driver reports)
@@ -140,6 +141,7 @@ class Plan:
     B: int
     T: int
     accum: int
+    fixed_global_batch: bool  # total_batch_tokens set: B must divide the step's sequences, A follows
     dtype: str
     fsdp: bool
     checkpointing: bool
@@ -164,7 +166,7 @@ class Plan:
         return self.B * self.T * self.accum * self.world
 
     def largest_batch(self, checkpointing: bool) -> int:
-        """The largest micro-batch B that fits (0: none)."""
+        """The largest micro-batch B that fits (0: none); with a fixed global batch, one that divides it."""
         mem = lambda b: step_memory(self.cfg, b, self.T, self.dtype, accum=self.accum, world=self.world,
                                     fsdp=self.fsdp, checkpointing=checkpointing).peak
         if mem(1) > self.usable:
@@ -175,6 +177,9 @@ class Plan:
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if mem(mid) <= self.usable else (lo, mid)
+        if self.fixed_global_batch:
+            sequences = self.B * self.accum
+            lo = max(d for d in range(1, min(lo, sequences) + 1) if sequences % d == 0)
         return lo
 
     def speed(self, mfu: float) -> tuple[float, float]:
@@ -214,7 +219,8 @@ def make_plan(tc, *, gpu: str | None = None, world: int = 1, price_per_hour: flo
                                    checkpointing=ckpt)
     if data is None:
         data = _data(tc)
-    return Plan(cfg, entry, memory_gib, world, tc.batch_size, T, accum, dtype, tc.fsdp, checkpointing,
+    name = tc.model if isinstance(tc.model, str) else "the config's model"
+    return Plan(name, cfg, entry, memory_gib, world, tc.batch_size, T, accum, bool(tc.total_batch_tokens), dtype, tc.fsdp, checkpointing,
                 tc.max_steps, data[0], data[1], price_per_hour, mem(checkpointing), mem(not checkpointing),
                 flops_per_token(cfg, T))
 
@@ -231,11 +237,10 @@ def _data(tc) -> tuple[int | None, str]:
 
 # ----------------------------------------------------------------------------- printing
 def markdown_table(header: list[str], rows: list[list], right: set[int] = frozenset()) -> str:
-    """A Markdown table (as docs/*.md take it): right-aligned columns by index."""
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+    """A Markdown table (as docs/*.md take it): right-aligned columns by index, "|" in a cell escaped."""
+    line = lambda cells: "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    rule = "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"
+    return "\n".join([line(header), rule] + [line(row) for row in rows])
 
 
 def gib(n: float) -> str:
@@ -258,7 +263,7 @@ def format_plan(p: Plan) -> str:
     on, off = (p.memory, p.memory_other) if not p.checkpointing else (p.memory_other, p.memory)
     n = _sizes(cfg)["total"]
     par = (f", FSDP over {p.world}" if p.fsdp else f", DDP over {p.world}") if p.world > 1 else ""
-    out = [f"Plan: {n:,} parameters on {p.world} × {g.name} ({p.memory_gib:.0f} GiB, "
+    out = [f"Plan: {p.name}, {n:,} parameters, on {p.world} × {g.name} ({p.memory_gib:.0f} GiB, "
            f"{g.peak_flops / 1e12:.0f} TFLOP/s dense {'bf16' if g.bf16 else 'fp16'}), "
            f"{p.dtype}{' autocast' if p.dtype != 'fp32' else ''}{par}",
            f"micro-batch B = {p.B} × T = {p.T:,} tokens, accumulation A = {p.accum}, W = {p.world}: "
@@ -310,11 +315,10 @@ def refusal(p: Plan) -> str:
     """Why the plan cannot run, and what would make it fit."""
     fixes = []
     b = p.largest_batch(p.checkpointing)
-    if b:      # a micro-batch that divides the step's sequences per process keeps the global batch
-        per_step = p.B * p.accum
-        b = max(d for d in range(1, b + 1) if per_step % d == 0)
-        fixes.append(f"--batch-size {b} --grad-accum {per_step // b} (the same {p.tokens_per_step:,} tokens a step; "
-                     f"a config with total_batch_tokens sets the accumulation itself)")
+    if b and p.fixed_global_batch:
+        fixes.append(f"--batch-size {b} (accumulation {p.B * p.accum // b} keeps {p.tokens_per_step:,} tokens a step)")
+    elif b:
+        fixes.append(f"--batch-size {b} --grad-accum {math.ceil(p.B * p.accum / b)} (about the same tokens a step)")
     if not p.checkpointing and p.largest_batch(True) >= p.B:
         fixes.append("--checkpointing (recompute activations in the backward; a third more work)")
     if not p.fsdp:
