@@ -254,6 +254,10 @@ def _count(n: float) -> str:
     return f"{n:.0f}"
 
 
+def _passes(x: float) -> str:
+    return f"{x:,.0f}" if x >= 10 else f"{x:.1f}"
+
+
 def _hours(h: float) -> str:
     return f"{h * 60:.0f} min" if h < 1 else f"{h:.1f} h"
 
@@ -291,7 +295,7 @@ def format_plan(p: Plan) -> str:
                 f"{p.flops_per_token * tokens:.2e} FLOPs"]
     if p.train_tokens:
         out.append(f"data: {p.data_source}, {_count(p.train_tokens)} training tokens: the run reads them "
-                   f"{tokens / p.train_tokens:,.1f} times")
+                   f"{_passes(tokens / p.train_tokens)} times")
     else:
         out.append(f"data: {p.data_source}")
     price = p.price_per_hour
