@@ -70,6 +70,16 @@ def test_fp16_gradient_scaler_skips_an_overflowing_step_and_backs_off(tmp_path, 
     assert not all(torch.equal(p, before[n]) for n, p in t.model.named_parameters())  # at a sane scale it steps
 
 
+def test_activation_checkpointing_trains_the_same_losses(tmp_path, data_dir):
+    """--checkpointing recomputes each block's activations in the backward: the same numbers."""
+    runs = {}
+    for checkpointing in (False, True):
+        out = f"checkpointing_{checkpointing}"
+        _trainer(tmp_path, data_dir, out=out, max_steps=3, eval_every=0, checkpointing=checkpointing).fit()
+        runs[checkpointing] = _losses(read_log(tmp_path / out / "log.jsonl"))
+    assert runs[True] == runs[False]
+
+
 @pytest.mark.slow
 def test_compiled_training_equals_eager_and_resumes_identically(tmp_path, data_dir):
     """torch.compile of the model (forward and backward) as the trainer does on a GPU, on the
@@ -88,7 +98,7 @@ def test_compiled_training_equals_eager_and_resumes_identically(tmp_path, data_d
 class TestSeveralProcesses:
     @pytest.mark.parametrize("mode", ["ddp", "fsdp"])
     def test_two_gloo_processes_resume_identically(self, tmp_path, data_dir, mode):
-        extra = ["--fsdp"] if mode == "fsdp" else []
+        extra = ["--fsdp", "--checkpointing"] if mode == "fsdp" else []    # FSDP2 with checkpointing, as for a big model
         _two_processes(tmp_path, data_dir, *extra)                   # 4 steps, a checkpoint every 2
         whole = _rewind(tmp_path / "run", 2)
         cmd = _train_cmd(tmp_path / "micro.json", tmp_path / "run", "--resume", *extra, nproc=2)
