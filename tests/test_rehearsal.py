@@ -54,7 +54,17 @@ def test_mixed_precision_resumes_identically(tmp_path, data_dir, dtype):
         assert not t.scaler.is_enabled()
 
 
-@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\(\)` before")
+def test_auto_dtype_is_fp16_on_a_gpu_whose_bf16_is_only_emulated(monkeypatch):
+    """A T4 answers torch.cuda.is_bf16_supported() with True (emulated bf16, slow): auto must pick fp16."""
+    from andrea_course.train.trainer import TrainConfig, choose_dtype
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    assert choose_dtype(TrainConfig(), torch.device("cuda")) == torch.float16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)    # an A100
+    assert choose_dtype(TrainConfig(), torch.device("cuda")) == torch.bfloat16
+    assert choose_dtype(TrainConfig(), torch.device("cpu")) == torch.float32
+
+
+@pytest.mark.filterwarnings(r"ignore:Detected call of `lr_scheduler.step\(\)` before")
 def test_fp16_gradient_scaler_skips_an_overflowing_step_and_backs_off(tmp_path, data_dir):
     """What fp16 on a T4 relies on: an inf in the gradients skips the step and halves the scale."""
     t = _trainer(tmp_path, data_dir, dtype="fp16", max_steps=2, eval_every=0)

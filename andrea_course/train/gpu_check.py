@@ -12,6 +12,7 @@ real GPU run also tells the course what the truth is. Without a GPU it says so a
 """
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,9 @@ def measure(tc, device: str, warmup: int, steps: int) -> dict:
     """Train `warmup` steps (compiling, AdamW's state), then time `steps` more: tokens/s, MFU and
     the peak memory PyTorch allocated over the timed steps (GPU only)."""
     from .trainer import Trainer
+    gc.collect()                         # the previous measurement's model and optimizer, gone
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
     with tempfile.TemporaryDirectory() as out:
         t = Trainer(tc, out, device=device, progress=False)
         cuda = t.d.device.type == "cuda"
@@ -92,10 +96,10 @@ def main(argv=None) -> int:
         print("andrea-train --gpu-check: no CUDA GPU here (torch.cuda.is_available() is False), nothing to check",
               file=sys.stderr)
         return 1
-    from .trainer import TrainConfig
+    from .trainer import TrainConfig, choose_dtype
     name = torch.cuda.get_device_name()
     gpu = gpus.find(name)
-    dtype = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    dtype = "bf16" if choose_dtype(TrainConfig(), torch.device("cuda")) == torch.bfloat16 else "fp16"
     print(f"checking {name}: the kernels' tests, then ANDREA-120M eager and compiled ...", file=sys.stderr, flush=True)
     kernels = kernel_tests()
     eager = measure(TrainConfig(**settings(dtype, False, 5)), "cuda", warmup=2, steps=3)

@@ -201,7 +201,8 @@ def choose_dtype(tc: TrainConfig, device: torch.device) -> torch.dtype:
     if tc.dtype == "fp16":
         return torch.float16
     if tc.dtype == "auto":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        # without emulation: a T4 or V100 "supports" bf16 only emulated, slowly; they train in fp16
+        return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16
     raise ValueError(f"dtype must be auto, fp32, bf16 or fp16, got {tc.dtype!r}")
 
 
