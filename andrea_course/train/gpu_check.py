@@ -1,4 +1,4 @@
-"""andrea-train --gpu-check: about a minute on a fresh GPU machine, before the long run.
+"""andrea-train --gpu-check: a minute or two on a fresh GPU machine, before the long run (not yet timed on one).
 
 1. The Triton kernels' tests (tests/test_kernels.py), compiled for this GPU rather than
    interpreted as on the CPU.

@@ -343,7 +343,7 @@ def add_arguments(p) -> None:
     g.add_argument("--price-per-hour", type=float, help="dollars per GPU-hour, for the cost")
     g.add_argument("--gpu-check", action="store_true",
                    help="on a GPU: the Triton kernels' tests, a short compiled bf16 run of andrea-120m, "
-                        "measured tokens/s, MFU and memory next to the plan (about a minute)")
+                        "measured tokens/s, MFU and memory next to the plan (a minute or two)")
 
 
 def run_action(args, tc) -> int:
