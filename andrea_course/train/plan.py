@@ -64,11 +64,10 @@ def _sizes(cfg: ModelConfig) -> dict:
     """Parameter counts the memory model needs (from the public count_parameters)."""
     from .. import count_parameters
     c = count_parameters(cfg)
-    norm = c["norms"] // 2
     linear_per_block = c["block"] - c["norms"]                     # qkv, W_O and the MLP, with biases
     head = cfg.vocab_size * cfg.d_model                            # the head, or the tied table used as it
     return dict(total=c["total"], block=c["block"], linear_per_block=linear_per_block, head=head,
-                root=c["total"] - c["blocks"], largest=max(head, linear_per_block // 2), norm=norm)
+                root=c["total"] - c["blocks"], largest=max(head, linear_per_block // 2))
 
 
 def activation_bytes(cfg: ModelConfig, dtype: str, device: str = "cuda") -> tuple[int, int]:
@@ -167,7 +166,9 @@ class Plan:
 
     def largest_batch(self, checkpointing: bool) -> int:
         """The largest micro-batch B that fits (0: none); with a fixed global batch, one that divides it."""
-        mem = lambda b: step_memory(self.cfg, b, self.T, self.dtype, accum=self.accum, world=self.world,
+        sequences = self.B * self.accum          # per process and step
+        accum = lambda b: max(1, sequences // b) if self.fixed_global_batch else self.accum
+        mem = lambda b: step_memory(self.cfg, b, self.T, self.dtype, accum=accum(b), world=self.world,
                                     fsdp=self.fsdp, checkpointing=checkpointing).peak
         if mem(1) > self.usable:
             return 0
@@ -178,7 +179,6 @@ class Plan:
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if mem(mid) <= self.usable else (lo, mid)
         if self.fixed_global_batch:
-            sequences = self.B * self.accum
             lo = max(d for d in range(1, min(lo, sequences) + 1) if sequences % d == 0)
         return lo
 
@@ -192,12 +192,12 @@ class Plan:
 def make_plan(tc, *, gpu: str | None = None, world: int = 1, price_per_hour: float | None = None,
               data=None) -> Plan:
     """The plan for a TrainConfig on `world` GPUs named `gpu` (None: the one present)."""
-    from .trainer import model_config
+    from .trainer import model_config, step_shape
     here = gpus.present()
     if gpu is None:
         if here is None:
             raise PlanError("no GPU here to plan for: name one with --gpu (" + ", ".join(g.name for g in gpus.GPUS) + ")")
-        gpu, memory_gib = here
+        gpu = here[0]
     entry = gpus.find(gpu)
     if entry is None:
         raise PlanError(f"unknown GPU {gpu!r}; known: {', '.join(g.name for g in gpus.GPUS)}")
@@ -205,24 +205,17 @@ def make_plan(tc, *, gpu: str | None = None, world: int = 1, price_per_hour: flo
     if world < 1:
         raise PlanError(f"--num-gpus must be at least 1, got {world}")
     cfg = model_config(tc)
-    T = tc.seq_len or cfg.context_length
-    accum = tc.grad_accum
-    if tc.total_batch_tokens:
-        per = tc.batch_size * T * world
-        if tc.total_batch_tokens % per:
-            raise PlanError(f"total_batch_tokens {tc.total_batch_tokens} is not a multiple of "
-                            f"B·T·W = {tc.batch_size}·{T}·{world} = {per}: change --batch-size")
-        accum = tc.total_batch_tokens // per
+    T, accum = step_shape(tc, cfg, world)
     dtype = tc.dtype if tc.dtype in ("fp32", "bf16", "fp16") else ("bf16" if entry.bf16 else "fp16")
-    checkpointing = bool(getattr(tc, "checkpointing", False))
     mem = lambda ckpt: step_memory(cfg, tc.batch_size, T, dtype, accum=accum, world=world, fsdp=tc.fsdp,
                                    checkpointing=ckpt)
-    if data is None:
-        data = _data(tc)
-    name = tc.model if isinstance(tc.model, str) else "the config's model"
-    return Plan(name, cfg, entry, memory_gib, world, tc.batch_size, T, accum, bool(tc.total_batch_tokens), dtype, tc.fsdp, checkpointing,
-                tc.max_steps, data[0], data[1], price_per_hour, mem(checkpointing), mem(not checkpointing),
-                flops_per_token(cfg, T))
+    train_tokens, source = data if data is not None else _data(tc)
+    return Plan(name=tc.model if isinstance(tc.model, str) else "the config's model", cfg=cfg, gpu=entry,
+                memory_gib=memory_gib, world=world, B=tc.batch_size, T=T, accum=accum,
+                fixed_global_batch=bool(tc.total_batch_tokens), dtype=dtype, fsdp=tc.fsdp,
+                checkpointing=tc.checkpointing, steps=tc.max_steps, train_tokens=train_tokens, data_source=source,
+                price_per_hour=price_per_hour, memory=mem(tc.checkpointing), memory_other=mem(not tc.checkpointing),
+                flops_per_token=flops_per_token(cfg, T))
 
 
 def _data(tc) -> tuple[int | None, str]:

@@ -114,6 +114,21 @@ def model_config(tc: TrainConfig) -> ModelConfig:
     return ModelConfig.preset(tc.model) if isinstance(tc.model, str) else ModelConfig.from_dict(tc.model)
 
 
+def step_shape(tc: TrainConfig, cfg: ModelConfig, world: int) -> tuple[int, int]:
+    """(T, A): the sequence length and the micro-batches a step accumulates on each of `world`
+    processes (with total_batch_tokens, whatever makes the global batch that size)."""
+    T = tc.seq_len or cfg.context_length
+    if T > cfg.context_length:
+        raise ValueError(f"seq_len {T} is longer than the model's context length {cfg.context_length}")
+    if not tc.total_batch_tokens:
+        return T, tc.grad_accum
+    per = tc.batch_size * T * world
+    if tc.total_batch_tokens % per:
+        raise ValueError(f"total_batch_tokens {tc.total_batch_tokens} is not a multiple of "
+                         f"B·T·W = {tc.batch_size}·{T}·{world} = {per}")
+    return T, tc.total_batch_tokens // per
+
+
 # ----------------------------------------------------------------------------- the pieces
 def lr_at(step: int, tc: TrainConfig) -> float:
     """Linear warm-up to tc.lr over warmup_steps, then a cosine down to min_lr at max_steps."""
@@ -235,16 +250,7 @@ class Trainer:
         self.tc, self.out, self.progress = tc, Path(out), progress
         self.d = d = setup_distributed(device)
         self.cfg = model_config(tc)
-        self.T = tc.seq_len or self.cfg.context_length
-        if self.T > self.cfg.context_length:
-            raise ValueError(f"seq_len {self.T} is longer than the model's context length {self.cfg.context_length}")
-        self.accum = tc.grad_accum
-        if tc.total_batch_tokens:
-            per = tc.batch_size * self.T * d.world
-            if tc.total_batch_tokens % per:
-                raise ValueError(f"total_batch_tokens {tc.total_batch_tokens} is not a multiple of "
-                                 f"B·T·W = {tc.batch_size}·{self.T}·{d.world} = {per}")
-            self.accum = tc.total_batch_tokens // per
+        self.T, self.accum = step_shape(tc, self.cfg, d.world)
         self.tokens_per_step = tc.batch_size * self.T * self.accum * d.world
 
         # data
