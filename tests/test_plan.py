@@ -187,3 +187,13 @@ def test_gpu_check_measures_on_the_cpu_and_prints_markdown(tmp_path):
 def test_markdown_tables_escape_pipes():
     from andrea_course.train.plan import markdown_table
     assert markdown_table(["a", "b"], [[1, "x|y"]], right={1}) == "| a | b |\n|---|---:|\n| 1 | x\\|y |"
+
+
+def test_cloud_docs_show_the_plans_real_output(in_repo, capsys):
+    from pathlib import Path
+
+    from andrea_course.train.trainer import main
+    assert main(PLAN + ["--gpu", "H100", "--price-per-hour", "3"]) == 0
+    docs = Path("docs/cloud.md").read_text(encoding="utf-8")
+    assert "andrea-train --plan --config configs/andrea-120m.json --gpu H100 --price-per-hour 3" in docs
+    assert capsys.readouterr().out in docs
