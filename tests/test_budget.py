@@ -11,10 +11,9 @@ import pytest
 from andrea_course import ModelConfig, count_parameters
 from andrea_course.config import PRESETS
 from andrea_course.grading import expect_equal, expect_true, graded
-from andrea_course.impl import get_impl
+from andrea_course import pieces
 
-REF = get_impl("solutions")
-swiglu_hidden_dim = REF.module("modern").swiglu_hidden_dim
+swiglu_hidden_dim = pieces.module("modern").swiglu_hidden_dim
 
 
 def _round_up(n_num: int, n_den: int, multiple: int) -> int:

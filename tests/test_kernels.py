@@ -18,10 +18,9 @@ import torch
 
 pytest.importorskip("triton")
 
-from andrea_course import ANDREA, ModelConfig            # noqa: E402
+from andrea_course import ANDREA, ModelConfig, backends  # noqa: E402
 from andrea_course import kernels as K                   # noqa: E402
 from andrea_course.grading import Mismatch, expect_close, expect_equal, expect_true, graded  # noqa: E402
-from andrea_course.impl import get_impl                  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
@@ -323,16 +322,11 @@ def test_attention_is_causal():
     assert not torch.allclose(out[..., 9:, :], out2[..., 9:, :])
 
 
-def test_one_copy_of_the_exercise_kernels():
-    """The package launches the very kernels of solutions/kernels.py (docs/kernels.md)."""
-    from andrea_course.kernels import gelu, layernorm
-    ref = get_impl("solutions").module("kernels")
-    assert gelu.gelu_kernel is ref.gelu_kernel
-    assert layernorm.layer_norm_kernel is ref.layer_norm_kernel
-
-
-def test_triton_ops_names():
-    assert set(K.triton_ops) == {"attention", "layer_norm", "rms_norm", "gelu_tanh", "swiglu", "cross_entropy"}
+def test_every_op_slot_has_a_triton_kernel():
+    """backends.TABLE names a Triton function for every op slot, and each imports."""
+    from andrea_course import backends
+    for slot in backends.TABLE:
+        assert callable(backends.op(slot, "triton")), slot
 
 
 TINY = dict(vocab_size=300, context_length=32, d_model=64, n_layers=2, n_heads=2, d_ff=256)
@@ -347,11 +341,10 @@ def test_training_step_matches_torch_path(variant):
     every parameter's gradient agree between kernels="triton" and kernels="torch"."""
     cfg = ModelConfig(**{**TINY, **variant})
     torch.manual_seed(0)
-    ref = ANDREA(cfg.replace(kernels="torch"), impl="solutions").to(DEVICE)
-    tri = ANDREA(cfg.replace(kernels="triton"), impl="solutions").to(DEVICE)
+    ref = ANDREA(cfg, kernels="torch").to(DEVICE)
+    tri = ANDREA(cfg, kernels="triton").to(DEVICE)
     tri.load_state_dict(ref.state_dict())
-    swapped = {getattr(m, a) for m in tri.modules() for a in ("attend", "norm_fn", "act", "glu", "loss_fn")
-               if a in m.__dict__}
+    swapped = {getattr(m, a) for m in tri.modules() for a in backends.TABLE if a in m.__dict__}
     wanted = {K.attention, K.cross_entropy} | ({K.rms_norm, K.swiglu} if variant else {K.layer_norm, K.gelu_tanh})
     assert wanted <= swapped, f"not moved onto Triton: {wanted - swapped}"
     ids = torch.randint(0, cfg.vocab_size, (2, 17), device=DEVICE)
@@ -373,8 +366,8 @@ def test_cached_generation_matches_torch_path():
     picks the same tokens with kernels="triton" as with kernels="torch"."""
     cfg = ModelConfig(**TINY)
     torch.manual_seed(0)
-    ref = ANDREA(cfg.replace(kernels="torch"), impl="solutions").to(DEVICE).eval()
-    tri = ANDREA(cfg.replace(kernels="triton"), impl="solutions").to(DEVICE).eval()
+    ref = ANDREA(cfg, kernels="torch").to(DEVICE).eval()
+    tri = ANDREA(cfg, kernels="triton").to(DEVICE).eval()
     tri.load_state_dict(ref.state_dict())
     prompt = torch.randint(0, cfg.vocab_size, (1, 5), device=DEVICE)
     out_ref = ref.generate(prompt, max_new_tokens=4, temperature=0)

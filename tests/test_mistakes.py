@@ -16,13 +16,13 @@ import torch
 from andrea_course.grading import Mismatch
 from andrea_course.grading.student import InProcessStudent
 from andrea_course.exercises import exercise_pieces
-from andrea_course.impl import ROOT, SOLUTIONS, STUB_MARK, get_impl
+from andrea_course import pieces
+from andrea_course.overlay import ROOT, STUB_MARK
 
 GRADED_FILES = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_mlp.py",
                 "test_block.py", "test_model.py"]
 TESTS = Path(__file__).resolve().parent
-REF = get_impl("solutions")
-emb, att, mh, mlp, blk, mdl = (REF.module(a) for a in ("embeddings", "attention", "multihead", "mlp", "block", "model"))
+emb, att, mh, mlp, blk, mdl = (pieces.module(a) for a in ("embeddings", "attention", "multihead", "mlp", "block", "model"))
 NEG_INF = float("-inf")
 
 
@@ -82,14 +82,14 @@ class MHAWithoutWO(mh.MultiHeadAttention):
         H, K = self.n_heads, self.d_head
         q, k, v = self.qkv(x).split([H * K, H * K, H * K], dim=-1)
         q, k, v = mh.split_heads(q, H), mh.split_heads(k, H), mh.split_heads(v, H)
-        return mh.merge_heads(self.attend(q, k, v))
+        return mh.merge_heads(self.attention(q, k, v))
 
 
 class MHAReshapeSplit(mh.MultiHeadAttention):
     def forward(self, x, cache=None):
         (B, T, D), H, K = x.shape, self.n_heads, self.d_head
         q, k, v = (t.reshape(B, H, T, K) for t in self.qkv(x).split(D, dim=-1))
-        return self.proj(mh.merge_heads(self.attend(q, k, v)))
+        return self.proj(mh.merge_heads(self.attention(q, k, v)))
 
 
 def _gelu(c, a):
@@ -242,7 +242,7 @@ def test_the_graded_test_names_the_mistake(file, test, overrides, named):
 def test_every_graded_test_passes_with_the_reference():
     tests = _graded_tests()
     activities = [f[len("test_"):-len(".py")] for f in GRADED_FILES]
-    assert {e for *_, e in tests} == {f"{a}.{p}" for a in activities for p in exercise_pieces(SOLUTIONS / f"{a}.py")}
+    assert {e for *_, e in tests} == {f"{a}.{p}" for a in activities for p in exercise_pieces(ROOT / "solutions" / f"{a}.py")}
     student = InProcessStudent("solutions")
     for file, name, _ in tests:
         getattr(MODULES[file], name)(student)

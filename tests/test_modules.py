@@ -10,10 +10,9 @@ import torch.nn.functional as F
 
 from andrea_course import ModelConfig
 from andrea_course.grading import expect_close, expect_equal, expect_true, graded
-from andrea_course.impl import get_impl
+from andrea_course import pieces
 
-REF = get_impl("solutions")
-ref_rms_norm = REF.module("modern").rms_norm
+ref_rms_norm = pieces.module("modern").rms_norm
 
 
 def _randn(*shape, seed=0, dtype=torch.float64):
@@ -188,7 +187,7 @@ def test_swiglu_module_matches_reference(student):
             want_shapes.update({"w_gate.bias": (40,), "w_up.bias": (40,), "w_down.bias": (16,)})
         expect_equal(shapes, want_shapes, f"SwiGLU(cfg with D=16, F=40, bias={bias}).state_dict() shapes",
                      hint="keep the names w_gate, w_up (D -> F) and w_down (F -> D)")
-        ref = REF.module("modern").SwiGLU(cfg)
+        ref = pieces.module("modern").SwiGLU(cfg)
         ref.load_state_dict(state)
         x = _randn(2, 5, 16, seed=11, dtype=torch.float32)
         with torch.no_grad():
@@ -214,7 +213,7 @@ def test_rmsnorm_block_adds_to_the_raw_stream(student):
                       d_ff=48, norm="rmsnorm", mlp="swiglu", bias=False)
     block = student.piece("block", "Block")(cfg)
     state = block.state_dict()
-    ref = REF.module("block").Block(cfg).eval()
+    ref = pieces.module("block").Block(cfg).eval()
     ref.load_state_dict(state)
     x = 4.0 + 3.0 * _randn(2, 6, 16, seed=12, dtype=torch.float32)    # far from unit scale
     with torch.no_grad():
@@ -238,8 +237,8 @@ def _fp32(fn):
     return lambda x, w, eps=1e-5: fn(x.double(), w.double(), eps).to(x.dtype)
 
 
-_Ref = REF.module("modern").SwiGLU
-_RefBlock = REF.module("block").Block
+_Ref = pieces.module("modern").SwiGLU
+_RefBlock = pieces.module("block").Block
 
 
 class _SwappedSwiGLU(_Ref):

@@ -30,7 +30,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ..impl import ROOT, resolve
+from ..overlay import ROOT, resolve
 from .gradescope import Results, TestResult, to_gradescope, write_json
 from .plugin import sign
 

@@ -192,3 +192,34 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# ----- the from-scratch BPE's given rules (exercises/bpe.py uses them) -----
+def words_in_order(text: str) -> list[tuple[int, ...]]:
+    """The words of `text` in order, each a tuple of byte values, cut with GPT-2's pattern
+    (Hugging Face's ByteLevel pre-tokenizer): a word keeps its leading space; letters, digits
+    and punctuation stay apart, so no merge ever crosses a word."""
+    pieces = _hf().pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True).pre_tokenize_str(text)
+    return [tuple(text[a:b].encode("utf-8")) for _, (a, b) in pieces]
+
+
+def split_words(text: str):
+    """{word as a tuple of byte values: how often it occurs in `text`}."""
+    from collections import Counter
+
+    return Counter(words_in_order(text))
+
+
+@lru_cache(maxsize=1)
+def byte_order() -> tuple[int, ...]:
+    """The rank of each byte in Hugging Face's trainer: bytes sorted by their printable stand-in."""
+    stand_in = bytes_to_unicode()
+    order = sorted(range(256), key=lambda b: stand_in[b])
+    return tuple(order.index(b) for b in range(256))
+
+
+def tie_key(pair: tuple[int, int]) -> tuple:
+    """Which pair wins a tie in count: the smaller tie_key. Bytes rank in the library's order
+    (byte_order), merged tokens after them, oldest first."""
+    order = byte_order()
+    return tuple(order[t] if t < 256 else t for t in pair)
