@@ -101,8 +101,9 @@ def exercise_pieces(path: Path) -> set[str]:
     return {r["qualname"].split(".")[0] for r in regions(Path(path).read_text(encoding="utf-8"))}
 
 
-def generate(solutions: Path = SOLUTIONS) -> dict[str, str]:
+def generate(solutions: Path | None = None) -> dict[str, str]:
     """{file name: exercise text} for every solution file."""
+    solutions = SOLUTIONS if solutions is None else Path(solutions)
     if not any(Path(solutions).glob("*.py")):
         raise FileNotFoundError(f"no solution files in {solutions}: exercises are generated from the "
                                 f"answer key, which a student release does not have")
