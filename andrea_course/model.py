@@ -217,6 +217,7 @@ class ANDREA(nn.Module):
         self.head = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.cross_entropy = ops.cross_entropy
         self.reset_parameters(init_std)
+        self.impl = None                      # the learner's Overlay, when built with impl=
         self.pieces: dict[str, str] = {}      # exercise -> whose code runs it (filled by the overlay)
         self.learner_ops: dict[str, object] = {}   # op slot -> a learner's function (the overlay)
         if impl is not None:

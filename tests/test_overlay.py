@@ -60,7 +60,7 @@ def test_resolve_names_the_course_folders_and_refuses_others(tmp_path):
 
 def test_the_engine_alone_needs_no_learner_folder():
     model = ANDREA(CFG)
-    assert model.pieces == {} and getattr(model, "impl", None) is None
+    assert model.pieces == {} and model.impl is None
 
 
 # ----- isolated pieces: what a graded test grades -----

@@ -61,6 +61,9 @@ class TrainConfig:
     seed: int = 1337
     dtype: str = "auto"                     # auto | fp32 | bf16 | fp16 (auto: bf16 on a GPU that has it, fp16 on one that hasn't, fp32 on the CPU)
     compile: bool = False                   # torch.compile the model
+    kernels: str = "torch"                  # the hot ops: PyTorch's fused ops or the course's Triton kernels
+    dropout: float = 0.0                    # probability of every dropout layer while training
+    init_std: float | None = None           # scale of the initial weights (None: 1/sqrt(D))
     fsdp: bool = False                      # shard parameters, gradients and optimizer state (FSDP2) instead of DDP
     tensorboard: bool = True
     data: str | None = None                 # a prepared folder (andrea-prepare); None: the shipped stories
@@ -272,7 +275,8 @@ class Trainer:
 
         # model, optimizer, schedule
         torch.manual_seed(tc.seed)
-        self.model = ANDREA(self.cfg, impl=impl).to(d.device)
+        self.model = ANDREA(self.cfg, impl=impl, kernels=tc.kernels, dropout=tc.dropout,
+                            init_std=tc.init_std).to(d.device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.dtype = choose_dtype(tc, d.device)
         self.optimizer = torch.optim.AdamW(param_groups(self.model, tc.weight_decay), lr=tc.lr,
@@ -355,7 +359,7 @@ class Trainer:
         folder = ckpt.find(where)
         state, rng = ckpt.load(folder, self.d.rank, self.d.world)
         saved_cfg = json.loads(state["model_config"])
-        if saved_cfg != self.cfg.to_dict():
+        if ModelConfig.from_dict(saved_cfg) != self.cfg:        # the one rule for "the same model"
             diff = {k: (saved_cfg.get(k), v) for k, v in self.cfg.to_dict().items() if saved_cfg.get(k) != v}
             raise ckpt.CheckpointError(f"{folder} holds a model with another config; differences "
                                        f"(checkpoint, this run): {diff}")
@@ -622,8 +626,7 @@ def main(argv=None) -> int:
                      grad_accum=args.grad_accum, seq_len=args.seq_len, lr=args.lr, seed=args.seed,
                      dtype=args.dtype, compile=args.compile, fsdp=args.fsdp, tensorboard=args.tensorboard)
     if args.kernels:
-        cfg = model_config(tc).replace(kernels=args.kernels)
-        tc.model = cfg.to_dict()
+        tc.kernels = args.kernels
     out = Path(args.out)
     if not args.resume and (ckpt.checkpoints_dir(out) / ckpt.LATEST).exists():
         print(f"{out} already holds a run: pass --resume to continue it, or choose another --out", file=sys.stderr)
