@@ -30,7 +30,7 @@ lab: $(STAMP)
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadscope
 NOKEY  := $(abspath build/without-answer-key)
 test: $(STAMP)
-	ANDREA_IMPL=solutions $(PYTEST) -m "not browser" tests
+	ANDREA_IMPL=solutions $(PYTEST) -m "not browser" tests andrea_course/graded instructor/hidden_tests
 	ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks
 	rm -rf $(NOKEY) && mkdir -p $(NOKEY)
 	git ls-files -z --cached --others --exclude-standard | grep -zv '^solutions/' | xargs -0 cp --parents -t $(NOKEY)

@@ -9,9 +9,11 @@ import pytest
 
 from andrea_course.exercises import exercise_pieces, generate, regions
 from andrea_course.exercises import EXERCISES, SOLUTIONS
+from andrea_course.graded import GRADED
 from andrea_course.overlay import ROOT, STUB_MARK, Overlay, unwritten_pieces
 
 TESTS = Path(__file__).resolve().parent
+GRADED_TEST_DIRS = [GRADED, ROOT / "instructor" / "hidden_tests"]   # every graded test, hidden ones too
 ACTIVITIES = sorted(p.stem for p in SOLUTIONS.glob("*.py") if p.stem != "__init__")
 
 
@@ -57,9 +59,9 @@ def test_every_exercise_file_imports_and_every_piece_is_a_stub(activity):
 
 @functools.lru_cache(maxsize=None)
 def _graded_exercises() -> frozenset[str]:
-    """Every "activity.piece" named by @graded(...) or @pytest.mark.exercise(...) under tests/."""
+    """Every "activity.piece" named by @graded(...) or @pytest.mark.exercise(...) in the graded tests."""
     names = set()
-    for path in TESTS.rglob("*.py"):
+    for path in (p for d in GRADED_TEST_DIRS for p in d.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
                 func = node.func

@@ -89,32 +89,3 @@ def test_grouped_kv_heads_equal_multi_head_with_repeated_kv_weights(G):
     with torch.no_grad():
         torch.testing.assert_close(gqa(x[:, :5], cache), y[:, :5], rtol=1e-5, atol=1e-6)
     assert cache.k.shape == cache.v.shape == (3, G, 8, K) and cache.pos == 5
-
-
-# ----------------------------------------------------------------------------- the KV cache's memory
-def _cache_bytes(cfg, batch, seq_len):
-    """What the model really allocates for generation (on the meta device: no memory used)."""
-    with torch.device("meta"):
-        caches = ANDREA(cfg).new_caches(batch, seq_len)
-    return sum(c.k.nbytes + c.v.nbytes for c in caches), caches[0].k.element_size()
-
-
-@graded("modern.kv_cache_bytes", points=1)
-def test_kv_cache_bytes_for_every_G(student):
-    kv_cache_bytes = student.piece("modern", "kv_cache_bytes")
-    base = ModelConfig.preset("andrea-120m-modern")
-    H, L = base.n_heads, base.n_layers
-    for G in (1, 2, 3, 4, 6, 12):
-        cfg = base.replace(n_kv_heads=G)
-        want, size = _cache_bytes(cfg, 2, 1024)
-        expect_equal(kv_cache_bytes(cfg, 2, 1024, size), want,
-                     f"kv_cache_bytes(andrea-120m-modern with G={G}, batch=2, seq_len=1024, bytes_per_value={size})",
-                     hint="2 (keys and values) · L · B · G · S · K · bytes", mistakes={
-                         "forgot the values: the cache holds a key AND a value per head and position (factor 2)": want // 2,
-                         "used H query heads instead of G key/value heads: only G are cached": want * H // G,
-                         "forgot the L blocks: every block keeps its own cache": want // L,
-                     })
-    # The defaults: one sequence of the full context T, in bf16. G = H = 12 at T = 1,024 is 36 MiB.
-    expect_equal(kv_cache_bytes(base.replace(n_kv_heads=None)), 36 * 2 ** 20,
-                 "kv_cache_bytes(andrea-120m-modern with G = H) with the defaults (B = 1, S = T, bf16)",
-                 hint="seq_len=None means the context length T; bytes_per_value defaults to 2")

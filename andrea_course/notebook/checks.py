@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import pieces
+from ..graded import GRADED
 from ..overlay import ROOT, STUB_MARK, Overlay, impl_from_env, resolve
 from ._display import box, in_notebook
 
-TESTS_DIR = ROOT / "tests"
+TESTS_DIR = GRADED              # the graded tests, shipped with the package
 DEFAULT_IMPL = "exercises"     # in a notebook the learner's own exercises are the point
 
 

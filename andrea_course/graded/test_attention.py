@@ -190,12 +190,6 @@ def test_attention_without_mask(student):
                            "scores not divided by sqrt(K)": _attend(q, k, v, scale=1.0)})
 
 
-@graded("attention.attention", points=1, visibility="after_due_date")
-def test_attention_with_cached_keys(student):
-    q, k, v = _qkv(T=3, S=7, seed=6)                                     # 4 keys cached before the 3 queries
-    got = student.piece("attention", "attention")(q, k, v)
-    expect_close(got, F.scaled_dot_product_attention(q, k, v, attn_mask=_allowed(3, 7)),
-                 "attention(q of T=3, k and v of S=7)", mistakes=_attention_mistakes(q, k, v), hint=USES_STEPS)
 
 
 @graded("attention.AttentionHead", points=2)
