@@ -106,9 +106,15 @@ def test_config_files_and_presets(tmp_path):
         load_config("andrea-huge")
 
 
-def test_shipped_configs_load():
-    for path in sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.json")):
-        load_config(str(path))
+def test_shipped_configs_are_the_presets():
+    """configs/NAME.json is the user-facing copy of the training preset NAME in andrea_course/presets.py."""
+    from andrea_course.presets import PRESETS, TRAIN_PRESETS
+    paths = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.json"))
+    assert paths
+    for path in paths:
+        assert path.stem in TRAIN_PRESETS, f"{path.name} is not a preset of andrea_course/presets.py"
+        assert load_config(str(path)) == load_config(path.stem), f"{path.name} differs from its preset"
+    assert all(p["model"] in PRESETS for p in TRAIN_PRESETS.values())
 
 
 # ----------------------------------------------------------------------------- runs

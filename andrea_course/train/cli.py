@@ -84,3 +84,27 @@ def run(prog: str, main, argv=None) -> int:
             raise
         print(line, file=sys.stderr)
         return code
+
+
+# ----- argument types: a bad value is argparse's one-line usage error (exit 2) -----
+def _number(kind, text: str, ok, rule: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{rule}, got {text!r}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"{rule}, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    return _number(int, text, lambda v: v >= 1, "must be a whole number >= 1")
+
+
+def natural_int(text: str) -> int:
+    return _number(int, text, lambda v: v >= 0, "must be a whole number >= 0")
+
+
+def natural_float(text: str) -> float:
+    import math
+    return _number(float, text, lambda v: math.isfinite(v) and v >= 0, "must be a finite number >= 0")
