@@ -45,6 +45,10 @@ class Parser(argparse.ArgumentParser):
         self.add_argument("--version", action="version", version=f"%(prog)s {version()}",
                           help="print the version and exit")
 
+    def error(self, message):
+        """One line (argparse prints the whole usage first), exit 2."""
+        self.exit(USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
 
 def _usage_errors() -> tuple:
     from ..config import ConfigError

@@ -265,6 +265,10 @@ def file_sources(paths, progress: bool = True, encoding: str = "utf-8"):
     any work starts."""
     found = text_files(paths)
     has_text = [check_text(f, encoding) for f in found]
+    for f in found:
+        if f.suffix.lower() == ".jsonl":          # every line a {"text": ...} object
+            for _ in documents_of_file(f, encoding=encoding):
+                pass
     if not any(has_text):
         raise ValueError(f"no text in {', '.join(map(str, paths))}: the files are empty or blank")
     return _file_documents(found, progress, encoding)
