@@ -10,7 +10,6 @@ import json
 import shutil
 import signal
 
-import numpy as np
 import pytest
 import torch
 

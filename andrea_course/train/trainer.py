@@ -32,7 +32,7 @@ from ..config import ConfigError, ModelConfig
 from ..presets import TRAIN_PRESETS  # noqa: F401  (the notebooks read the presets from here)
 from . import checkpoint as ckpt
 from . import files
-from .data import Batches, DataError, TokenData, eval_batches
+from .data import Batches, TokenData, eval_batches
 from .runlog import RunLog, read_log, trim
 from .settings import TrainConfig, add_flags, load_config, model_config, resume_differences  # noqa: F401
 
