@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from .presets import PRESETS
+
 NORMS = ("layernorm", "rmsnorm")
 MLPS = ("gelu", "swiglu")
 # Run-time switches that older weights files stored with the shape; from_dict ignores them.
@@ -103,18 +105,3 @@ class ModelConfig:
             raise ConfigError(f"unknown config fields {sorted(unknown)}; known: {sorted(known)}")
         return cls(**d)
 
-
-PRESETS: dict[str, dict] = {
-    # The course's model: GPT-2 small's trunk with an 8,449-token vocabulary and an untied head.
-    "andrea-120m": dict(),
-    # The same architecture, small enough to train on a laptop CPU in minutes.
-    "andrea-tiny": dict(context_length=256, d_model=128, n_layers=4, n_heads=4, d_ff=512),
-    # The modern variant (activity 7): RMSNorm, SwiGLU at the classic MLP's budget
-    # (F = 8D/3 rounded up: solutions/modern.py's swiglu_hidden_dim, checked in tests/test_budget.py),
-    # tied embeddings, grouped key/value heads.
-    "andrea-120m-modern": dict(norm="rmsnorm", mlp="swiglu", d_ff=2048,
-                               tie_embeddings=True, n_kv_heads=4, bias=False),
-    "andrea-tiny-modern": dict(context_length=256, d_model=128, n_layers=4, n_heads=4,
-                               d_ff=384, norm="rmsnorm", mlp="swiglu",
-                               tie_embeddings=True, n_kv_heads=2, bias=False),
-}

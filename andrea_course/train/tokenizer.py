@@ -77,6 +77,7 @@ class Tokenizer:
         merges = [m.split(" ") if isinstance(m, str) else m for m in model["merges"]]
         self.merges = [(vocab[a], vocab[b]) for a, b in merges]    # rank r: pair of ids -> 256 + r
         self.hash = hashlib.sha256(hf_tokenizer.to_str().encode("utf-8")).hexdigest()[:16]
+        self._ordinary = None
 
     # ----- encoding -----
     def encode(self, text: str) -> list[int]:
@@ -86,8 +87,17 @@ class Tokenizer:
         return self.hf.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        """Many texts at once (in parallel threads): what data preparation uses."""
+        """Many texts at once (in parallel threads). The literal text <|endoftext|> becomes eot_id."""
         return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+
+    def encode_ordinary_batch(self, texts: list[str]) -> list[list[int]]:
+        """Many texts at once, every character as text: a literal "<|endoftext|>" inside a text
+        is spelled with ordinary tokens, never eot_id. What data preparation uses, so only the
+        document boundaries that prepare adds are end-of-text tokens."""
+        if self._ordinary is None:
+            self._ordinary = _hf().Tokenizer.from_str(self.hf.to_str())
+            self._ordinary.encode_special_tokens = True
+        return [e.ids for e in self._ordinary.encode_batch(list(texts), add_special_tokens=False)]
 
     def encode_bytes(self, data: bytes) -> list[int]:
         """Token ids of any byte string, valid UTF-8 or not: stray bytes get their byte's id."""
