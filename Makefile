@@ -22,15 +22,20 @@ lab: $(STAMP)
 	cd notebooks && ../$(BIN)/jupyter-lab $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # The whole suite: unit and graded tests; every notebook under nbval twice, once with the
-# reference solutions and once with the untouched exercises (it must still run); then every
-# notebook in a real JupyterLab in headless Chromium (skipped when Chromium is absent).
+# reference solutions and once with the untouched exercises in a copy of the course WITHOUT
+# solutions/ (a learner's checkout: everything must still run); then every notebook in a real
+# JupyterLab in headless Chromium (skipped when Chromium is absent).
 # Two workers (test processes or notebook kernels) on two cores, one torch thread each:
 # threads fighting over the cores made small-tensor training cells 5-20x slower.
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadscope
+NOKEY  := $(abspath build/without-answer-key)
 test: $(STAMP)
-	ANDREA_IMPL=solutions $(PYTEST) -m "not browser" tests
+	ANDREA_IMPL=solutions $(PYTEST) -m "not browser" tests andrea_course/graded instructor/hidden_tests
 	ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks
-	ANDREA_IMPL=exercises $(PYTEST) --nbval-lax --nbval-current-env notebooks
+	rm -rf $(NOKEY) && mkdir -p $(NOKEY)
+	git ls-files -z --cached --others --exclude-standard | grep -zv '^solutions/' | xargs -0 cp --parents -t $(NOKEY)
+	cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY) OMP_NUM_THREADS=1 $(abspath $(BIN))/python -m pytest \
+		-n 2 --dist loadscope -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 	$(BIN)/python -m pytest -m browser tests/test_browser.py
 
 exercises: $(STAMP)

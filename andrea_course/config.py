@@ -1,4 +1,9 @@
-"""ModelConfig: every size and switch of ANDREA in one dataclass, with named presets.
+"""ModelConfig: what ANDREA's weights fix (every size and architectural switch), with named presets.
+
+How a model runs (kernels, dropout, the initialisation's scale, dtype, compilation) is not
+here: those are arguments of ANDREA(...) and fields of the trainer's TrainConfig, and may
+change between runs of the same weights. Two models are "the same model" exactly when their
+ModelConfigs are equal (weights files, checkpoints and --resume all use this one rule).
 
 Notation (used in code, comments and prose alike):
     B batch, L blocks, T positions, S key/value positions attended (T without a cache),
@@ -8,19 +13,21 @@ Notation (used in code, comments and prose alike):
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
+
+from .presets import PRESETS
 
 NORMS = ("layernorm", "rmsnorm")
 MLPS = ("gelu", "swiglu")
-KERNELS = ("torch", "triton")
+# Run-time switches that older weights files stored with the shape; from_dict ignores them.
+RUN_TIME_FIELDS = ("kernels", "dropout", "init_std")
 
 
 class ConfigError(ValueError):
     """A configuration that cannot work; the message names the field and the rule."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelConfig:
     vocab_size: int = 8449          # V: 256 bytes + 8,192 merges + 1 end-of-text
     context_length: int = 1024      # T: longest sequence the model reads
@@ -33,10 +40,7 @@ class ModelConfig:
     mlp: str = "gelu"               # "gelu" (tanh form) | "swiglu"
     tie_embeddings: bool = False    # share the token table with the output head
     bias: bool = True               # biases in linear layers and LayerNorm
-    dropout: float = 0.0
     norm_eps: float = 1e-5
-    kernels: str = "torch"          # "torch" | "triton"
-    init_std: float | None = None   # None: 1/sqrt(D), the seeds' "scaled by width"
 
     # ----- derived sizes, named as in the notation -----
     @property
@@ -48,10 +52,6 @@ class ModelConfig:
     def kv_heads(self) -> int:
         """G, the number of key/value heads actually used."""
         return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
-
-    @property
-    def std(self) -> float:
-        return self.init_std if self.init_std is not None else 1.0 / math.sqrt(self.d_model)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -76,19 +76,13 @@ class ModelConfig:
             raise ConfigError(f"norm must be one of {NORMS}, got {self.norm!r}")
         if self.mlp not in MLPS:
             raise ConfigError(f"mlp must be one of {MLPS}, got {self.mlp!r}")
-        if self.kernels not in KERNELS:
-            raise ConfigError(f"kernels must be one of {KERNELS}, got {self.kernels!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout!r}")
         if self.norm_eps <= 0:
             raise ConfigError(f"norm_eps must be positive, got {self.norm_eps!r}")
-        if self.init_std is not None and not self.init_std > 0:
-            raise ConfigError(f"init_std must be positive or None, got {self.init_std!r}")
 
     # ----- presets -----
     @classmethod
     def preset(cls, name: str, **overrides) -> "ModelConfig":
-        """A named configuration, e.g. ModelConfig.preset("andrea-120m", dropout=0.1)."""
+        """A named configuration, e.g. ModelConfig.preset("andrea-120m", context_length=256)."""
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}")
         fields = dict(PRESETS[name])
@@ -103,24 +97,11 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
+        """The config of a dict of fields; run-time switches stored by older files are dropped."""
+        d = {k: v for k, v in d.items() if k not in RUN_TIME_FIELDS}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - known
         if unknown:
             raise ConfigError(f"unknown config fields {sorted(unknown)}; known: {sorted(known)}")
         return cls(**d)
 
-
-PRESETS: dict[str, dict] = {
-    # The course's model: GPT-2 small's trunk with an 8,449-token vocabulary and an untied head.
-    "andrea-120m": dict(),
-    # The same architecture, small enough to train on a laptop CPU in minutes.
-    "andrea-tiny": dict(context_length=256, d_model=128, n_layers=4, n_heads=4, d_ff=512),
-    # The modern variant (activity 7): RMSNorm, SwiGLU at the classic MLP's budget
-    # (F = 8D/3 rounded up: solutions/modern.py's swiglu_hidden_dim, checked in tests/test_budget.py),
-    # tied embeddings, grouped key/value heads.
-    "andrea-120m-modern": dict(norm="rmsnorm", mlp="swiglu", d_ff=2048,
-                               tie_embeddings=True, n_kv_heads=4, bias=False),
-    "andrea-tiny-modern": dict(context_length=256, d_model=128, n_layers=4, n_heads=4,
-                               d_ff=384, norm="rmsnorm", mlp="swiglu",
-                               tie_embeddings=True, n_kv_heads=2, bias=False),
-}

@@ -22,7 +22,9 @@ import ast
 import sys
 from pathlib import Path
 
-from .impl import EXERCISES, SOLUTIONS, STUB_MARK
+from .overlay import ROOT, STUB_MARK
+
+SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"
 
 BEGIN, END, HINT = "### BEGIN SOLUTION", "### END SOLUTION", "### HINT:"
 HEADER = ('# GENERATED from solutions/{name} by `make exercises`. Write your code where a\n'
@@ -99,8 +101,12 @@ def exercise_pieces(path: Path) -> set[str]:
     return {r["qualname"].split(".")[0] for r in regions(Path(path).read_text(encoding="utf-8"))}
 
 
-def generate(solutions: Path = SOLUTIONS) -> dict[str, str]:
+def generate(solutions: Path | None = None) -> dict[str, str]:
     """{file name: exercise text} for every solution file."""
+    solutions = SOLUTIONS if solutions is None else Path(solutions)
+    if not any(Path(solutions).glob("*.py")):
+        raise FileNotFoundError(f"no solution files in {solutions}: exercises are generated from the "
+                                f"answer key, which a student release does not have")
     out = {}
     for path in sorted(solutions.glob("*.py")):
         source = path.read_text(encoding="utf-8")
@@ -116,9 +122,14 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="only report files that differ")
     parser.add_argument("--out", type=Path, default=EXERCISES)
     args = parser.parse_args(argv)
+    try:
+        files = generate()
+    except FileNotFoundError as exc:
+        print(f"andrea-make-exercises: {exc}", file=sys.stderr)
+        return 2
     stale = []
     args.out.mkdir(exist_ok=True)
-    for name, text in generate().items():
+    for name, text in files.items():
         target = args.out / name
         if not target.exists() or target.read_text(encoding="utf-8") != text:
             stale.append(name)

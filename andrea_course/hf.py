@@ -83,7 +83,7 @@ def to_hf(model: nn.Module):
     hf_cfg = transformers.GPT2Config(
         vocab_size=cfg.vocab_size, n_positions=cfg.context_length, n_embd=cfg.d_model,
         n_layer=cfg.n_layers, n_head=cfg.n_heads, n_inner=cfg.d_ff, activation_function="gelu_new",
-        resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout, attn_pdrop=0.0,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
         layer_norm_epsilon=cfg.norm_eps, tie_word_embeddings=cfg.tie_embeddings,
         bos_token_id=cfg.vocab_size - 1, eos_token_id=cfg.vocab_size - 1)   # end-of-text is the last id
     ours = model.state_dict()
@@ -117,8 +117,7 @@ def config_from_hf(hf_config) -> ModelConfig:
         raise ValueError("ANDREA cannot express this GPT-2 config: " + "; ".join(why))
     return ModelConfig(vocab_size=c.vocab_size, context_length=c.n_positions, d_model=c.n_embd,
                        n_layers=c.n_layer, n_heads=c.n_head, d_ff=c.n_inner or 4 * c.n_embd,
-                       norm_eps=c.layer_norm_epsilon, tie_embeddings=bool(c.tie_word_embeddings),
-                       dropout=c.resid_pdrop)
+                       norm_eps=c.layer_norm_epsilon, tie_embeddings=bool(c.tie_word_embeddings))
 
 
 def from_hf(hf_model, impl=None) -> nn.Module:
@@ -128,7 +127,7 @@ def from_hf(hf_model, impl=None) -> nn.Module:
     cfg = config_from_hf(hf_model.config)
     theirs = hf_model.state_dict()
     p = next(hf_model.parameters())
-    model = ANDREA(cfg, impl=impl).to(device=p.device, dtype=p.dtype)
+    model = ANDREA(cfg, impl=impl, dropout=hf_model.config.resid_pdrop).to(device=p.device, dtype=p.dtype)
     absent = [h for _, h, _ in name_map(cfg) if h not in theirs]
     if absent:
         raise ValueError(f"from_hf: the GPT-2 model lacks {absent}")

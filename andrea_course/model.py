@@ -1,62 +1,355 @@
-"""ANDREA, assembled from the pieces of whichever implementation is chosen (see impl.py)."""
+"""ANDREA, the whole model in one file: what you read here is what runs.
+
+    x = token_table[ids] + position_table[positions]          Embeddings
+    for each of L blocks:                                     Block (pre-norm)
+        x = x + Attention(norm(x))                            MultiHeadAttention
+        x = x + MLP(norm(x))                                  MLP (GELU) or SwiGLU
+    logits = norm_f(x) · Wᵀ                                   W: the head, or the token table when tied
+
+Every sizes and switch comes from a ModelConfig (config.py). The hot operations are called
+through attributes named like their slot in backends.py (self.attention, self.layer_norm,
+self.rms_norm, self.gelu, self.swiglu, self.cross_entropy): PyTorch's fused ops by default
+(ops.py), the course's Triton kernels with kernels="triton". A learner's pieces replace these
+classes and ops by name when the model is built with impl= (overlay.py).
+
+Notation: B batch, T positions, S key/value positions attended, V vocabulary, D width,
+H query heads, G key/value heads, K head width, F MLP width, L blocks.
+"""
 from __future__ import annotations
 
-import os
+import math
 
+import torch
 import torch.nn as nn
 
-from . import ops
+from . import backends, ops
 from .config import ModelConfig
-from .impl import Impl, get_impl, reference_of, runs_reference_only
-
-# The activities whose pieces make up the model (kernels and the tokenizer do not).
-MODEL_ACTIVITIES = ("embeddings", "attention", "multihead", "mlp", "block", "modern", "model")
 
 
-def ANDREA(cfg: ModelConfig | str, impl: str | os.PathLike | Impl | None = None) -> nn.Module:
-    """Build ANDREA for a config (or a preset's name) from an implementation.
+# ----------------------------------------------------------------------------- embeddings
+class Embeddings(nn.Module):
+    """ids (B, T) -> x (B, T, D): a row of the token table plus the row of its position."""
 
-    impl: "solutions" (default, or $ANDREA_IMPL), "exercises", a submission folder, or an Impl.
-    The model's `.pieces` says, for every piece, whose code it runs ("yours", "reference").
-    With cfg.kernels == "torch", every reference hot operation (attention, LayerNorm, RMSNorm,
-    GELU) runs as PyTorch's fused equivalent; a learner's own piece always runs as written.
-    With cfg.kernels == "triton", the Triton kernels of andrea_course.kernels replace them.
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.token_table = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))         # (V, D)
+        self.position_table = nn.Parameter(torch.empty(cfg.context_length, cfg.d_model))  # (T, D)
+        self.drop = nn.Dropout(0.0)           # p is a run-time switch: ANDREA(..., dropout=p)
+
+    def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        T = ids.shape[1]
+        x = self.token_table[ids] + self.position_table[start:start + T]   # (B, T, D)
+        return self.drop(x)
+
+
+# ----------------------------------------------------------------------------- norms
+class LayerNorm(nn.Module):
+    """gamma·(x - mean)/sqrt(var + eps) + beta over D; beta only with cfg.bias."""
+
+    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None
+        self.eps = eps
+        self.layer_norm = ops.layer_norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer_norm(x, self.weight, self.bias, self.eps)
+
+
+class RMSNorm(nn.Module):
+    """gamma·x/sqrt(mean(x²) + eps) over D, in fp32 whatever x's dtype; no bias."""
+
+    def __init__(self, d_model: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.eps = eps
+        self.rms_norm = ops.rms_norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rms_norm(x, self.weight, self.eps)
+
+
+def make_norm(cfg: ModelConfig) -> nn.Module:
+    """The model's normalisation: LayerNorm (classic) or RMSNorm (modern)."""
+    if cfg.norm == "rmsnorm":
+        return RMSNorm(cfg.d_model, eps=cfg.norm_eps)
+    return LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
+
+
+# ----------------------------------------------------------------------------- attention
+class KVCache:
+    """The keys and values of the positions one block has seen: (B, G, max_len, K) each.
+
+    update(k, v) appends T new positions and returns everything cached so far, (B, G, S, K).
     """
-    cfg = ModelConfig.preset(cfg) if isinstance(cfg, str) else cfg
-    impl = impl if isinstance(impl, Impl) else get_impl(impl)
-    model = impl.module("model").ANDREA(cfg)
-    model.impl = impl
-    model.pieces = impl.report(MODEL_ACTIVITIES)
-    swap_ops(model, impl, cfg.kernels)
-    return model
+
+    def __init__(self, batch: int, n_kv_heads: int, max_len: int, d_head: int, dtype, device):
+        self.k = torch.zeros(batch, n_kv_heads, max_len, d_head, dtype=dtype, device=device)
+        self.v = torch.zeros_like(self.k)
+        self.pos = 0
+
+    def update(self, k: torch.Tensor, v: torch.Tensor):
+        B, G, T, K = k.shape
+        if (B, G, K) != (self.k.shape[0], self.k.shape[1], self.k.shape[3]) or v.shape != k.shape:
+            b, g, _, d = self.k.shape
+            raise ValueError(f"KV cache made for B={b} sequences, G={g} key/value heads of width K={d}; "
+                             f"got k of shape {tuple(k.shape)} and v of shape {tuple(v.shape)} (B, G, T, K)")
+        if self.pos + T > self.k.shape[2]:
+            raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
+        self.k[:, :, self.pos:self.pos + T] = k
+        self.v[:, :, self.pos:self.pos + T] = v
+        self.pos += T
+        return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
 
 
-def _fused_ops(impl: Impl) -> dict:
-    """{id(reference function): its fused torch replacement}."""
-    ref = impl.reference or impl
-    return {
-        id(ref.module("attention").attention): ops.attention,
-        id(ref.module("block").layer_norm): ops.layer_norm,
-        id(ref.module("modern").rms_norm): ops.rms_norm,
-        id(ref.module("mlp").gelu_tanh): ops.gelu_tanh,
-        id(ref.module("modern").swiglu): ops.swiglu,
-        id(ref.module("model").cross_entropy): ref.module("model").cross_entropy,
-    }
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """(B, G, S, K) -> (B, G·n_rep, S, K): each key/value head serves n_rep = H/G neighbouring
+    query heads (query head h uses key/value head h // n_rep)."""
+    return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=1)
 
 
-def swap_ops(model: nn.Module, impl: Impl, kernels: str = "torch") -> None:
-    """Replace every reference hot operation held by a module (attend, norm_fn, act, glu,
-    loss_fn) by its fused version; the learner's own functions are left as they are.
+class MultiHeadAttention(nn.Module):
+    """Causal self-attention with H query heads and G <= H key/value heads.  x: (B, T, D) -> (B, T, D).
 
-    With kernels == "triton", andrea_course.kernels.triton_ops maps an op's name (attention,
-    layer_norm, rms_norm, gelu_tanh, swiglu, cross_entropy) to its Triton version."""
-    fast = _fused_ops(impl)
-    if kernels == "triton":
-        from .kernels import triton_ops
-        fast = {k: triton_ops.get(v.__name__, v) for k, v in fast.items()}
-    for module in model.modules():
-        for attr in ("attend", "norm_fn", "act", "glu", "loss_fn"):
-            fn = module.__dict__.get(attr)
-            ref = reference_of(fn)
-            if ref is not None and id(ref) in fast and runs_reference_only(fn):
-                setattr(module, attr, fast[id(ref)])
+    qkv: one projection D -> (H + 2G)·K giving q (H heads), k and v (G heads each);
+    proj: W_O, D -> D, mixes the concatenated heads.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.d_head = cfg.n_heads, cfg.kv_heads, cfg.d_head
+        self.qkv = nn.Linear(cfg.d_model, (self.n_heads + 2 * self.n_kv_heads) * self.d_head, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)   # W_O
+        self.attention = ops.attention
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        B, T, _ = x.shape
+        H, G, K = self.n_heads, self.n_kv_heads, self.d_head
+        q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1)    # (B, T, H·K), (B, T, G·K) x2
+        q = q.view(B, T, H, K).transpose(1, 2)                        # (B, H, T, K)
+        k = k.view(B, T, G, K).transpose(1, 2)                        # (B, G, T, K)
+        v = v.view(B, T, G, K).transpose(1, 2)
+        if cache is not None:
+            k, v = cache.update(k, v)                                 # (B, G, S, K)
+        k, v = repeat_kv(k, H // G), repeat_kv(v, H // G)             # (B, H, S, K)
+        y = self.attention(q, k, v)                                   # (B, H, T, K)
+        return self.proj(y.transpose(1, 2).reshape(B, T, H * K))      # (B, T, D)
+
+
+# ----------------------------------------------------------------------------- feed-forward
+class MLP(nn.Module):
+    """x: (B, T, D) -> (B, T, D) through a hidden layer of width F: proj(GELU(fc(x)))."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.fc = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)     # W1: D -> F
+        self.proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)   # W2: F -> D
+        self.gelu = ops.gelu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.gelu(self.fc(x)))                       # (B, T, F) in between
+
+
+class SwiGLU(nn.Module):
+    """x: (B, T, D) -> (B, T, D): w_down(Swish(w_gate(x)) ⊙ w_up(x)), hidden width F."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.w_gate = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
+        self.w_up = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
+        self.w_down = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+        self.swiglu = ops.swiglu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w_down(self.swiglu(self.w_gate(x), self.w_up(x)))  # (B, T, F) in between
+
+
+def make_mlp(cfg: ModelConfig) -> nn.Module:
+    """The block's feed-forward sublayer: GELU MLP (classic) or SwiGLU (modern)."""
+    return SwiGLU(cfg) if cfg.mlp == "swiglu" else MLP(cfg)
+
+
+# ----------------------------------------------------------------------------- the block
+class Block(nn.Module):
+    """Pre-norm transformer block.  x: (B, T, D) -> (B, T, D).
+
+    Each sublayer reads a normalised copy of the residual stream and adds its output (after
+    dropout) to the stream itself.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.ln1 = make_norm(cfg)
+        self.attn = MultiHeadAttention(cfg)
+        self.ln2 = make_norm(cfg)
+        self.mlp = make_mlp(cfg)
+        self.drop = nn.Dropout(0.0)           # p is a run-time switch: ANDREA(..., dropout=p)
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.ln1(x), cache))
+        x = x + self.drop(self.mlp(self.ln2(x)))
+        return x
+
+
+# ----------------------------------------------------------------------------- the model
+class ANDREA(nn.Module):
+    """The whole model.  ids: (B, T) int -> logits: (B, T, V) [, mean cross-entropy loss].
+
+    cfg: a ModelConfig or a preset's name. How it runs, none of which changes the weights:
+      impl     a learner's pieces plugged in by name: "exercises", "solutions" or a folder
+               (overlay.py); each piece is used once its graded tests pass. None: the engine alone.
+      kernels  "torch" (PyTorch's fused ops) or "triton" (the course's kernels), backends.py
+      dropout  the probability of every dropout layer (0 for inference)
+      init_std the scale of the initial weights (None: 1/sqrt(D))
+    """
+
+    def __init__(self, cfg: ModelConfig | str, impl=None, *, kernels: str = "torch",
+                 dropout: float = 0.0, init_std: float | None = None):
+        super().__init__()
+        cfg = ModelConfig.preset(cfg) if isinstance(cfg, str) else cfg
+        if not isinstance(cfg, ModelConfig):
+            raise TypeError(f"cfg must be a ModelConfig or a preset's name, got {type(cfg).__name__}")
+        self.cfg = cfg
+        self.embed = Embeddings(cfg)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = make_norm(cfg)
+        self.head = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.cross_entropy = ops.cross_entropy
+        self.reset_parameters(init_std)
+        self.impl = None                      # the learner's Overlay, when built with impl=
+        self.pieces: dict[str, str] = {}      # exercise -> whose code runs it (filled by the overlay)
+        self.learner_ops: dict[str, object] = {}   # op slot -> a learner's function (the overlay)
+        if impl is not None:
+            from .overlay import plug_in      # the engine's one link to the learner's code
+            plug_in(self, impl)
+        self.set_dropout(dropout)
+        self.use_kernels(kernels)
+
+    def reset_parameters(self, init_std: float | None = None) -> None:
+        """Normal draws with std = init_std (default 1/sqrt(D)); the residual projections (W_O and
+        the MLP's last layer) also scaled by 1/sqrt(2L), as GPT-2; norm gains 1, biases 0."""
+        std = init_std if init_std is not None else 1.0 / math.sqrt(self.cfg.d_model)
+        for name, p in self.named_parameters():
+            if p.dim() == 1:
+                nn.init.ones_(p) if name.endswith(("ln1.weight", "ln2.weight", "ln_f.weight")) else nn.init.zeros_(p)
+            elif name.endswith(("attn.proj.weight", "mlp.proj.weight", "w_down.weight")):
+                nn.init.normal_(p, 0.0, std / math.sqrt(2 * self.cfg.n_layers))
+            else:
+                nn.init.normal_(p, 0.0, std)
+
+    def set_dropout(self, p: float) -> None:
+        """The probability of every dropout layer (a run-time switch; 0 for inference)."""
+        if not (isinstance(p, (int, float)) and 0.0 <= p < 1.0):
+            raise ValueError(f"dropout must be a number in [0, 1), got {p!r}")
+        for m in self.modules():
+            if isinstance(m, nn.Dropout):
+                m.p = float(p)
+
+    def use_kernels(self, kernels: str) -> None:
+        """Run the hot operations on a back-end by name ("torch" or "triton", backends.py);
+        a learner's own op (self.learner_ops) stays as written."""
+        backends.apply(self, kernels, keep=self.learner_ops)
+        self.kernels = kernels
+
+    def output_weight(self) -> torch.Tensor:
+        """The (V, D) matrix that maps the last hidden state to logits."""
+        return self.embed.token_table if self.head is None else self.head.weight
+
+    def forward(self, ids: torch.Tensor, targets: torch.Tensor | None = None, caches: list | None = None):
+        start = caches[0].pos if caches else 0
+        check_inputs(ids, targets, self.cfg, start)
+        x = self.embed(ids, start)                                   # (B, T, D)
+        for i, block in enumerate(self.blocks):
+            x = block(x, caches[i] if caches else None)              # (B, T, D)
+        x = self.ln_f(x)
+        logits = x @ self.output_weight().T                          # (B, T, V)
+        if targets is None:
+            return logits
+        return logits, self.cross_entropy(logits, targets)
+
+    def new_caches(self, batch: int, max_len: int | None = None) -> list[KVCache]:
+        """One empty KVCache per block, for generation."""
+        cfg, p = self.cfg, self.embed.token_table
+        return [KVCache(batch, cfg.kv_heads, max_len or cfg.context_length, cfg.d_head, p.dtype, p.device)
+                for _ in self.blocks]
+
+    @torch.no_grad()
+    def generate(self, ids: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, generator: torch.Generator | None = None,
+                 use_cache: bool = True) -> torch.Tensor:
+        """Append max_new_tokens sampled tokens to ids (B, T0) and return (B, T0 + max_new_tokens).
+
+        temperature 0 picks the most likely token. With use_cache each step feeds only the new
+        token and reuses the cached keys and values; once the sequence outgrows the context
+        length T, the window slides and the cache is rebuilt, exactly as recomputing would.
+        """
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"top_k must be a positive number of tokens or None, got {top_k}")
+        T_max = self.cfg.context_length
+        caches = None
+        for _ in range(max_new_tokens):
+            window = ids[:, -T_max:]
+            if not use_cache:
+                logits = self(window)
+            elif caches is None or ids.shape[1] > T_max:           # (re)start: prefill the window
+                caches = self.new_caches(ids.shape[0])
+                logits = self(window, caches=caches)
+            else:                                                  # feed only what is new
+                logits = self(ids[:, caches[0].pos:], caches=caches)
+            logits = logits[:, -1, :].float()                      # (B, V)
+            ids = torch.cat([ids, sample_next(logits, temperature, top_k, generator)], dim=1)
+        return ids
+
+
+def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,
+                generator: torch.Generator | None) -> torch.Tensor:
+    """logits: (B, V) -> next ids: (B, 1). Temperature 0: the most likely token."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, num_samples=1, generator=generator)
+
+
+def check_inputs(ids, targets, cfg: ModelConfig, start: int = 0) -> None:
+    """Refuse what the model cannot read, saying what was wrong and what was expected."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"ids must be a torch.Tensor of token ids with shape (B, T), got {type(ids).__name__}")
+    if ids.dim() != 2:
+        raise ValueError(f"ids must have shape (B, T), got a {ids.dim()}-D tensor of shape {tuple(ids.shape)}; "
+                         f"for a single sequence use ids[None] or ids.unsqueeze(0)")
+    if ids.dtype not in (torch.long, torch.int32):
+        raise TypeError(f"ids must be integer token ids (torch.long), got dtype {ids.dtype}")
+    B, T = ids.shape
+    if B == 0 or T == 0:
+        raise ValueError(f"ids is empty (shape {tuple(ids.shape)}): need at least one sequence of one token")
+    if start + T > cfg.context_length:
+        cached = f" ({start} cached + {T} new)" if start else ""
+        raise ValueError(f"sequence too long: {start + T} positions{cached} but the context length T is "
+                         f"{cfg.context_length}; crop to the last {cfg.context_length} tokens")
+    # Reading values forces a GPU sync and breaks a torch.compile graph: a compiled training
+    # step relies on its data being checked once when it was prepared (andrea-prepare).
+    values = not torch.compiler.is_compiling()
+    lo, hi = (int(ids.min()), int(ids.max())) if values else (0, 0)
+    if lo < 0 or hi >= cfg.vocab_size:
+        bad = hi if hi >= cfg.vocab_size else lo
+        raise ValueError(f"token id {bad} is outside the vocabulary [0, {cfg.vocab_size}) (V = {cfg.vocab_size})")
+    if targets is not None:
+        if not isinstance(targets, torch.Tensor) or targets.shape != ids.shape:
+            got = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
+            raise ValueError(f"targets must have the same shape as ids {tuple(ids.shape)}, got {got}")
+        if targets.dtype != torch.long:
+            raise TypeError(f"targets must be integer token ids (torch.long), got dtype {targets.dtype}")
+        valid = (targets == -100) | ((targets >= 0) & (targets < cfg.vocab_size))
+        if values and not bool(valid.all()):
+            bad = int(targets[~valid][0])
+            raise ValueError(f"target id {bad} is outside the vocabulary [0, {cfg.vocab_size}) "
+                             f"(use -100 for positions to ignore)")

@@ -1,23 +1,25 @@
 """count_parameters: ANDREA's parameters by component, from a config or from a built model."""
 from __future__ import annotations
 
+import torch
 import torch.nn as nn
 
 from .config import ModelConfig
-from .impl import get_impl
 
 
-def count_parameters(cfg_or_model: ModelConfig | str | nn.Module, impl=None) -> dict:
-    """{component: count} with the keys token_table, position_table, attention, mlp, norms,
-    block (one block each), blocks (all L), final_norm, head and total.
+def count_parameters(cfg_or_model: ModelConfig | str | nn.Module) -> dict:
+    """{component: count} with the keys token_table, position_table, attention, mlp, norms
+    (one block each), block (one block), blocks (all L), final_norm, head (0 when tied) and total.
 
-    From a config the counts come from the sizes (the activity's count_parameters); from a
-    model they come from its tensors, so the two can be checked against each other.
+    A config is counted on a model built on the meta device (sizes only, no memory), so the
+    count is that of the tensors ANDREA really has; a tied table counts once.
     """
     if isinstance(cfg_or_model, nn.Module):
         return _count_tensors(cfg_or_model)
+    from .model import ANDREA
     cfg = ModelConfig.preset(cfg_or_model) if isinstance(cfg_or_model, str) else cfg_or_model
-    return get_impl(impl).module("model").count_parameters(cfg)
+    with torch.device("meta"):
+        return _count_tensors(ANDREA(cfg))
 
 
 def _count_tensors(model: nn.Module) -> dict:

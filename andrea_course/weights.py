@@ -25,9 +25,8 @@ from .config import ConfigError, ModelConfig
 FORMAT = "andrea-weights/1"
 CONFIG_KEY = "andrea_config"
 TIED_KEY = "andrea_tied"          # JSON {dropped name: kept name} for tensors stored once
-# Config fields that change neither the tensors nor what the model computes in eval mode:
-# a file may be loaded into a model that differs in these (and load_weights may override them).
-RUNTIME_FIELDS = ("dropout", "kernels", "init_std")
+# How a built model runs (ANDREA's keyword arguments): never stored, chosen when loading.
+RUN_OPTIONS = ("kernels", "dropout")
 
 
 class WeightsError(ValueError):
@@ -97,29 +96,30 @@ def read_config(path: str | os.PathLike) -> ModelConfig:
 
 
 def load_weights(path: str | os.PathLike, impl=None, *, model: nn.Module | None = None,
-                 device: str | torch.device = "cpu", **overrides) -> nn.Module:
+                 device: str | torch.device = "cpu", **run) -> nn.Module:
     """Load a weights file.
 
     Without `model`: build ANDREA from the file's config with `impl` (see andrea_course.ANDREA)
     and fill it. With `model`: check that its config and every tensor's name and shape match
     the file, say what differs if not, and fill it in place (its train/eval mode unchanged).
     Returns the model; one built here is in eval mode.
-    overrides: runtime fields to change on the way (dropout, kernels, init_std), e.g. kernels="triton".
+    run: how a model built here runs (kernels, dropout), e.g. kernels="triton"; the file fixes the rest.
     """
     from safetensors.torch import load_file
 
     path = Path(path)
     meta = read_metadata(path)
     cfg = read_config(path)
-    bad = sorted(set(overrides) - set(RUNTIME_FIELDS))
+    bad = sorted(set(run) - set(RUN_OPTIONS))
     if bad:
-        raise WeightsError(f"load_weights can override only {RUNTIME_FIELDS}, not {bad}: "
-                           f"the other fields fix the shapes stored in {path}")
-    cfg = cfg.replace(**overrides) if overrides else cfg
+        raise WeightsError(f"load_weights can choose only how the model runs {RUN_OPTIONS}, not {bad}: "
+                           f"{path} fixes the model's shape")
     built = model is None
     if built:
         from .model import ANDREA
-        model = ANDREA(cfg, impl=impl).to(device).eval()
+        model = ANDREA(cfg, impl=impl, **run).to(device).eval()
+    elif run:
+        raise WeightsError(f"load_weights(model=...) fills an existing model; set its {sorted(run)} on the model")
     else:
         model = unwrap(model)
         _check_config(cfg, _config_of(model), path)
@@ -156,8 +156,10 @@ def _config_of(model: nn.Module) -> ModelConfig:
 
 
 def _check_config(file_cfg: ModelConfig, model_cfg: ModelConfig, path) -> None:
+    if file_cfg == model_cfg:             # the one rule for "the same model" (config.py)
+        return
     a, b = file_cfg.to_dict(), model_cfg.to_dict()
-    diff = [f"{k}: file {a[k]!r}, model {b[k]!r}" for k in a if k not in RUNTIME_FIELDS and a[k] != b[k]]
+    diff = [f"{k}: file {a[k]!r}, model {b[k]!r}" for k in a if a[k] != b[k]]
     if diff:
         raise WeightsError(f"{path} was saved from a different config than the model's; "
                            f"differences: " + "; ".join(diff))

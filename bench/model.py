@@ -90,7 +90,7 @@ def step(model, ids, targets):
 def bench(name: str, B: int, T: int, reps: int, warmup: int) -> dict:
     cfg = ModelConfig.preset(name)
     torch.manual_seed(0)
-    ours = ANDREA(cfg, impl="solutions").train()
+    ours = ANDREA(cfg).train()
     plain = PlainGPT(cfg).copy_from(ours).train()
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, cfg.vocab_size, (B, T), generator=g)

@@ -18,37 +18,11 @@ the library's.
 """
 from collections import Counter
 
-
-def split_words(text: str) -> Counter:
-    """{word as a tuple of byte values: count}, with GPT-2's pre-tokenizer (given, not an exercise)."""
-    from tokenizers.pre_tokenizers import ByteLevel
-    pieces = ByteLevel(add_prefix_space=False, use_regex=True).pre_tokenize_str(text)
-    return Counter(tuple(text[a:b].encode("utf-8")) for _, (a, b) in pieces)
-
-
-def _byte_order() -> list[int]:
-    """Hugging Face writes byte b as a printable character; its trainer numbers the 256 bytes in
-    the order of those characters: printable bytes (33-126, 161-172, 174-255) as themselves,
-    the others as 256, 257, ... in byte order."""
-    printable = set(range(33, 127)) | set(range(161, 173)) | set(range(174, 256))
-    char, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            char[b] = b
-        else:
-            char[b] = 256 + extra
-            extra += 1
-    order = sorted(range(256), key=char.__getitem__)
-    return [order.index(b) for b in range(256)]
-
-
-BYTE_ORDER = _byte_order()
-
-
-def tie_key(pair: tuple[int, int]) -> tuple:
-    """Which pair wins a tie in count: the one with the smaller tie_key (given, not an exercise).
-    Bytes come first in the library's order (BYTE_ORDER), then merged tokens, oldest first."""
-    return tuple(BYTE_ORDER[t] if t < 256 else t for t in pair)
+# Given (the course's tokenizer module, andrea_course/train/tokenizer.py):
+#   split_words(text) -> {word as a tuple of byte values: count}, cut with GPT-2's pattern
+#   words_in_order(text) -> the same words in order, repeats kept
+#   tie_key(pair)     -> which pair wins a tie in count: the one with the smaller tie_key
+from andrea_course.train.tokenizer import split_words, tie_key, words_in_order  # noqa: F401
 
 
 def pair_counts(words: dict) -> dict:
@@ -89,11 +63,8 @@ def encode(text: str, merges: list) -> list:
     """Token ids of `text`: per word, its bytes, then the merges applied in the order they were
     learned (always the earliest merge that still applies), words concatenated."""
     rank = {tuple(pair): r for r, pair in enumerate(merges)}
-    from tokenizers.pre_tokenizers import ByteLevel
-    pieces = ByteLevel(add_prefix_space=False, use_regex=True).pre_tokenize_str(text)
     ids = []
-    for _, (a, b) in pieces:
-        word = tuple(text[a:b].encode("utf-8"))
+    for word in words_in_order(text):
         # Hint: while the word has pairs: pick the pair with the lowest rank (skip pairs not in rank); stop if none; word = merge_pair(word, pair, 256 + rank[pair]).
         raise NotImplementedError('bpe.encode: not implemented yet. Hint: while the word has pairs: pick the pair with the lowest rank (skip pairs not in rank); stop if none; word = merge_pair(word, pair, 256 + rank[pair]).')
         ids.extend(word)

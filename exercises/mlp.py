@@ -26,15 +26,15 @@ def gelu_erf(x: torch.Tensor) -> torch.Tensor:
 class MLP(nn.Module):
     """x: (B, T, D) -> (B, T, D) through a hidden layer of width F.
 
-    fc: W1, D -> F;  proj: W2, F -> D;  self.act: GELU in its tanh form.
+    fc: W1, D -> F;  proj: W2, F -> D;  self.gelu: GELU in its tanh form.
     """
 
     def __init__(self, cfg):
         super().__init__()
         self.fc = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)     # W1: (D, F)
         self.proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)   # W2: (F, D)
-        self.act = gelu_tanh
+        self.gelu = gelu_tanh
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Hint: self.proj(self.act(self.fc(x))).
-        raise NotImplementedError('mlp.MLP.forward: not implemented yet. Hint: self.proj(self.act(self.fc(x))).')
+        # Hint: self.proj(self.gelu(self.fc(x))).
+        raise NotImplementedError('mlp.MLP.forward: not implemented yet. Hint: self.proj(self.gelu(self.fc(x))).')

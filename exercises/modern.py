@@ -13,7 +13,7 @@ Each part answers a problem of the 2017 transformer:
     weight tying: the token table is also the output head (cfg.tie_embeddings), saving V·D.
     grouped key/value heads: G <= H key/value heads (cfg.n_kv_heads) shrink the KV cache H/G times.
 
-Tying and grouped heads are switches of the model (solutions/model.py, solutions/multihead.py);
+Tying and grouped heads are switches of the model (model.py, multihead.py);
 this file holds the pieces they need that the classic model does not have.
 """
 import math
@@ -24,25 +24,26 @@ import torch.nn.functional as F
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """RMSNorm over the last axis (D) of every token, computed in fp32 and cast back to x's dtype.
+    """RMSNorm over the last axis (D) of every token, computed in at least fp32 (float64 stays
+    float64) and cast back to x's dtype.
 
     x: (..., D), weight (gamma): (D,)  ->  (..., D).  No mean is subtracted and there is no bias.
     """
-    # Hint: x32 = x.float(); multiply x32 by torch.rsqrt(mean of x32**2 over dim=-1, keepdim=True, + eps); multiply by weight; cast back with .to(x.dtype). Subtract no mean.
-    raise NotImplementedError('modern.rms_norm: not implemented yet. Hint: x32 = x.float(); multiply x32 by torch.rsqrt(mean of x32**2 over dim=-1, keepdim=True, + eps); multiply by weight; cast back with .to(x.dtype). Subtract no mean.')
+    # Hint: work in at least fp32: wide = torch.promote_types(x.dtype, torch.float32) (float64 stays float64); xw = x.to(wide); multiply xw by torch.rsqrt(mean of xw**2 over dim=-1, keepdim=True, + eps); multiply by weight; cast back with .to(x.dtype). Subtract no mean.
+    raise NotImplementedError('modern.rms_norm: not implemented yet. Hint: work in at least fp32: wide = torch.promote_types(x.dtype, torch.float32) (float64 stays float64); xw = x.to(wide); multiply xw by torch.rsqrt(mean of xw**2 over dim=-1, keepdim=True, + eps); multiply by weight; cast back with .to(x.dtype). Subtract no mean.')
 
 
 class RMSNorm(nn.Module):
-    """weight (gamma) starts at 1; there is no bias.  self.norm_fn: rms_norm (or a fused kernel)."""
+    """weight (gamma) starts at 1; there is no bias.  self.rms_norm: rms_norm (or a fused kernel)."""
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(d_model))
         self.eps = eps
-        self.norm_fn = rms_norm
+        self.rms_norm = rms_norm
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm_fn(x, self.weight, self.eps)
+        return self.rms_norm(x, self.weight, self.eps)
 
 
 def swiglu_hidden_dim(d_model: int, multiple_of: int = 256) -> int:
@@ -65,7 +66,7 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 class SwiGLU(nn.Module):
     """Gated feed-forward sublayer.  x: (B, T, D) -> (B, T, D), hidden width F = cfg.d_ff.
 
-    w_gate, w_up: D -> F;  w_down: F -> D;  self.glu: swiglu (or a fused kernel).
+    w_gate, w_up: D -> F;  w_down: F -> D;  self.swiglu: swiglu (or a fused kernel).
     """
 
     def __init__(self, cfg):
@@ -73,11 +74,11 @@ class SwiGLU(nn.Module):
         self.w_gate = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
         self.w_up = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
         self.w_down = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
-        self.glu = swiglu
+        self.swiglu = swiglu
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Hint: gate = self.w_gate(x) and up = self.w_up(x), both (B, T, F); combine them with self.glu(gate, up); project back with self.w_down.
-        raise NotImplementedError('modern.SwiGLU.forward: not implemented yet. Hint: gate = self.w_gate(x) and up = self.w_up(x), both (B, T, F); combine them with self.glu(gate, up); project back with self.w_down.')
+        # Hint: gate = self.w_gate(x) and up = self.w_up(x), both (B, T, F); combine them with self.swiglu(gate, up); project back with self.w_down.
+        raise NotImplementedError('modern.SwiGLU.forward: not implemented yet. Hint: gate = self.w_gate(x) and up = self.w_up(x), both (B, T, F); combine them with self.swiglu(gate, up); project back with self.w_down.')
 
 
 def kv_cache_bytes(cfg, batch: int = 1, seq_len: int | None = None, bytes_per_value: int = 2) -> int:

@@ -63,7 +63,7 @@ class Embeddings(nn.Module):
         super().__init__()
         self.token_table = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))         # (V, D)
         self.position_table = nn.Parameter(torch.empty(cfg.context_length, cfg.d_model))  # (T, D)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = nn.Dropout(0.0)          # p is set per run: ANDREA(..., dropout=p)
 
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         """ids: (B, T) -> x: (B, T, D), using embed_lookup and add_positions."""

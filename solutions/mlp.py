@@ -28,17 +28,17 @@ def gelu_erf(x: torch.Tensor) -> torch.Tensor:
 class MLP(nn.Module):
     """x: (B, T, D) -> (B, T, D) through a hidden layer of width F.
 
-    fc: W1, D -> F;  proj: W2, F -> D;  self.act: GELU in its tanh form.
+    fc: W1, D -> F;  proj: W2, F -> D;  self.gelu: GELU in its tanh form.
     """
 
     def __init__(self, cfg):
         super().__init__()
         self.fc = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)     # W1: (D, F)
         self.proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)   # W2: (F, D)
-        self.act = gelu_tanh
+        self.gelu = gelu_tanh
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ### BEGIN SOLUTION
-        ### HINT: self.proj(self.act(self.fc(x))).
-        return self.proj(self.act(self.fc(x)))   # (B, T, D) -> (B, T, F) -> (B, T, D)
+        ### HINT: self.proj(self.gelu(self.fc(x))).
+        return self.proj(self.gelu(self.fc(x)))   # (B, T, D) -> (B, T, F) -> (B, T, D)
         ### END SOLUTION

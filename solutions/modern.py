@@ -11,7 +11,7 @@ Each part answers a problem of the 2017 transformer:
     weight tying: the token table is also the output head (cfg.tie_embeddings), saving V·D.
     grouped key/value heads: G <= H key/value heads (cfg.n_kv_heads) shrink the KV cache H/G times.
 
-Tying and grouped heads are switches of the model (solutions/model.py, solutions/multihead.py);
+Tying and grouped heads are switches of the model (model.py, multihead.py);
 this file holds the pieces they need that the classic model does not have.
 """
 import math
@@ -22,29 +22,31 @@ import torch.nn.functional as F
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """RMSNorm over the last axis (D) of every token, computed in fp32 and cast back to x's dtype.
+    """RMSNorm over the last axis (D) of every token, computed in at least fp32 (float64 stays
+    float64) and cast back to x's dtype.
 
     x: (..., D), weight (gamma): (D,)  ->  (..., D).  No mean is subtracted and there is no bias.
     """
     ### BEGIN SOLUTION
-    ### HINT: x32 = x.float(); multiply x32 by torch.rsqrt(mean of x32**2 over dim=-1, keepdim=True, + eps); multiply by weight; cast back with .to(x.dtype). Subtract no mean.
-    x32 = x.float()                                                       # bf16/fp16 lose the sum of squares
-    y = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)   # one reduction: mean(x²)
-    return (y * weight.float()).to(x.dtype)
+    ### HINT: work in at least fp32: wide = torch.promote_types(x.dtype, torch.float32) (float64 stays float64); xw = x.to(wide); multiply xw by torch.rsqrt(mean of xw**2 over dim=-1, keepdim=True, + eps); multiply by weight; cast back with .to(x.dtype). Subtract no mean.
+    wide = torch.promote_types(x.dtype, torch.float32)                    # bf16/fp16 lose the sum of squares
+    xw = x.to(wide)
+    y = xw * torch.rsqrt(xw.pow(2).mean(dim=-1, keepdim=True) + eps)     # one reduction: mean(x²)
+    return (y * weight.to(wide)).to(x.dtype)
     ### END SOLUTION
 
 
 class RMSNorm(nn.Module):
-    """weight (gamma) starts at 1; there is no bias.  self.norm_fn: rms_norm (or a fused kernel)."""
+    """weight (gamma) starts at 1; there is no bias.  self.rms_norm: rms_norm (or a fused kernel)."""
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(d_model))
         self.eps = eps
-        self.norm_fn = rms_norm
+        self.rms_norm = rms_norm
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm_fn(x, self.weight, self.eps)
+        return self.rms_norm(x, self.weight, self.eps)
 
 
 def swiglu_hidden_dim(d_model: int, multiple_of: int = 256) -> int:
@@ -71,7 +73,7 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 class SwiGLU(nn.Module):
     """Gated feed-forward sublayer.  x: (B, T, D) -> (B, T, D), hidden width F = cfg.d_ff.
 
-    w_gate, w_up: D -> F;  w_down: F -> D;  self.glu: swiglu (or a fused kernel).
+    w_gate, w_up: D -> F;  w_down: F -> D;  self.swiglu: swiglu (or a fused kernel).
     """
 
     def __init__(self, cfg):
@@ -79,12 +81,12 @@ class SwiGLU(nn.Module):
         self.w_gate = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
         self.w_up = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
         self.w_down = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
-        self.glu = swiglu
+        self.swiglu = swiglu
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ### BEGIN SOLUTION
-        ### HINT: gate = self.w_gate(x) and up = self.w_up(x), both (B, T, F); combine them with self.glu(gate, up); project back with self.w_down.
-        return self.w_down(self.glu(self.w_gate(x), self.w_up(x)))   # (B, T, D) -> (B, T, F) -> (B, T, D)
+        ### HINT: gate = self.w_gate(x) and up = self.w_up(x), both (B, T, F); combine them with self.swiglu(gate, up); project back with self.w_down.
+        return self.w_down(self.swiglu(self.w_gate(x), self.w_up(x)))   # (B, T, D) -> (B, T, F) -> (B, T, D)
         ### END SOLUTION
 
 

@@ -6,6 +6,7 @@ each serves H/G query heads.
 """
 import torch
 import torch.nn as nn
+from andrea_course.model import KVCache, repeat_kv   # given: the engine's (andrea_course/model.py)
 
 from .attention import attention
 
@@ -32,45 +33,12 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 
-def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
-    """(B, G, S, K) -> (B, G·n_rep, S, K): each key/value head serves n_rep = H/G query heads,
-    which sit next to each other (query head h uses key/value head h // n_rep)."""
-    if n_rep == 1:
-        return x
-    return x.repeat_interleave(n_rep, dim=1)
-
-
-class KVCache:
-    """Keys and values of the positions already seen, for one block: (B, G, T_max, K) each.
-
-    update(k, v) appends the new positions and returns everything cached so far, (B, G, S, K).
-    """
-
-    def __init__(self, batch: int, n_kv_heads: int, max_len: int, d_head: int, dtype, device):
-        self.k = torch.zeros(batch, n_kv_heads, max_len, d_head, dtype=dtype, device=device)
-        self.v = torch.zeros_like(self.k)
-        self.pos = 0
-
-    def update(self, k: torch.Tensor, v: torch.Tensor):
-        B, G, T, K = k.shape
-        if (B, G, K) != (self.k.shape[0], self.k.shape[1], self.k.shape[3]) or v.shape != k.shape:
-            b, g, _, d = self.k.shape
-            raise ValueError(f"KV cache made for B={b} sequences, G={g} key/value heads of width K={d}; "
-                             f"got k of shape {tuple(k.shape)} and v of shape {tuple(v.shape)} (B, G, T, K)")
-        if self.pos + T > self.k.shape[2]:
-            raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
-        self.k[:, :, self.pos:self.pos + T] = k
-        self.v[:, :, self.pos:self.pos + T] = v
-        self.pos += T
-        return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
-
-
 class MultiHeadAttention(nn.Module):
     """Causal multi-head self-attention.  x: (B, T, D) -> (B, T, D).
 
     qkv: one fused projection D -> (H + 2G)·K giving q (H heads), k and v (G heads each).
     proj: W_O, D -> D, mixes the concatenated heads.
-    self.attend(q, k, v) is scaled dot-product attention with the causal mask (activity 5);
+    self.attention(q, k, v) is scaled dot-product attention with the causal mask (activity 5);
     the course may swap in a fused or Triton version that computes the same thing.
     """
 
@@ -79,18 +47,18 @@ class MultiHeadAttention(nn.Module):
         self.n_heads, self.n_kv_heads, self.d_head = cfg.n_heads, cfg.kv_heads, cfg.d_head
         self.qkv = nn.Linear(cfg.d_model, (self.n_heads + 2 * self.n_kv_heads) * self.d_head, bias=cfg.bias)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)   # W_O
-        self.attend = attention
+        self.attention = attention
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """Project to q, k, v; split into heads; (append k, v to the cache); attend; merge; W_O."""
         H, G, K = self.n_heads, self.n_kv_heads, self.d_head
         ### BEGIN SOLUTION
-        ### HINT: split self.qkv(x) into sizes [H*K, G*K, G*K]; split_heads each; cache.update(k, v) if a cache is given; repeat_kv by H // G; self.attend(q, k, v); merge_heads; then W_O (self.proj).
+        ### HINT: split self.qkv(x) into sizes [H*K, G*K, G*K]; split_heads each; cache.update(k, v) if a cache is given; repeat_kv by H // G; self.attention(q, k, v); merge_heads; then W_O (self.proj).
         q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1)   # (B, T, H·K), (B, T, G·K) x2
         q, k, v = split_heads(q, H), split_heads(k, G), split_heads(v, G)  # (B, H|G, T, K)
         if cache is not None:
             k, v = cache.update(k, v)                                   # (B, G, S, K)
         k, v = repeat_kv(k, H // G), repeat_kv(v, H // G)              # (B, H, S, K)
-        y = self.attend(q, k, v)                                       # (B, H, T, K)
+        y = self.attention(q, k, v)                                     # (B, H, T, K)
         return self.proj(merge_heads(y))                               # (B, T, D)
         ### END SOLUTION

@@ -17,4 +17,4 @@ try:
 except ImportError:
     pass
 
-pytest_plugins = ["andrea_course.grading.plugin"]
+# The `student` fixture and the graded markers: pyproject.toml loads andrea_course.grading.plugin.

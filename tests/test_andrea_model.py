@@ -1,8 +1,7 @@
-"""The assembled model: shapes of every module, causality, parameter counts against COURSE.md,
-the loss at initialisation, generation with and without the KV cache, the fused ops against
-the reference pieces, dropout, weight tying and the pieces report.
-
-These test the package with the reference solutions (impl="solutions"), whatever ANDREA_IMPL says.
+"""The engine (andrea_course/model.py): shapes of every module, causality, parameter counts
+against COURSE.md, the loss at initialisation, generation with and without the KV cache, the
+fused ops against the formulas, the answer key computing what the engine computes, dropout and
+weight tying. The learner's overlay has its own tests (test_overlay.py).
 """
 import math
 import re
@@ -10,20 +9,16 @@ import re
 import pytest
 import torch
 
-from andrea_course import ANDREA, ModelConfig, count_parameters, get_impl, ops
+from andrea_course import ANDREA, ModelConfig, count_parameters, ops, pieces
 from andrea_course.config import PRESETS
+from andrea_course.overlay import ROOT
 
-REF = get_impl("solutions")
 PRESET_NAMES = ["andrea-tiny", "andrea-tiny-modern"]
+needs_answer_key = pytest.mark.skipif(not (ROOT / "solutions").is_dir(), reason="no solutions/ (a student release)")
 
 
 def piece(activity, name):
-    return getattr(REF.module(activity), name)
-
-
-def reference_model(cfg):
-    """ANDREA built from the reference pieces with no fused ops swapped in."""
-    return piece("model", "ANDREA")(cfg)
+    return pieces.get(activity, name)
 
 
 def rand_ids(cfg, B, T, seed=0):
@@ -33,7 +28,7 @@ def rand_ids(cfg, B, T, seed=0):
 @pytest.fixture(scope="module", params=PRESET_NAMES)
 def tiny(request):
     torch.manual_seed(0)
-    return ANDREA(request.param, impl="solutions").eval()
+    return ANDREA(request.param).eval()
 
 
 # ----------------------------------------------------------------- shapes
@@ -69,7 +64,7 @@ def test_shapes_of_every_module(name):
     for cls in ("Block", "PostNormBlock"):
         assert piece("block", cls)(cfg)(x).shape == (B, T, D), cls
 
-    model = ANDREA(cfg, impl="solutions")
+    model = ANDREA(cfg)
     assert len(model.blocks) == cfg.n_layers
     logits, loss = model(ids, rand_ids(cfg, B, T, seed=1))
     assert logits.shape == (B, T, V) and loss.shape == ()
@@ -102,17 +97,12 @@ def test_post_norm_block_ends_on_a_layer_norm():
 
 
 # ----------------------------------------------------------------- causality
-@pytest.mark.parametrize("fused", [True, False], ids=["fused", "reference"])
-def test_later_tokens_never_change_earlier_logits(tiny, fused):
-    model = tiny
-    if not fused:
-        model = reference_model(tiny.cfg).eval()
-        model.load_state_dict(tiny.state_dict())
+def test_later_tokens_never_change_earlier_logits(tiny):
     ids = rand_ids(tiny.cfg, 2, 12)
     changed = ids.clone()
     changed[:, 7:] = (changed[:, 7:] + 1) % tiny.cfg.vocab_size
     with torch.no_grad():
-        a, b = model(ids), model(changed)
+        a, b = tiny(ids), tiny(changed)
     torch.testing.assert_close(a[:, :7], b[:, :7], rtol=0, atol=1e-6)
     assert (a[:, 7:] - b[:, 7:]).abs().amax(-1).min() > 1e-3      # every later position does change
 
@@ -152,8 +142,9 @@ ODD_CONFIGS = {
                          ids=list(PRESETS) + list(ODD_CONFIGS))
 def test_config_formula_equals_tensor_count(cfg):
     with torch.device("meta"):                    # no memory, no init cost, even for 120M
-        model = ANDREA(cfg, impl="solutions")
+        model = ANDREA(cfg)
     assert count_parameters(model) == count_parameters(cfg)
+    assert count_parameters(cfg)["total"] == sum(p.numel() for p in model.parameters())
 
 
 # ----------------------------------------------------------------- loss at init
@@ -164,7 +155,7 @@ def test_loss_at_init_is_ln_V_plus_half():
     V draws has relative spread sqrt((e^2 - e)/V)/e^(1/2). Allow four of each."""
     torch.manual_seed(0)
     cfg = ModelConfig.preset("andrea-tiny")
-    model = ANDREA(cfg, impl="solutions").eval()
+    model = ANDREA(cfg).eval()
     B, T, V = 8, 128, cfg.vocab_size
     with torch.no_grad():
         logits, loss = model(rand_ids(cfg, B, T), rand_ids(cfg, B, T, seed=1))
@@ -178,7 +169,7 @@ def test_loss_at_init_is_ln_V_plus_half():
 @pytest.mark.parametrize("name", PRESET_NAMES)
 def test_cached_forward_equals_full_forward(name):
     torch.manual_seed(0)
-    model = ANDREA(ModelConfig.preset(name, context_length=16), impl="solutions").eval()
+    model = ANDREA(ModelConfig.preset(name, context_length=16), dropout=0.0).eval()
     ids = rand_ids(model.cfg, 2, 16)
     with torch.no_grad():
         full = model(ids)
@@ -193,7 +184,7 @@ def test_cached_forward_equals_full_forward(name):
 def test_generation_with_cache_equals_without(name, sampling):
     torch.manual_seed(0)
     T = 8
-    model = ANDREA(ModelConfig.preset(name, context_length=T), impl="solutions").eval()
+    model = ANDREA(ModelConfig.preset(name, context_length=T), dropout=0.0).eval()
     prompt = rand_ids(model.cfg, 2, 3)
     n = 2 * T                                        # past the context length: the window slides
     out = {}
@@ -208,97 +199,66 @@ def test_generation_with_cache_equals_without(name, sampling):
         assert not torch.equal(other, out[True])
 
 
-# ----------------------------------------------------------------- fused ops against the reference
+# ----------------------------------------------------------------- fused ops against the formulas
+def _attention_formula(q, k, v, causal):
+    T, S = q.shape[-2], k.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        allowed = torch.arange(S)[None, :] <= torch.arange(T)[:, None] + (S - T)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
 @pytest.mark.parametrize("T, S", [(6, 6), (1, 6), (3, 7)])
-def test_fused_attention_equals_reference(T, S):
+def test_fused_attention_equals_the_formula(T, S):
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 3, n, 8, generator=g) for n in (T, S, S))
     for causal in (True, False):
-        torch.testing.assert_close(ops.attention(q, k, v, causal), piece("attention", "attention")(q, k, v, causal),
+        torch.testing.assert_close(ops.attention(q, k, v, causal), _attention_formula(q, k, v, causal),
                                    rtol=1e-5, atol=1e-6)
 
 
-def test_fused_norms_and_activations_equal_reference():
+def test_fused_norms_and_activations_equal_the_formulas():
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(4, 5, 32, generator=g) * 3 + 1
-    w, b = torch.randn(32, generator=g), torch.randn(32, generator=g)
-    close = lambda a, e: torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
-    close(ops.layer_norm(x, w, b, 1e-5), piece("block", "layer_norm")(x, w, b, 1e-5))
-    close(ops.layer_norm(x, w, None, 1e-5), piece("block", "layer_norm")(x, w, None, 1e-5))
-    close(ops.rms_norm(x, w, 1e-6), piece("modern", "rms_norm")(x, w, 1e-6))
-    close(ops.gelu_tanh(x), piece("mlp", "gelu_tanh")(x))
-    close(ops.swiglu(x, x.flip(-1)), piece("modern", "swiglu")(x, x.flip(-1)))
-    xb = x.bfloat16()
-    fused, ref = ops.rms_norm(xb, w.bfloat16(), 1e-5), piece("modern", "rms_norm")(xb, w.bfloat16(), 1e-5)
-    assert fused.dtype == ref.dtype == torch.bfloat16
-    torch.testing.assert_close(fused, ref, rtol=8e-3, atol=8e-3)       # one bf16 rounding step apart at most
-    exact = piece("modern", "rms_norm")(x, w, 1e-5)
-    assert (fused.float() - exact).abs().max() < 0.02 * exact.abs().max()  # computed in fp32, not bf16
+    x = torch.randn(4, 5, 32, generator=g, dtype=torch.float64) * 3 + 1
+    w, b = torch.randn(32, generator=g, dtype=torch.float64), torch.randn(32, generator=g, dtype=torch.float64)
+    close = lambda a, e: torch.testing.assert_close(a, e, rtol=1e-12, atol=1e-12)
+    mean, var = x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
+    close(ops.layer_norm(x, w, b, 1e-5), (x - mean) / torch.sqrt(var + 1e-5) * w + b)
+    close(ops.layer_norm(x, w, None, 1e-5), (x - mean) / torch.sqrt(var + 1e-5) * w)
+    close(ops.rms_norm(x, w, 1e-6), x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+    close(ops.gelu(x), 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))))
+    close(ops.swiglu(x, x.flip(-1)), x * torch.sigmoid(x) * x.flip(-1))
+    xb, wb = x.float().bfloat16(), w.float().bfloat16()
+    fused = ops.rms_norm(xb, wb, 1e-5)
+    assert fused.dtype == torch.bfloat16
+    exact = ops.rms_norm(xb.double(), wb.double(), 1e-5)
+    torch.testing.assert_close(fused.double(), exact, rtol=8e-3, atol=8e-3)   # one bf16 rounding: computed in fp32
 
 
+@needs_answer_key
 @pytest.mark.parametrize("name", PRESET_NAMES)
-def test_model_runs_fused_ops_and_matches_reference_pieces(name):
+def test_the_answer_key_computes_what_the_engine_computes(name):
+    """ANDREA built from solutions/ (every piece the answer key's, its formulas instead of the
+    fused ops) gives the engine's logits and loss."""
     torch.manual_seed(0)
-    fast = ANDREA(name, impl="solutions").eval()
-    block = fast.blocks[0]
-    assert block.attn.attend is ops.attention
-    assert block.ln1.norm_fn in (ops.layer_norm, ops.rms_norm)
-    assert getattr(block.mlp, "act", None) is ops.gelu_tanh or getattr(block.mlp, "glu", None) is ops.swiglu
-    ref = reference_model(fast.cfg).eval()
-    ref.load_state_dict(fast.state_dict())
-    ids = rand_ids(fast.cfg, 2, 32)
+    engine = ANDREA(name).eval()
+    key = ANDREA(name, impl="solutions").eval()
+    assert set(key.pieces.values()) == {"yours"}, key.pieces
+    key.load_state_dict(engine.state_dict())
+    ids, targets = rand_ids(engine.cfg, 2, 32), rand_ids(engine.cfg, 2, 32, seed=1)
     with torch.no_grad():
-        torch.testing.assert_close(fast(ids), ref(ids), rtol=1e-4, atol=1e-4)
+        (a, la), (b, lb) = engine(ids, targets), key(ids, targets)
+    torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(lb, la, rtol=1e-5, atol=1e-5)
 
 
-# ----------------------------------------------------------------- pieces, dropout, tying
-def test_pieces_report_reference():
-    model = ANDREA("andrea-tiny", impl="solutions")
-    assert set(model.pieces) >= {"embeddings", "attention", "multihead", "mlp", "block", "model", "modern"}
-    assert model.pieces["attention"]["softmax"] == "reference"
-    assert set(v for pieces in model.pieces.values() for v in pieces.values()) == {"reference"}
-
-
-def submission(folder, written):
-    """A learner's folder: the exercises, with the reference code kept in the pieces named in
-    `written` ("activity.Qual.name") as if the learner had typed it."""
-    from andrea_course.exercises import BEGIN, END, HINT, regions, strip_solutions
-    for f in REF.folder.glob("*.py"):
-        lines = f.read_text().splitlines()
-        drop = set()
-        for r in regions("\n".join(lines)):
-            if f"{f.stem}.{r['qualname']}" in written:
-                drop |= {i for i in range(r["start"] - 1, r["end"])
-                         if lines[i].strip().startswith((BEGIN, END, HINT))}
-        text = "\n".join(l for i, l in enumerate(lines) if i not in drop) + "\n"
-        (folder / f.name).write_text(text if f.stem == "__init__" else strip_solutions(text, f.stem))
-    return folder
-
-
-def test_pieces_report_a_learners_own_piece(tmp_path):
-    """A learner who wrote GELU, the MLP, the block and the model: the report says so, and the
-    model runs the learner's GELU as written instead of the fused op, the fused ops elsewhere."""
-    written = {"mlp.gelu_tanh", "mlp.MLP.forward", "block.Block.forward", "model.ANDREA.__init__",
-               "model.ANDREA.forward"}
-    model = ANDREA("andrea-tiny", impl=submission(tmp_path, written))
-    assert model.pieces["mlp"] == {"MLP": "yours", "gelu_tanh": "yours", "gelu_erf": "reference"}
-    assert model.pieces["block"] == {"Block": "yours", "PostNormBlock": "reference", "layer_norm": "reference"}
-    assert model.pieces["attention"]["softmax"] == "reference"
-    act = model.blocks[0].mlp.act
-    assert act is not ops.gelu_tanh and act.__module__.startswith("_andrea_impl_")
-    assert model.blocks[0].attn.attend is ops.attention and model.blocks[0].ln1.norm_fn is ops.layer_norm
+# ----------------------------------------------------------------- run-time switches, tying
+def test_dropout_is_a_run_time_switch():
     torch.manual_seed(0)
-    ref = ANDREA("andrea-tiny", impl="solutions").eval()
-    model.load_state_dict(ref.state_dict())
-    ids = rand_ids(ref.cfg, 1, 8)
-    with torch.no_grad():
-        torch.testing.assert_close(model.eval()(ids), ref(ids), rtol=1e-4, atol=1e-4)
-
-
-def test_dropout_changes_train_output_only():
-    torch.manual_seed(0)
-    cfg = ModelConfig.preset("andrea-tiny", dropout=0.2, n_layers=2)
-    model = ANDREA(cfg, impl="solutions")
+    cfg = ModelConfig.preset("andrea-tiny", n_layers=2)
+    model = ANDREA(cfg, dropout=0.2)
+    assert {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)} == {0.2}
     ids = rand_ids(cfg, 2, 16)
     model.train()
     a, b = model(ids), model(ids)
@@ -306,17 +266,29 @@ def test_dropout_changes_train_output_only():
     model.eval()
     with torch.no_grad():
         c, d = model(ids), model(ids)
-        plain = ANDREA(cfg.replace(dropout=0.0), impl="solutions").eval()
+        plain = ANDREA(cfg).eval()
         plain.load_state_dict(model.state_dict())
         e = plain(ids)
     assert torch.equal(c, d)
     torch.testing.assert_close(c, e, rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got 1.0"):
+        ANDREA(cfg, dropout=1.0)
+
+
+def test_init_std_and_kernels_are_run_time_switches():
+    cfg = ModelConfig.preset("andrea-tiny", n_layers=1)
+    torch.manual_seed(0)
+    wide = ANDREA(cfg, init_std=0.5)
+    assert 0.45 < wide.embed.token_table.std().item() < 0.55
+    assert abs(ANDREA(cfg).embed.token_table.std().item() - 1 / math.sqrt(cfg.d_model)) < 0.01
+    with pytest.raises(ValueError, match=r"kernels must be one of \('torch', 'triton'\), got 'cuda'"):
+        ANDREA(cfg, kernels="cuda")
 
 
 def test_tied_weights_are_one_tensor():
     torch.manual_seed(0)
     cfg = ModelConfig.preset("andrea-tiny", tie_embeddings=True, n_layers=1)
-    model = ANDREA(cfg, impl="solutions")
+    model = ANDREA(cfg)
     assert model.head is None
     assert model.output_weight() is model.embed.token_table
     assert sum(p.numel() for p in model.parameters()) == count_parameters(cfg)["total"]

@@ -65,9 +65,12 @@ def test_long_documents_are_read_in_pieces(tmp_path, tok, monkeypatch):
 
 
 def test_bad_inputs_and_folders_are_refused(tmp_path, tok):
-    assert prepare_main(["--out", str(tmp_path / "x"), str(tmp_path / "missing.txt"), "--no-progress"]) == 1
+    assert prepare_main(["--out", str(tmp_path / "x"), str(tmp_path / "missing.txt"), "--no-progress"]) == 2
     (tmp_path / "bad.jsonl").write_text('{"body": "no text field"}\n', encoding="utf-8")
     assert prepare_main([str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "y"), "--no-progress"]) == 1
+    with pytest.raises(DataError, match="no data folder"):
+        TokenData.from_folder(tmp_path / "nothing")
+    (tmp_path / "nothing").mkdir()
     with pytest.raises(DataError, match="no meta.json"):
         TokenData.from_folder(tmp_path / "nothing")
     prepare(DOCS, tmp_path / "ok", tok, progress=False)
@@ -116,7 +119,7 @@ def test_batches_resume_from_their_state():
     for _ in range(40):
         for (xa, ya), (xb, yb) in zip(a.next_step(), b.next_step()):
             assert torch.equal(xa, xb) and torch.equal(ya, yb)
-    with pytest.raises(DataError, match="same batch"):
+    with pytest.raises(DataError, match="same global batch"):
         Batches(_split(), T=8, B=4, accum=1, seed=5).load_state_dict({**a.state_dict(), "per_step": 2})
 
 

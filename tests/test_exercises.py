@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from andrea_course.exercises import exercise_pieces, generate, regions
-from andrea_course.impl import EXERCISES, ROOT, SOLUTIONS, STUB_MARK, Impl
+from andrea_course.exercises import EXERCISES, SOLUTIONS
+from andrea_course.graded import GRADED
+from andrea_course.overlay import ROOT, STUB_MARK, Overlay, unwritten_pieces
 
 TESTS = Path(__file__).resolve().parent
+GRADED_TEST_DIRS = [GRADED, ROOT / "instructor" / "hidden_tests"]   # every graded test, hidden ones too
 ACTIVITIES = sorted(p.stem for p in SOLUTIONS.glob("*.py") if p.stem != "__init__")
 
 
@@ -44,20 +47,21 @@ def test_every_solution_region_has_a_hint(activity):
 
 @pytest.mark.parametrize("activity", ACTIVITIES)
 def test_every_exercise_file_imports_and_every_piece_is_a_stub(activity):
-    impl = Impl(EXERCISES)
-    impl.module(activity)
-    assert activity not in impl.errors, f"exercises/{activity}.py does not import: {impl.errors.get(activity)!r}"
-    assert activity not in impl.missing, f"exercises/{activity}.py is missing"
+    overlay = Overlay(EXERCISES)
+    overlay.module(activity)
+    assert activity not in overlay.errors, f"exercises/{activity}.py does not import: {overlay.errors.get(activity)!r}"
     pieces = exercise_pieces(SOLUTIONS / f"{activity}.py")
-    assert impl.unwritten[activity] == pieces, "every exercise piece starts as a stub the loader recognises"
+    assert unwritten_pieces((EXERCISES / f"{activity}.py").read_text(encoding="utf-8")) == pieces, (
+        "every exercise piece starts as a stub the loader recognises")
+    assert overlay.written(activity) == set()
     assert STUB_MARK in (EXERCISES / f"{activity}.py").read_text(encoding="utf-8")
 
 
 @functools.lru_cache(maxsize=None)
 def _graded_exercises() -> frozenset[str]:
-    """Every "activity.piece" named by @graded(...) or @pytest.mark.exercise(...) under tests/."""
+    """Every "activity.piece" named by @graded(...) or @pytest.mark.exercise(...) in the graded tests."""
     names = set()
-    for path in TESTS.rglob("*.py"):
+    for path in (p for d in GRADED_TEST_DIRS for p in d.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
                 func = node.func
@@ -78,3 +82,14 @@ def test_every_graded_test_names_a_real_exercise():
     known = {f"{a}.{p}" for a in ACTIVITIES for p in exercise_pieces(SOLUTIONS / f"{a}.py")}
     unknown = sorted(_graded_exercises() - known)
     assert not unknown, f"graded tests name exercises that do not exist: {unknown}"
+
+
+def test_make_exercises_check_fails_loudly_without_solutions(tmp_path, capsys, monkeypatch):
+    """In a copy without the answer key there is nothing to generate from: say so, exit 2,
+    never "0 exercise file(s) differ"."""
+    import andrea_course.exercises as ex
+    with pytest.raises(FileNotFoundError, match="no solution files"):
+        ex.generate(tmp_path)
+    monkeypatch.setattr(ex, "SOLUTIONS", tmp_path)
+    assert ex.main(["--check"]) == 2
+    assert "student release" in capsys.readouterr().err

@@ -19,7 +19,7 @@ from andrea_course.grading.gradescope import Results, TestResult, to_gradescope
 from andrea_course.grading.plugin import sign
 from andrea_course.grading.isolated import LearnerCodeError, _rebuild, decode, dumps, encode, loads
 from andrea_course.grading.runner import Course, grade, read_jsonl
-from andrea_course.impl import EXERCISES, SOLUTIONS
+from andrea_course.exercises import EXERCISES, SOLUTIONS
 
 FIXTURES = Path(__file__).parent / "grading_fixtures"
 TESTS = ["test_embed_lookup", "test_softmax", "test_scale_scores", "test_gelu_tanh", "test_mlp_module",

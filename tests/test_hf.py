@@ -25,7 +25,7 @@ SMALL = dict(vocab_size=101, context_length=16, d_model=32, n_layers=2, n_heads=
 
 def small(**kw):
     torch.manual_seed(0)
-    model = ANDREA(ModelConfig(**{**SMALL, **kw}), impl="solutions").eval()
+    model = ANDREA(ModelConfig(**{**SMALL, **kw})).eval()
     with torch.no_grad():          # give every norm gain and bias a non-trivial value too
         for name, p in model.named_parameters():
             if p.dim() == 1:
@@ -50,7 +50,7 @@ def test_round_trip_gives_equal_logits(tied, transformers):
         ours = model(x)
         theirs = hf(x).logits
         torch.testing.assert_close(theirs, ours, rtol=0, atol=1e-5)
-        back = hfmod.from_hf(hf, impl="solutions").eval()
+        back = hfmod.from_hf(hf).eval()
         assert back.cfg == model.cfg
         torch.testing.assert_close(back(x), ours, rtol=0, atol=1e-5)
     for (n1, p1), (n2, p2) in zip(model.state_dict().items(), back.state_dict().items()):
@@ -83,7 +83,7 @@ def test_same_loss_on_next_token_targets():
     (dict(bias=False), r"bias=False \(GPT-2 has biases"),
 ])
 def test_configs_gpt2_cannot_express_are_refused(kw, reason):
-    model = ANDREA(ModelConfig(**{**SMALL, **kw}), impl="solutions")
+    model = ANDREA(ModelConfig(**{**SMALL, **kw}))
     with pytest.raises(ValueError, match=r"GPT-2 cannot express this ANDREA config: .*" + reason):
         hfmod.to_hf(model)
 

@@ -15,7 +15,7 @@ V, T = CFG.vocab_size, CFG.context_length
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)
-    return ANDREA(CFG, impl="solutions").eval()
+    return ANDREA(CFG).eval()
 
 
 def ids(B=2, T_=4):
@@ -135,7 +135,7 @@ def test_generate_refuses_negative_length(model):
 
 def test_weights_of_another_config(model, tmp_path):
     path = save_weights(model, tmp_path / "other.safetensors")
-    wider = ANDREA(CFG.replace(vocab_size=60, n_heads=4), impl="solutions")
+    wider = ANDREA(CFG.replace(vocab_size=60, n_heads=4))
     with pytest.raises(WeightsError, match=r"other\.safetensors was saved from a different config than the model's; "
                                            r"differences: vocab_size: file 50, model 60; n_heads: file 2, model 4"):
         load_weights(path, model=wider)
@@ -143,6 +143,6 @@ def test_weights_of_another_config(model, tmp_path):
 
 def test_state_dict_of_another_config(model):
     """Plain torch loading also refuses, naming the tensor (no silent partial load)."""
-    wider = ANDREA(CFG.replace(d_model=32), impl="solutions")
+    wider = ANDREA(CFG.replace(d_model=32))
     with pytest.raises(RuntimeError, match=r"size mismatch for embed\.token_table"):
         wider.load_state_dict(model.state_dict())

@@ -1,12 +1,8 @@
-"""Activity 8 · Triton kernels.
-
-1. Graded tests of the exercises in solutions/kernels.py: the GELU and LayerNorm forward
-   kernels, run through their launchers `gelu(x)` and `layer_norm(x, w, b, eps)`. They live
-   in test_kernels.py because check("kernels.<piece>") in a notebook runs test_<activity>.py.
-2. The package's kernels (andrea_course.kernels) against their PyTorch references: forward and
-   every gradient, at small awkward shapes (D = 769, T = 17 and 100, V = 8,449), in fp32 and
-   fp16, and in bf16 where a GPU compiles them (the interpreter gets bf16 wrong); and a training
-   step of a tiny ANDREA with kernels="triton" against kernels="torch".
+"""The package's Triton kernels (andrea_course.kernels) against their PyTorch references: forward
+and every gradient, at small awkward shapes (D = 769, T = 17 and 100, V = 8,449), in fp32 and
+fp16, and in bf16 where a GPU compiles them (the interpreter gets bf16 wrong); and a training
+step of a tiny ANDREA with kernels="triton" against kernels="torch". (The learner's kernels have
+their graded tests in andrea_course/graded/test_kernels.py.)
 
 Without a GPU the kernels run in Triton's interpreter (tests/conftest.py sets TRITON_INTERPRET),
 which costs about 3 ms per program: the shapes keep the number of programs small.
@@ -18,10 +14,9 @@ import torch
 
 pytest.importorskip("triton")
 
-from andrea_course import ANDREA, ModelConfig            # noqa: E402
+from andrea_course import ANDREA, ModelConfig, backends  # noqa: E402
 from andrea_course import kernels as K                   # noqa: E402
 from andrea_course.grading import Mismatch, expect_close, expect_equal, expect_true, graded  # noqa: E402
-from andrea_course.impl import get_impl                  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
@@ -29,162 +24,6 @@ DEVICE = "cuda" if CUDA else "cpu"
 # large |x| and the result is the right 0; numpy warns all the same.
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
 
-# ===== 1. Graded: the learner's kernels ==================================
-
-# ----- GELU -----------------------------------------------------------------------------
-
-def gelu_with(c: float = math.sqrt(2 / math.pi), cubic: float = 0.044715, tanh=torch.tanh):
-    """The tanh-form GELU with its constants and tanh as given: the reference and its mistakes."""
-    return lambda x: 0.5 * x * (1.0 + tanh(c * (x + cubic * x ** 3)))
-
-
-GELU_MISTAKES = {
-    "wrong tanh constant: sqrt(pi/2) instead of sqrt(2/pi) = 0.7978845608": gelu_with(c=math.sqrt(math.pi / 2)),
-    "wrong tanh constant: 2/pi without the square root": gelu_with(c=2 / math.pi),
-    "wrong cubic constant: 0.44715 instead of 0.044715": gelu_with(cubic=0.44715),
-    "tanh(z) written as 2·sigmoid(z) - 1, which is tanh(z/2): use 2·sigmoid(2z) - 1":
-        gelu_with(tanh=lambda z: 2 * torch.sigmoid(z) - 1),
-    "the exact (erf) GELU instead of the tanh form": lambda x: 0.5 * x * (1 + torch.erf(x / math.sqrt(2))),
-}
-
-
-def call_gelu(gelu, x):
-    """Run the learner's kernel; its launcher refuses a kernel that stores past the last element."""
-    try:
-        return gelu(x)
-    except RuntimeError as exc:
-        if "past the end" not in str(exc):
-            raise
-        raise Mismatch("gelu(x)", "the kernel wrote past the last element of y",
-                       "the last block is ragged: pass mask=offs < n_elements to tl.store (and tl.load)",
-                       mistake="missing mask on the ragged tail") from None
-
-
-def check_gelu(student, x, what):
-    gelu = student.piece("kernels", "gelu")
-    x64 = x.double()
-    want = gelu_with()(x64).to(x.dtype)
-    mistakes = {name: f(x64).to(x.dtype) for name, f in GELU_MISTAKES.items()}
-    got = call_gelu(gelu, x)
-    expect_equal(getattr(got, "dtype", None), x.dtype, f"{what}.dtype", "store y.to(y_ptr.dtype.element_ty)")
-    expect_close(got, want, what, mistakes=mistakes)
-
-
-def gelu_inputs(n, dtype):
-    torch.manual_seed(0)
-    return (torch.linspace(-6, 6, n) + 0.01 * torch.randn(n)).to(DEVICE, dtype)
-
-
-@graded("kernels.gelu_kernel", points=2)
-def test_gelu_kernel_matches_formula(student):
-    """3,000 values in [-6, 6]: three programs of 1,024, the last one ragged."""
-    check_gelu(student, gelu_inputs(3000, torch.float32), "gelu(x) for x of 3,000 values")
-
-
-@graded("kernels.gelu_kernel", points=1)
-def test_gelu_kernel_any_shape_and_one_element(student):
-    torch.manual_seed(1)
-    check_gelu(student, (torch.randn(2, 17, 100) * 3).to(DEVICE), "gelu(x) for x of shape (2, 17, 100)")
-    check_gelu(student, torch.tensor([0.5], device=DEVICE), "gelu(x) for a single element")
-
-
-@graded("kernels.gelu_kernel", points=1)
-def test_gelu_kernel_half_precision(student):
-    """fp16 in, fp16 out, computed in fp32 inside."""
-    check_gelu(student, gelu_inputs(1500, torch.float16), "gelu(x) for fp16 x")
-
-
-@graded("kernels.gelu_kernel", points=1, visibility="after_due_date")
-def test_gelu_kernel_exact_block_multiple(student):
-    """4,096 values: four full blocks, no ragged tail."""
-    check_gelu(student, gelu_inputs(4096, torch.float32), "gelu(x) for x of 4,096 values")
-
-
-# ----- LayerNorm ------------------------------------------------------------------------
-
-def ln_with(x, w, b, eps, divisor=None, padding=0, ddof=0, eps_outside=False):
-    """LayerNorm per row in float64 with the given slips: the reference and its mistakes.
-    divisor: what the sums are divided by (D, or BLOCK_D by mistake); padding: lanes that add
-    mean² each to the variance sum (not zeroed by tl.where); ddof 1: the unbiased variance."""
-    D = x.shape[-1]
-    n = divisor or D
-    mean = x.sum(-1, keepdim=True) / n
-    sq = ((x - mean) ** 2).sum(-1, keepdim=True) + padding * mean ** 2
-    var = sq / (n - ddof)
-    y = (x - mean) / (var.sqrt() + eps) if eps_outside else (x - mean) / (var + eps).sqrt()
-    y = y * w
-    return (y + b if b is not None else y), mean.squeeze(-1), 1 / (var + eps).sqrt().squeeze(-1)
-
-
-def ln_mistakes(x, w, b, eps):
-    D = x.shape[-1]
-    block = 1 << (D - 1).bit_length()
-    return {
-        "padding lanes in the variance: x - mean is -mean on the masked lanes; zero them with "
-        "tl.where(mask, x - mean, 0.) before squaring": ln_with(x, w, b, eps, padding=block - D),
-        "divided by BLOCK_D instead of D: only D lanes hold data":
-            ln_with(x, w, b, eps, divisor=block, padding=0),
-        "unbiased variance (D - 1): LayerNorm divides by D": ln_with(x, w, b, eps, ddof=1),
-        "eps outside the square root: use 1 / tl.sqrt(var + eps)": ln_with(x, w, b, eps, eps_outside=True),
-        "forgot beta (the bias)": ln_with(x, w, None, eps),
-        "forgot gamma (the weight)": ln_with(x, torch.ones_like(w), b, eps),
-    }
-
-
-def check_layer_norm(student, x, w, b, eps, what):
-    layer_norm = student.piece("kernels", "layer_norm")
-    args64 = (x.double(), w.double(), None if b is None else b.double())
-    want_y, want_mean, want_rstd = ln_with(*args64, eps)
-    want_rstd = want_rstd.reshape(-1)
-    mistakes = ln_mistakes(*args64, eps)
-    out = layer_norm(x, w, b, eps)
-    expect_true(isinstance(out, (tuple, list)) and len(out) == 3, what,
-                f"expected (y, mean, rstd), got {type(out).__name__}", "keep the launcher as given")
-    y, mean, rstd = out
-    expect_close(y, want_y.to(x.dtype), f"{what}: y",
-                 mistakes={k: v[0].to(x.dtype) for k, v in mistakes.items()})
-    expect_close(mean, want_mean.reshape(-1).float(), f"{what}: the saved mean",
-                 hint="store tl.sum(x, axis=0) / D at mean_ptr + row")
-    expect_close(rstd, want_rstd.float(), f"{what}: the saved rstd",
-                 mistakes={k: v[2].reshape(-1).float() for k, v in mistakes.items()},
-                 hint="store 1 / tl.sqrt(var + eps) at rstd_ptr + row")
-
-
-def ln_inputs(rows, D, dtype=torch.float32, scale=2.0, shift=3.0, seed=0):
-    torch.manual_seed(seed)
-    x = torch.randn(rows, D) * scale + shift           # a mean far from 0 shows padding mistakes
-    w, b = torch.randn(D) * 0.5 + 1, torch.randn(D) * 0.1
-    return x.to(DEVICE, dtype), w.to(DEVICE, dtype), b.to(DEVICE, dtype)
-
-
-@graded("kernels.layer_norm_kernel", points=2)
-def test_layer_norm_kernel_ragged_width(student):
-    """D = 769 in a block of 1,024: 255 padding lanes that must stay out of the sums."""
-    x, w, b = ln_inputs(6, 769)
-    check_layer_norm(student, x, w, b, 1e-5, "layer_norm(x) with D = 769")
-
-
-@graded("kernels.layer_norm_kernel", points=1)
-def test_layer_norm_kernel_eps_inside_sqrt(student):
-    """eps = 0.1 on rows of variance about 1 shows where eps goes."""
-    x, w, b = ln_inputs(4, 768, scale=1.0)
-    check_layer_norm(student, x, w, b, 0.1, "layer_norm(x) with eps = 0.1")
-
-
-@graded("kernels.layer_norm_kernel", points=1)
-def test_layer_norm_kernel_without_bias_and_batched(student):
-    x, w, _ = ln_inputs(2 * 17, 100, seed=1)
-    check_layer_norm(student, x.reshape(2, 17, 100), w, None, 1e-5, "layer_norm(x) of shape (2, 17, 100), no bias")
-
-
-@graded("kernels.layer_norm_kernel", points=1)
-def test_layer_norm_kernel_half_precision(student):
-    """fp16 rows of ANDREA's width: y in fp16, statistics in fp32."""
-    x, w, b = ln_inputs(4, 768, dtype=torch.float16, seed=2)
-    check_layer_norm(student, x, w, b, 1e-5, "layer_norm(x) in fp16")
-
-
-# ===== 2. The package's kernels ============================================
 
 # (atol, rtol) of a low-precision kernel against the fp32 reference, by the kernel's dtype.
 TOL = {torch.float32: (2e-5, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (3e-2, 3e-2)}
@@ -323,16 +162,11 @@ def test_attention_is_causal():
     assert not torch.allclose(out[..., 9:, :], out2[..., 9:, :])
 
 
-def test_one_copy_of_the_exercise_kernels():
-    """The package launches the very kernels of solutions/kernels.py (docs/kernels.md)."""
-    from andrea_course.kernels import gelu, layernorm
-    ref = get_impl("solutions").module("kernels")
-    assert gelu.gelu_kernel is ref.gelu_kernel
-    assert layernorm.layer_norm_kernel is ref.layer_norm_kernel
-
-
-def test_triton_ops_names():
-    assert set(K.triton_ops) == {"attention", "layer_norm", "rms_norm", "gelu_tanh", "swiglu", "cross_entropy"}
+def test_every_op_slot_has_a_triton_kernel():
+    """backends.TABLE names a Triton function for every op slot, and each imports."""
+    from andrea_course import backends
+    for slot in backends.TABLE:
+        assert callable(backends.op(slot, "triton")), slot
 
 
 TINY = dict(vocab_size=300, context_length=32, d_model=64, n_layers=2, n_heads=2, d_ff=256)
@@ -347,11 +181,10 @@ def test_training_step_matches_torch_path(variant):
     every parameter's gradient agree between kernels="triton" and kernels="torch"."""
     cfg = ModelConfig(**{**TINY, **variant})
     torch.manual_seed(0)
-    ref = ANDREA(cfg.replace(kernels="torch"), impl="solutions").to(DEVICE)
-    tri = ANDREA(cfg.replace(kernels="triton"), impl="solutions").to(DEVICE)
+    ref = ANDREA(cfg, kernels="torch").to(DEVICE)
+    tri = ANDREA(cfg, kernels="triton").to(DEVICE)
     tri.load_state_dict(ref.state_dict())
-    swapped = {getattr(m, a) for m in tri.modules() for a in ("attend", "norm_fn", "act", "glu", "loss_fn")
-               if a in m.__dict__}
+    swapped = {getattr(m, a) for m in tri.modules() for a in backends.TABLE if a in m.__dict__}
     wanted = {K.attention, K.cross_entropy} | ({K.rms_norm, K.swiglu} if variant else {K.layer_norm, K.gelu_tanh})
     assert wanted <= swapped, f"not moved onto Triton: {wanted - swapped}"
     ids = torch.randint(0, cfg.vocab_size, (2, 17), device=DEVICE)
@@ -373,8 +206,8 @@ def test_cached_generation_matches_torch_path():
     picks the same tokens with kernels="triton" as with kernels="torch"."""
     cfg = ModelConfig(**TINY)
     torch.manual_seed(0)
-    ref = ANDREA(cfg.replace(kernels="torch"), impl="solutions").to(DEVICE).eval()
-    tri = ANDREA(cfg.replace(kernels="triton"), impl="solutions").to(DEVICE).eval()
+    ref = ANDREA(cfg, kernels="torch").to(DEVICE).eval()
+    tri = ANDREA(cfg, kernels="triton").to(DEVICE).eval()
     tri.load_state_dict(ref.state_dict())
     prompt = torch.randint(0, cfg.vocab_size, (1, 5), device=DEVICE)
     out_ref = ref.generate(prompt, max_new_tokens=4, temperature=0)

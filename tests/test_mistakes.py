@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+import types
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -16,22 +17,31 @@ import torch
 from andrea_course.grading import Mismatch
 from andrea_course.grading.student import InProcessStudent
 from andrea_course.exercises import exercise_pieces
-from andrea_course.impl import ROOT, SOLUTIONS, STUB_MARK, get_impl
+from andrea_course import pieces
+from andrea_course.graded import GRADED
+from andrea_course.overlay import ROOT, STUB_MARK
 
 GRADED_FILES = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_mlp.py",
                 "test_block.py", "test_model.py"]
-TESTS = Path(__file__).resolve().parent
-REF = get_impl("solutions")
-emb, att, mh, mlp, blk, mdl = (REF.module(a) for a in ("embeddings", "attention", "multihead", "mlp", "block", "model"))
+TESTS = GRADED
+emb, att, mh, mlp, blk, mdl = (pieces.module(a) for a in ("embeddings", "attention", "multihead", "mlp", "block", "model"))
 NEG_INF = float("-inf")
 
 
+HIDDEN = ROOT / "instructor" / "hidden_tests"     # the instructor's hidden tests, when this checkout has them
+
+
 def _load(file):
-    """A graded test file as a fresh module (its tests are then plain functions of `student`)."""
-    spec = importlib.util.spec_from_file_location(f"_graded_{Path(file).stem}", TESTS / file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """An activity's graded tests, with its hidden ones when present, as one namespace (its tests
+    are then plain functions of `student`)."""
+    found = {}
+    for path in (TESTS / file, HIDDEN / file.replace("test_", "test_hidden_", 1)):
+        if path.exists():
+            spec = importlib.util.spec_from_file_location(f"_graded_{path.stem}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            found.update(vars(module))
+    return types.SimpleNamespace(**found)
 
 
 MODULES = {f: _load(f) for f in GRADED_FILES}
@@ -82,14 +92,14 @@ class MHAWithoutWO(mh.MultiHeadAttention):
         H, K = self.n_heads, self.d_head
         q, k, v = self.qkv(x).split([H * K, H * K, H * K], dim=-1)
         q, k, v = mh.split_heads(q, H), mh.split_heads(k, H), mh.split_heads(v, H)
-        return mh.merge_heads(self.attend(q, k, v))
+        return mh.merge_heads(self.attention(q, k, v))
 
 
 class MHAReshapeSplit(mh.MultiHeadAttention):
     def forward(self, x, cache=None):
         (B, T, D), H, K = x.shape, self.n_heads, self.d_head
         q, k, v = (t.reshape(B, H, T, K) for t in self.qkv(x).split(D, dim=-1))
-        return self.proj(mh.merge_heads(self.attend(q, k, v)))
+        return self.proj(mh.merge_heads(self.attention(q, k, v)))
 
 
 def _gelu(c, a):
@@ -242,7 +252,7 @@ def test_the_graded_test_names_the_mistake(file, test, overrides, named):
 def test_every_graded_test_passes_with_the_reference():
     tests = _graded_tests()
     activities = [f[len("test_"):-len(".py")] for f in GRADED_FILES]
-    assert {e for *_, e in tests} == {f"{a}.{p}" for a in activities for p in exercise_pieces(SOLUTIONS / f"{a}.py")}
+    assert {e for *_, e in tests} == {f"{a}.{p}" for a in activities for p in exercise_pieces(ROOT / "solutions" / f"{a}.py")}
     student = InProcessStudent("solutions")
     for file, name, _ in tests:
         getattr(MODULES[file], name)(student)
@@ -255,14 +265,17 @@ def test_the_untouched_exercises_fail_every_graded_test_by_name(tmp_path):
     run = subprocess.run([sys.executable, "-m", "pytest", "--impl", "exercises", "-p", "no:xdist",
                           "-p", "no:cacheprovider", "-p", "no:nbval", "-p", "no:hypothesispytest",
                           "-q", f"--junitxml={report}",
-                          *[str(TESTS / f) for f in GRADED_FILES]],
+                          *[str(TESTS / f) for f in GRADED_FILES],
+                          *[str(HIDDEN / f.replace("test_", "test_hidden_", 1)) for f in GRADED_FILES
+                            if (HIDDEN / f.replace("test_", "test_hidden_", 1)).exists()]],
                          cwd=ROOT, env=env, capture_output=True, text=True)
     assert report.exists(), f"pytest wrote no report:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     cases = {}
     for case in ET.parse(report).iter("testcase"):
         problems = [c for c in case if c.tag in ("failure", "error", "skipped")]
         text = " ".join((c.get("message") or "") + " " + (c.text or "") for c in problems)
-        cases[(case.get("classname").rsplit(".", 1)[-1] + ".py", case.get("name"))] = (problems, text)
+        home = case.get("classname").rsplit(".", 1)[-1].replace("test_hidden_", "test_", 1) + ".py"
+        cases[(home, case.get("name"))] = (problems, text)
     suite = next(ET.parse(report).iter("testsuite"))
     assert suite.get("errors") == "0", f"errors (at collection?) under --impl exercises:\n{run.stdout[-3000:]}"
     for file, name, exercise in _graded_tests():

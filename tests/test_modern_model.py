@@ -8,10 +8,10 @@ a learner's submission can run these too; tests/test_andrea_model.py checks the 
 import pytest
 import torch
 
-from andrea_course import ANDREA, ModelConfig, count_parameters, get_impl
+from andrea_course import ANDREA, ModelConfig, count_parameters, pieces
+from andrea_course.model import KVCache
 from andrea_course.grading import expect_equal, graded
 
-REF = get_impl("solutions")
 
 
 def tiny_modern(**changes):
@@ -67,7 +67,7 @@ H, K, D = 6, 4, 24
 @pytest.mark.parametrize("G", [1, 2, 3, 6], ids=lambda G: f"G={G}")
 def test_grouped_kv_heads_equal_multi_head_with_repeated_kv_weights(G):
     torch.manual_seed(G)
-    MHA = get_impl().module("multihead").MultiHeadAttention
+    MHA = pieces.get("multihead", "MultiHeadAttention")
     cfg = ModelConfig(vocab_size=11, context_length=8, d_model=D, n_layers=1, n_heads=H, n_kv_heads=G, d_ff=48)
     gqa = MHA(cfg)
     assert gqa.qkv.weight.shape == ((H + 2 * G) * K, D)           # H query heads, G key and G value heads
@@ -85,36 +85,7 @@ def test_grouped_kv_heads_equal_multi_head_with_repeated_kv_weights(G):
         full.proj.load_state_dict(gqa.proj.state_dict())
         torch.testing.assert_close(full(x), y, rtol=1e-5, atol=1e-6)
     # The cache stores only the G key/value heads.
-    cache = get_impl().module("multihead").KVCache(3, G, 8, K, torch.float32, "cpu")
+    cache = KVCache(3, G, 8, K, torch.float32, "cpu")
     with torch.no_grad():
         torch.testing.assert_close(gqa(x[:, :5], cache), y[:, :5], rtol=1e-5, atol=1e-6)
     assert cache.k.shape == cache.v.shape == (3, G, 8, K) and cache.pos == 5
-
-
-# ----------------------------------------------------------------------------- the KV cache's memory
-def _cache_bytes(cfg, batch, seq_len):
-    """What the model really allocates for generation (on the meta device: no memory used)."""
-    with torch.device("meta"):
-        caches = ANDREA(cfg, impl="solutions").new_caches(batch, seq_len)
-    return sum(c.k.nbytes + c.v.nbytes for c in caches), caches[0].k.element_size()
-
-
-@graded("modern.kv_cache_bytes", points=1)
-def test_kv_cache_bytes_for_every_G(student):
-    kv_cache_bytes = student.piece("modern", "kv_cache_bytes")
-    base = ModelConfig.preset("andrea-120m-modern")
-    H, L = base.n_heads, base.n_layers
-    for G in (1, 2, 3, 4, 6, 12):
-        cfg = base.replace(n_kv_heads=G)
-        want, size = _cache_bytes(cfg, 2, 1024)
-        expect_equal(kv_cache_bytes(cfg, 2, 1024, size), want,
-                     f"kv_cache_bytes(andrea-120m-modern with G={G}, batch=2, seq_len=1024, bytes_per_value={size})",
-                     hint="2 (keys and values) · L · B · G · S · K · bytes", mistakes={
-                         "forgot the values: the cache holds a key AND a value per head and position (factor 2)": want // 2,
-                         "used H query heads instead of G key/value heads: only G are cached": want * H // G,
-                         "forgot the L blocks: every block keeps its own cache": want // L,
-                     })
-    # The defaults: one sequence of the full context T, in bf16. G = H = 12 at T = 1,024 is 36 MiB.
-    expect_equal(kv_cache_bytes(base.replace(n_kv_heads=None)), 36 * 2 ** 20,
-                 "kv_cache_bytes(andrea-120m-modern with G = H) with the defaults (B = 1, S = T, bf16)",
-                 hint="seq_len=None means the context length T; bytes_per_value defaults to 2")

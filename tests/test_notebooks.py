@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from andrea_course.exercises import exercise_pieces
-from andrea_course.impl import ROOT, SOLUTIONS
+from andrea_course import pieces
+from andrea_course.exercises import SOLUTIONS
+from andrea_course.overlay import ROOT
 from andrea_course.notebook import check, grade, quiz, quiz_widget, reveal, run_graded_many, use
 from andrea_course.notebook._display import render_html
 
@@ -254,17 +256,16 @@ def test_check_box_as_html_is_escaped():
 
 
 def test_use_picks_the_learners_piece_only_when_it_passes(graded_dir, tmp_path, capsys):
-    from andrea_course import get_impl
-    reference = get_impl("solutions").module("attention").softmax
+    reference = pieces.get("attention", "softmax")
     sub = _submission(tmp_path, WRONG_AXIS)
     chosen = use("attention", "softmax", impl=sub, tests_dir=graded_dir)
     assert chosen is reference
-    assert "using the reference (2 of your graded tests fail" in capsys.readouterr().out
+    assert "using the engine's (2 of your graded tests fail" in capsys.readouterr().out
     chosen = use("attention", "softmax", impl="exercises", tests_dir=graded_dir)
     assert chosen is reference and "not written yet" in capsys.readouterr().out
     chosen = use("attention", "weighted_sum", impl=sub, tests_dir=graded_dir)   # written and right
-    assert chosen is not get_impl("solutions").module("attention").weighted_sum
-    assert chosen.__module__.startswith("_andrea_impl_")
+    assert chosen is not pieces.get("attention", "weighted_sum")
+    assert chosen.__module__.startswith("_andrea_learner_")
     assert "using yours (all 1 graded tests pass)" in capsys.readouterr().out
 
 

@@ -153,12 +153,17 @@ def test_plan_refuses_what_cannot_fit_and_its_advice_fits(in_repo, capsys):
 @pytest.mark.parametrize("args,message", [
     (["--gpu", "K80"], "unknown GPU 'K80'"),
     ([], "no GPU here to plan for"),
-    (["--gpu", "H100", "--price-per-hour", "-1"], "--price-per-hour must be a positive"),
-    (["--gpu", "H100", "--num-gpus", "0"], "--num-gpus must be at least 1"),
+    (["--gpu", "H100", "--price-per-hour", "-1"], "--price-per-hour: must be a finite number >= 0"),
+    (["--gpu", "H100", "--num-gpus", "0"], "--num-gpus: must be a whole number >= 1"),
+    (["--gpu", "H100", "--batch-size", "24"], "total_batch_tokens 524288 is not a multiple of"),
 ])
 def test_plan_usage_errors_say_what_was_wrong(args, message, in_repo, capsys):
     from andrea_course.train.trainer import main
-    assert main(PLAN + args) == 2
+    try:
+        status = main(PLAN + args)
+    except SystemExit as exc:          # argparse's own refusals
+        status = exc.code
+    assert status == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
 

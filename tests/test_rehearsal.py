@@ -1,12 +1,12 @@
 """The GPU's code paths, rehearsed on the CPU: bf16 autocast, fp16 with the gradient scaler,
-torch.compile, DDP and FSDP2 under gloo. Each trains a few steps of a micro model, and each
-resumes from its checkpoint with exactly the losses of the run never stopped (one thread per
-process: bit for bit, see FIELD-NOTES)."""
-import subprocess
-
+torch.compile, activation checkpointing, FSDP2 with checkpointing under gloo. Each trains a few
+steps of a micro model and resumes from its checkpoint with exactly the losses of the run never
+stopped (one thread per process: bit for bit, see FIELD-NOTES). DDP's and FSDP2's own
+checkpoints resuming on 1, 2 and 4 processes: tests/test_faults_dist.py."""
 import pytest
 import torch
-from test_train import ENV, SETTINGS, _train_cmd, _trainer, _two_processes, data_dir  # noqa: F401 (a fixture)
+from test_faults_dist import RUN, _processes, _same_curve, one_process  # noqa: F401 (a fixture)
+from test_train import SETTINGS, _config_file, _trainer, data_dir  # noqa: F401 (a fixture)
 
 from andrea_course.train import checkpoint as ckpt
 from andrea_course.train.trainer import read_log
@@ -105,14 +105,8 @@ def test_compiled_training_equals_eager_and_resumes_identically(tmp_path, data_d
 
 
 @pytest.mark.slow
-class TestSeveralProcesses:
-    @pytest.mark.parametrize("mode", ["ddp", "fsdp"])
-    def test_two_gloo_processes_resume_identically(self, tmp_path, data_dir, mode):
-        extra = ["--fsdp", "--checkpointing"] if mode == "fsdp" else []    # FSDP2 with checkpointing, as for a big model
-        _two_processes(tmp_path, data_dir, *extra)                   # 4 steps, a checkpoint every 2
-        whole = _rewind(tmp_path / "run", 2)
-        cmd = _train_cmd(tmp_path / "micro.json", tmp_path / "run", "--resume", *extra, nproc=2)
-        done = subprocess.run(cmd, env=ENV, capture_output=True)
-        assert done.returncode == 0, done.stderr.decode()[-3000:]
-        assert b"resumed from" in done.stderr and b"at step 2" in done.stderr
-        assert _losses(read_log(tmp_path / "run" / "log.jsonl")) == _losses(whole)
+def test_fsdp_with_checkpointing_on_two_processes_matches_one(tmp_path, data_dir, one_process):  # noqa: F811
+    """FSDP2 and activation checkpointing together, as for a model too big for one GPU. (DDP's and
+    FSDP2's checkpoints resuming on 1, 2 and 4 processes: tests/test_faults_dist.py.)"""
+    config = _config_file(tmp_path, data_dir, batch_size=2, **RUN)
+    _same_curve(one_process, _processes(2, config, tmp_path / "two", "--fsdp", "--checkpointing"))

@@ -12,7 +12,7 @@ SMALL = dict(vocab_size=97, context_length=16, d_model=32, n_layers=2, n_heads=4
 
 def small(**kw):
     torch.manual_seed(0)
-    return ANDREA(ModelConfig(**{**SMALL, **kw}), impl="solutions").eval()
+    return ANDREA(ModelConfig(**{**SMALL, **kw})).eval()
 
 
 def ids(cfg, B=2, T=8, seed=1):
@@ -106,13 +106,14 @@ def test_load_into_model_of_other_config_names_the_fields(tmp_path):
         load_weights(path, model=small(n_layers=3))
 
 
-def test_runtime_fields_may_differ_and_be_overridden(tmp_path):
-    path = save_weights(small(dropout=0.1), tmp_path / "m.safetensors")
-    target = small(dropout=0.0)
-    load_weights(path, model=target)                      # dropout changes no tensor
-    assert load_weights(path, dropout=0.0).cfg.dropout == 0.0
-    with pytest.raises(WeightsError, match=r"override only .*d_model"):
+def test_how_a_model_runs_is_chosen_when_loading(tmp_path):
+    path = save_weights(small(), tmp_path / "m.safetensors")
+    model = load_weights(path, dropout=0.1)
+    assert {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)} == {0.1}
+    with pytest.raises(WeightsError, match=r"only how the model runs .*d_model"):
         load_weights(path, d_model=64)
+    with pytest.raises(WeightsError, match=r"fills an existing model"):
+        load_weights(path, model=small(), dropout=0.1)
 
 
 def test_shape_mismatch_names_tensor(tmp_path):

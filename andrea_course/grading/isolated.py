@@ -42,7 +42,7 @@ import traceback
 import torch
 
 from ..config import ModelConfig
-from ..impl import SOLUTIONS, ImplementationError, resolve
+from ..overlay import ROOT, ImplementationError, resolve
 
 HEADER = struct.Struct("<Q")
 MAX_MESSAGE = 1 << 30               # 1 GiB: a bigger answer is refused, not read
@@ -235,7 +235,7 @@ class IsolatedStudent:
 
     @property
     def is_reference(self) -> bool:
-        return self.folder == SOLUTIONS
+        return self.folder == ROOT / "solutions"
 
     # ----- the fixture's hooks -----
     def begin_test(self) -> None:
@@ -269,7 +269,7 @@ class IsolatedStudent:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("ANDREA_", "PYTEST_")) and k not in ("PYTHONSTARTUP",)}
         env.update(HOME=self._tmp, TMPDIR=self._tmp, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(SOLUTIONS)),
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(ROOT),
                                                         env.get("PYTHONPATH", "")] if p)
         kwargs = {}
         if self._uid is not None:
@@ -523,8 +523,8 @@ def _worker(recv_fd: int, send_fd: int, folder: str, memory: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    from ..impl import Impl
-    impl = Impl(folder)
+    from ..overlay import Overlay
+    overlay = Overlay(folder)
     objects: dict[int, object] = {}
     counter = iter(range(1, 1 << 62))
     reader = os.fdopen(recv_fd, "rb", buffering=0)
@@ -564,7 +564,7 @@ def _worker(recv_fd: int, send_fd: int, folder: str, memory: int) -> None:
         try:
             args = decode(args, lambda h, _kind: objects[h])
             if op == "load":
-                result = impl.own(*args)
+                result = overlay.isolated(*args)
             else:
                 target = objects[hid]
                 if op == "call":
@@ -637,7 +637,12 @@ class _Forked:
 
 def _zygote(fd: int) -> None:
     """Wait for fork requests from the grader; each child becomes one worker."""
-    from ..impl import Impl  # noqa: F401  (imported once, here, for every worker)
+    from .. import overlay, pieces  # noqa: F401  (imported once, here, for every worker)
+    for activity in pieces.ACTIVITIES:
+        try:
+            pieces.module(activity)
+        except ImportError:        # Triton or tokenizers missing: those activities cannot be graded
+            pass
     sock = socket.socket(fileno=fd)
     statuses: dict[int, int] = {}
     while True:

@@ -24,6 +24,7 @@ import pytest
 
 from .expect import Mismatch
 from .isolated import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
+from ..overlay import impl_from_env
 from .student import InProcessStudent
 
 MAX_OUTPUT = 4000
@@ -51,14 +52,7 @@ def pytest_configure(config):
                  "visibility(v): Gradescope visibility",
                  "exercise(name): the exercise ('activity.piece') a graded test grades"):
         config.addinivalue_line("markers", line)
-    impl = config.getoption("--impl")
-    if config.getoption("--isolate"):
-        # The learner's code runs only in the worker: anything in the grader's own process that
-        # asks for the default implementation (ANDREA(cfg), get_impl()) gets the reference.
-        config._andrea_impl = impl or os.environ.get("ANDREA_IMPL", "solutions")
-        os.environ["ANDREA_IMPL"] = "solutions"
-    elif impl:
-        os.environ["ANDREA_IMPL"] = impl
+    config._andrea_impl = config.getoption("--impl") or impl_from_env("solutions")
     workerinput = getattr(config, "workerinput", None)         # an xdist worker
     if workerinput is not None:
         key = workerinput.get("andrea_results_key")
@@ -199,7 +193,7 @@ def _student_session(pytestconfig):
                                   timeout=pytestconfig.getoption("--timeout-per-test"),
                                   user=pytestconfig.getoption("--worker-user"))
     else:
-        student = InProcessStudent()
+        student = InProcessStudent(pytestconfig._andrea_impl)
     yield student
     student.close()
 
@@ -213,11 +207,11 @@ def student(_student_session):
 
 
 def _preload_reference() -> None:
-    """Import the course and every reference activity before any learner code runs, so that
+    """Import the engine and its version of every piece before any learner code runs, so that
     nothing a learner's code might write to disk later can change what the grader compares with."""
-    import andrea_course.model  # noqa: F401
-    from ..impl import SOLUTIONS, get_impl
-    ref = get_impl("solutions")
-    for path in sorted(SOLUTIONS.glob("*.py")):
-        if path.stem != "__init__":
-            ref.module(path.stem)
+    from .. import pieces
+    for activity in pieces.ACTIVITIES:
+        try:
+            pieces.module(activity)
+        except ImportError:            # Triton or tokenizers missing: their tests say so themselves
+            pass

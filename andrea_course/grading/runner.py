@@ -30,11 +30,12 @@ import time
 import traceback
 from pathlib import Path
 
-from ..impl import ROOT, resolve
+from ..graded import GRADED
+from ..overlay import ROOT, resolve
 from .gradescope import Results, TestResult, to_gradescope, write_json
 from .plugin import sign
 
-COURSE_TESTS = ROOT / "tests"
+COURSE_TESTS = GRADED                   # the graded tests, shipped with the package
 DEFAULT_TIMEOUT_PER_TEST = 60.0
 DEFAULT_TIMEOUT_TOTAL = 1800.0
 SKIP_NAMES = {"__pycache__", ".pytest_cache", "grading_fixtures"}

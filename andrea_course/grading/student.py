@@ -6,32 +6,43 @@ run in a separate process: tests must therefore use pieces only through this pro
 call a function; construct a class; call an instance or its methods; read an attribute.
 Arguments and results: tensors, numbers, strings, None, ModelConfig, and lists, tuples and
 dicts of these.
+
+Either way a piece is isolated (Overlay.isolated): it runs with the engine standing in for
+every other piece it calls, so a test grades that piece alone.
 """
 from __future__ import annotations
 
-from ..impl import Impl, get_impl
+from ..overlay import Overlay, impl_from_env
 
 
 class InProcessStudent:
     """The learner's pieces, in this process.
 
+    impl: whose code ("solutions", "exercises", a folder; default $ANDREA_IMPL, else solutions).
     overrides: {(activity, name): object} served instead of the learner's piece; the mutation
     tests (tests/test_mistakes.py) use it to check that a graded test names a typical mistake.
     """
 
-    def __init__(self, impl: str | Impl | None = None, overrides: dict | None = None):
-        self.impl = impl if isinstance(impl, Impl) else get_impl(impl)
+    def __init__(self, impl: str | Overlay | None = None, overrides: dict | None = None):
         self.overrides = dict(overrides or {})
+        self._impl = impl
+        self._overlay = impl if isinstance(impl, Overlay) else None
+
+    @property
+    def overlay(self) -> Overlay:
+        if self._overlay is None:
+            self._overlay = Overlay(self._impl if self._impl is not None else impl_from_env("solutions"))
+        return self._overlay
 
     @property
     def is_reference(self) -> bool:
-        return self.impl.is_reference and not self.overrides
+        return not self.overrides and self.overlay.is_answer_key
 
     def piece(self, activity: str, name: str):
-        """The learner's own function or class, exactly as written."""
+        """The learner's own function or class, exactly as written, isolated."""
         if (activity, name) in self.overrides:
             return self.overrides[(activity, name)]
-        return self.impl.own(activity, name)
+        return self.overlay.isolated(activity, name)
 
     def close(self) -> None:
         pass

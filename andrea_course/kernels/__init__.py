@@ -1,11 +1,9 @@
 """Triton kernels for ANDREA's hot operations, forward and backward, one file per kernel.
 
 Each file holds its @triton.jit kernels, a torch.autograd.Function, the function the model
-calls and a plain PyTorch `*_reference` beside it. The GELU and LayerNorm forward kernels
-are the learner's exercise in solutions/kernels.py; gelu.py and layernorm.py launch that one
-copy (docs/kernels.md). Without a GPU, the kernels run in Triton's interpreter (slowly).
-
-    triton_ops[name] replaces the reference op `name` when ModelConfig(kernels="triton").
+calls and a plain PyTorch `*_reference` beside it. backends.py names which function fills
+which op slot of the model with kernels="triton". Without a GPU the kernels run in Triton's
+interpreter (slowly).
 """
 from . import _common  # noqa: F401  (sets TRITON_INTERPRET before any kernel is defined)
 from .attention import attention, attention_reference
@@ -16,15 +14,6 @@ from .rmsnorm import rms_norm, rms_norm_reference
 from .softmax import softmax, softmax_reference
 from .swiglu import swiglu, swiglu_reference
 
-triton_ops = {
-    "attention": attention,
-    "layer_norm": layer_norm,
-    "rms_norm": rms_norm,
-    "gelu_tanh": gelu_tanh,
-    "swiglu": swiglu,
-    "cross_entropy": cross_entropy,
-}
-
-__all__ = ["triton_ops", "attention", "cross_entropy", "gelu_tanh", "layer_norm", "rms_norm", "softmax",
+__all__ = ["attention", "cross_entropy", "gelu_tanh", "layer_norm", "rms_norm", "softmax",
            "swiglu", "attention_reference", "cross_entropy_reference", "gelu_tanh_reference",
            "layer_norm_reference", "rms_norm_reference", "softmax_reference", "swiglu_reference"]

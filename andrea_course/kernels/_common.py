@@ -1,4 +1,4 @@
-"""What every kernel file shares: interpreter mode, and the reference kernels of solutions/kernels.py.
+"""What every kernel file shares: interpreter mode, block sizes, how rows are laid out.
 
 Without a GPU the kernels run in Triton's interpreter; TRITON_INTERPRET must be set before a
 kernel is defined, so this module (imported first by every kernel file) sets it.
@@ -13,13 +13,6 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 # Elements per program of the elementwise kernels (GELU, SwiGLU): the interpreter pays per
 # program, not per element, so it gets bigger blocks.
 ELEMENTWISE_BLOCK = 4096 if INTERPRET else 1024
-
-
-def reference_kernels():
-    """solutions/kernels.py, the one copy of the GELU and LayerNorm forward kernels (the
-    learner's exercise), loaded once through the same Impl the graders use."""
-    from ..impl import get_impl
-    return get_impl("solutions").module("kernels")
 
 
 def n_programs(rows: int, device: torch.device) -> int:

@@ -1,6 +1,6 @@
 """Experiments on stacks of blocks, for notebooks 05 (the block) and 06 (twelve blocks).
 
-Every experiment builds a small ANDREA from the reference pieces, then *rewires* its blocks by
+Every experiment builds a small ANDREA (the engine), then *rewires* its blocks by
 swapping their class (same weights, other wiring): pre-norm `Block`, `PostNormBlock`, or a
 block with its residual additions removed. The block classes come from the notebook (the
 learner's once their graded tests pass, see `use`), so the experiments run the learner's code.
@@ -64,9 +64,9 @@ def small_config(L: int, D: int = 64, H: int = 4, T: int = 32, V: int = 256, **k
 
 
 def build(cfg: ModelConfig, block_cls: type, seed: int = 0) -> nn.Module:
-    """ANDREA from the reference pieces, initialised with `seed`, its blocks rewired to block_cls."""
+    """ANDREA (the engine), initialised with `seed`, its blocks rewired to block_cls."""
     torch.manual_seed(seed)
-    model = ANDREA(cfg, impl="solutions")
+    model = ANDREA(cfg)
     for block in model.blocks:
         block.__class__ = block_cls
     return model

@@ -15,16 +15,18 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..impl import ROOT, STUB_MARK, get_impl
+from .. import pieces
+from ..graded import GRADED
+from ..overlay import ROOT, STUB_MARK, Overlay, impl_from_env, resolve
 from ._display import box, in_notebook
 
-TESTS_DIR = ROOT / "tests"
+TESTS_DIR = GRADED              # the graded tests, shipped with the package
 DEFAULT_IMPL = "exercises"     # in a notebook the learner's own exercises are the point
 
 
 def notebook_impl() -> str:
     """Whose code a notebook checks: $ANDREA_IMPL if set, else the learner's exercises/."""
-    return os.environ.get("ANDREA_IMPL") or DEFAULT_IMPL
+    return impl_from_env(DEFAULT_IMPL)
 
 
 @dataclass
@@ -198,7 +200,6 @@ def _marks(path: Path, exercise: str) -> bool:
 
 def _stamps(impl_name: str, test_files: list[Path]) -> tuple:
     """What a result depends on: the learner's .py files and the test files, by mtime and size."""
-    from ..impl import resolve
     files = sorted(resolve(impl_name).glob("*.py")) + list(test_files)
     return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
 
@@ -261,14 +262,13 @@ def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, Chec
     try:
         import pytest
 
-        get_impl(impl_name, fresh=True)          # re-read the learner's files; the fixture reuses it
         collector = _make_collector(files)
-        args = [*map(str, paths), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider",
+        args = [*map(str, paths), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider", "--impl", impl_name,
                 "-o", "addopts=", "-o", "python_files=test_*.py", "--capture=sys", "-q", "--tb=short",
                 "-W", "ignore", "--import-mode=importlib",
                 f"--rootdir={tests_dir.parent}", f"--confcutdir={tests_dir}", "-c", os.devnull]
         out = io.StringIO()
-        with _environ(ANDREA_IMPL=impl_name, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), \
+        with _environ(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), \
                 _isolated_modules(*(p.stem for p in paths), "conftest"), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             code = pytest.main(args, plugins=[collector.hooks])
@@ -373,30 +373,28 @@ def check(exercise: str, *, impl: str | os.PathLike | None = None,
 
 def use(activity: str, name: str, *, impl: str | os.PathLike | None = None,
         tests_dir: str | os.PathLike | None = None, quiet: bool = False):
-    """The learner's `name` from `activity` if all its graded tests pass, else the reference.
+    """The learner's `name` from `activity` if all its graded tests pass, else the engine's
+    (andrea_course/pieces/<activity>.py).
 
     Prints one line saying which is used.
     """
-    reference = getattr(get_impl("solutions").module(activity), name)
+    reference = pieces.get(activity, name)
     impl_name = str(impl) if impl is not None else notebook_impl()
     exercise = f"{activity}.{name}"
     try:
-        learner = get_impl(impl_name, fresh=True)
-        if learner.is_reference:
-            chosen, why = reference, "the reference solution (ANDREA_IMPL=solutions)"
+        result = run_graded(exercise, impl_name, tests_dir, reuse=True)
+        if result.passed:
+            chosen = Overlay(impl_name).isolated(activity, name)
+            why = f"yours (all {len(result.outcomes)} graded tests pass)"
+        elif result.status == "unwritten":
+            chosen, why = reference, "the engine's (yours is not written yet)"
+        elif result.status == "failed":
+            n = sum(o.status != "passed" for o in result.outcomes)
+            chosen, why = reference, f"the engine's ({n} of your graded tests fail: run check({exercise!r}))"
         else:
-            result = run_graded(exercise, impl_name, tests_dir, reuse=True)
-            if result.passed:
-                chosen, why = learner.own(activity, name), f"yours (all {len(result.outcomes)} graded tests pass)"
-            elif result.status == "unwritten":
-                chosen, why = reference, "the reference (yours is not written yet)"
-            elif result.status == "failed":
-                n = sum(o.status != "passed" for o in result.outcomes)
-                chosen, why = reference, f"the reference ({n} of your graded tests fail: run check({exercise!r}))"
-            else:
-                chosen, why = reference, f"the reference (could not check yours: {(result.error or '').splitlines()[0]})"
+            chosen, why = reference, f"the engine's (could not check yours: {(result.error or '').splitlines()[0]})"
     except BaseException as exc:
-        chosen, why = reference, f"the reference (could not load yours: {type(exc).__name__}: {exc})"
+        chosen, why = reference, f"the engine's (could not load yours: {type(exc).__name__}: {exc})"
     if not quiet:
         print(f"{exercise}: using {why}")
     return chosen

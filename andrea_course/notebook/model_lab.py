@@ -11,10 +11,9 @@ from .block_lab import one_thread
 
 
 def build_model(cfg: ModelConfig | str, impl=None, quiet: bool = False):
-    """ANDREA for cfg from the learner's code (unwritten pieces filled in from the reference).
-
-    If the learner's code fails to build or to run two tokens, say why and use the reference,
-    so the notebook carries on. Prints one line saying whose pieces run."""
+    """ANDREA for cfg with the learner's pieces that pass their graded tests, the engine's for
+    the rest (overlay.py). Should even that fail to build or to run two tokens, say why and
+    use the engine alone, so the notebook carries on. Prints one line saying whose pieces run."""
     impl = impl if impl is not None else notebook_impl()
     try:
         model = ANDREA(cfg, impl=impl)
@@ -23,18 +22,18 @@ def build_model(cfg: ModelConfig | str, impl=None, quiet: bool = False):
     except Exception as exc:                       # a learner's piece that crashes
         first = str(exc).splitlines()[0] if str(exc) else ""
         print(f"your pieces could not build or run ANDREA ({type(exc).__name__}: {first}); "
-              "using the reference solution. Run the check cells to find out why.")
-        return ANDREA(cfg, impl="solutions")
+              "using the engine's. Run the check cells to find out why.")
+        return ANDREA(cfg)
     if not quiet:
-        mine = sorted(f"{a}.{p}" for a, pieces in model.pieces.items() for p, who in pieces.items()
-                      if who == "yours")
-        if model.impl.is_reference:
-            print("building ANDREA from the reference solutions (ANDREA_IMPL=solutions)")
-        elif mine:
-            print(f"building ANDREA with your {len(mine)} written pieces ({', '.join(mine)}), "
-                  "the reference for the rest")
+        mine = sorted(e for e, who in model.pieces.items() if who == "yours")
+        failing = sorted(e for e, who in model.pieces.items() if "fail" in who)
+        if mine:
+            print(f"building ANDREA with your {len(mine)} pieces that pass their tests ({', '.join(mine)}), "
+                  "the engine's for the rest")
         else:
-            print("building ANDREA from the reference: none of your pieces is written yet")
+            print("building ANDREA from the engine: none of your pieces is written and passing yet")
+        if failing:
+            print(f"not used until their graded tests pass: {', '.join(failing)}")
     return model
 
 
@@ -46,7 +45,7 @@ def small_trained_model(steps: int = 120, seed: int = 0):
     from ..train import load_corpus, load_tokenizer
     try:
         from ..train import pretrained
-        model, tok = pretrained(impl="solutions")
+        model, tok = pretrained()
         return model.eval(), tok, "the small ANDREA trained on the course's stories, shipped in andrea_course/data"
     except (FileNotFoundError, ImportError):
         pass
@@ -56,7 +55,7 @@ def small_trained_model(steps: int = 120, seed: int = 0):
     cfg = ModelConfig.preset("andrea-tiny", n_layers=2, d_model=64, n_heads=4, d_ff=256,
                              context_length=64, vocab_size=tok.vocab_size)
     torch.manual_seed(seed)
-    model = ANDREA(cfg, impl="solutions")
+    model = ANDREA(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     g = torch.Generator().manual_seed(seed)
     T, B, losses = cfg.context_length, 8, []

@@ -12,6 +12,7 @@ uint16 holds ids up to 65,535, plenty for V = 8,449, and halves the disk and mem
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -65,22 +66,25 @@ class TokenData:
     """Train and val tokens, from a prepared folder or from arrays."""
 
     def __init__(self, train: Split, val: Split, vocab_size: int, eot_id: int, tokenizer_hash: str,
-                 source: str):
+                 source: str, fingerprint: str):
         self.train, self.val = train, val
         self.vocab_size, self.eot_id, self.tokenizer_hash, self.source = vocab_size, eot_id, tokenizer_hash, source
+        self.fingerprint = fingerprint      # the same tokens give the same string, wherever the folder is
 
     @classmethod
     def from_folder(cls, folder: str | os.PathLike) -> "TokenData":
         folder = Path(folder)
         meta_path = folder / "meta.json"
+        if not folder.is_dir():
+            raise DataError(f"no data folder {folder}" + (" (it is a file)" if folder.exists() else "")
+                            + f": prepare one with `andrea-prepare TEXT... --out {folder}`")
         if not meta_path.is_file():
             raise DataError(f"{folder} has no meta.json: prepare it with `andrea-prepare TEXT... --out {folder}`")
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise DataError(f"{meta_path} is not valid JSON: {exc}") from exc
-        if meta.get("format") != FORMAT:
-            raise DataError(f"{meta_path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+        _check_meta(meta, meta_path)
         splits = {}
         for name in ("train", "val"):
             parts = []
@@ -94,8 +98,15 @@ class TokenData:
                                     f"({2 * shard['tokens']} bytes): truncated or from another preparation")
                 parts.append(np.memmap(path, dtype=DTYPE, mode="r") if size else np.zeros(0, DTYPE))
             splits[name] = Split(parts)
+        own = folder / "tokenizer.json"
+        if own.is_file():
+            from .tokenizer import load_tokenizer
+            if load_tokenizer(own).hash != meta["tokenizer_hash"]:
+                raise DataError(f"{own} is not the tokenizer {meta_path} was made with "
+                                f"(hash {meta['tokenizer_hash']}): prepare the folder again")
+        fingerprint = meta.get("sha256") or _sha256_json({k: meta[k] for k in ("tokenizer_hash", "tokens", "shards")})
         return cls(splits["train"], splits["val"], meta["vocab_size"], meta["eot_id"],
-                   meta["tokenizer_hash"], str(folder))
+                   meta["tokenizer_hash"], str(folder), fingerprint)
 
     @classmethod
     def from_corpus(cls, tokenizer=None) -> "TokenData":
@@ -105,19 +116,58 @@ class TokenData:
         from .tokenizer import load_tokenizer
         tok = tokenizer or load_tokenizer()
         if tok.hash not in _CORPUS_TOKENS:
-            encoded = tok.encode_batch(load_corpus())
+            encoded = tok.encode_ordinary_batch(load_corpus())
             train, val = [], []
             for i, ids in enumerate(encoded):
                 (val if is_val(i) else train).append(ids + [tok.eot_id])
             arr = lambda seqs: np.fromiter((t for s in seqs for t in s), dtype=DTYPE)
-            _CORPUS_TOKENS[tok.hash] = arr(train), arr(val)
-        train, val = _CORPUS_TOKENS[tok.hash]
-        return cls(Split([train]), Split([val]), tok.vocab_size, tok.eot_id, tok.hash, "the shipped stories")
+            train, val = arr(train), arr(val)
+            digest = {k: hashlib.sha256(a.astype("<u2").tobytes()).hexdigest() for k, a in (("train", train), ("val", val))}
+            _CORPUS_TOKENS[tok.hash] = train, val, _sha256_json(digest)
+        train, val, fingerprint = _CORPUS_TOKENS[tok.hash]
+        return cls(Split([train]), Split([val]), tok.vocab_size, tok.eot_id, tok.hash, "the shipped stories",
+                   fingerprint)
 
     def check_vocab(self, vocab_size: int) -> None:
         if self.vocab_size > vocab_size:
             raise DataError(f"the data ({self.source}) was tokenized with V = {self.vocab_size} but the model's "
                             f"vocabulary has only {vocab_size} entries")
+
+
+def _sha256_json(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _check_meta(meta, path: Path) -> None:
+    """Refuse a meta.json that is not what andrea-prepare writes, naming the key and the rule."""
+    def bad(what):
+        return DataError(f"{path}: {what}; prepare the folder again with andrea-prepare")
+    if not isinstance(meta, dict):
+        raise bad(f"expected a JSON object, got {type(meta).__name__}")
+    if meta.get("format") != FORMAT:
+        raise DataError(f"{path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+    for key in ("vocab_size", "eot_id", "tokenizer_hash", "shards"):
+        if key not in meta:
+            raise bad(f"no {key!r}")
+    if meta.get("dtype", "uint16") != "uint16":
+        raise bad(f"dtype {meta['dtype']!r}: token files must be uint16 (ids up to 65,535), "
+                  f"the only kind andrea-train reads")
+    V = meta["vocab_size"]
+    if not isinstance(V, int) or not 0 < V <= np.iinfo(DTYPE).max + 1:
+        raise bad(f"vocab_size {V!r} must be an integer in 1..65536 (uint16 ids)")
+    if not isinstance(meta["eot_id"], int) or not 0 <= meta["eot_id"] < V:
+        raise bad(f"eot_id {meta['eot_id']!r} must be an id in 0..{V - 1}")
+    shards = meta["shards"]
+    if not isinstance(shards, dict) or set(shards) != {"train", "val"}:
+        raise bad("shards must be an object with the lists \"train\" and \"val\"")
+    for split, items in shards.items():
+        for item in items if isinstance(items, list) else [None]:
+            ok = (isinstance(item, dict) and isinstance(item.get("file"), str)
+                  and Path(item["file"]).name == item["file"] and isinstance(item.get("tokens"), int)
+                  and item["tokens"] >= 0)
+            if not ok:
+                raise bad(f"shards.{split} must list {{\"file\": NAME in the folder, \"tokens\": N >= 0}}, "
+                          f"got {item!r}")
 
 
 class Batches:
@@ -169,10 +219,12 @@ class Batches:
         return {"epoch": self.epoch, "index": self.index, "seed": self.seed, "per_step": self.per_step, "T": self.T}
 
     def load_state_dict(self, state: dict) -> None:
-        for key in ("seed", "per_step", "T"):
+        names = {"seed": "seed", "per_step": "global batch B·A·W", "T": "T (seq_len)"}
+        for key, name in names.items():
             if state[key] != getattr(self, key):
-                raise DataError(f"the checkpoint's data position was saved with {key} = {state[key]}, "
-                                f"this run has {getattr(self, key)}: resume with the same batch, T and seed")
+                raise DataError(f"the checkpoint's data position was saved with {name} = {state[key]}, "
+                                f"this run has {getattr(self, key)}: resume with the same global batch "
+                                f"(per_step: batch size x grad accum x processes), T and seed")
         self.epoch, self.index = int(state["epoch"]), int(state["index"])
 
 

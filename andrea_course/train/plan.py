@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from .. import gpus
 from ..config import ModelConfig
+from .cli import UsageError, natural_float, positive_int
 
 MFU_RANGE = (0.35, 0.50)    # assumed: nanoGPT and llm.c report this range for GPT-2 small on A100 and H100
 CUDA_RESERVED_GIB = 1.0     # the CUDA context and cuBLAS workspaces: memory PyTorch's counters do not see
@@ -28,8 +29,8 @@ GIB = 2**30
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
-class PlanError(ValueError):
-    """A plan that cannot be made (unknown GPU, no GPU to plan for); the message says what to give."""
+class PlanError(UsageError):
+    """A plan that cannot be made (unknown GPU, no GPU to plan for): exit 2, the message says what to give."""
 
 
 @dataclass
@@ -202,8 +203,6 @@ def make_plan(tc, *, gpu: str | None = None, world: int = 1, price_per_hour: flo
     if entry is None:
         raise PlanError(f"unknown GPU {gpu!r}; known: {', '.join(g.name for g in gpus.GPUS)}")
     memory_gib = here[1] if here and gpus.find(here[0]) == entry else entry.memory_gib
-    if world < 1:
-        raise PlanError(f"--num-gpus must be at least 1, got {world}")
     cfg = model_config(tc)
     T, accum = step_shape(tc, cfg, world)
     dtype = tc.dtype if tc.dtype in ("fp32", "bf16", "fp16") else ("bf16" if entry.bf16 else "fp16")
@@ -332,26 +331,18 @@ def add_arguments(p) -> None:
     g.add_argument("--plan", action="store_true",
                    help="print the memory, fit, time and cost of the run (no training); exit 1 if it cannot fit")
     g.add_argument("--gpu", help="the GPU to plan for: H100, A100, A100 80GB, L4, T4, ... (default: the one present)")
-    g.add_argument("--num-gpus", type=int, default=1, help="GPUs the run will use (torchrun's processes; default 1)")
-    g.add_argument("--price-per-hour", type=float, help="dollars per GPU-hour, for the cost")
+    g.add_argument("--num-gpus", type=positive_int, default=1, help="GPUs the run will use (torchrun's processes)")
+    g.add_argument("--price-per-hour", type=natural_float, help="dollars per GPU-hour, for the cost (default: no cost)")
     g.add_argument("--gpu-check", action="store_true",
                    help="on a GPU: the Triton kernels' tests, a short compiled bf16 run of andrea-120m, "
                         "measured tokens/s, MFU and memory next to the plan (a minute or two)")
 
 
 def run_action(args, tc) -> int:
-    import sys
+    """--gpu-check, or --plan: print the plan; exit 1 if it cannot fit."""
     if args.gpu_check:
         from .gpu_check import main as gpu_check
         return gpu_check()
-    if args.price_per_hour is not None and not args.price_per_hour > 0:
-        print(f"andrea-train: --price-per-hour must be a positive number of dollars, got {args.price_per_hour}",
-              file=sys.stderr)
-        return 2
-    try:
-        plan = make_plan(tc, gpu=args.gpu, world=args.num_gpus, price_per_hour=args.price_per_hour)
-    except (PlanError, ValueError) as exc:
-        print(f"andrea-train: {exc}", file=sys.stderr)
-        return 2
+    plan = make_plan(tc, gpu=args.gpu, world=args.num_gpus, price_per_hour=args.price_per_hour)
     print(format_plan(plan))
     return 0 if plan.fits else 1

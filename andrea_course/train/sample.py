@@ -6,11 +6,12 @@
     andrea-sample --ckpt runs/120m --export-hf exports/andrea-120m     # Hugging Face format
 
 --ckpt takes a weights file, a checkpoint folder or a run folder (its model.safetensors, else
-its latest checkpoint).
+its latest checkpoint). Weights inside a checkpoint folder are checked against the SHA-256 in its
+manifest, as the trainer checks them before resuming.
 """
 from __future__ import annotations
 
-import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -43,18 +44,23 @@ def generate_text(model, tokenizer, prompt: str, max_new_tokens: int = 100, temp
 
 
 def weights_path(ckpt: str | Path) -> Path:
-    """A weights file from a file, a checkpoint folder or a run folder."""
-    from .checkpoint import CheckpointError, find
+    """A weights file from a file, a checkpoint folder or a run folder; the weights of a
+    checkpoint verified against its manifest (CheckpointError if they do not match)."""
+    from .checkpoint import MANIFEST, CheckpointError, find, verify
     path = Path(ckpt)
-    if path.is_file():
-        return path
-    if (path / "model.safetensors").is_file():
-        return path / "model.safetensors"
-    try:
-        return find(path) / "model.safetensors"
-    except CheckpointError as exc:
-        raise FileNotFoundError(f"no weights at {path}: give a .safetensors file, a checkpoint folder "
-                                f"or a run folder ({exc})") from exc
+    if not path.exists():
+        raise FileNotFoundError(f"no weights at {path}: it does not exist")
+    if path.is_dir() and (path / "model.safetensors").is_file() and not (path / MANIFEST).exists():
+        return path / "model.safetensors"                # a finished run's exported weights
+    if path.is_dir():
+        try:
+            path = find(path) / "model.safetensors"
+        except CheckpointError as exc:
+            raise FileNotFoundError(f"no weights at {ckpt}: give a .safetensors file, a checkpoint folder "
+                                    f"or a run folder ({exc})") from exc
+    if (path.parent / MANIFEST).is_file():              # inside a checkpoint: the manifest vouches for it
+        verify(path.parent, only=(path.name,))
+    return path
 
 
 def run_tokenizer(ckpt) -> Path | None:
@@ -99,32 +105,79 @@ def export_hf(model, tokenizer, out: str | Path) -> Path:
     return out
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="andrea-sample", description=__doc__.split("\n")[0])
+def _top_k(text: str) -> int | None:
+    import argparse
+    if text.lower() == "none":
+        return None
+    try:
+        from .cli import positive_int
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, or none for no limit, got {text!r}")
+
+
+def build_parser():
+    from .cli import Parser, natural_float, natural_int, positive_int
+    p = Parser("andrea-sample", __doc__, epilog="Exit status: 0 done, 1 the model or tokenizer could not "
+               "be loaded or written, 2 a bad argument.")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--ckpt", help="a .safetensors file, a checkpoint folder or a run folder")
     src.add_argument("--pretrained", action="store_true", help="the small model shipped with the course")
-    p.add_argument("--prompt", default="Once upon a time")
-    p.add_argument("--max-new-tokens", type=int, default=100)
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--top-k", type=int, default=40)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--num-samples", type=int, default=1)
-    p.add_argument("--tokenizer", help="a tokenizer.json (default: the course's)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--export-hf", metavar="DIR", help="also write the model in Hugging Face format to DIR")
-    args = p.parse_args(argv)
-    from ..weights import WeightsError
-    from .tokenizer import load_tokenizer
+    p.add_argument("--prompt", default="Once upon a time", help="the text to continue ('' starts a new story)")
+    p.add_argument("--max-new-tokens", type=natural_int, default=100, help="tokens to generate")
+    p.add_argument("--temperature", type=natural_float, default=0.8, help="0: always the most likely token")
+    p.add_argument("--top-k", type=_top_k, default=40, help="sample among the k most likely tokens (none: all)")
+    p.add_argument("--seed", type=natural_int, default=None, help="for the same text every time (default: random)")
+    p.add_argument("--num-samples", type=positive_int, default=1, help="samples to print")
+    p.add_argument("--tokenizer", help="a tokenizer.json (default: the run's, else the course's)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: the GPU if there is one, else the CPU)")
+    p.add_argument("--export-hf", metavar="DIR", help="also write the model in Hugging Face format to DIR "
+                   "(new, empty or an earlier export; default: no export)")
+    return p
+
+
+def main(argv=None) -> int:
+    from .cli import run
+    return run("andrea-sample", _main, argv)
+
+
+def _check_export(model, out: Path) -> None:
+    """Refuse an export that cannot be written, before any sampling."""
+    from .cli import UsageError
     try:
-        model = load_model(PRETRAINED_FILE if args.pretrained else args.ckpt, device=args.device)
-        tok = load_tokenizer(args.tokenizer or run_tokenizer(args.ckpt))
-    except (FileNotFoundError, WeightsError, ValueError) as exc:
-        print(f"andrea-sample: {exc}", file=sys.stderr)
-        return 1
-    if args.temperature < 0:
-        print("andrea-sample: --temperature must be >= 0", file=sys.stderr)
-        return 1
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise ImportError("--export-hf needs the transformers package: pip install 'andrea-course[hf]'") from exc
+    from ..hf import check_gpt2_compatible
+    try:
+        check_gpt2_compatible(model.cfg)
+    except ValueError as exc:
+        raise UsageError(f"--export-hf: {exc}") from exc
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--export-hf {out} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / "config.json").is_file():
+        raise UsageError(f"--export-hf {out} is a folder with other files in it: give a new or empty folder")
+
+
+def _main(argv) -> int:
+    from . import files
+    from .cli import UsageError
+    from .tokenizer import load_tokenizer
+    from .trainer import parse_device
+    args = build_parser().parse_args(argv)
+    try:
+        args.prompt.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"--prompt is not valid UTF-8 text (a stray byte at character {exc.start})") from exc
+    device = parse_device(args.device)
+    model = load_model(PRETRAINED_FILE if args.pretrained else args.ckpt, device=device)
+    tok = load_tokenizer(args.tokenizer or run_tokenizer(args.ckpt))
+    if tok.vocab_size != model.cfg.vocab_size:
+        raise UsageError(f"the tokenizer has V = {tok.vocab_size} tokens but the model V = {model.cfg.vocab_size}: "
+                         f"give the tokenizer the model was trained with (--tokenizer)")
+    export = Path(args.export_hf) if args.export_hf else None
+    if export:
+        _check_export(model, export)
     for i in range(args.num_samples):
         seed = None if args.seed is None else args.seed + i
         text = generate_text(model, tok, args.prompt, args.max_new_tokens, args.temperature,
@@ -132,8 +185,15 @@ def main(argv=None) -> int:
         print(args.prompt + text)
         if i < args.num_samples - 1:
             print("-" * 40)
-    if args.export_hf:
-        print(f"wrote {export_hf(model, tok, args.export_hf)}", file=sys.stderr)
+    if export:
+        new = files.staging(export)
+        shutil.rmtree(new, ignore_errors=True)
+        try:
+            export_hf(model, tok, new)
+            files.replace_folder(new, export)
+        finally:
+            shutil.rmtree(new, ignore_errors=True)
+        print(f"wrote {export}", file=sys.stderr)
     return 0
 
 

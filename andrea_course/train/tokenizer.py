@@ -77,6 +77,7 @@ class Tokenizer:
         merges = [m.split(" ") if isinstance(m, str) else m for m in model["merges"]]
         self.merges = [(vocab[a], vocab[b]) for a, b in merges]    # rank r: pair of ids -> 256 + r
         self.hash = hashlib.sha256(hf_tokenizer.to_str().encode("utf-8")).hexdigest()[:16]
+        self._ordinary = None
 
     # ----- encoding -----
     def encode(self, text: str) -> list[int]:
@@ -86,8 +87,17 @@ class Tokenizer:
         return self.hf.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        """Many texts at once (in parallel threads): what data preparation uses."""
+        """Many texts at once (in parallel threads). The literal text <|endoftext|> becomes eot_id."""
         return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+
+    def encode_ordinary_batch(self, texts: list[str]) -> list[list[int]]:
+        """Many texts at once, every character as text: a literal "<|endoftext|>" inside a text
+        is spelled with ordinary tokens, never eot_id. What data preparation uses, so only the
+        document boundaries that prepare adds are end-of-text tokens."""
+        if self._ordinary is None:
+            self._ordinary = _hf().Tokenizer.from_str(self.hf.to_str())
+            self._ordinary.encode_special_tokens = True
+        return [e.ids for e in self._ordinary.encode_batch(list(texts), add_special_tokens=False)]
 
     def encode_bytes(self, data: bytes) -> list[int]:
         """Token ids of any byte string, valid UTF-8 or not: stray bytes get their byte's id."""
@@ -192,3 +202,34 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# ----- the from-scratch BPE's given rules (exercises/bpe.py uses them) -----
+def words_in_order(text: str) -> list[tuple[int, ...]]:
+    """The words of `text` in order, each a tuple of byte values, cut with GPT-2's pattern
+    (Hugging Face's ByteLevel pre-tokenizer): a word keeps its leading space; letters, digits
+    and punctuation stay apart, so no merge ever crosses a word."""
+    pieces = _hf().pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True).pre_tokenize_str(text)
+    return [tuple(text[a:b].encode("utf-8")) for _, (a, b) in pieces]
+
+
+def split_words(text: str):
+    """{word as a tuple of byte values: how often it occurs in `text`}."""
+    from collections import Counter
+
+    return Counter(words_in_order(text))
+
+
+@lru_cache(maxsize=1)
+def byte_order() -> tuple[int, ...]:
+    """The rank of each byte in Hugging Face's trainer: bytes sorted by their printable stand-in."""
+    stand_in = bytes_to_unicode()
+    order = sorted(range(256), key=lambda b: stand_in[b])
+    return tuple(order.index(b) for b in range(256))
+
+
+def tie_key(pair: tuple[int, int]) -> tuple:
+    """Which pair wins a tie in count: the smaller tie_key. Bytes rank in the library's order
+    (byte_order), merged tokens after them, oldest first."""
+    order = byte_order()
+    return tuple(order[t] if t < 256 else t for t in pair)

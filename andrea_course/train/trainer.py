@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import math
 import os
-import shutil
 import signal
 import sys
 import time
@@ -30,102 +28,33 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ..config import ModelConfig
+from ..config import ConfigError, ModelConfig
 from ..gpus import peak_flops
+from ..presets import TRAIN_PRESETS  # noqa: F401  (the notebooks read the presets from here)
 from . import checkpoint as ckpt
-from .data import Batches, DataError, TokenData, eval_batches
+from . import files
+from .data import Batches, TokenData, eval_batches
+from .runlog import RunLog, read_log, trim
+from .settings import TrainConfig, add_flags, load_config, model_config, resume_differences  # noqa: F401
 
 
-# ----------------------------------------------------------------------------- configuration
-@dataclass
-class TrainConfig:
-    model: str | dict = "andrea-tiny"       # a preset's name, or ModelConfig fields
-    seq_len: int | None = None              # T for training (None: the model's context length)
-    batch_size: int = 16                    # B: sequences per micro-batch per process
-    grad_accum: int = 1                     # A: micro-batches per optimizer step
-    total_batch_tokens: int | None = None   # if set, A = this / (B·T·W): the same run on 1 or 8 GPUs
-    max_steps: int = 1000
-    lr: float = 2e-3                        # peak learning rate
-    min_lr: float = 2e-4                    # where the cosine ends
-    warmup_steps: int = 50
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    grad_clip: float = 1.0                  # max global L2 norm of the gradient (0: off)
-    eval_every: int = 100
-    eval_batches: int = 8
-    sample_every: int = 200
-    sample_tokens: int = 80
-    sample_prompt: str = "Once upon a time"
-    checkpoint_every: int = 200
-    keep_checkpoints: int = 2
-    seed: int = 1337
-    dtype: str = "auto"                     # auto | fp32 | bf16 | fp16 (auto: bf16 on a GPU that has it, fp16 on one that hasn't, fp32 on the CPU)
-    compile: bool = False                   # torch.compile the model
-    fsdp: bool = False                      # shard parameters, gradients and optimizer state (FSDP2) instead of DDP
-    checkpointing: bool = False             # keep only each block's input; recompute its activations in the backward
-    tensorboard: bool = True
-    data: str | None = None                 # a prepared folder (andrea-prepare); None: the shipped stories
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-# Sensible training settings for each model preset; a JSON config file overrides any of them.
-TRAIN_PRESETS: dict[str, dict] = {
-    # 2,048 tokens a step: on two laptop cores about a second; the loss is below 3 within 200 steps.
-    "andrea-tiny": dict(batch_size=8, seq_len=256, max_steps=800, lr=2e-3, warmup_steps=30),
-    "andrea-tiny-modern": dict(batch_size=8, seq_len=256, max_steps=800, lr=2e-3, warmup_steps=30),
-    # GPT-2 small's recipe: 0.5M tokens a step, 6e-4 peak, 700 steps of warm-up.
-    "andrea-120m": dict(batch_size=16, seq_len=1024, total_batch_tokens=524288, max_steps=10000,
-                        lr=6e-4, min_lr=6e-5, warmup_steps=700, eval_every=250, eval_batches=20,
-                        sample_every=500, checkpoint_every=500),
-    "andrea-120m-modern": dict(batch_size=16, seq_len=1024, total_batch_tokens=524288, max_steps=10000,
-                               lr=6e-4, min_lr=6e-5, warmup_steps=700, eval_every=250, eval_batches=20,
-                               sample_every=500, checkpoint_every=500),
-}
-
-
-def load_config(name_or_file: str, **overrides) -> TrainConfig:
-    """A preset's name (andrea-tiny, ...) or a JSON file {"model": ..., "batch_size": ..., ...}."""
-    path = Path(name_or_file)
-    if path.suffix == ".json" or path.is_file():
-        if not path.is_file():
-            raise FileNotFoundError(f"no config file {path}")
-        try:
-            fields = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path} is not valid JSON: {exc}") from exc
-        model = fields.get("model", "andrea-tiny")
-        base = dict(TRAIN_PRESETS.get(model, {})) if isinstance(model, str) else {}
-        base.update(fields)
-    else:
-        ModelConfig.preset(name_or_file)                    # a clear error for an unknown name
-        base = dict(TRAIN_PRESETS.get(name_or_file, {}), model=name_or_file)
-    base.update({k: v for k, v in overrides.items() if v is not None})
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
-    unknown = sorted(set(base) - known)
-    if unknown:
-        raise ValueError(f"unknown training settings {unknown}; known: {sorted(known)}")
-    return TrainConfig(**base)
-
-
-def model_config(tc: TrainConfig) -> ModelConfig:
-    return ModelConfig.preset(tc.model) if isinstance(tc.model, str) else ModelConfig.from_dict(tc.model)
+# ----------------------------------------------------------------------------- the model
+def build_model(tc: TrainConfig, cfg: ModelConfig, impl=None) -> torch.nn.Module:
+    """The one place the trainer builds ANDREA: the shape `cfg` with tc's run-time switches."""
+    from ..model import ANDREA
+    return ANDREA(cfg, impl=impl, kernels=tc.kernels, dropout=tc.dropout, init_std=tc.init_std)
 
 
 def step_shape(tc: TrainConfig, cfg: ModelConfig, world: int) -> tuple[int, int]:
-    """(T, A): the sequence length and the micro-batches a step accumulates on each of `world`
-    processes (with total_batch_tokens, whatever makes the global batch that size)."""
+    """(T, A): the sequence length, and the micro-batches a step accumulates on each of `world`
+    processes (with total_batch_tokens, as many as make the global batch that size)."""
     T = tc.seq_len or cfg.context_length
-    if T > cfg.context_length:
-        raise ValueError(f"seq_len {T} is longer than the model's context length {cfg.context_length}")
     if not tc.total_batch_tokens:
         return T, tc.grad_accum
     per = tc.batch_size * T * world
     if tc.total_batch_tokens % per:
-        raise ValueError(f"total_batch_tokens {tc.total_batch_tokens} is not a multiple of "
-                         f"B·T·W = {tc.batch_size}·{T}·{world} = {per}")
+        raise ConfigError(f"total_batch_tokens {tc.total_batch_tokens} is not a multiple of "
+                          f"B·T·W = {tc.batch_size}·{T}·{world} = {per}")
     return T, tc.total_batch_tokens // per
 
 
@@ -193,17 +122,37 @@ class Dist:
         return bool(t)
 
 
+def parse_device(device_arg: str | None, local_rank: int = 0) -> torch.device:
+    """The device asked for, or this process's GPU, else the CPU; ConfigError for one that is
+    not there (a typo, cuda without a GPU, cuda:3 on a machine with two)."""
+    if not device_arg:
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    try:
+        device = torch.device(device_arg)
+    except (RuntimeError, ValueError) as exc:
+        raise ConfigError(f"--device {device_arg!r} is not a device: give cpu, cuda or cuda:N") from exc
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"--device {device_arg}: no CUDA GPU is visible to PyTorch "
+                              f"(torch.cuda.is_available() is False); leave --device out to use the CPU")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ConfigError(f"--device {device_arg}: this machine has {torch.cuda.device_count()} GPU(s), "
+                              f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"--device {device_arg}: Apple's MPS is not available here")
+    elif device.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"--device {device_arg}: the trainer runs on cpu, cuda or mps")
+    return device
+
+
 def setup_distributed(device_arg: str | None) -> Dist:
     """torchrun sets RANK, WORLD_SIZE, LOCAL_RANK: NCCL on GPUs, gloo on the CPU."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    if device_arg:
-        device = torch.device(device_arg)
-    else:
-        device = torch.device(f"cuda:{local}") if torch.cuda.is_available() else torch.device("cpu")
+    device = parse_device(device_arg, local)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    if world > 1:
+    if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return Dist(rank, world, local, device)
 
@@ -215,27 +164,45 @@ def choose_dtype(tc: TrainConfig, device: torch.device) -> torch.dtype:
         return torch.bfloat16
     if tc.dtype == "fp16":
         return torch.float16
-    if tc.dtype == "auto":
-        # without emulation: a T4 or V100 "supports" bf16 only emulated, slowly; they train in fp16
-        return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16
-    raise ValueError(f"dtype must be auto, fp32, bf16 or fp16, got {tc.dtype!r}")
+    # without emulation: a T4 or V100 "supports" bf16 only emulated, slowly; they train in fp16
+    return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16
 
 
 # ----------------------------------------------------------------------------- the trainer
+class Diverged(RuntimeError):
+    """The loss or the weights stopped being finite numbers."""
+
+
 class StopRequested:
     """SIGTERM (a preempted spot machine, torchrun stopping) or SIGINT (Ctrl-C): finish the
-    step, save a checkpoint, stop."""
+    step, save a checkpoint, stop. A second Ctrl-C stops at once, except while a checkpoint is
+    being written: then right after it."""
 
     def __init__(self):
         self.signal = None
+        self.saving = False
+        self.again = False
         self._old = {}
         for s in (signal.SIGTERM, signal.SIGINT):
             self._old[s] = signal.signal(s, self._handle)
 
     def _handle(self, signum, frame):
-        if self.signal is not None and signum == signal.SIGINT:   # a second Ctrl-C: stop now
+        if self.signal is not None and signum == signal.SIGINT:   # a second Ctrl-C
+            if self.saving:
+                self.again = True
+                return
             raise KeyboardInterrupt
         self.signal = signum
+
+    @contextlib.contextmanager
+    def checkpointing(self):
+        self.saving = True
+        try:
+            yield
+        finally:
+            self.saving = False
+        if self.again:
+            raise KeyboardInterrupt
 
     def restore(self):
         for s, h in self._old.items():
@@ -243,11 +210,15 @@ class StopRequested:
 
 
 class Trainer:
+    """A run: everything it needs is checked in the constructor (config, device, data,
+    checkpoint) before anything in the run folder is changed; fit() then trains."""
+
     def __init__(self, tc: TrainConfig, out: str | os.PathLike, resume: str | bool = False,
                  device: str | None = None, impl=None, progress: bool = True):
-        from ..model import ANDREA
-        from ..weights import save_weights
+        tc.validate()
         self.tc, self.out, self.progress = tc, Path(out), progress
+        if self.out.exists() and not self.out.is_dir():
+            raise ConfigError(f"--out {self.out} is a file, not a run folder")
         self.d = d = setup_distributed(device)
         self.cfg = model_config(tc)
         self.T, self.accum = step_shape(tc, self.cfg, d.world)
@@ -258,30 +229,36 @@ class Trainer:
         self.data.check_vocab(self.cfg.vocab_size)
         self.batches = Batches(self.data.train, self.T, tc.batch_size, self.accum, d.rank, d.world, tc.seed)
 
-        # model, optimizer, schedule
+        # model, optimizer
         torch.manual_seed(tc.seed)
-        self.model = ANDREA(self.cfg, impl=impl).to(d.device)
+        self.model = build_model(tc, self.cfg, impl).to(d.device)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.dtype = choose_dtype(tc, d.device)
-        self.optimizer = torch.optim.AdamW(param_groups(self.model, tc.weight_decay), lr=tc.lr,
-                                           betas=(tc.beta1, tc.beta2), eps=1e-8,
-                                           fused=d.device.type == "cuda")
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_at(s, tc) / tc.lr)
         self.scaler = torch.amp.GradScaler(d.device.type, enabled=self.dtype == torch.float16)
         self.step = 0
-        self.resumed = bool(resume)
-        self._save_weights = save_weights
+        self.resumed_from: Path | None = None
+        self.notes: list[str] = []         # what resuming changed, said when the run starts
         self.tokenizer = None
 
         self.sharded = tc.fsdp and d.on
         self.wrapped = self._wrap(self.model)
+        self.optimizer = torch.optim.AdamW(param_groups(self.model, tc.weight_decay), lr=tc.lr,
+                                           betas=(tc.beta1, tc.beta2), eps=1e-8,
+                                           fused=d.device.type == "cuda" and not self.sharded)
         if resume:
             self._resume(self.out if resume is True else Path(resume))
+        if self.step >= tc.max_steps:
+            raise ConfigError(f"the checkpoint is at step {self.step} and max_steps is {tc.max_steps}: "
+                              f"nothing to train; raise --max-steps to go on")
+        if d.main:
+            files.check_writable_folder(self.out, "the run folder")
         self.peak = peak_flops(d.device)
         self.flops_per_token = flops_per_token(self.cfg, self.n_params, self.T)
 
     # ----- wrapping for many processes -----
     def _wrap(self, model):
+        """Activation checkpointing per block; FSDP2 (fully_shard replaces the parameters by sharded
+        ones, so the optimizer is made after this) or DDP; then torch.compile."""
         d, tc = self.d, self.tc
         if tc.checkpointing:
             from torch.distributed._composable import checkpoint
@@ -292,7 +269,6 @@ class Trainer:
             for block in model.blocks:
                 fully_shard(block)
             fully_shard(model)
-            self.optimizer = self._rebuild_optimizer_after_shard()
         elif d.on:
             from torch.nn.parallel import DistributedDataParallel as DDP
             model = DDP(model, device_ids=[d.local_rank] if d.device.type == "cuda" else None)
@@ -300,57 +276,98 @@ class Trainer:
             model = torch.compile(model)
         return model
 
-    def _rebuild_optimizer_after_shard(self):
-        """fully_shard replaced the parameters by sharded ones: the optimizer must hold those."""
-        opt = torch.optim.AdamW(param_groups(self.model, self.tc.weight_decay), lr=self.tc.lr,
-                                betas=(self.tc.beta1, self.tc.beta2), eps=1e-8)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_at(s, self.tc) / self.tc.lr)
-        return opt
-
-    # With FSDP every rank holds a shard: gathering the full weights and optimizer state is a
-    # collective call that all ranks make; only rank 0 then writes.
-    def _full_states(self) -> tuple:
+    # The weights and the optimizer state are saved whole and by parameter name, whatever the
+    # wrapping: torch.distributed.checkpoint's state-dict API gathers FSDP's shards (a
+    # collective call all ranks make) and names the optimizer's state by parameter, so any
+    # number of processes, sharded or not, can load them.
+    def _full_states(self, with_optimizer: bool = True) -> tuple:
         """(model to save, optimizer state dict): on rank 0 complete, elsewhere (None, {})."""
-        if not self.sharded:
-            return self.model, (self.optimizer.state_dict() if self.d.main else {})
         from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
                                                              get_optimizer_state_dict)
-        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        weights = get_model_state_dict(self.model, options=opts)
-        optim = get_optimizer_state_dict(self.model, self.optimizer, options=opts)
+        opts = StateDictOptions(full_state_dict=self.sharded, cpu_offload=self.sharded)
+        # the model's first: it also puts back FSDP's sharded parameters that an evaluation's
+        # forward pass (no backward to reshard) left gathered, which the optimizer's needs
+        weights = get_model_state_dict(self.model, options=opts) if self.sharded else None
+        optim = get_optimizer_state_dict(self.model, self.optimizer, options=opts) if with_optimizer else {}
+        if not self.sharded:
+            return (self.model, optim) if self.d.main else (None, {})
         if not self.d.main:
             return None, {}
-        from ..model import ANDREA
-        copy = ANDREA(self.cfg, impl=self.model.impl)
+        copy = build_model(self.tc, self.cfg, self.model.impl)
         copy.load_state_dict(weights)
         return copy, optim
 
+    def _load_optimizer(self, state: dict) -> None:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+        set_optimizer_state_dict(self.model, self.optimizer, state,
+                                 options=StateDictOptions(full_state_dict=self.sharded))
+
     # ----- checkpoints -----
     def _state(self, optimizer_state: dict) -> dict:
-        return {"step": self.step, "optimizer": optimizer_state,
-                "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+        return {"step": self.step, "optimizer": optimizer_state, "scaler": self.scaler.state_dict(),
                 "data": self.batches.state_dict(), "train_config": json.dumps(self.tc.to_dict()),
-                "model_config": json.dumps(self.cfg.to_dict(), sort_keys=True)}
+                "model_config": json.dumps(self.cfg.to_dict(), sort_keys=True),
+                "data_identity": json.dumps({"source": self.data.source, "fingerprint": self.data.fingerprint,
+                                             "tokenizer_hash": self.data.tokenizer_hash})}
 
-    def save_checkpoint(self) -> Path | None:
+    def _weights_finite(self) -> bool:
+        local = all(bool(torch.isfinite(p.to_local() if hasattr(p, "to_local") else p).all())
+                    for p in self.model.parameters())
+        return not self.d.any(not local)
+
+    def save_checkpoint(self, loss: float | None = None) -> Path | None:
+        """A checkpoint of this step, unless the weights are no longer finite: then Diverged,
+        and the checkpoints already written (all finite) stay."""
+        if not self._weights_finite():
+            raise Diverged(f"the weights hold NaN or inf after step {self.step}: no checkpoint written")
         model, optim = self._full_states()
-        folder = ckpt.save(self.out, self.step,
-                           lambda path: self._save_weights(model, path, {"step": str(self.step)}),
-                           self._state(optim) if self.d.main else {}, self.d.rank, self.d.world,
-                           barrier=self.d.barrier, keep=self.tc.keep_checkpoints)
+        error = None
+        try:
+            folder = ckpt.save(self.out, self.step,
+                               lambda path: self._save_weights(model, path, {"step": str(self.step)}),
+                               self._state(optim) if self.d.main else {}, self.d.rank, self.d.world,
+                               barrier=self.d.barrier, keep=self.tc.keep_checkpoints, loss=loss)
+        except ckpt.CheckpointError as exc:
+            error, folder = exc, None
+        if self.d.any(error is not None):      # every rank stops, not only the one that failed
+            raise error or ckpt.CheckpointError(f"another process could not write the checkpoint of step {self.step}")
         if folder is not None:
             self._print(f"checkpoint: {folder}")
         return folder
 
+    @staticmethod
+    def _save_weights(model, path, metadata):
+        from ..weights import save_weights
+        save_weights(model, path, metadata)
+
     def _resume(self, where: Path) -> None:
+        """Load a checkpoint after checking it is this run's: the same model shape, data,
+        tokenizer, T, seed and global batch; run-time switches and the schedule may differ."""
         from ..weights import WeightsError, load_weights
         folder = ckpt.find(where)
-        state, rng = ckpt.load(folder, self.d.rank, self.d.world)
-        saved_cfg = json.loads(state["model_config"])
-        if saved_cfg != self.cfg.to_dict():
-            diff = {k: (saved_cfg.get(k), v) for k, v in self.cfg.to_dict().items() if saved_cfg.get(k) != v}
-            raise ckpt.CheckpointError(f"{folder} holds a model with another config; differences "
-                                       f"(checkpoint, this run): {diff}")
+        state, rng = ckpt.load(folder, self.d.rank)
+        saved_cfg = ModelConfig.from_dict(json.loads(state["model_config"]))
+        if saved_cfg != self.cfg:                  # the one rule for "the same model"
+            saved_shape, now_shape = saved_cfg.to_dict(), self.cfg.to_dict()
+            diff = "; ".join(f"{k}: checkpoint {saved_shape.get(k)!r}, this run {v!r}"
+                             for k, v in now_shape.items() if saved_shape.get(k) != v)
+            raise ckpt.CheckpointError(f"{folder} holds a model with another config ({diff}): "
+                                       f"resume with the checkpoint's model")
+        saved_data = json.loads(state.get("data_identity", "{}"))
+        if saved_data and saved_data["tokenizer_hash"] != self.data.tokenizer_hash:
+            raise ckpt.CheckpointError(
+                f"{folder} was trained on data made with tokenizer {saved_data['tokenizer_hash']}, this run's "
+                f"data ({self.data.source}) with tokenizer {self.data.tokenizer_hash}: resume with --data "
+                f"{saved_data['source']}")
+        if saved_data and saved_data["fingerprint"] != self.data.fingerprint:
+            raise ckpt.CheckpointError(
+                f"{folder} was trained on other data ({saved_data['source']}) than this run's "
+                f"({self.data.source}): their tokens differ; resume with --data {saved_data['source']}")
+        refused, allowed = resume_differences(json.loads(state["train_config"]), self.tc)
+        if refused:
+            raise ckpt.CheckpointError(f"{folder} was trained with other settings ({'; '.join(refused)}): "
+                                       f"only run-time switches and the schedule may change on resume")
+        self.batches.load_state_dict(state["data"])
         try:
             saved = load_weights(folder / "model.safetensors", model=None if self.sharded else self.model,
                                  impl=self.model.impl)
@@ -358,25 +375,15 @@ class Trainer:
             raise ckpt.CheckpointError(f"refusing to resume from {folder}: {exc}") from exc
         self.model.train()
         if self.sharded:
-            from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
-                                                                 set_optimizer_state_dict)
-            opts = StateDictOptions(full_state_dict=True)
-            set_model_state_dict(self.model, saved.state_dict(), options=opts)
-            set_optimizer_state_dict(self.model, self.optimizer, state["optimizer"], options=opts)
-        else:
-            self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+            from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict)
+            set_model_state_dict(self.model, saved.state_dict(), options=StateDictOptions(full_state_dict=True))
+        self._load_optimizer(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
-        self.batches.load_state_dict(state["data"])
         ckpt.set_rng_state(rng)
         self.step = int(state["step"])
-        if self.d.main:       # the log keeps exactly the steps the checkpoint has seen
-            log = self.out / "log.jsonl"
-            if log.exists():
-                lines = [l for l in log.read_text(encoding="utf-8").splitlines()
-                         if l.strip() and json.loads(l)["step"] <= self.step]
-                log.write_text("".join(l + "\n" for l in lines), encoding="utf-8")
-        self._print(f"resumed from {folder} at step {self.step}")
+        self.resumed_from = folder
+        if allowed:
+            self.notes.append("resuming with changed settings: " + "; ".join(allowed))
 
     # ----- one step -----
     def autocast(self):
@@ -388,6 +395,8 @@ class Trainer:
         """One optimizer step; returns (mean loss over the global batch, gradient norm)."""
         model, opt = self.wrapped, self.optimizer
         model.train()
+        for group in opt.param_groups:       # the schedule is a function of the step alone
+            group["lr"] = lr_at(self.step, self.tc)
         micro = self.batches.next_step()
         total = torch.zeros((), device=self.d.device)
         for a, (x, y) in enumerate(micro):
@@ -408,7 +417,6 @@ class Trainer:
         self.scaler.step(opt)
         self.scaler.update()
         opt.zero_grad(set_to_none=True)
-        self.scheduler.step()
         self.step += 1
         return self.d.mean(float(total)), float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
 
@@ -444,22 +452,37 @@ class Trainer:
         if self.d.main:
             print(msg, file=sys.stderr, flush=True)
 
+    def _start_files(self) -> tuple:
+        """The run folder's files, now that every input has been accepted: the tokenizer and
+        config (each written then renamed), the log (cut back to the checkpoint's step when
+        resuming), TensorBoard (told to hide what a resumed run will log again)."""
+        tc = self.tc
+        from .tokenizer import TOKENIZER_FILE
+        own = Path(tc.data) / "tokenizer.json" if tc.data else None
+        files.copy(own if own and own.is_file() else TOKENIZER_FILE, self.out / "tokenizer.json")
+        files.write_text(self.out / "config.json", json.dumps(
+            {"train": tc.to_dict(), "model": self.cfg.to_dict(), "world_size": self.d.world,
+             "tokens_per_step": self.tokens_per_step, "grad_accum": self.accum}, indent=1))
+        if self.resumed_from is not None:
+            note = trim(self.out / "log.jsonl", self.step)
+            if note:
+                self.notes.append(note)
+        log = RunLog(self.out / "log.jsonl", new=self.resumed_from is None)
+        tb = self._tensorboard() if tc.tensorboard else None
+        return log, tb
+
     def fit(self, on_step=None) -> dict:
         """Train to max_steps (or a signal). on_step(record) is called on rank 0 after every step
-        (the notebook draws its live loss plot with it). Returns the last step's record."""
+        (the notebook draws its live loss plot with it). Returns the last step's record.
+        A loss or weights that stop being finite raise Diverged: no checkpoint of them is written."""
         tc, d = self.tc, self.d
-        self.out.mkdir(parents=True, exist_ok=True)
-        if d.main:           # the run keeps the tokenizer its data was made with, for sampling
-            from .tokenizer import TOKENIZER_FILE
-            own = Path(tc.data) / "tokenizer.json" if tc.data else None
-            shutil.copyfile(own if own and own.is_file() else TOKENIZER_FILE, self.out / "tokenizer.json")
-            (self.out / "config.json").write_text(json.dumps(
-                {"train": tc.to_dict(), "model": self.cfg.to_dict(), "world_size": d.world,
-                 "tokens_per_step": self.tokens_per_step, "grad_accum": self.accum}, indent=1), encoding="utf-8")
-        log = open(self.out / "log.jsonl", "a" if self.resumed else "w", encoding="utf-8") if d.main else None
-        tb = self._tensorboard() if d.main and tc.tensorboard else None
+        log, tb = self._start_files() if d.main else (None, None)
         stop = StopRequested()
         bar = self._bar()
+        if self.resumed_from is not None:
+            self._print(f"resumed from {self.resumed_from} at step {self.step}")
+        for note in self.notes:
+            self._print(note)
         self._print(f"ANDREA {self.n_params:,} parameters on {d.world} x {d.device.type} ({self.dtype}); "
                     f"{self.tokens_per_step:,} tokens a step (B={tc.batch_size} T={self.T} A={self.accum} "
                     f"W={d.world}); data: {self.data.source} ({len(self.data.train):,} train tokens)")
@@ -467,7 +490,7 @@ class Trainer:
         try:
             while self.step < tc.max_steps:
                 t0 = time.perf_counter()
-                lr = self.optimizer.param_groups[0]["lr"]
+                lr = lr_at(self.step, tc)
                 loss, norm = self.train_step()
                 if d.device.type == "cuda":
                     torch.cuda.synchronize()
@@ -477,14 +500,14 @@ class Trainer:
                        "tokens_per_s": self.tokens_per_step / dt}
                 if self.peak:
                     rec["mfu"] = self.flops_per_token * rec["tokens_per_s"] / (self.peak * d.world)
-                if tc.eval_every and (self.step % tc.eval_every == 0 or self.step == tc.max_steps):
+                finite = math.isfinite(loss)
+                if finite and tc.eval_every and (self.step % tc.eval_every == 0 or self.step == tc.max_steps):
                     rec["val_loss"] = self.evaluate()
-                if d.main and tc.sample_every and self.step % tc.sample_every == 0:
+                if finite and d.main and tc.sample_every and self.step % tc.sample_every == 0:
                     rec["sample"] = self.sample()
                     self._print(f"step {self.step} sample: {rec['sample']!r}")
                 if d.main:
-                    log.write(json.dumps(rec) + "\n")
-                    log.flush()
+                    log.append(rec)
                     if tb:
                         for k in ("loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu"):
                             if k in rec:
@@ -495,16 +518,24 @@ class Trainer:
                     bar.set_postfix(self._postfix(rec))
                     if on_step:
                         on_step(rec)
+                if not finite:
+                    good = ckpt.good_checkpoints(self.out)
+                    raise Diverged(f"the loss is {loss} at step {self.step} (lr {lr:.3g}): the run diverged and "
+                                   f"stops; " + (f"the last checkpoint, all finite, is {good[0]}: resume from it "
+                                                 f"with a lower --lr" if good else "no checkpoint was written")
+                                   + f" (steps to {self.step} are in {self.out / 'log.jsonl'})")
                 last = rec
                 stopping = d.any(stop.signal is not None)
                 if stopping or (tc.checkpoint_every and self.step % tc.checkpoint_every == 0):
-                    self.save_checkpoint()
+                    with stop.checkpointing():
+                        self.save_checkpoint(loss)
                 if stopping:
                     self._print(f"stopped by signal at step {self.step}; continue with --resume")
                     break
             else:
                 if not (tc.checkpoint_every and self.step % tc.checkpoint_every == 0):
-                    self.save_checkpoint()
+                    with stop.checkpointing():
+                        self.save_checkpoint(last.get("loss"))
         finally:
             stop.restore()
             bar.close()
@@ -512,7 +543,7 @@ class Trainer:
                 log.close()
             if tb:
                 tb.close()
-        model, _ = self._full_states()
+        model, _ = self._full_states(with_optimizer=False)
         if d.main:
             self._final(model)
         return last
@@ -536,7 +567,10 @@ class Trainer:
         except ImportError:
             self._print("tensorboard is not installed: no TensorBoard logs (pip install tensorboard)")
             return None
-        return SummaryWriter(str(self.out / "tensorboard"))
+        # purge_step: TensorBoard hides what earlier event files logged from this step on, so a
+        # resumed run's steps are not shown twice.
+        return SummaryWriter(str(self.out / "tensorboard"),
+                             purge_step=self.step + 1 if self.resumed_from is not None else None)
 
     def _final(self, model) -> None:
         """The exported weights and the loss plot."""
@@ -549,10 +583,6 @@ class Trainer:
     def close(self) -> None:
         if self.d.on and dist.is_initialized():
             dist.destroy_process_group()
-
-
-def read_log(path: str | os.PathLike) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def plot_losses(log_path, png_path=None, ax=None):
@@ -575,68 +605,55 @@ def plot_losses(log_path, png_path=None, ax=None):
     ax.grid(alpha=0.3)
     if own:
         fig.tight_layout()
-        fig.savefig(png_path, dpi=100)
+        tmp = Path(png_path).with_name(Path(png_path).name + ".tmp")
+        fig.savefig(tmp, dpi=100, format="png")
         plt.close(fig)
+        os.replace(tmp, png_path)
     return ax
 
 
 # ----------------------------------------------------------------------------- command line
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="andrea-train", description=__doc__.split("\n")[0])
-    p.add_argument("--config", default="andrea-tiny", help="a preset (andrea-tiny, andrea-120m, ...) or a JSON file")
+    from .cli import Parser
+    p = Parser("andrea-train", __doc__, epilog=(
+        "A preset or --config file sets the training settings; a flag overrides it. Presets: "
+        + ", ".join(TRAIN_PRESETS) + " (andrea_course/presets.py; configs/*.json are the same as files). "
+        "Exit status: 0 done or stopped by a signal (resume it), 1 the run failed (data, checkpoint, "
+        "divergence, disk), 2 a bad argument or setting."))
+    p.add_argument("--config", default="andrea-tiny", help="a training preset's name or a JSON file")
     p.add_argument("--out", help="the run's folder: logs, checkpoints, model.safetensors (required to train)")
     p.add_argument("--data", help="a folder written by andrea-prepare (default: the shipped stories)")
-    p.add_argument("--resume", nargs="?", const=True, default=False,
-                   help="continue from the run folder's latest checkpoint, or from the checkpoint given")
-    p.add_argument("--max-steps", type=int)
-    p.add_argument("--checkpoint-every", type=int)
-    p.add_argument("--eval-every", type=int)
-    p.add_argument("--sample-every", type=int)
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--grad-accum", type=int)
-    p.add_argument("--seq-len", type=int)
-    p.add_argument("--lr", type=float)
-    p.add_argument("--seed", type=int)
-    p.add_argument("--dtype", choices=["auto", "fp32", "bf16", "fp16"])
-    p.add_argument("--compile", action="store_true", default=None)
-    p.add_argument("--fsdp", action="store_true", default=None, help="shard the model (FSDP2) instead of DDP")
-    p.add_argument("--checkpointing", action="store_true", default=None,
-                   help="activation checkpointing: recompute each block's activations in the backward")
-    p.add_argument("--kernels", choices=["torch", "triton"], help="attention and friends: PyTorch's fused ops or the course's Triton kernels")
-    p.add_argument("--no-tensorboard", dest="tensorboard", action="store_false", default=None)
+    p.add_argument("--resume", nargs="?", const=True, default=False, metavar="CHECKPOINT",
+                   help="continue from the run folder's latest checkpoint, or from the checkpoint folder given "
+                        "(default: a new run)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: this process's GPU, else the CPU)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on rank 0)")
+    add_flags(p)
     from .plan import add_arguments as add_plan_arguments     # --plan, --gpu-check: actions, not settings
     add_plan_arguments(p)
     return p
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    tc = load_config(args.config, data=args.data, max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
-                     eval_every=args.eval_every, sample_every=args.sample_every, batch_size=args.batch_size,
-                     grad_accum=args.grad_accum, seq_len=args.seq_len, lr=args.lr, seed=args.seed,
-                     dtype=args.dtype, compile=args.compile, fsdp=args.fsdp, checkpointing=args.checkpointing,
-                     tensorboard=args.tensorboard)
-    if args.kernels:
-        cfg = model_config(tc).replace(kernels=args.kernels)
-        tc.model = cfg.to_dict()
+    from .cli import run
+    return run("andrea-train", _main, argv)
+
+
+def _main(argv) -> int:
+    from .cli import UsageError
+    p = build_parser()
+    args = p.parse_args(argv)
+    flags = {k: getattr(args, k) for k in TrainConfig.__dataclass_fields__ if hasattr(args, k)}
+    tc = load_config(args.config, **flags)
     if args.plan or args.gpu_check:
         from .plan import run_action
         return run_action(args, tc)
     if not args.out:
-        print("andrea-train: --out RUN_DIR is required to train (only --plan and --gpu-check run without it)",
-              file=sys.stderr)
-        return 2
+        raise UsageError("--out RUN_DIR is required to train (only --plan and --gpu-check run without it)")
     out = Path(args.out)
     if not args.resume and (ckpt.checkpoints_dir(out) / ckpt.LATEST).exists():
-        print(f"{out} already holds a run: pass --resume to continue it, or choose another --out", file=sys.stderr)
-        return 2
-    try:
-        trainer = Trainer(tc, out, resume=args.resume, device=args.device, progress=not args.no_progress)
-    except (ckpt.CheckpointError, DataError, FileNotFoundError, ValueError) as exc:
-        print(f"andrea-train: {exc}", file=sys.stderr)
-        return 1
+        raise UsageError(f"{out} already holds a run: pass --resume to continue it, or choose another --out")
+    trainer = Trainer(tc, out, resume=args.resume, device=args.device, progress=not args.no_progress)
     try:
         trainer.fit()
     finally:

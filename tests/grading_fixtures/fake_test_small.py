@@ -3,9 +3,7 @@ import torch
 
 from andrea_course import ModelConfig
 from andrea_course.grading import expect_close, graded
-from andrea_course.impl import get_impl
-
-REF = get_impl("solutions")
+from andrea_course.model import MLP
 CFG = ModelConfig(vocab_size=16, context_length=8, d_model=8, n_layers=1, n_heads=2, d_ff=32)
 
 
@@ -37,7 +35,7 @@ def test_gelu_tanh(student):
 
 @graded("mlp.MLP", points=1, visibility="after_due_date")
 def test_mlp_module(student):
-    ref = REF.module("mlp").MLP(CFG)
+    ref = MLP(CFG)
     mlp = student.piece("mlp", "MLP")(CFG)
     mlp.load_state_dict(ref.state_dict())
     x = torch.randn(2, 3, CFG.d_model, generator=torch.Generator().manual_seed(3))

@@ -1,19 +1,19 @@
-"""Graded tests, the modern block · RMSNorm and SwiGLU (solutions/modern.py).
+"""Graded tests, activity 8 · the modern block: RMSNorm, SwiGLU, its width F = 8D/3, the block
+with RMSNorm, and the KV cache's memory with grouped key/value heads.
 
     RMSNorm(x) = x / sqrt(mean(x²) + eps) ⊙ gamma                 over D, in fp32, no centring
     SwiGLU(x)  = (x·w_up ⊙ Swish(x·w_gate))·w_down,  Swish(z) = z·sigmoid(z)
 
-The seed's check:  ANDREA_IMPL=exercises .venv/bin/pytest tests/test_modules.py -k "rmsnorm or swiglu" -v
+The seed's check:  ANDREA_IMPL=exercises .venv/bin/pytest andrea_course/graded/test_modern.py -k "rmsnorm or swiglu" -v
 """
 import torch
 import torch.nn.functional as F
 
-from andrea_course import ModelConfig
+from andrea_course import ANDREA, ModelConfig
 from andrea_course.grading import expect_close, expect_equal, expect_true, graded
-from andrea_course.impl import get_impl
+from andrea_course import pieces
 
-REF = get_impl("solutions")
-ref_rms_norm = REF.module("modern").rms_norm
+ref_rms_norm = pieces.module("modern").rms_norm
 
 
 def _randn(*shape, seed=0, dtype=torch.float64):
@@ -188,7 +188,7 @@ def test_swiglu_module_matches_reference(student):
             want_shapes.update({"w_gate.bias": (40,), "w_up.bias": (40,), "w_down.bias": (16,)})
         expect_equal(shapes, want_shapes, f"SwiGLU(cfg with D=16, F=40, bias={bias}).state_dict() shapes",
                      hint="keep the names w_gate, w_up (D -> F) and w_down (F -> D)")
-        ref = REF.module("modern").SwiGLU(cfg)
+        ref = pieces.module("modern").SwiGLU(cfg)
         ref.load_state_dict(state)
         x = _randn(2, 5, 16, seed=11, dtype=torch.float32)
         with torch.no_grad():
@@ -214,7 +214,7 @@ def test_rmsnorm_block_adds_to_the_raw_stream(student):
                       d_ff=48, norm="rmsnorm", mlp="swiglu", bias=False)
     block = student.piece("block", "Block")(cfg)
     state = block.state_dict()
-    ref = REF.module("block").Block(cfg).eval()
+    ref = pieces.module("block").Block(cfg).eval()
     ref.load_state_dict(state)
     x = 4.0 + 3.0 * _randn(2, 6, 16, seed=12, dtype=torch.float32)    # far from unit scale
     with torch.no_grad():
@@ -232,58 +232,78 @@ def test_rmsnorm_block_adds_to_the_raw_stream(student):
     })
 
 
-# ----------------------------------------------------------------------------- the tests catch the mistakes
-def _fp32(fn):
-    """A mutant computed in fp32 and cast back, so that only its own mistake shows."""
-    return lambda x, w, eps=1e-5: fn(x.double(), w.double(), eps).to(x.dtype)
+# ----------------------------------------------------------------------------- SwiGLU's width: the parameter budget
+# The classic MLP has two matrices D x 4D: 8D² weights; SwiGLU has three, D x F each: 3DF. Equal
+# budgets give F = 8D/3, rounded up to a multiple of 256 (D = 4096: 11,008; D = 768: 2,048).
+def _round_up(n_num: int, n_den: int, multiple: int) -> int:
+    """ceil(n_num / n_den) rounded up to a multiple, in exact integer arithmetic."""
+    return multiple * -(-n_num // (n_den * multiple))
 
 
-_Ref = REF.module("modern").SwiGLU
-_RefBlock = REF.module("block").Block
+def _f_mistakes(D, multiple_of=256):
+    return {
+        "F = 4D with three matrices: that costs 1.5x the parameters of the classic MLP; "
+        "use F = 8D/3 so that 3·D·F = 2·D·4D": 4 * D,
+        "rounded 8D/3 down: round UP to the multiple, so the budget is at least the classic one":
+            multiple_of * (8 * D // 3 // multiple_of),
+        "no rounding: round 8D/3 up to a multiple of multiple_of": 8 * D // 3,
+        "F = 2D/3: two thirds of 4D, not of D": _round_up(2 * D, 3, multiple_of),
+    }
 
 
-class _SwappedSwiGLU(_Ref):
-    def forward(self, x):
-        return self.w_down(F.silu(self.w_up(x)) * self.w_gate(x))
+@graded("modern.swiglu_hidden_dim", points=2)
+def test_swiglu_ffn_dim_is_8D_over_3(student):
+    f = student.piece("modern", "swiglu_hidden_dim")
+    for D, want in ((4096, 11_008), (768, 2_048)):
+        got = f(D)
+        expect_equal(got, want, f"swiglu_hidden_dim({D})", mistakes=_f_mistakes(D),
+                     hint="F = 8D/3 from 3·D·F = 2·D·4D, rounded up to a multiple of 256")
+        expect_true(isinstance(got, int) and not isinstance(got, bool), f"swiglu_hidden_dim({D})",
+                    f"returned {type(got).__name__}: a layer width must be an int", "return an int (math.ceil gives one)")
+    # The budget itself, at the widths of real models: never below the classic MLP's 8D², and
+    # above it by less than one rounding step (3·D·256 weights).
+    for D in (512, 1024, 2048, 2560, 5120, 8192):
+        F = f(D)
+        ratio = 3 * D * F / (8 * D * D)
+        expect_true(1 <= ratio < 1 + 3 * 256 / (8 * D), f"swiglu_hidden_dim({D}) = {F}",
+                    f"SwiGLU's three matrices hold {ratio:.3f}x the classic MLP's 8D² weights",
+                    "3·D·F = 2·D·4D gives F = 8D/3; round up to a multiple of 256",
+                    mistake=("F = 4D with three matrices: 1.5x the parameters" if F == 4 * D else None))
 
 
-class _NormalisedStreamBlock(_RefBlock):
-    def forward(self, x, cache=None):
-        x = self.ln1(x)
-        x = x + self.attn(x, cache)
-        x = self.ln2(x)
-        return x + self.mlp(x)
+@graded("modern.swiglu_hidden_dim", points=1)
+def test_swiglu_ffn_dim_rounds_up_to_multiple_of(student):
+    f = student.piece("modern", "swiglu_hidden_dim")
+    for D in (96, 128, 768, 1000, 4096):
+        for m in (1, 64, 128, 256, 1024):
+            expect_equal(f(D, m), _round_up(8 * D, 3, m), f"swiglu_hidden_dim({D}, multiple_of={m})",
+                         mistakes=_f_mistakes(D, m), hint="round 8D/3 up to a multiple of multiple_of")
 
 
-MUTANTS = [   # (graded test, (activity, piece), the typical mistake, words its failure must name)
-    (test_rmsnorm_does_not_center, ("modern", "rms_norm"), _fp32(_centred), "subtracted the mean"),
-    (test_rmsnorm_produces_unit_rms, ("modern", "rms_norm"), _fp32(lambda x, w, eps: _rms_over(x, w, eps, dim=-2)),
-     "wrong axis"),
-    (test_rmsnorm_produces_unit_rms, ("modern", "rms_norm"),
-     _fp32(lambda x, w, eps: x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w), "sqrt(sum(x²))"),
-    (test_rmsnorm_scales_with_gamma, ("modern", "rms_norm"),
-     _fp32(lambda x, w, eps: _rms_over(x, torch.ones_like(w), eps)), "forgot gamma"),
-    (test_rmsnorm_eps_inside_the_sqrt, ("modern", "rms_norm"),
-     _fp32(lambda x, w, eps: x / (_ms(x).sqrt() + eps) * w), "eps outside"),
-    (test_rmsnorm_computes_in_fp32, ("modern", "rms_norm"), _bf16_norm, "computed in bf16"),
-    (test_rmsnorm_computes_in_fp32, ("modern", "rms_norm"),
-     lambda x, w, eps=1e-5: ref_rms_norm(x.float(), w.float(), eps), "returned fp32"),
-    (test_swiglu_worked_example, ("modern", "swiglu"), lambda gate, up: _swish(up) * gate, "Swish applied to the value"),
-    (test_swiglu_matches_reference, ("modern", "swiglu"), lambda gate, up: torch.sigmoid(gate) * up, "sigmoid instead"),
-    (test_swiglu_module_matches_reference, ("modern", "SwiGLU"), _SwappedSwiGLU, "w_gate and w_up swapped"),
-    (test_rmsnorm_block_adds_to_the_raw_stream, ("block", "Block"), _NormalisedStreamBlock, "normalised x"),
-]
+# ----------------------------------------------------------------------------- the KV cache's memory
+def _cache_bytes(cfg, batch, seq_len):
+    """What the model really allocates for generation (on the meta device: no memory used)."""
+    with torch.device("meta"):
+        caches = ANDREA(cfg).new_caches(batch, seq_len)
+    return sum(c.k.nbytes + c.v.nbytes for c in caches), caches[0].k.element_size()
 
 
-def test_every_typical_mistake_is_caught_and_named():
-    from andrea_course.grading import Mismatch
-    from andrea_course.grading.student import InProcessStudent
-
-    for test, key, mutant, words in MUTANTS:
-        student = InProcessStudent("solutions", overrides={key: mutant})
-        try:
-            test(student)
-        except Mismatch as exc:
-            assert words in str(exc.mistake), (test.__name__, words, str(exc))
-        else:
-            raise AssertionError(f"{test.__name__} passes a learner who made the mistake {words!r}")
+@graded("modern.kv_cache_bytes", points=1)
+def test_kv_cache_bytes_for_every_G(student):
+    kv_cache_bytes = student.piece("modern", "kv_cache_bytes")
+    base = ModelConfig.preset("andrea-120m-modern")
+    H, L = base.n_heads, base.n_layers
+    for G in (1, 2, 3, 4, 6, 12):
+        cfg = base.replace(n_kv_heads=G)
+        want, size = _cache_bytes(cfg, 2, 1024)
+        expect_equal(kv_cache_bytes(cfg, 2, 1024, size), want,
+                     f"kv_cache_bytes(andrea-120m-modern with G={G}, batch=2, seq_len=1024, bytes_per_value={size})",
+                     hint="2 (keys and values) · L · B · G · S · K · bytes", mistakes={
+                         "forgot the values: the cache holds a key AND a value per head and position (factor 2)": want // 2,
+                         "used H query heads instead of G key/value heads: only G are cached": want * H // G,
+                         "forgot the L blocks: every block keeps its own cache": want // L,
+                     })
+    # The defaults: one sequence of the full context T, in bf16. G = H = 12 at T = 1,024 is 36 MiB.
+    expect_equal(kv_cache_bytes(base.replace(n_kv_heads=None)), 36 * 2 ** 20,
+                 "kv_cache_bytes(andrea-120m-modern with G = H) with the defaults (B = 1, S = T, bf16)",
+                 hint="seq_len=None means the context length T; bytes_per_value defaults to 2")

@@ -7,9 +7,8 @@ import torch.nn.functional as F
 
 from andrea_course import ModelConfig
 from andrea_course.grading import expect_close, graded
-from andrea_course.impl import get_impl
+from andrea_course import pieces
 
-REF = get_impl("solutions")
 X = torch.linspace(-6, 6, 241, dtype=torch.float64)          # where the GELU forms differ most: |x| ~ 2
 
 
@@ -47,7 +46,7 @@ CFG = ModelConfig(vocab_size=16, context_length=8, d_model=8, n_layers=1, n_head
 
 @graded("mlp.MLP", points=2)
 def test_mlp(student):
-    ref = REF.module("mlp").MLP(CFG).double()
+    ref = pieces.module("mlp").MLP(CFG).double()
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in ref.parameters():
@@ -60,8 +59,8 @@ def test_mlp(student):
         h = ref.fc(x)                                                  # (B, T, F)
         want = ref.proj(F.gelu(h, approximate="tanh"))                 # (B, T, D)
         mistakes = {"ReLU instead of GELU": ref.proj(F.relu(h)),
-                    "the exact erf GELU instead of the tanh form (self.act)": ref.proj(F.gelu(h)),
-                    "no activation between the two linear layers: use self.act": ref.proj(h),
+                    "the exact erf GELU instead of the tanh form (self.gelu)": ref.proj(F.gelu(h)),
+                    "no activation between the two linear layers: use self.gelu": ref.proj(h),
                     "activation after the second layer: GELU goes between fc and proj":
                         F.gelu(ref.proj(h), approximate="tanh")}
     expect_close(m(x), want, "MLP(cfg)(x)", mistakes=mistakes)

@@ -1,10 +1,10 @@
 """Graded tests, activity 10 · The tokenizer: byte-level BPE from scratch, checked against
 Hugging Face `tokenizers` (the library that makes ANDREA's real tokenizer)."""
 from andrea_course.grading import expect_equal, graded
-from andrea_course.impl import get_impl
+from andrea_course import pieces
 from andrea_course.train.tokenizer import train_tokenizer
 
-REF = get_impl("solutions").module("bpe")
+REF = pieces.module("bpe")
 TEXT = ("Once upon a time, there was a little cat named Tom. Tom liked to play in the garden. "
         "One day, Tom found a shiny red ball under the tree! \"Look!\" said Tom. "
         "Zażółć gęślą jaźń: naïve café, 1234 apples and 56 pears.\n\nThe end. aaa aaaa")

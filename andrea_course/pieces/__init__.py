@@ -1,0 +1,36 @@
+"""The engine's version of every piece a learner writes, one file per activity, by the
+exercise's own names (pieces/attention.py holds attention.softmax, ...).
+
+Each is written with PyTorch's own ops or the engine's modules (model.py), never copied from
+the answer key (solutions/). A piece stands in for the learner's own while theirs is not
+written, fails its graded tests, or is not the piece being graded (overlay.py); the graded
+tests compare the learner's output with these. `names(activity)` lists an activity's pieces
+(each module's __all__); a test checks it against the solution regions.
+"""
+from __future__ import annotations
+
+import importlib
+import types
+
+# The activities, in the course's order; the model is built from the first seven.
+ACTIVITIES = ("embeddings", "attention", "multihead", "mlp", "block", "modern", "model", "kernels", "bpe")
+MODEL_ACTIVITIES = ACTIVITIES[:7]
+
+
+def module(activity: str) -> types.ModuleType:
+    """pieces/<activity>.py (imported on first use: kernels needs Triton, bpe needs tokenizers)."""
+    if activity not in ACTIVITIES:
+        raise KeyError(f"no activity named {activity!r}; activities: {', '.join(ACTIVITIES)}")
+    return importlib.import_module(f"{__name__}.{activity}")
+
+
+def names(activity: str) -> tuple[str, ...]:
+    """The pieces a learner writes in exercises/<activity>.py."""
+    return tuple(module(activity).__all__)
+
+
+def get(activity: str, name: str):
+    """The engine's version of one piece."""
+    if name not in names(activity):
+        raise KeyError(f"activity {activity!r} has no piece {name!r}; its pieces: {', '.join(names(activity))}")
+    return getattr(module(activity), name)

@@ -1,0 +1,53 @@
+"""Activity 5 · Attention, as the engine computes it."""
+import torch
+import torch.nn as nn
+
+from .. import ops
+
+__all__ = ["attention_scores", "scale_scores", "causal_mask", "apply_causal_mask", "softmax",
+           "weighted_sum", "attention", "AttentionHead"]
+
+
+def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """q (..., T, K), k (..., S, K) -> (..., T, S)."""
+    return torch.matmul(q, k.mT)
+
+
+def scale_scores(scores: torch.Tensor, d_head: int) -> torch.Tensor:
+    return scores * d_head ** -0.5
+
+
+def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
+    """(T, S) bool, True where query i may see key j: j <= i + (S - T)."""
+    S = T if S is None else S
+    return torch.ones(T, S, dtype=torch.bool, device=device).tril(S - T)
+
+
+def apply_causal_mask(scores: torch.Tensor) -> torch.Tensor:
+    T, S = scores.shape[-2:]
+    return scores.masked_fill(~causal_mask(T, S, scores.device), float("-inf"))
+
+
+def softmax(scores: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(scores, dim=-1)
+
+
+def weighted_sum(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """weights (..., T, S), v (..., S, K) -> (..., T, K)."""
+    return torch.matmul(weights, v)
+
+
+attention = ops.attention
+
+
+class AttentionHead(nn.Module):
+    """One causal head: x (B, T, D) -> (B, T, K)."""
+
+    def __init__(self, d_model: int, d_head: int, bias: bool = True):
+        super().__init__()
+        self.w_q = nn.Linear(d_model, d_head, bias=bias)
+        self.w_k = nn.Linear(d_model, d_head, bias=bias)
+        self.w_v = nn.Linear(d_model, d_head, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ops.attention(self.w_q(x), self.w_k(x), self.w_v(x))

@@ -1,0 +1,16 @@
+"""Activity 6 · Multi-head attention, as the engine computes it."""
+import torch
+
+from ..model import KVCache, MultiHeadAttention, repeat_kv  # noqa: F401  (given in the exercise file)
+
+__all__ = ["split_heads", "merge_heads", "MultiHeadAttention"]
+
+
+def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(B, T, H·K) -> (B, H, T, K)."""
+    return x.unflatten(-1, (n_heads, -1)).transpose(1, 2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(B, H, T, K) -> (B, T, H·K)."""
+    return x.transpose(1, 2).flatten(2)

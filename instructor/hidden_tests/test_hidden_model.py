@@ -1,0 +1,42 @@
+"""Hidden and after-the-due-date graded tests of activity model: the instructor's, never
+shipped to learners (andrea-grade --hidden-tests instructor/hidden_tests)."""
+from andrea_course.graded.test_model import (  # the activity's helpers
+    ANDREA,
+    CFG,
+    ModelConfig,
+    _check_counts,
+    _generation_model,
+    _student_model,
+    count_parameters,
+    expect_equal,
+    graded,
+    torch)
+
+
+@graded("model.ANDREA", points=2, visibility="after_due_date")
+def test_andrea_generates_the_same_with_and_without_the_cache(student):
+    ref = _generation_model()
+    ids = torch.tensor([[3, 1, 4], [15, 9, 2], [6, 5, 3]])
+    want = ref.generate(ids, 5, temperature=0.0, use_cache=False)
+    restart = _generation_model()                                # the mistake: positions restart at 0 each step
+    embed = restart.embed.forward
+    restart.embed.forward = lambda ids, start=0: embed(ids, 0)
+    m = _student_model(student, ref, CFG)
+    got = m.generate(ids, 5, temperature=0.0)
+    expect_equal(got.tolist() if isinstance(got, torch.Tensor) else got, want.tolist(),
+                 "ANDREA.generate(ids, 5, temperature=0) with the KV cache",
+                 hint="with caches, the new tokens start at position caches[0].pos: self.embed(ids, start)",
+                 mistakes={"positions restart at 0 for every new token: pass start = caches[0].pos to self.embed":
+                           restart.generate(ids, 5, temperature=0.0, use_cache=True).tolist()})
+
+@graded("model.count_parameters", points=2, visibility="hidden")
+def test_count_parameters_matches_the_tensors(student):
+    """Every option of the config: the count from sizes equals the count of a built model's tensors."""
+    fn = student.piece("model", "count_parameters")
+    for cfg in (ModelConfig.preset("andrea-tiny", n_layers=2),
+                ModelConfig.preset("andrea-tiny", n_layers=2, bias=False, n_kv_heads=2),
+                ModelConfig.preset("andrea-tiny-modern", n_layers=2),
+                ModelConfig.preset("andrea-tiny-modern", n_layers=2, bias=True, norm="layernorm", n_kv_heads=1)):
+        want = count_parameters(ANDREA(cfg, impl="solutions"))
+        changed = {k: v for k, v in cfg.to_dict().items() if v != ModelConfig().to_dict()[k]}
+        _check_counts(fn(cfg), want, f"count_parameters({changed})")

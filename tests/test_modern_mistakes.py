@@ -1,0 +1,82 @@
+"""Mutation tests of the modern block's graded tests (andrea_course/graded/test_modern.py): each
+typical mistake, written as a small wrong implementation, must fail its graded test with a
+Mismatch that names it."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from andrea_course import pieces
+from andrea_course.graded import test_modern as graded
+
+swiglu_hidden_dim = pieces.module("modern").swiglu_hidden_dim
+(_bf16_norm, _centred, _ms, _rms_over, _swish, ref_rms_norm) = (
+    graded._bf16_norm, graded._centred, graded._ms, graded._rms_over, graded._swish, graded.ref_rms_norm)
+
+
+def _fp32(fn):
+    """A mutant computed in fp32 and cast back, so that only its own mistake shows."""
+    return lambda x, w, eps=1e-5: fn(x.double(), w.double(), eps).to(x.dtype)
+
+
+_Ref = pieces.module("modern").SwiGLU
+_RefBlock = pieces.module("block").Block
+
+
+class _SwappedSwiGLU(_Ref):
+    def forward(self, x):
+        return self.w_down(F.silu(self.w_up(x)) * self.w_gate(x))
+
+
+class _NormalisedStreamBlock(_RefBlock):
+    def forward(self, x, cache=None):
+        x = self.ln1(x)
+        x = x + self.attn(x, cache)
+        x = self.ln2(x)
+        return x + self.mlp(x)
+
+
+MUTANTS = [   # (graded test, (activity, piece), the typical mistake, words its failure must name)
+    (graded.test_rmsnorm_does_not_center, ("modern", "rms_norm"), _fp32(_centred), "subtracted the mean"),
+    (graded.test_rmsnorm_produces_unit_rms, ("modern", "rms_norm"), _fp32(lambda x, w, eps: _rms_over(x, w, eps, dim=-2)),
+     "wrong axis"),
+    (graded.test_rmsnorm_produces_unit_rms, ("modern", "rms_norm"),
+     _fp32(lambda x, w, eps: x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w), "sqrt(sum(x²))"),
+    (graded.test_rmsnorm_scales_with_gamma, ("modern", "rms_norm"),
+     _fp32(lambda x, w, eps: _rms_over(x, torch.ones_like(w), eps)), "forgot gamma"),
+    (graded.test_rmsnorm_eps_inside_the_sqrt, ("modern", "rms_norm"),
+     _fp32(lambda x, w, eps: x / (_ms(x).sqrt() + eps) * w), "eps outside"),
+    (graded.test_rmsnorm_computes_in_fp32, ("modern", "rms_norm"), _bf16_norm, "computed in bf16"),
+    (graded.test_rmsnorm_computes_in_fp32, ("modern", "rms_norm"),
+     lambda x, w, eps=1e-5: ref_rms_norm(x.float(), w.float(), eps), "returned fp32"),
+    (graded.test_swiglu_worked_example, ("modern", "swiglu"), lambda gate, up: _swish(up) * gate, "Swish applied to the value"),
+    (graded.test_swiglu_matches_reference, ("modern", "swiglu"), lambda gate, up: torch.sigmoid(gate) * up, "sigmoid instead"),
+    (graded.test_swiglu_module_matches_reference, ("modern", "SwiGLU"), _SwappedSwiGLU, "w_gate and w_up swapped"),
+    (graded.test_rmsnorm_block_adds_to_the_raw_stream, ("block", "Block"), _NormalisedStreamBlock, "normalised x"),
+]
+
+
+def test_every_typical_mistake_is_caught_and_named():
+    from andrea_course.grading import Mismatch
+    from andrea_course.grading.student import InProcessStudent
+
+    for test, key, mutant, words in MUTANTS:
+        student = InProcessStudent("solutions", overrides={key: mutant})
+        try:
+            test(student)
+        except Mismatch as exc:
+            assert words in str(exc.mistake), (test.__name__, words, str(exc))
+        else:
+            raise AssertionError(f"{test.__name__} passes a learner who made the mistake {words!r}")
+
+
+def test_typical_mistakes_are_caught_and_named():
+    from andrea_course.grading import Mismatch
+    from andrea_course.grading.student import InProcessStudent
+
+    mutants = [(lambda D, multiple_of=256: 4 * D, "1.5x the parameters"),
+               (lambda D, multiple_of=256: multiple_of * (8 * D // 3 // multiple_of), "rounded 8D/3 down"),
+               (lambda D, multiple_of=256: float(swiglu_hidden_dim(D, multiple_of)), "must be an int")]
+    for mutant, words in mutants:
+        with pytest.raises(Mismatch) as caught:
+            graded.test_swiglu_ffn_dim_is_8D_over_3(InProcessStudent("solutions", overrides={("modern", "swiglu_hidden_dim"): mutant}))
+        assert words in str(caught.value), (words, str(caught.value))

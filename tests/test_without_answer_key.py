@@ -1,0 +1,90 @@
+"""The package stands on its own: in a copy of the course without solutions/, the engine builds,
+counts and trains; the untouched exercises grade to 0 with "not implemented yet"; and a folder
+holding the reference pieces, graded there, gets full marks. (The notebooks run in such a copy
+too: the Makefile's second nbval pass.)"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from andrea_course.overlay import ROOT, STUB_MARK
+
+pytestmark = pytest.mark.slow
+
+
+def _course_files() -> list[str]:
+    try:
+        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: cannot tell the course's files")
+    return [f for f in out.splitlines() if f and not f.startswith("solutions/") and (ROOT / f).is_file()]
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory):
+    if not (ROOT / "solutions").is_dir():
+        pytest.skip("this checkout has no solutions/ to leave out")
+    dest = tmp_path_factory.mktemp("course") / "andrea"
+    for f in _course_files():
+        (dest / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, dest / f)
+    assert not (dest / "solutions").exists()
+    return dest
+
+
+def _run(copy, *args, timeout=600):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDREA_", "PYTEST_"))}
+    env.update(PYTHONPATH=str(copy), OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, *args], cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_engine_builds_counts_and_trains_without_the_answer_key(copy):
+    code = """
+import andrea_course, torch
+from pathlib import Path
+from andrea_course import ANDREA, count_parameters
+assert Path(andrea_course.__file__).resolve().is_relative_to(Path.cwd().resolve()), andrea_course.__file__
+assert count_parameters("andrea-120m")["total"] == 98_820_096
+model = ANDREA("andrea-tiny", impl="exercises")
+assert set(model.pieces.values()) == {"engine: not written yet"}, model.pieces
+ids = torch.randint(0, 8449, (2, 16))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+losses = []
+for _ in range(3):
+    _, loss = model(ids, ids)
+    opt.zero_grad(); loss.backward(); opt.step(); losses.append(loss.item())
+assert losses[-1] < losses[0], losses
+try:
+    ANDREA("andrea-tiny", impl="solutions")
+except andrea_course.ImplementationError as exc:
+    assert "student release" in str(exc), exc
+else:
+    raise AssertionError("impl='solutions' worked without solutions/")
+print("ok")
+"""
+    run = _run(copy, "-c", code)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stdout + run.stderr
+
+
+def _grade(copy, submission, out):
+    run = _run(copy, "-m", "andrea_course.grading.cli", str(submission), "--out", str(out), "--quiet")
+    assert out.exists(), run.stdout + run.stderr
+    return json.loads(out.read_text())
+
+
+def test_grading_without_the_answer_key(copy, tmp_path):
+    blank = _grade(copy, copy / "exercises", tmp_path / "blank.json")
+    assert blank["score"] == 0 and blank["tests"]
+    assert all(STUB_MARK in t["output"] for t in blank["tests"]), [t["output"] for t in blank["tests"] if STUB_MARK not in t["output"]][:3]
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    for f in (ROOT / "solutions").glob("*.py"):
+        shutil.copy2(f, reference / f.name)
+    full = _grade(copy, reference, tmp_path / "full.json")
+    failed = [(t["name"], t["output"][:200]) for t in full["tests"] if t["score"] < t["max_score"]]
+    assert not failed and full["score"] == sum(t["max_score"] for t in full["tests"]) > 0, failed
