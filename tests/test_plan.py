@@ -202,3 +202,12 @@ def test_cloud_docs_show_the_plans_real_output(in_repo, capsys):
     docs = Path("docs/cloud.md").read_text(encoding="utf-8")
     assert "andrea-train --plan --config configs/andrea-120m.json --gpu H100 --price-per-hour 3" in docs
     assert capsys.readouterr().out in docs
+
+
+def test_gpu_check_runs_the_kernel_tests_it_finds(tmp_path, monkeypatch):
+    from andrea_course.train import gpu_check
+    passing = tmp_path / "test_one.py"
+    passing.write_text("def test_one():\n    assert 1 + 1 == 2\n")
+    monkeypatch.setattr(gpu_check, "KERNEL_TESTS", [passing, tmp_path / "test_gone.py"])
+    summary = gpu_check.kernel_tests()
+    assert "1 passed" in summary and "FAILED" not in summary and "not found" in summary and "test_gone.py" in summary

@@ -1,7 +1,7 @@
 """andrea-train --gpu-check: a minute or two on a fresh GPU machine, before the long run (not yet timed on one).
 
-1. The Triton kernels' tests (tests/test_kernels.py), compiled for this GPU rather than
-   interpreted as on the CPU.
+1. The Triton kernels' tests (tests/test_kernels.py and the graded andrea_course/graded/
+   test_kernels.py), compiled for this GPU rather than interpreted as on the CPU.
 2. A few eager steps of ANDREA-120M (B = 16, T = 1,024): the peak memory PyTorch allocated,
    next to the plan's prediction (the plan counts eager PyTorch).
 3. A short compiled run in bf16 (fp16 on a GPU without bf16): tokens/s and MFU, next to the
@@ -25,7 +25,9 @@ from .. import gpus
 from .plan import GIB, MFU_RANGE, PlanError, make_plan, markdown_table
 
 MODEL, B, T = "andrea-120m", 16, 1024
-KERNEL_TESTS = Path(__file__).resolve().parents[2] / "tests" / "test_kernels.py"
+PACKAGE = Path(__file__).resolve().parents[1]
+# The package's kernels (in a clone of the course) and the learner's graded kernels (shipped in the package).
+KERNEL_TESTS = [PACKAGE.parent / "tests" / "test_kernels.py", PACKAGE / "graded" / "test_kernels.py"]
 
 
 def settings(dtype: str, compile: bool, steps: int, **changes) -> dict:
@@ -61,15 +63,16 @@ def measure(tc, device: str, warmup: int, steps: int) -> dict:
 
 
 def kernel_tests() -> str:
-    """Run tests/test_kernels.py; its pytest summary line."""
-    if not KERNEL_TESTS.is_file():
-        return f"not run: {KERNEL_TESTS} is missing (a pip install carries no tests; clone the course)"
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(KERNEL_TESTS)],
-                          capture_output=True, text=True, cwd=KERNEL_TESTS.parents[1])
+    """Run the kernels' tests that are here; pytest's summary line."""
+    files = [str(f) for f in KERNEL_TESTS if f.is_file()]
+    missing = [str(f) for f in KERNEL_TESTS if not f.is_file()]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
+                          capture_output=True, text=True, cwd=PACKAGE.parent)
     lines = [l for l in done.stdout.splitlines() if l.strip()]
     if done.returncode != 0:
         print(done.stdout[-6000:], done.stderr[-2000:], file=sys.stderr)
-    return (lines[-1] if lines else "no output") + ("" if done.returncode == 0 else " (FAILED: pytest's output above)")
+    return ((lines[-1] if lines else "no output") + ("" if done.returncode == 0 else " (FAILED: pytest's output above)")
+            + (f"; not found: {', '.join(missing)} (a pip install has no tests/: clone the course)" if missing else ""))
 
 
 def report(name: str, dtype: str, kernels: str, eager: dict, compiled: dict, plan) -> str:
