@@ -105,7 +105,7 @@ def test_every_notebook_check_passes_on_the_reference(activity):
     (one pytest run per activity, through run_graded_many)."""
     exercises = _notebook_exercises_by_activity()[activity]
     results = run_graded_many(exercises, impl="solutions")
-    problems = {e: r.error or [(o.name, o.status, str(o.exc)[:300]) for o in r.outcomes if o.status != "passed"]
+    problems = {e: r.error or [(o.name, o.status, o.message[:300]) for o in r.outcomes if o.status != "passed"]
                 for e, r in results.items() if r.status != "passed"}
     assert not problems, problems
 
