@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from andrea_course.exercises import SOLUTIONS
-from andrea_course.overlay import ROOT
 from andrea_course.notebook import check, use
 from andrea_course.notebook._display import render_html, render_text
 
