@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 TORCH_INDEX ?=
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test setup exercises train bench clean
+.PHONY: lab test grade setup exercises train bench clean
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -22,21 +22,25 @@ lab: $(STAMP)
 	cd notebooks && ../$(BIN)/jupyter-lab $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # The whole suite: unit and graded tests; every notebook under nbval twice, once with the
-# reference solutions and once with the untouched exercises in a copy of the course WITHOUT
-# solutions/ (a learner's checkout: everything must still run); then every notebook in a real
-# JupyterLab in headless Chromium (skipped when Chromium is absent).
+# reference solutions and once with the untouched exercises in the learner's release
+# (andrea-release: no solutions/, no hidden tests; everything must still run there); then every
+# notebook in a real JupyterLab in headless Chromium (skipped when Chromium is absent).
+# In a learner's release (no solutions/) `make grade` grades your exercises/ instead.
 # Two workers (test processes or notebook kernels) on two cores, one torch thread each:
 # threads fighting over the cores made small-tensor training cells 5-20x slower.
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadscope
-NOKEY  := $(abspath build/without-answer-key)
+NOKEY  := $(abspath build/release)
 test: $(STAMP)
+	@test -d solutions || { echo "this is a learner's release (no solutions/): run 'make grade' to grade your exercises"; exit 2; }
 	ANDREA_IMPL=solutions $(PYTEST) -m "not browser" tests andrea_course/graded instructor/hidden_tests
 	ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks
-	rm -rf $(NOKEY) && mkdir -p $(NOKEY)
-	git ls-files -z --cached --others --exclude-standard | grep -zv '^solutions/' | xargs -0 cp --parents -t $(NOKEY)
+	$(BIN)/andrea-release --force $(NOKEY)
 	cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY) OMP_NUM_THREADS=1 $(abspath $(BIN))/python -m pytest \
 		-n 2 --dist loadscope -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 	$(BIN)/python -m pytest -m browser tests/test_browser.py
+
+grade: $(STAMP)
+	ANDREA_IMPL=exercises $(BIN)/python -m pytest -q andrea_course/graded
 
 exercises: $(STAMP)
 	$(BIN)/andrea-make-exercises

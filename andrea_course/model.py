@@ -30,11 +30,11 @@ from .config import ModelConfig
 class Embeddings(nn.Module):
     """ids (B, T) -> x (B, T, D): a row of the token table plus the row of its position."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, dropout: float = 0.0):
         super().__init__()
         self.token_table = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))         # (V, D)
         self.position_table = nn.Parameter(torch.empty(cfg.context_length, cfg.d_model))  # (T, D)
-        self.drop = nn.Dropout(0.0)           # p is a run-time switch: ANDREA(..., dropout=p)
+        self.drop = nn.Dropout(dropout)       # a run-time switch: ANDREA(..., dropout=p) sets it
 
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         T = ids.shape[1]
@@ -178,13 +178,13 @@ class Block(nn.Module):
     dropout) to the stream itself.
     """
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, dropout: float = 0.0):
         super().__init__()
         self.ln1 = make_norm(cfg)
         self.attn = MultiHeadAttention(cfg)
         self.ln2 = make_norm(cfg)
         self.mlp = make_mlp(cfg)
-        self.drop = nn.Dropout(0.0)           # p is a run-time switch: ANDREA(..., dropout=p)
+        self.drop = nn.Dropout(dropout)       # a run-time switch: ANDREA(..., dropout=p) sets it
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         x = x + self.drop(self.attn(self.ln1(x), cache))
@@ -275,15 +275,24 @@ class ANDREA(nn.Module):
                 for _ in self.blocks]
 
     @torch.no_grad()
-    def generate(self, ids: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+    def generate(self, ids, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None, generator: torch.Generator | None = None,
-                 use_cache: bool = True) -> torch.Tensor:
+                 use_cache: bool = True):
         """Append max_new_tokens sampled tokens to ids (B, T0) and return (B, T0 + max_new_tokens).
 
+        ids may also be a list of prompts of different lengths (lists of ids or 1-D tensors):
+        then a list comes back, each prompt with its new tokens. Prompts of one length run as
+        one batch; no padding is ever attended to, so each row is what generating it alone gives.
+
         temperature 0 picks the most likely token. With use_cache each step feeds only the new
-        token and reuses the cached keys and values; once the sequence outgrows the context
-        length T, the window slides and the cache is rebuilt, exactly as recomputing would.
+        token and reuses the cached keys and values. Once the sequence outgrows the context
+        length T the window slides by one token and the cache is rebuilt, exactly as recomputing
+        would: with learned absolute positions every cached key was computed at a position that
+        has just changed, so a rolling cache would be wrong (it is exact only with relative
+        positions such as RoPE). Past T, generation therefore costs what recomputing costs.
         """
+        if isinstance(ids, (list, tuple)):
+            return self._generate_ragged(ids, max_new_tokens, temperature, top_k, generator, use_cache)
         if temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {temperature}")
         if max_new_tokens < 0:
@@ -304,6 +313,21 @@ class ANDREA(nn.Module):
             logits = logits[:, -1, :].float()                      # (B, V)
             ids = torch.cat([ids, sample_next(logits, temperature, top_k, generator)], dim=1)
         return ids
+
+
+    def _generate_ragged(self, prompts, max_new_tokens, temperature, top_k, generator, use_cache) -> list:
+        rows = [torch.as_tensor(p, dtype=torch.long, device=self.embed.token_table.device).reshape(-1)
+                for p in prompts]
+        if any(r.numel() == 0 for r in rows):
+            raise ValueError("every prompt needs at least one token")
+        out: list = [None] * len(rows)
+        for length in sorted({r.numel() for r in rows}):
+            group = [i for i, r in enumerate(rows) if r.numel() == length]
+            done = self.generate(torch.stack([rows[i] for i in group]), max_new_tokens, temperature,
+                                 top_k, generator, use_cache)
+            for i, row in zip(group, done):
+                out[i] = row
+        return out
 
 
 def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,

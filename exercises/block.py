@@ -59,13 +59,13 @@ class Block(nn.Module):
     the raw residual stream x, never to the normalised x.
     """
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, dropout: float = 0.0):
         super().__init__()
         self.ln1 = make_norm(cfg)
         self.attn = MultiHeadAttention(cfg)
         self.ln2 = make_norm(cfg)
         self.mlp = make_mlp(cfg)
-        self.drop = nn.Dropout(0.0)          # p is set per run: ANDREA(..., dropout=p)
+        self.drop = nn.Dropout(dropout)      # a run-time switch: ANDREA(..., dropout=p) sets it
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         # Hint: x = x + self.drop(self.attn(self.ln1(x), cache)); then the same with ln2 and mlp. Add to the raw x.

@@ -50,11 +50,11 @@ def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> to
 class Embeddings(nn.Module):
     """Token table (V, D) and learned position table (T, D); forward adds them."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, dropout: float = 0.0):
         super().__init__()
         self.token_table = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))         # (V, D)
         self.position_table = nn.Parameter(torch.empty(cfg.context_length, cfg.d_model))  # (T, D)
-        self.drop = nn.Dropout(0.0)          # p is set per run: ANDREA(..., dropout=p)
+        self.drop = nn.Dropout(dropout)      # a run-time switch: ANDREA(..., dropout=p) sets it
 
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         """ids: (B, T) -> x: (B, T, D), using embed_lookup and add_positions."""

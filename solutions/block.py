@@ -63,13 +63,13 @@ class Block(nn.Module):
     the raw residual stream x, never to the normalised x.
     """
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, dropout: float = 0.0):
         super().__init__()
         self.ln1 = make_norm(cfg)
         self.attn = MultiHeadAttention(cfg)
         self.ln2 = make_norm(cfg)
         self.mlp = make_mlp(cfg)
-        self.drop = nn.Dropout(0.0)          # p is set per run: ANDREA(..., dropout=p)
+        self.drop = nn.Dropout(dropout)      # a run-time switch: ANDREA(..., dropout=p) sets it
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         ### BEGIN SOLUTION

@@ -298,3 +298,18 @@ def test_tied_weights_are_one_tensor():
     grad = model.embed.token_table.grad
     unseen = sorted(set(range(cfg.vocab_size)) - set(ids.flatten().tolist()))[:3]
     assert grad[unseen].abs().sum() > 0          # rows never read as input still learn through the head
+
+
+def test_prompts_of_different_lengths_generate_as_each_alone():
+    """A batch of prompts of different lengths: every row equals generating that prompt alone
+    (no padding is attended to), greedy, past the context length too."""
+    torch.manual_seed(0)
+    model = ANDREA(ModelConfig.preset("andrea-tiny", context_length=8, n_layers=2)).eval()
+    prompts = [[5, 9, 2], [7], [1, 2, 3, 4, 5, 6], [3, 3, 3]]
+    together = model.generate(prompts, 10, temperature=0)
+    assert isinstance(together, list) and len(together) == len(prompts)
+    for prompt, row in zip(prompts, together):
+        alone = model.generate(torch.tensor([prompt]), 10, temperature=0)[0]
+        assert torch.equal(row, alone), (prompt, row.tolist(), alone.tolist())
+    with pytest.raises(ValueError, match="at least one token"):
+        model.generate([[1, 2], []], 3)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from andrea_course.grading import Mismatch
 from andrea_course.grading.student import InProcessStudent
@@ -22,7 +23,7 @@ from andrea_course.graded import GRADED
 from andrea_course.overlay import ROOT, STUB_MARK
 
 GRADED_FILES = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_mlp.py",
-                "test_block.py", "test_model.py"]
+                "test_block.py", "test_model.py", "test_modern.py"]
 TESTS = GRADED
 emb, att, mh, mlp, blk, mdl = (pieces.module(a) for a in ("embeddings", "attention", "multihead", "mlp", "block", "model"))
 NEG_INF = float("-inf")
@@ -144,6 +145,51 @@ class EmbeddingsWithoutPositions(emb.Embeddings):
         return emb.embed_lookup(self.token_table, ids)
 
 
+class MHAIgnoringTheCache(mh.MultiHeadAttention):
+    def forward(self, x, cache=None):
+        return super().forward(x)
+
+
+class MHARepeatingBeforeTheCache(mh.MultiHeadAttention):
+    def forward(self, x, cache=None):
+        H, G, K = self.n_heads, self.n_kv_heads, self.d_head
+        q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1)
+        q, k, v = mh.split_heads(q, H), mh.split_heads(k, G), mh.split_heads(v, G)
+        k, v = mh.repeat_kv(k, H // G), mh.repeat_kv(v, H // G)
+        if cache is not None:
+            k, v = cache.update(k, v)
+        return self.proj(mh.merge_heads(self.attention(q, k, v)))
+
+
+class BlockDroppingTheCache(blk.Block):
+    def forward(self, x, cache=None):
+        return super().forward(x)
+
+
+class BlockWithoutDropout(blk.Block):
+    def forward(self, x, cache=None):
+        x = x + self.attn(self.ln1(x), cache)
+        return x + self.mlp(self.ln2(x))
+
+
+class ModelDroppingTheCaches(mdl.ANDREA):
+    def forward(self, ids, targets=None, caches=None):
+        x = self.embed(ids, caches[0].pos if caches else 0)
+        for block in self.blocks:
+            x = block(x)
+        return self.ln_f(x) @ self.output_weight().T
+
+
+class ModelAlwaysLayerNorm(mdl.ANDREA):
+    def __init__(self, cfg, *args, **kwargs):
+        super().__init__(cfg, *args, **kwargs)
+        self.ln_f = blk.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
+
+
+def _kv_bytes_ignoring_seq_len(cfg, batch=1, seq_len=None, bytes_per_value=2):
+    return 2 * cfg.n_layers * batch * cfg.kv_heads * cfg.context_length * cfg.d_head * bytes_per_value
+
+
 def _upper(T, S):
     return torch.ones(T, S, dtype=torch.bool).triu(S - T)
 
@@ -230,6 +276,25 @@ MUTANTS = [
     ("test_model.py", "test_andrea_logits", {("model", "ANDREA"): ModelWithoutFinalNorm}, "final norm"),
     ("test_model.py", "test_andrea_generates_the_same_with_and_without_the_cache",
      {("model", "ANDREA"): ModelIgnoringStart}, "positions restart at 0"),
+    # issue 13's eight mistakes that once got full marks
+    ("test_embeddings.py", "test_embed_onehot_when_the_last_ids_are_absent",
+     {("embeddings", "embed_onehot"): lambda table, ids: F.one_hot(ids).to(table.dtype) @ table}, "without num_classes"),
+    ("test_multihead.py", "test_multihead_attention_with_a_kv_cache",
+     {("multihead", "MultiHeadAttention"): MHAIgnoringTheCache}, "the KV cache ignored"),
+    ("test_modern.py", "test_grouped_kv_heads_with_a_kv_cache",
+     {("multihead", "MultiHeadAttention"): MHARepeatingBeforeTheCache}, "repeat_kv before the cache"),
+    ("test_block.py", "test_block_passes_the_cache_on", {("block", "Block"): BlockDroppingTheCache},
+     "the cache not passed on"),
+    ("test_block.py", "test_block_applies_dropout_while_training", {("block", "Block"): BlockWithoutDropout},
+     "no dropout in the block"),
+    ("test_model.py", "test_andrea_with_a_kv_cache", {("model", "ANDREA"): ModelDroppingTheCaches},
+     "the caches not passed on"),
+    ("test_model.py", "test_andrea_with_a_kv_cache", {("model", "ANDREA"): ModelIgnoringStart},
+     "positions restart at 0"),
+    ("test_modern.py", "test_the_modern_model_ends_on_its_own_norm", {("model", "ANDREA"): ModelAlwaysLayerNorm},
+     "always a LayerNorm"),
+    ("test_modern.py", "test_kv_cache_bytes_for_every_G", {("modern", "kv_cache_bytes"): _kv_bytes_ignoring_seq_len},
+     "seq_len ignored"),
     ("test_model.py", "test_count_parameters_of_andrea_120m",
      {("model", "count_parameters"): lambda cfg: mdl.count_parameters(cfg.replace(bias=False))}, "biases forgotten"),
     ("test_model.py", "test_count_parameters_with_tied_embeddings",

@@ -1,7 +1,7 @@
-"""The package stands on its own: in a copy of the course without solutions/, the engine builds,
-counts and trains; the untouched exercises grade to 0 with "not implemented yet"; and a folder
-holding the reference pieces, graded there, gets full marks. (The notebooks run in such a copy
-too: the Makefile's second nbval pass.)"""
+"""The package stands on its own: in the learner's release (andrea-release: no solutions/, no
+hidden tests), the engine builds, counts and trains; the untouched exercises grade to 0 with
+"not implemented yet"; and a folder holding the reference pieces, graded there, gets full marks.
+(The notebooks run in the release too: the Makefile's second nbval pass.)"""
 import json
 import os
 import shutil
@@ -16,25 +16,18 @@ from andrea_course.overlay import ROOT, STUB_MARK
 pytestmark = pytest.mark.slow
 
 
-def _course_files() -> list[str]:
-    try:
-        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip("not a git checkout: cannot tell the course's files")
-    return [f for f in out.splitlines() if f and not f.startswith("solutions/") and (ROOT / f).is_file()]
-
-
 @pytest.fixture(scope="module")
 def copy(tmp_path_factory):
+    """The learner's release (andrea-release), as a class gets it."""
     if not (ROOT / "solutions").is_dir():
         pytest.skip("this checkout has no solutions/ to leave out")
-    dest = tmp_path_factory.mktemp("course") / "andrea"
-    for f in _course_files():
-        (dest / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / f, dest / f)
-    assert not (dest / "solutions").exists()
-    return dest
+    from andrea_course.release import ReleaseError, build
+    try:
+        return build(tmp_path_factory.mktemp("course") / "andrea", quiet=True)
+    except ReleaseError as exc:
+        if "not a git checkout" in str(exc):
+            pytest.skip(str(exc))
+        raise
 
 
 def _run(copy, *args, timeout=600):

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.grading import expect_close, graded
+from andrea_course.grading import expect_close, expect_true, graded
 from andrea_course import pieces
 
 
@@ -128,3 +128,42 @@ def test_post_norm_block(student):
     expect_close(m(x), post, "PostNormBlock(cfg)(x)", hint=USES_PIECES, mistakes={
         "pre-norm where post-norm was asked: x = ln1(x + attn(x)); x = ln2(x + mlp(x))": pre,
         "the second sublayer left unnormalised: x = ln2(x + mlp(x))": no_second_norm})
+
+
+@graded("block.Block", points=1)
+def test_block_passes_the_cache_on(student):
+    """Fed in two parts through a KV cache, the block gives what one pass over the whole
+    sequence gives: it must hand its cache to the attention."""
+    ref, x, _ = _block_case(seed=30)
+    m = student.piece("block", "Block")(CFG)
+    m.double()
+    m.load_state_dict(ref.state_dict())
+    cache = student.piece("block", "KVCache")(x.shape[0], CFG.kv_heads, x.shape[1], CFG.d_head, torch.float64, "cpu")
+    with torch.no_grad():
+        want, fresh = ref(x)[:, 3:], ref(x[:, 3:])
+    m(x[:, :3], cache)
+    expect_close(m(x[:, 3:], cache), want, "Block(cfg) fed 3 positions, then 2, through a KV cache",
+                 hint="call self.attn(self.ln1(x), cache): the attention appends to the cache",
+                 mistakes={"the cache not passed on: self.attn(self.ln1(x), cache) keeps the earlier "
+                           "positions' keys and values": fresh})
+
+
+@graded("block.Block", points=1)
+def test_block_applies_dropout_while_training(student):
+    """Block(cfg, dropout=0.5): in training mode each sublayer's output is dropped out (two calls
+    differ); in eval mode dropout is off and the block is the plain equation."""
+    ref, x, ln = _block_case(seed=40)
+    pre, _, _ = _block_variants(ref, x, ln)
+    m = student.piece("block", "Block")(CFG, dropout=0.5)
+    m.double()
+    m.load_state_dict(ref.state_dict())
+    m.train()
+    first, second = m(x), m(x)
+    expect_true(isinstance(first, torch.Tensor) and not torch.allclose(first, second),
+                "Block(cfg, dropout=0.5) in training mode, called twice on the same x",
+                "both calls gave the same output: nothing was dropped out",
+                "pass each sublayer's output through self.drop before adding it to x",
+                mistake="no dropout in the block: x = x + self.drop(self.attn(self.ln1(x), cache)), and the same for the MLP")
+    m.eval()
+    expect_close(m(x), pre, "Block(cfg, dropout=0.5) in eval mode", hint="dropout is off in eval mode: "
+                 "use the module self.drop (an nn.Dropout), not torch.nn.functional.dropout with training=True")

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.grading import expect_close, expect_true, graded
+from andrea_course.grading import Mismatch, expect_close, expect_true, graded
 from andrea_course import pieces
 
 V, D = 11, 6
@@ -36,6 +36,24 @@ def test_embed_onehot_equals_the_lookup(student):
     expect_true(got.dtype == table.dtype, "embed_onehot(table, ids).dtype",
                 f"dtype {got.dtype}, expected the table's {table.dtype}",
                 "cast the one-hot matrix to table.dtype before the product")
+
+
+@graded("embeddings.embed_onehot", points=1)
+def test_embed_onehot_when_the_last_ids_are_absent(student):
+    """ids that never reach V - 1: the one-hot width must still be V, the table's row count."""
+    table, _ = _table_and_ids(5)
+    ids = torch.tensor([[0, 2, 4], [4, 1, 1]])                            # max id 4 < V - 1 = 10
+    try:
+        got = student.piece("embeddings", "embed_onehot")(table, ids)
+    except RuntimeError as exc:
+        if "shapes cannot be multiplied" not in str(exc) and "size" not in str(exc):
+            raise
+        raise Mismatch("embed_onehot(table, ids with max id 4, V = 11)", f"your code raised: {exc}",
+                       "the one-hot vectors must be V = table.shape[0] wide whatever the ids",
+                       mistake="F.one_hot(ids) without num_classes: its width is max(ids) + 1, not V; "
+                               "pass num_classes=table.shape[0]") from None
+    expect_close(got, F.embedding(ids, table), "embed_onehot(table, ids with max id 4, V = 11)",
+                 hint="F.one_hot(ids, num_classes=V): the width is V whatever the ids")
 
 
 def _positions_case(start):

@@ -95,6 +95,32 @@ def test_andrea_with_tied_embeddings(student):
     expect_close(m(ids), want, "ANDREA(tied cfg)(ids)", mistakes=mistakes, hint=USES_PIECES)
 
 
+@graded("model.ANDREA", points=2)
+def test_andrea_with_a_kv_cache(student):
+    """The model fed 3 tokens, then 3 more, through its caches (model.new_caches) gives the
+    logits that one pass over all 6 gives: every block gets its own cache, and the new tokens'
+    positions start where the cached ones ended."""
+    ref = _generation_model(seed=6)
+    ids = torch.randint(0, CFG.vocab_size, (2, 6), generator=torch.Generator().manual_seed(7))
+    m = _student_model(student, ref, CFG)
+    caches = m.new_caches(2)
+    m(ids[:, :3], caches=caches)
+    got = m(ids[:, 3:], caches=caches)
+    with torch.no_grad():
+        want = ref(ids)[:, 3:]
+        no_cache = ref(ids[:, 3:])                                         # blocks given no cache
+        restart = ref.new_caches(2)
+        ref(ids[:, :3], caches=restart)
+        x = ref.embed(ids[:, 3:], 0)                                       # positions restarting at 0
+        for block, cache in zip(ref.blocks, restart):
+            x = block(x, cache)
+        restarted = ref.ln_f(x) @ ref.output_weight().T
+    expect_close(got, want, "ANDREA(cfg) fed 3 tokens, then 3, through its KV caches", hint=USES_PIECES, mistakes={
+        "the caches not passed on: block i gets caches[i], and the new tokens attend to the cached ones":
+            no_cache,
+        "positions restart at 0 for the new tokens: pass start = caches[0].pos to self.embed": restarted})
+
+
 def _generation_model(seed=4):
     """A reference model whose next token depends strongly on position (large position vectors,
     no constant logit offset from ln_f's bias), so that wrong positions change what it generates."""

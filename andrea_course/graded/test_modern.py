@@ -303,7 +303,53 @@ def test_kv_cache_bytes_for_every_G(student):
                          "used H query heads instead of G key/value heads: only G are cached": want * H // G,
                          "forgot the L blocks: every block keeps its own cache": want // L,
                      })
+    # A cache for fewer positions than the context holds: S = seq_len, not T.
+    cfg = base.replace(n_kv_heads=4)
+    want, size = _cache_bytes(cfg, 3, 100)
+    expect_equal(kv_cache_bytes(cfg, 3, 100, size), want,
+                 f"kv_cache_bytes(andrea-120m-modern, batch=3, seq_len=100, bytes_per_value={size})",
+                 hint="S = seq_len positions when it is given; the context length T only when it is None",
+                 mistakes={"seq_len ignored: the cache holds S = seq_len positions, T only by default":
+                           want * base.context_length // 100})
     # The defaults: one sequence of the full context T, in bf16. G = H = 12 at T = 1,024 is 36 MiB.
     expect_equal(kv_cache_bytes(base.replace(n_kv_heads=None)), 36 * 2 ** 20,
                  "kv_cache_bytes(andrea-120m-modern with G = H) with the defaults (B = 1, S = T, bf16)",
                  hint="seq_len=None means the context length T; bytes_per_value defaults to 2")
+
+
+# ----------------------------------------------------------------------------- grouped heads and the cache
+@graded("multihead.MultiHeadAttention", points=2)
+def test_grouped_kv_heads_with_a_kv_cache(student):
+    """H = 4 query heads, G = 2 key/value heads: the cache stores the G heads; each serves H/G
+    query heads (query head h uses key/value head h // (H/G))."""
+    from andrea_course.graded.test_multihead import check_with_cache
+    cfg = ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=32)
+    check_with_cache(student, cfg, "MultiHeadAttention(D=16, H=4, G=2) fed 3 positions, then 2, through a KV cache")
+
+
+# ----------------------------------------------------------------------------- the modern model
+@graded("model.ANDREA", points=1)
+def test_the_modern_model_ends_on_its_own_norm(student):
+    """ANDREA with the modern config: the final norm is an RMSNorm like every block's (make_norm),
+    not always a LayerNorm."""
+    cfg = ModelConfig.preset("andrea-tiny-modern", n_layers=1, context_length=8)
+    torch.manual_seed(0)
+    ref = ANDREA(cfg).double().eval()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    m = student.piece("model", "ANDREA")(cfg)
+    m.double()
+    m.load_state_dict(ref.state_dict())
+    m.eval()
+    ids = torch.randint(0, cfg.vocab_size, (2, 6), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = ref(ids)
+        x = ref.embed(ids)
+        for block in ref.blocks:
+            x = block(x)
+        layer_normed = F.layer_norm(x, (cfg.d_model,), ref.ln_f.weight, None, cfg.norm_eps) @ ref.output_weight().T
+    expect_close(m(ids), want, "ANDREA(andrea-tiny-modern)(ids)",
+                 hint="build the final norm with make_norm(cfg), as the blocks build theirs",
+                 mistakes={"the final norm is always a LayerNorm: with cfg.norm = 'rmsnorm' it is an RMSNorm; "
+                           "build it with make_norm(cfg)": layer_normed})

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.grading import expect_close, graded
+from andrea_course.grading import Mismatch, expect_close, graded
 from andrea_course import pieces
 
 B, T, H, K = 2, 5, 3, 4
@@ -93,5 +93,37 @@ CFG = ModelConfig(vocab_size=16, context_length=8, d_model=D, n_layers=1, n_head
 @graded("multihead.MultiHeadAttention", points=3)
 def test_multihead_attention(student):
     _check_mha(student, CFG, "MultiHeadAttention(D=12, H=3)(x)")
+
+
+def check_with_cache(student, cfg, what):
+    """The sequence fed in two parts through a KV cache (3 positions, then 2) gives, for the last
+    2 positions, what one pass over all 5 gives. Shared with the modern block's grouped heads."""
+    ref, x = _mha_case(cfg, seed=30)
+    m = student.piece("multihead", "MultiHeadAttention")(cfg)
+    m.double()
+    m.load_state_dict(ref.state_dict())
+    cache = student.piece("multihead", "KVCache")(B, cfg.kv_heads, T, cfg.d_head, torch.float64, "cpu")
+    with torch.no_grad():
+        want = ref(x)[:, 3:]
+        fresh = ref(x[:, 3:])                    # the 2 new positions as if nothing came before
+    try:
+        m(x[:, :3], cache)
+        got = m(x[:, 3:], cache)
+    except ValueError as exc:
+        if "KV cache made for" not in str(exc):
+            raise
+        raise Mismatch(what, f"the cache refused what it was given: {exc}",
+                       "the cache holds the G key/value heads as they come out of the projection",
+                       mistake="repeat_kv before the cache: cache.update(k, v) first (G heads), "
+                               "then repeat what it returns to H heads") from None
+    expect_close(got, want, what, hint="append k and v to the cache with cache.update(k, v) and attend to "
+                 "everything it returns", mistakes={
+                     "the KV cache ignored: cache.update(k, v) returns every key and value so far; "
+                     "the new queries attend to all of them": fresh})
+
+
+@graded("multihead.MultiHeadAttention", points=2)
+def test_multihead_attention_with_a_kv_cache(student):
+    check_with_cache(student, CFG, "MultiHeadAttention(D=12, H=3) fed 3 positions, then 2, through a KV cache")
 
 

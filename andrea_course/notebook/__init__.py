@@ -4,7 +4,7 @@
 
     check("attention.softmax")            # run its graded tests on your exercises/, one box
     softmax = use("attention", "softmax") # yours if its graded tests pass, else the reference
-    quiz([{"question": ..., "options": [...], "answer": 1, "explain": ...}])
+    quiz([{"question": ..., "options": [...], "sealed": ...}])   # see quizzes.py
     reveal("Model answer", "markdown ...")
 
 Whose code is checked: $ANDREA_IMPL if set, else "exercises" (your files). Everything here
@@ -15,7 +15,8 @@ from .checks import (CheckResult, Outcome, check, notebook_impl, run_graded, run
                      use)
 from .plots import bars, curves, heatmap, heatmaps
 from .util import human, seed, timed
-from .widgets import grade, quiz, quiz_widget, reveal, reveal_widget
+from .quizzes import grade, quiz, quiz_widget
+from .widgets import reveal, reveal_widget
 
 __all__ = ["CheckResult", "Outcome", "bars", "check", "curves", "grade", "heatmap", "heatmaps",
            "human", "notebook_impl", "quiz", "quiz_widget", "reveal", "reveal_widget", "run_graded", "run_graded_many",

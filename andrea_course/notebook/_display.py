@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import html as _html
+import re
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")     # terminal colour codes: never in a box
 
 # kind -> (border colour, background, label)
 STYLES = {
@@ -23,8 +26,13 @@ def in_notebook() -> bool:
     return ip is not None and getattr(ip, "kernel", None) is not None
 
 
+def plain(text) -> str:
+    """str(text) without terminal colour codes."""
+    return ANSI.sub("", str(text))
+
+
 def esc(text) -> str:
-    return _html.escape(str(text))
+    return _html.escape(plain(text))
 
 
 def box(kind: str, title: str, sections: list[tuple[str, list[tuple[str, str]]]] | None = None,
@@ -50,10 +58,11 @@ def render_text(kind, title, sections, footer="") -> str:
         if heading:
             lines.append(f"  - {heading}")
         for k, v in rows:
-            lines.append(f"      {k}: {v}" if k else f"      {v}")
+            head = f"      {k}: " if k else "      "
+            lines.append(head + str(v).replace("\n", "\n" + " " * len(head)))
     if footer:
         lines.append(f"  {footer}")
-    return "\n".join(lines)
+    return plain("\n".join(lines))
 
 
 def render_html(kind, title, sections, footer="") -> str:

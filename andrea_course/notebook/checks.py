@@ -1,24 +1,24 @@
-"""check() and use(): run an exercise's graded tests in-process and say what they found.
+"""check() and use(): run an exercise's graded tests and say what they found.
 
 The graded tests live in tests/test_<activity>.py (and any other tests/test_*.py, see graded_files)
 and carry @graded("activity.piece", ...).
-check("attention.softmax") runs exactly the tests marked with that exercise, with pytest, in
-this process, against the learner's freshly re-read files, and shows one box. It never raises.
+check("attention.softmax") runs exactly the tests marked with that exercise, with pytest, against
+the learner's freshly re-read files, each test under a time limit (_runner.py: in a forked child
+on Linux), and shows one box. It never raises, except KeyboardInterrupt: the learner's interrupt
+stops the cell, after a box that says so.
 """
 from __future__ import annotations
 
 import ast
-import contextlib
-import io
 import os
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import pieces
 from ..graded import GRADED
-from ..overlay import ROOT, STUB_MARK, Overlay, impl_from_env, resolve
-from ._display import box, in_notebook
+from ..overlay import Overlay, impl_from_env, resolve
+from ._display import box
+from ._runner import Outcome, Run, run_tests, syntax_error_text, time_limit
 
 TESTS_DIR = GRADED              # the graded tests, shipped with the package
 DEFAULT_IMPL = "exercises"     # in a notebook the learner's own exercises are the point
@@ -30,30 +30,26 @@ def notebook_impl() -> str:
 
 
 @dataclass
-class Outcome:
-    """One graded test's result."""
-    name: str
-    status: str                      # passed | failed | unwritten | error | skipped
-    exc: BaseException | None = None
-    text: str = ""                   # pytest's report when the failure is not a Mismatch
-
-
-@dataclass
 class CheckResult:
     exercise: str
     impl: str
     outcomes: list[Outcome] = field(default_factory=list)
     error: str | None = None         # the tests could not be run at all (missing file, bad name, ...)
+    syntax: str | None = None        # the learner's file does not compile: `file, line N` and a caret
+    not_run: int = 0                 # tests left unrun after a timeout or a crash
+    interrupted: bool = False        # the learner interrupted the check
 
     @property
     def status(self) -> str:
         """passed | failed | unwritten | error (no tests run, or none found)."""
+        if self.syntax:
+            return "failed"
         if self.error or not self.outcomes:
             return "error"
         st = {o.status for o in self.outcomes}
-        if st <= {"passed", "skipped"} and "passed" in st:
+        if st <= {"passed", "skipped"} and "passed" in st and not self.not_run:
             return "passed"
-        if "unwritten" in st and not (st & {"failed", "error"}):
+        if "unwritten" in st and not (st & {"failed", "error", "timeout"}):
             return "unwritten"
         if st <= {"skipped"}:
             return "error"
@@ -62,113 +58,6 @@ class CheckResult:
     @property
     def passed(self) -> bool:
         return self.status == "passed"
-
-
-def _is_unwritten(exc: BaseException | None) -> bool:
-    """A generated exercise stub raised (possibly wrapped by the test)."""
-    seen = 0
-    while exc is not None and seen < 5:
-        if isinstance(exc, NotImplementedError) and STUB_MARK in str(exc):
-            return True
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return False
-
-
-class _Collector:
-    """A pytest plugin object: keeps the tests of some exercises and records their outcomes."""
-
-    def __init__(self, exercises):
-        self.exercises = set(exercises)
-        self.results: dict[str, dict[str, Outcome]] = {e: {} for e in self.exercises}   # exercise -> nodeid -> outcome
-        self.collect_errors: list[str] = []
-
-    @staticmethod
-    def exercise_of(item):
-        mark = item.get_closest_marker("exercise")
-        return mark.args[0] if mark is not None and mark.args else None
-
-    def pytest_collection_modifyitems(self, session, config, items):
-        keep, drop = [], []
-        for item in items:
-            (keep if self.exercise_of(item) in self.exercises else drop).append(item)
-        items[:] = keep
-        if drop:
-            config.hook.pytest_deselected(items=drop)
-
-    def pytest_collectreport(self, report):
-        if report.failed:
-            self.collect_errors.append(report.longreprtext)
-
-    def _record(self, item, call, rep):
-        results, key, name = self.results.get(self.exercise_of(item)), item.nodeid, item.name
-        if results is None or (rep.passed and rep.when != "call"):
-            return
-        if rep.skipped:
-            results.setdefault(key, Outcome(name, "skipped", text=str(rep.longrepr)))
-            return
-        exc = call.excinfo.value if call.excinfo is not None else None
-        if rep.passed:
-            results[key] = Outcome(name, "passed")
-            return
-        if key in results and results[key].status != "passed":
-            return                                   # keep the first failure (setup before teardown)
-        status = "unwritten" if _is_unwritten(exc) else ("failed" if isinstance(exc, AssertionError) else "error")
-        results[key] = Outcome(name, status, exc, rep.longreprtext)
-
-
-def _make_collector(exercises) -> _Collector:
-    import pytest
-
-    collector = _Collector(exercises)
-
-    class _Hooks:
-        @pytest.hookimpl(hookwrapper=True)
-        def pytest_runtest_makereport(self, item, call):
-            outcome = yield
-            collector._record(item, call, outcome.get_result())
-
-        def pytest_collection_modifyitems(self, session, config, items):
-            collector.pytest_collection_modifyitems(session, config, items)
-
-        def pytest_collectreport(self, report):
-            collector.pytest_collectreport(report)
-
-    collector.hooks = _Hooks()
-    return collector
-
-
-@contextlib.contextmanager
-def _environ(**values):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update({k: v for k, v in values.items()})
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-@contextlib.contextmanager
-def _isolated_modules(*stems: str):
-    """Hide any module named like the test file (or a conftest) while pytest imports it, so a
-    check always reads the tests afresh and never picks up a same-named module from elsewhere
-    (an outer pytest's, a previous check's); put the old ones back afterwards."""
-    import sys
-
-    def ours(name):
-        return any(name == s or name.endswith("." + s) for s in stems)
-
-    saved = {n: sys.modules.pop(n) for n in [n for n in sys.modules if ours(n)]}
-    try:
-        yield
-    finally:
-        for n in [n for n in sys.modules if ours(n)]:
-            del sys.modules[n]
-        sys.modules.update(saved)
 
 
 _recent: dict[tuple, tuple] = {}      # (exercise, impl, tests file) -> (file stamps, CheckResult)
@@ -214,12 +103,12 @@ def run_graded(exercise: str, impl: str | os.PathLike | None = None,
     key = (exercise, impl_name, str(tests_dir))
     try:
         stamps = _stamps(impl_name, graded_files(exercise, tests_dir))
-    except BaseException:
+    except Exception:                                # noqa: BLE001 - then simply do not reuse
         stamps = None
     if reuse and stamps is not None and key in _recent and _recent[key][0] == stamps:
         return _recent[key][1]
     result = _run_graded(exercise, impl_name, tests_dir)
-    if stamps is not None and result.error is None:
+    if stamps is not None and result.error is None and not result.interrupted:
         _recent[key] = (stamps, result)
     return result
 
@@ -248,44 +137,72 @@ def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, Chec
             continue
         try:
             paths = graded_files(exercise, tests_dir)
-        except BaseException as exc:
+        except Exception as exc:                     # noqa: BLE001 - unreadable test files
             result.error = f"the graded tests could not be read: {type(exc).__name__}: {exc}"
             continue
         if not paths:
             result.error = (f"no graded tests for {exercise}: {tests_dir / f'test_{activity}.py'} does not exist "
                             f"and no other test file names it")
             continue
-        files[exercise] = paths
+        result.syntax = _syntax_error(impl_name, activity)
+        if result.syntax is None:
+            files[exercise] = paths
     if not files:
         return results
     paths = list(dict.fromkeys(p for ps in files.values() for p in ps))
-    try:
-        import pytest
-
-        collector = _make_collector(files)
-        args = [*map(str, paths), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider", "--impl", impl_name,
-                "-o", "addopts=", "-o", "python_files=test_*.py", "--capture=sys", "-q", "--tb=short",
-                "-W", "ignore", "--import-mode=importlib",
-                f"--rootdir={tests_dir.parent}", f"--confcutdir={tests_dir}", "-c", os.devnull]
-        out = io.StringIO()
-        with _environ(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), \
-                _isolated_modules(*(p.stem for p in paths), "conftest"), \
-                contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            code = pytest.main(args, plugins=[collector.hooks])
-        for exercise in files:
-            result = results[exercise]
-            result.outcomes = list(collector.results[exercise].values())
-            if collector.collect_errors:
-                result.error = "the graded tests could not be loaded:\n" + _tail(collector.collect_errors[0])
-            elif not result.outcomes:
-                result.error = (f"no graded test is marked @graded({exercise!r}) in "
-                                f"{', '.join(p.name for p in files[exercise])}"
-                                + ("" if int(code) in (0, 5) else
-                                   f" (pytest exit code {int(code)}):\n{_tail(out.getvalue())}"))
-    except BaseException as exc:                     # never let a check break the notebook
-        for exercise in files:
-            results[exercise].error = f"{type(exc).__name__}: {exc}\n{_tail(traceback.format_exc())}"
+    run = run_tests(paths, list(files), impl_name, tests_dir)
+    for exercise in files:
+        _fill(results[exercise], run, files[exercise])
     return results
+
+
+def _syntax_error(impl_name: str, activity: str) -> str | None:
+    """The learner's activity file, compiled (not run): None, or where it does not parse."""
+    try:
+        folder = resolve(impl_name)
+        path = folder / f"{activity}.py"
+        source = path.read_text(encoding="utf-8")
+    except Exception:                                # noqa: BLE001 - no such file: the tests say so
+        return None
+    try:
+        compile(source, str(path), "exec")
+    except SyntaxError as exc:
+        return f"SyntaxError: {exc.msg}\n" + syntax_error_text(exc, folder)
+    except ValueError as exc:                        # null bytes
+        return f"{path.name} cannot be read as Python: {exc}"
+    return None
+
+
+def _fill(result: CheckResult, run: Run, paths: list[Path]) -> None:
+    """Put what a run found for one exercise into its CheckResult."""
+    exercise = result.exercise
+    done = run.outcomes.get(exercise, {})
+    outcomes = dict(done)
+    running = run.running if run.running and run.running[0] == exercise else None
+    limit = time_limit()
+    if running and run.stopped == "timeout":
+        rows = [("problem", f"your code ran longer than {limit:g} s: an infinite loop? (the check stopped it)")]
+        if run.where:
+            rows.append(("where", f"{run.where}\n(the line running when it was stopped)"))
+        outcomes[running[1]] = Outcome(running[2], "timeout", f"ran longer than {limit:g} s", rows)
+    elif running and run.stopped == "crash":
+        outcomes[running[1]] = Outcome(running[2], "error", "the test's process ended", [
+            ("problem", "the process running this test ended abruptly (a crash, os._exit or exit() in your "
+                        "code, or it ran out of memory)")])
+    result.outcomes = list(outcomes.values())
+    result.not_run = max(0, len(run.collected.get(exercise, [])) - len(outcomes)) if run.stopped else 0
+    result.interrupted = run.stopped == "interrupt"
+    if run.collect_errors:
+        result.error = "the graded tests could not be loaded:\n" + _tail(run.collect_errors[0])
+    elif not result.outcomes and not result.interrupted:
+        if run.stopped in ("timeout", "crash"):
+            result.error = (f"the graded tests did not start within {limit:g} s" if run.stopped == "timeout"
+                            else "the process running the graded tests ended before they started")
+        else:
+            result.error = (f"no graded test is marked @graded({exercise!r}) in "
+                            f"{', '.join(p.name for p in paths)}"
+                            + ("" if run.exit_code in (0, 5) else
+                               f" (pytest exit code {run.exit_code}):\n{_tail(run.log)}"))
 
 
 def _tail(text: str, lines: int = 12) -> str:
@@ -293,64 +210,53 @@ def _tail(text: str, lines: int = 12) -> str:
     return "\n".join(rows[-lines:])
 
 
-def _fmt_shape(shape) -> str:
-    return "(" + ", ".join(str(s) for s in shape) + ")" if isinstance(shape, (tuple, list)) else str(shape)
-
-
-def _failure_rows(o: Outcome) -> list[tuple[str, str]]:
-    from ..grading.expect import Mismatch
-
-    exc = o.exc
-    if isinstance(exc, Mismatch):
-        rows = [("problem", f"{exc.what}: {exc.problem}")]
-        if exc.max_error is not None:
-            rows.append(("largest error", f"{exc.max_error:.3g}"))
-        if exc.shape_found is not None or exc.shape_expected is not None:
-            rows.append(("shape", f"found {_fmt_shape(exc.shape_found)}, expected {_fmt_shape(exc.shape_expected)}"))
-        if exc.mistake:
-            rows.append(("typical mistake", exc.mistake))
-        if exc.hint:
-            rows.append(("hint", exc.hint))
-        return rows
-    if exc is not None:
-        msg = str(exc).strip() or type(exc).__name__
-        if isinstance(exc, AssertionError):          # drop pytest's rewritten-assert explanation
-            msg = msg.split("\nassert ")[0].strip() or "an assertion failed"
-            msg = "\n".join(msg.splitlines()[:6])
-        else:
-            msg = f"{type(exc).__name__}: {msg}"
-        rows = [("problem", msg)]
-        if o.status == "error" and o.text:
-            rows.append(("where", _tail(o.text, 6)))
-        return rows
-    return [("problem", _tail(o.text, 8) or o.status)]
+def _sections(bad: list[Outcome]) -> list[tuple[str, list]]:
+    """One section per distinct failure: tests that fail the same way (the same exception at the
+    same line of the learner's code, say) share one section, with each test's hints."""
+    groups: dict[tuple, tuple[list[str], list]] = {}
+    for o in bad:
+        rows = list(o.rows) if o.rows else [("problem", o.message or o.status)]
+        key = tuple(r for r in rows if r[0] in ("problem", "where", "largest error", "shape", "typical mistake"))
+        names, merged = groups.setdefault(key, ([], []))
+        names.append(o.name)
+        merged += [r for r in rows if r not in merged]
+    return [(", ".join(names), merged) for names, merged in groups.values()]
 
 
 def show_result(result: CheckResult) -> None:
     """Display the one box that sums up a CheckResult."""
     ex, st = result.exercise, result.status
     who = f"checked: {result.impl}"
-    if st == "passed":
+    if result.interrupted:
+        done = [o for o in result.outcomes if o.status != "timeout"]
+        box("error", f"{ex}: stopped: you interrupted the check",
+            [("", [("", f"{len(done)} graded test{'s' * (len(done) != 1)} had finished; the cell stops here. "
+                        f"Run it again when you are ready.")])], who)
+    elif result.syntax:
+        file = result.syntax.splitlines()[1].split(",")[0] if "\n" in result.syntax else "your file"
+        problem, where = (result.syntax.split("\n", 1) + [""])[:2]
+        box("failed", f"{ex}: {file} does not compile", [("", [("problem", problem), ("where", where)])],
+            who + "; no test ran; until it compiles, the notebook uses the reference")
+    elif st == "passed":
         names = [o.name for o in result.outcomes if o.status == "passed"]
         box("passed", f"{ex}: all {len(names)} graded test{'s' * (len(names) != 1)} pass",
             [("", [("", n) for n in names])], who)
     elif st == "unwritten":
-        hint = ""
-        for o in result.outcomes:
-            if o.status == "unwritten":
-                msg = str(o.exc)
-                hint = msg.split("Hint:", 1)[1].strip() if "Hint:" in msg else ""
-                break
+        hint = next((o.hint for o in result.outcomes if o.status == "unwritten"), "")
         rows = [("", "its body still raises NotImplementedError (the exercise stub)")]
         if hint:
             rows.append(("hint", hint))
         box("unwritten", f"{ex}: the notebook uses the reference for now",
             [("", rows)], who + f"; write it in exercises/{ex.split('.')[0]}.py, then run this cell again")
     elif st == "failed":
-        bad = [o for o in result.outcomes if o.status in ("failed", "error", "unwritten")]
+        bad = [o for o in result.outcomes if o.status in ("failed", "error", "unwritten", "timeout")]
         good = [o for o in result.outcomes if o.status == "passed"]
-        sections = [(o.name, _failure_rows(o)) for o in bad]
-        box("failed", f"{ex}: {len(bad)} of {len(bad) + len(good)} graded tests fail", sections,
+        total = len(bad) + len(good) + result.not_run
+        sections = _sections(bad)
+        if result.not_run:
+            sections.append(("", [("", f"{result.not_run} more graded test{'s' * (result.not_run != 1)} "
+                                       f"did not run after that")]))
+        box("failed", f"{ex}: {len(bad)} of {total} graded tests fail", sections,
             who + "; until they pass, the notebook uses the reference")
     else:
         box("error", f"{ex}: the check could not run", [("", [("", result.error or "no graded tests found")])],
@@ -362,12 +268,22 @@ def check(exercise: str, *, impl: str | os.PathLike | None = None,
     """Run the graded tests of one exercise (e.g. "attention.softmax") and show one box.
 
     impl: whose code ($ANDREA_IMPL if set, else "exercises"); tests_dir: where test_<activity>.py
-    lives (the course's tests/). Never raises; returns None.
+    lives (the course's tests/). Each test may run time_limit() seconds ($ANDREA_CHECK_TIMEOUT,
+    default 30). Returns None; raises only KeyboardInterrupt, after its box, when the learner
+    interrupts (so the cell, and a Run All, stop there).
     """
     try:
-        show_result(run_graded(exercise, impl, tests_dir))
-    except BaseException as exc:                     # even the display must not break a notebook
+        result = run_graded(exercise, impl, tests_dir)
+    except KeyboardInterrupt:
+        result = CheckResult(exercise, str(impl or notebook_impl()), interrupted=True)
+    except Exception as exc:                         # noqa: BLE001 - a check must not break a notebook
+        result = CheckResult(exercise, str(impl or notebook_impl()), error=f"{type(exc).__name__}: {exc}")
+    try:
+        show_result(result)
+    except Exception as exc:                         # noqa: BLE001 - even the display must not break it
         print(f"[COULD NOT CHECK] {exercise}: {type(exc).__name__}: {exc}")
+    if result.interrupted:
+        raise KeyboardInterrupt
     return None
 
 
@@ -376,24 +292,38 @@ def use(activity: str, name: str, *, impl: str | os.PathLike | None = None,
     """The learner's `name` from `activity` if all its graded tests pass, else the engine's
     (andrea_course/pieces/<activity>.py).
 
-    Prints one line saying which is used.
+    Prints one line saying which is used. The tests run under check()'s time limit, and the
+    learner's file is loaded into this process only once they pass. Raises only
+    KeyboardInterrupt, when the learner interrupts.
     """
     reference = pieces.get(activity, name)
     impl_name = str(impl) if impl is not None else notebook_impl()
     exercise = f"{activity}.{name}"
+    hint = f"run check({exercise!r})"
     try:
         result = run_graded(exercise, impl_name, tests_dir, reuse=True)
+        if result.interrupted:
+            raise KeyboardInterrupt
+        timeouts = [o.name for o in result.outcomes if o.status == "timeout"]
         if result.passed:
             chosen = Overlay(impl_name).isolated(activity, name)
             why = f"yours (all {len(result.outcomes)} graded tests pass)"
+        elif result.syntax:
+            chosen, why = reference, f"the engine's (your file does not compile: {hint})"
+        elif timeouts:
+            chosen, why = reference, (f"the engine's (your code ran longer than {time_limit():g} s in "
+                                      f"{timeouts[0]}: {hint})")
         elif result.status == "unwritten":
             chosen, why = reference, "the engine's (yours is not written yet)"
         elif result.status == "failed":
             n = sum(o.status != "passed" for o in result.outcomes)
-            chosen, why = reference, f"the engine's ({n} of your graded tests fail: run check({exercise!r}))"
+            chosen, why = reference, f"the engine's ({n} of your graded tests fail: {hint})"
         else:
             chosen, why = reference, f"the engine's (could not check yours: {(result.error or '').splitlines()[0]})"
-    except BaseException as exc:
+    except KeyboardInterrupt:
+        print(f"{exercise}: stopped: you interrupted the check")
+        raise
+    except Exception as exc:                         # noqa: BLE001 - fall back to the engine's
         chosen, why = reference, f"the engine's (could not load yours: {type(exc).__name__}: {exc})"
     if not quiet:
         print(f"{exercise}: using {why}")

@@ -37,6 +37,6 @@ def test_count_parameters_matches_the_tensors(student):
                 ModelConfig.preset("andrea-tiny", n_layers=2, bias=False, n_kv_heads=2),
                 ModelConfig.preset("andrea-tiny-modern", n_layers=2),
                 ModelConfig.preset("andrea-tiny-modern", n_layers=2, bias=True, norm="layernorm", n_kv_heads=1)):
-        want = count_parameters(ANDREA(cfg, impl="solutions"))
+        want = count_parameters(ANDREA(cfg))
         changed = {k: v for k, v in cfg.to_dict().items() if v != ModelConfig().to_dict()[k]}
         _check_counts(fn(cfg), want, f"count_parameters({changed})")

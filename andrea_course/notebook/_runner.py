@@ -1,0 +1,533 @@
+"""Running graded tests for the notebook, each test under a wall-clock limit.
+
+On Linux the tests run in a forked child of the kernel: the fork costs about 15 ms, shares
+everything already imported, and can be stopped whatever the learner's code is doing (a
+Python loop, a long native torch call, a crash). The child streams one message per test
+back through a pipe, so a timeout or a crash costs only the test that was running; on a
+timeout the child's stack is dumped first (faulthandler), to say which line was running.
+Elsewhere (macOS, Windows: forking a process that holds torch's thread pools is not safe
+there) the tests run in this process and a watchdog thread interrupts a test that runs past
+the limit, which works for Python loops but waits for a native call to return.
+
+The learner's interrupt (Ctrl-C, the stop button) ends the run: Run.stopped says so and the
+caller re-raises KeyboardInterrupt after showing what it has.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import faulthandler
+import inspect
+import io
+import os
+import pickle
+import re
+import select
+import signal
+import struct
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import _thread
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..overlay import ROOT, STUB_MARK, resolve
+
+LIMIT_ENV = "ANDREA_CHECK_TIMEOUT"
+DEFAULT_LIMIT = 30.0            # seconds per graded test; the slowest course test takes a few
+BOOT_LIMIT = 120.0              # seconds to start pytest and import the tests (no learner code runs then)
+MODE_ENV = "ANDREA_CHECK_MODE"  # "fork" or "thread"; default: fork on Linux, thread elsewhere
+MAX_PRINTED = (12, 1200)        # lines, characters of a failing test's prints shown
+
+
+def time_limit() -> float:
+    """Seconds one graded test may run in check() and use(): $ANDREA_CHECK_TIMEOUT, else 30."""
+    try:
+        value = float(os.environ.get(LIMIT_ENV, DEFAULT_LIMIT))
+    except ValueError:
+        value = DEFAULT_LIMIT
+    return value if value > 0 else DEFAULT_LIMIT
+
+
+def mode() -> str:
+    chosen = os.environ.get(MODE_ENV, "").strip().lower()
+    if chosen in ("fork", "thread"):
+        return chosen if hasattr(os, "fork") or chosen == "thread" else "thread"
+    return "fork" if sys.platform.startswith("linux") and hasattr(os, "fork") else "thread"
+
+
+@dataclass
+class Outcome:
+    """One graded test's result, as plain data (it crosses a process boundary)."""
+    name: str
+    status: str                      # passed | failed | unwritten | error | skipped | timeout
+    message: str = ""                # the failure in one short text (empty when passed)
+    rows: list = field(default_factory=list)   # [(label, value)] for the box
+    hint: str = ""                   # an unwritten stub's hint
+
+
+@dataclass
+class Run:
+    """What one run of graded tests found."""
+    outcomes: dict = field(default_factory=dict)    # exercise -> {nodeid: Outcome}
+    collected: dict = field(default_factory=dict)   # exercise -> [nodeid, ...] in run order
+    collect_errors: list = field(default_factory=list)
+    exit_code: int | None = None
+    log: str = ""
+    stopped: str | None = None       # None | "timeout" | "interrupt" | "crash"
+    running: tuple | None = None     # (exercise, nodeid, name) of the test running when stopped
+    where: str = ""                  # the learner's line running at a timeout, when known
+
+    def apply(self, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "collected":
+            for exercise, nodeid in msg[1]:
+                self.collected.setdefault(exercise, []).append(nodeid)
+        elif kind == "start":
+            self.running = msg[1:]
+        elif kind == "outcome":
+            _, exercise, nodeid, outcome = msg
+            self.outcomes.setdefault(exercise, {})[nodeid] = outcome
+            if self.running and self.running[1] == nodeid:
+                self.running = None
+        elif kind == "collect_error":
+            self.collect_errors.append(msg[1])
+        elif kind == "done":
+            self.exit_code, self.log = msg[1], msg[2]
+
+
+# ------------------------------------------------------------------ describing a failure
+def _learner_path(path: str, folder: Path) -> str | None:
+    """`path` shown relative to the course (exercises/attention.py) when it is the learner's."""
+    try:
+        p = Path(path).resolve()
+        p.relative_to(folder)
+    except (ValueError, OSError):
+        return None
+    try:
+        return str(p.relative_to(ROOT))
+    except ValueError:
+        return str(p)
+
+
+def syntax_error_text(exc: SyntaxError, folder: Path | None = None) -> str:
+    """`exercises/attention.py, line 12` then the line and a caret under the column."""
+    shown = (_learner_path(exc.filename, folder) if folder is not None and exc.filename else None) \
+        or exc.filename or "your file"
+    lines = [f"{shown}, line {exc.lineno}"]
+    if exc.text:
+        code = exc.text.rstrip("\n")
+        stripped = code.lstrip()
+        lines.append("    " + stripped)
+        if exc.offset:
+            lines.append("    " + " " * max(0, exc.offset - 1 - (len(code) - len(stripped))) + "^")
+    return "\n".join(lines)
+
+
+def _where(tb_entries, folder: Path) -> str:
+    """The innermost line of the learner's own code in a traceback, as `file, line N, in f: code`."""
+    for path, lineno, func, code in reversed(tb_entries):
+        shown = _learner_path(path, folder)
+        if shown:
+            return f"{shown}, line {lineno}, in {func}" + (f"\n    {code.strip()}" if code else "")
+    return ""
+
+
+def _test_advice(fn) -> tuple[list[str], list[str]]:
+    """(hints, typical mistakes) written in a graded test's expect_*() calls, read from its source
+    without running it: shown when the learner's code raises before the test can judge it."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return [], []
+    glob = getattr(fn, "__globals__", {})
+
+    def text(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name) and isinstance(glob.get(node.id), str):
+            return glob[node.id]
+        return None
+
+    hints, mistakes = [], []
+    for call in ast.walk(tree):
+        if not isinstance(call, ast.Call):
+            continue
+        name = getattr(call.func, "id", None) or getattr(call.func, "attr", None)
+        if name not in ("expect_close", "expect_equal", "expect_true"):
+            continue
+        kws = {k.arg: k.value for k in call.keywords if k.arg}
+        hint = kws.get("hint") or (call.args[3] if name != "expect_close" and len(call.args) > 3 else None)
+        if hint is not None and text(hint):
+            hints.append(text(hint))
+        if isinstance(kws.get("mistakes"), ast.Dict):
+            mistakes += [t for t in map(text, kws["mistakes"].keys) if t]
+        if kws.get("mistake") is not None and text(kws["mistake"]):
+            mistakes.append(text(kws["mistake"]))
+    return list(dict.fromkeys(h for h in hints if h)), list(dict.fromkeys(mistakes))
+
+
+def _clip(text: str) -> str:
+    lines, chars = MAX_PRINTED
+    rows = text.rstrip().splitlines()
+    shown = "\n".join(rows[:lines])
+    if len(shown) > chars:
+        shown = shown[:chars] + "…"
+    if len(rows) > lines:
+        shown += f"\n… ({len(rows) - lines} more lines)"
+    return shown
+
+
+def _is_unwritten(exc: BaseException | None) -> bool:
+    """A generated exercise stub raised (possibly wrapped by the test)."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, NotImplementedError) and STUB_MARK in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def _fmt_shape(shape) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ")" if isinstance(shape, (tuple, list)) else str(shape)
+
+
+def _entry(e) -> tuple:
+    """(path, 1-based line, function, code) of a pytest traceback entry."""
+    try:
+        code = str(e.statement).strip()
+    except Exception:                                       # noqa: BLE001 - source may be gone
+        code = ""
+    return str(e.path), e.lineno + 1, e.name, code
+
+
+def describe(item, call, rep, folder: Path) -> Outcome:
+    """An Outcome from pytest's report of a failed test: the rows a learner reads, never a
+    traceback through the grader."""
+    from ..grading.expect import Mismatch
+
+    exc = call.excinfo.value if call.excinfo is not None else None
+    name = item.name
+    printed = _clip((getattr(rep, "capstdout", "") or "") + (getattr(rep, "capstderr", "") or ""))
+    if _is_unwritten(exc):
+        msg = str(exc)
+        return Outcome(name, "unwritten", msg, [], msg.split("Hint:", 1)[1].strip() if "Hint:" in msg else "")
+    hints, mistakes = _test_advice(getattr(item, "function", None))
+    if isinstance(exc, Mismatch):
+        rows = [("problem", f"{exc.what}: {exc.problem}")]
+        if exc.max_error is not None:
+            rows.append(("largest error", f"{exc.max_error:.3g}"))
+        if exc.shape_found is not None or exc.shape_expected is not None:
+            rows.append(("shape", f"found {_fmt_shape(exc.shape_found)}, expected {_fmt_shape(exc.shape_expected)}"))
+        if exc.mistake:
+            rows.append(("typical mistake", exc.mistake))
+        if exc.hint:
+            rows.append(("hint", exc.hint))
+        status = "failed"
+    elif isinstance(exc, SyntaxError):
+        rows = [("problem", f"SyntaxError: {exc.msg}"), ("where", syntax_error_text(exc, folder))]
+        status = "error"
+    elif isinstance(exc, AssertionError):
+        msg = str(exc).strip().split("\nassert ")[0].strip() or "an assertion failed"
+        rows = [("problem", "\n".join(msg.splitlines()[:6]))]
+        rows += [("hint", h) for h in hints if h not in msg]
+        status = "failed"
+    elif exc is not None:
+        entries = [_entry(e) for e in call.excinfo.traceback]
+        where = _where(entries, folder)
+        first = "\n".join((str(exc).strip() or type(exc).__name__).splitlines()[:4])
+        rows = [("problem", f"your code raised {type(exc).__name__}: {first}" if where
+                 else f"{type(exc).__name__}: {first}")]
+        rows.append(("where", where or f"in the test {name}, after your code returned"))
+        rows += [("hint", h) for h in hints]
+        if mistakes:
+            rows.append(("this test looks for", "\n".join(f"• {m}" for m in mistakes[:4])))
+        status = "error"
+    else:
+        rows, status = [("problem", rep.longreprtext.strip().splitlines()[-1] if rep.longreprtext else "failed")], "error"
+    if printed:
+        rows.append(("your prints", printed))
+    return Outcome(name, status, str(exc) if exc is not None else "", rows)
+
+
+# ------------------------------------------------------------------ the pytest run
+def exercise_of(item):
+    mark = item.get_closest_marker("exercise")
+    return mark.args[0] if mark is not None and mark.args else None
+
+
+def _hooks(exercises, folder: Path, emit):
+    """A pytest plugin object: keeps the tests of `exercises` and emits one message per event."""
+    import pytest
+
+    class Hooks:
+        def pytest_collection_modifyitems(self, session, config, items):
+            keep, drop = [], []
+            for item in items:
+                (keep if exercise_of(item) in exercises else drop).append(item)
+            items[:] = keep
+            if drop:
+                config.hook.pytest_deselected(items=drop)
+            emit(("collected", [(exercise_of(i), i.nodeid) for i in keep]))
+
+        def pytest_collectreport(self, report):
+            if report.failed:
+                emit(("collect_error", report.longreprtext))
+
+        def pytest_runtest_logstart(self, nodeid, location):
+            emit(("start", self.exercises.get(nodeid), nodeid, nodeid.rsplit("::", 1)[-1]))
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_runtestloop(self, session):
+            self.exercises = {i.nodeid: exercise_of(i) for i in session.items}
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            outcome = yield
+            rep = outcome.get_result()
+            exercise, key = exercise_of(item), item.nodeid
+            if rep.passed and rep.when != "call":
+                return
+            if rep.skipped:
+                reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+                emit(("outcome", exercise, key, Outcome(item.name, "skipped", f"skipped: {reason}")))
+            elif rep.passed:
+                emit(("outcome", exercise, key, Outcome(item.name, "passed")))
+            elif key not in self.failed:                 # keep the first failure (setup before teardown)
+                self.failed.add(key)
+                emit(("outcome", exercise, key, describe(item, call, rep, folder)))
+
+    hooks = Hooks()
+    hooks.failed = set()
+    hooks.exercises = {}
+    return hooks
+
+
+@contextlib.contextmanager
+def _environ(**values):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def _isolated_modules(*stems: str):
+    """Hide any module named like the test files (or a conftest) while pytest imports them, so a
+    check always reads the tests afresh and never picks up a same-named module from elsewhere
+    (an outer pytest's, a previous check's); put the old ones back afterwards."""
+    def ours(name):
+        return any(name == s or name.endswith("." + s) for s in stems)
+
+    saved = {n: sys.modules.pop(n) for n in [n for n in sys.modules if ours(n)]}
+    try:
+        yield
+    finally:
+        for n in [n for n in sys.modules if ours(n)]:
+            del sys.modules[n]
+        sys.modules.update(saved)
+
+
+def _pytest(paths: list[Path], exercises, impl_name: str, tests_dir: Path, emit) -> None:
+    """Run the graded tests of `exercises` in `paths` with pytest, in this process."""
+    import pytest
+
+    hooks = _hooks(set(exercises), resolve(impl_name), emit)
+    args = [*map(str, paths), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider", "--impl", impl_name,
+            "-o", "addopts=", "-o", "python_files=test_*.py", "--capture=sys", "-q", "--tb=short",
+            "--color=no", "-W", "ignore", "--import-mode=importlib",
+            f"--rootdir={tests_dir.parent}", f"--confcutdir={tests_dir}", "-c", os.devnull]
+    out = io.StringIO()
+    with _environ(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"), \
+            _isolated_modules(*(p.stem for p in paths), "conftest"), \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = pytest.main(args, plugins=[hooks])
+    emit(("done", int(code), out.getvalue()[-4000:]))
+
+
+def run_tests(paths, exercises, impl_name: str, tests_dir: Path, limit: float | None = None) -> Run:
+    """Run the graded tests of `exercises`, each under `limit` seconds (time_limit() by default).
+    Never raises: a timeout, a crash or the learner's interrupt are reported in Run.stopped."""
+    limit = time_limit() if limit is None else float(limit)
+    work = lambda emit: _pytest(list(paths), exercises, impl_name, Path(tests_dir), emit)
+    if mode() == "fork":
+        _warm()
+        return _forked(work, limit, resolve(impl_name))
+    return _here(work, limit, resolve(impl_name))
+
+
+_warmed: list = []
+
+
+def _warm() -> None:
+    """Import, once and in this process, what every forked run would otherwise import again:
+    pytest's own plugins, the grading plugin, the engine and its pieces (never
+    the learner's code). Halves the cost of a check that builds a model."""
+    if _warmed:
+        return
+    _warmed.append(True)
+    import importlib
+
+    import pytest  # noqa: F401
+    with contextlib.suppress(Exception):
+        from _pytest.config import default_plugins
+        for name in default_plugins:
+            with contextlib.suppress(Exception):
+                importlib.import_module(f"_pytest.{name}")
+    with contextlib.suppress(Exception):
+        import andrea_course.grading.plugin  # noqa: F401
+        import andrea_course.model  # noqa: F401
+        from .. import pieces
+        for activity in pieces.ACTIVITIES:
+            with contextlib.suppress(Exception):
+                pieces.module(activity)
+
+
+# ---- in a forked child
+_HEADER = struct.Struct("!Q")
+
+
+def _send(fd: int, msg) -> None:
+    data = pickle.dumps(msg)
+    data = _HEADER.pack(len(data)) + data
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _child(work, w: int, dump) -> None:
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)       # the parent handles the learner's interrupt
+        faulthandler.register(signal.SIGUSR1, file=dump, all_threads=False)
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(1)       # the parent's OpenMP pool does not survive a fork
+        sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+        work(lambda msg: _send(w, msg))
+        code = 0
+    except BaseException as exc:                          # noqa: BLE001 - report anything, then leave
+        with contextlib.suppress(BaseException):
+            _send(w, ("collect_error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        os._exit(code)
+
+
+def _forked(work, limit: float, folder: Path) -> Run:
+    run = Run()
+    r, w = os.pipe()
+    dump = tempfile.TemporaryFile()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        _child(work, w, dump)
+    os.close(w)
+    buf, deadline, done = b"", time.monotonic() + max(limit, BOOT_LIMIT), False
+    try:
+        while not done:
+            # short waits: a signal delivered to another thread of the kernel still gets its
+            # KeyboardInterrupt raised here within a fraction of a second
+            ready, _, _ = select.select([r], [], [], min(0.2, max(0.0, deadline - time.monotonic())))
+            if not ready:
+                if time.monotonic() < deadline:
+                    continue
+                run.stopped = "timeout"
+                run.where = _dump_stack(pid, dump, folder)
+                break
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            buf += chunk
+            while len(buf) >= _HEADER.size and len(buf) >= _HEADER.size + _HEADER.unpack_from(buf)[0]:
+                n = _HEADER.unpack_from(buf)[0]
+                msg, buf = pickle.loads(buf[_HEADER.size:_HEADER.size + n]), buf[_HEADER.size + n:]
+                run.apply(msg)
+                if msg[0] == "start":
+                    deadline = time.monotonic() + limit
+                done = msg[0] == "done"
+        if not done and run.stopped is None:
+            run.stopped = "crash"
+    except KeyboardInterrupt:
+        run.stopped = "interrupt"
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, 0)
+        os.close(r)
+        dump.close()
+    return run
+
+
+def _dump_stack(pid: int, dump, folder: Path) -> str:
+    """Ask the child for its Python stack (faulthandler, works inside native calls too) and
+    return the learner's innermost line in it."""
+    try:
+        os.kill(pid, signal.SIGUSR1)
+        for _ in range(20):
+            time.sleep(0.025)
+            dump.seek(0)
+            text = dump.read().decode("utf-8", "replace")
+            if "File " in text:
+                break
+    except OSError:
+        return ""
+    frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', text)
+    # faulthandler lists the innermost frame first
+    for path, lineno, func in frames:
+        shown = _learner_path(path, folder)
+        if shown:
+            try:
+                code = Path(path).read_text(encoding="utf-8").splitlines()[int(lineno) - 1].strip()
+            except (OSError, IndexError, UnicodeDecodeError):
+                code = ""
+            return f"{shown}, line {lineno}, in {func}" + (f"\n    {code}" if code else "")
+    return ""
+
+
+# ---- in this process, with a watchdog thread
+def _here(work, limit: float, folder: Path) -> Run:
+    run = Run()
+    state = {"deadline": time.monotonic() + max(limit, BOOT_LIMIT), "fired": False, "over": False}
+    lock = threading.Lock()
+
+    def emit(msg):
+        with lock:
+            run.apply(msg)
+            if msg[0] == "start":
+                state["deadline"] = time.monotonic() + limit
+
+    def watchdog():
+        while True:
+            time.sleep(0.05)
+            with lock:
+                if state["over"]:
+                    return
+                if time.monotonic() > state["deadline"]:
+                    state["fired"] = True
+                    _thread.interrupt_main()
+                    return
+
+    dog = threading.Thread(target=watchdog, daemon=True)
+    dog.start()
+    try:
+        try:
+            work(emit)
+        finally:
+            with lock:
+                state["over"] = True
+    except KeyboardInterrupt:
+        pass
+    if state["fired"]:
+        run.stopped = "timeout"
+    elif run.exit_code == 2 or (run.exit_code is None and run.stopped is None):
+        run.stopped = "interrupt"                   # pytest turns an interrupt into exit code 2
+    return run

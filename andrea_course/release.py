@@ -1,0 +1,162 @@
+"""andrea-release: the learner's copy of the course, built from the instructor's repository.
+
+    andrea-release OUT              # OUT/ : the repository a class gets, without the answer key
+
+A listed pipeline (in the manner of nbgrader's generate_assignment), each step one function:
+
+    1. copy      every file the repository tracks, except what is the instructor's alone:
+                 solutions/ (the answer key), instructor/ (hidden tests), tests/ (the course's
+                 own tests, which grade the answer key), CI files and the tools that need them
+    2. exercises regenerate exercises/ from solutions/, so every piece is a stub
+    3. notebooks check every notebook is committed without outputs
+    4. verify    nothing of the answer key is left: no solutions/, no file holding a solution
+                 region or a hidden test, and every exercise piece a stub
+
+The graded tests (andrea_course/graded/) ship with the package, so a learner checks their work
+with check() in the notebooks or `make grade`; the Gradescope bundle is docs/gradescope/make_zip.sh.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from . import __version__
+from .exercises import BEGIN, generate
+from .overlay import ROOT, unwritten_pieces
+from . import pieces
+
+INSTRUCTOR_ONLY = ("solutions/", "instructor/", "tests/", ".ci/", "tools/train_shipped_model.py")
+
+
+class ReleaseError(RuntimeError):
+    """The release could not be built, or would leak the answer key; the message says what."""
+
+
+def tracked_files(root: Path = ROOT) -> list[str]:
+    try:
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ReleaseError(f"{root} is not a git checkout: the release copies the files git tracks") from exc
+    return [f for f in out.decode().split("\0") if f]
+
+
+def copy(root: Path, out: Path) -> list[str]:
+    """1. The learner's files."""
+    kept = [f for f in tracked_files(root) if not f.startswith(INSTRUCTOR_ONLY) and (root / f).is_file()]
+    for f in kept:
+        (out / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / f, out / f)
+    return kept
+
+
+def exercises(root: Path, out: Path) -> list[str]:
+    """2. exercises/ made anew from the answer key."""
+    files = generate(root / "solutions")
+    target = out / "exercises"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for name, text in files.items():
+        (target / name).write_text(text, encoding="utf-8")
+    return sorted(files)
+
+
+def notebooks(root: Path, out: Path) -> list[str]:
+    """3. Notebooks without outputs (a saved output could hold a solution's result)."""
+    names = []
+    for path in sorted((out / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        dirty = [i for i, c in enumerate(nb["cells"]) if c.get("outputs") or c.get("execution_count")]
+        if dirty:
+            raise ReleaseError(f"{path.name} has outputs in cells {dirty[:5]}: strip them "
+                               f"(python tools/nb.py strip notebooks/*.ipynb) before releasing")
+        names.append(path.name)
+    return names
+
+
+def verify(root: Path, out: Path) -> list[str]:
+    """4. Nothing of the answer key left."""
+    problems = [f"{p} exists" for p in ("solutions", "instructor") if (out / p).exists()]
+    for path in out.rglob("*.py"):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if BEGIN in text and path.name != "exercises.py":
+            problems.append(f"{path.relative_to(out)} holds a solution region")
+        if _private_tests(text):
+            problems.append(f"{path.relative_to(out)} holds tests learners must not see: {_private_tests(text)}")
+    for activity in pieces.ACTIVITIES:
+        path = out / "exercises" / f"{activity}.py"
+        if not path.is_file():
+            problems.append(f"exercises/{activity}.py is missing")
+            continue
+        written = set(pieces.names(activity)) - unwritten_pieces(path.read_text(encoding="utf-8"))
+        if written:
+            problems.append(f"exercises/{activity}.py has pieces that are not stubs: {sorted(written)}")
+    if problems:
+        raise ReleaseError("the release would leak the answer key: " + "; ".join(problems))
+    return ["no answer key"]
+
+
+def _private_tests(source: str) -> list[str]:
+    """Tests decorated @graded(..., visibility=...) with a visibility other than "visible"."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+            for d in node.decorator_list
+            if isinstance(d, ast.Call) and getattr(d.func, "id", None) == "graded"
+            and any(k.arg == "visibility" and isinstance(k.value, ast.Constant) and k.value.value != "visible"
+                    for k in d.keywords)]
+
+
+PIPELINE = (copy, exercises, notebooks, verify)
+
+
+def build(out: str | Path, root: Path = ROOT, force: bool = False, quiet: bool = False) -> Path:
+    """Run the pipeline into `out` (refused if it exists, unless force). Returns the folder."""
+    out = Path(out).resolve()
+    root = Path(root).resolve()
+    if not (root / "solutions").is_dir():
+        raise ReleaseError(f"{root} has no solutions/: a release is built from the instructor's repository")
+    if out == root or root in out.parents and not out.is_relative_to(root / "build"):
+        raise ReleaseError(f"{out} is inside the course's repository: choose a folder outside it (or under build/)")
+    if out.exists():
+        if not force:
+            raise ReleaseError(f"{out} already exists: choose another folder, or pass --force to replace it")
+        shutil.rmtree(out)
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        for step in PIPELINE:
+            done = step(root, tmp)
+            if not quiet:
+                print(f"{step.__name__:>9}: {len(done)} {'item' if len(done) == 1 else 'items'}")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    tmp.rename(out)
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="andrea-release", description=__doc__.split("\n")[0])
+    p.add_argument("out", help="the folder to write the learner's copy to (must not exist)")
+    p.add_argument("--force", action="store_true", help="replace OUT if it exists (default: refuse)")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    args = p.parse_args(argv)
+    try:
+        out = build(args.out, force=args.force)
+    except ReleaseError as exc:
+        print(f"andrea-release: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote the learner's copy to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

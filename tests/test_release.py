@@ -1,0 +1,47 @@
+"""andrea-release: the learner's copy holds the package, the notebooks and stub exercises, and
+nothing of the answer key; it refuses to overwrite or to leak."""
+import pytest
+
+from andrea_course.overlay import ROOT
+from andrea_course.release import ReleaseError, build, main, verify
+
+pytestmark = pytest.mark.skipif(not (ROOT / "solutions").is_dir(), reason="no solutions/ (a learner's release)")
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    try:
+        return build(tmp_path_factory.mktemp("rel") / "course", quiet=True)
+    except ReleaseError as exc:
+        pytest.skip(str(exc))
+
+
+def test_the_release_has_the_learners_files_and_no_answer_key(release):
+    for kept in ("andrea_course/model.py", "andrea_course/graded/test_attention.py", "notebooks/01_embeddings.ipynb",
+                 "exercises/attention.py", "README.md", "pyproject.toml", "Makefile"):
+        assert (release / kept).is_file(), kept
+    for gone in ("solutions", "instructor", "tests", ".ci"):
+        assert not (release / gone).exists(), gone
+    text = (release / "exercises" / "attention.py").read_text()
+    assert "not implemented yet" in text and "### BEGIN SOLUTION" not in text
+
+
+def test_verify_refuses_a_leak(release, tmp_path):
+    leak = release / "andrea_course" / "leak.py"
+    leak.write_text("def f():\n    ### BEGIN SOLUTION\n    ### HINT: x\n    return 1\n    ### END SOLUTION\n")
+    hidden = release / "andrea_course" / "graded" / "test_leak.py"
+    hidden.write_text('@graded("attention.softmax", points=1, visibility="hidden")\ndef test_x(student):\n    pass\n')
+    try:
+        with pytest.raises(ReleaseError, match=r"leak\.py holds a solution region.*test_leak\.py holds tests "
+                                                r"learners must not see: \['test_x'\]"):
+            verify(ROOT, release)
+    finally:
+        leak.unlink()
+        hidden.unlink()
+
+
+def test_release_refuses_to_overwrite_or_to_write_inside_the_repository(release, capsys):
+    assert main([str(release)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert main([str(ROOT / "notebooks" / "release")]) == 2
+    assert "inside the course's repository" in capsys.readouterr().err
