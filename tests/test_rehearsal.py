@@ -64,7 +64,6 @@ def test_auto_dtype_is_fp16_on_a_gpu_whose_bf16_is_only_emulated(monkeypatch):
     assert choose_dtype(TrainConfig(), torch.device("cpu")) == torch.float32
 
 
-@pytest.mark.filterwarnings(r"ignore:Detected call of `lr_scheduler.step\(\)` before")
 def test_fp16_gradient_scaler_skips_an_overflowing_step_and_backs_off(tmp_path, data_dir):
     """What fp16 on a T4 relies on: an inf in the gradients skips the step and halves the scale."""
     t = _trainer(tmp_path, data_dir, dtype="fp16", max_steps=2, eval_every=0)
