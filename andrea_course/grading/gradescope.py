@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from dataclasses import dataclass, field
 
@@ -26,6 +27,7 @@ class TestResult:
     passed: bool = False
     skipped: bool = False
     output: str = ""
+    fraction: float = 0.0            # partial credit of a failed test with parts (plugin.Credit)
 
     @property
     def activity(self) -> str:
@@ -33,7 +35,9 @@ class TestResult:
 
     @property
     def score(self) -> float:
-        return self.points if self.passed else 0.0
+        if self.skipped:
+            return 0.0
+        return self.points if self.passed else round(self.points * min(max(self.fraction, 0.0), 1.0), 6)
 
     @property
     def max_score(self) -> float:
@@ -45,6 +49,9 @@ class Results:
     tests: list[TestResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)     # what went wrong outside single tests
     execution_time: float = 0.0
+    isolation: str = ""              # how the learner's code was isolated (sandbox.describe)
+    refused: str | None = None       # why nothing was graded (no sandbox, no .py file)
+    written: str | None = None       # where results.json was written
 
     @property
     def score(self) -> float:
@@ -72,7 +79,7 @@ def to_gradescope(results: Results, stdout_visibility: str = "hidden") -> dict:
             "name": f"{t.exercise}: {t.name}",
             "score": t.score,
             "max_score": t.max_score,
-            "status": "passed" if (t.passed or t.skipped) else "failed",
+            "status": "passed" if (t.passed or t.skipped) else "failed",   # a partial score fails
             "output": output,
             "output_format": "text",
             "visibility": t.visibility,
@@ -91,21 +98,40 @@ def to_gradescope(results: Results, stdout_visibility: str = "hidden") -> dict:
     }
 
 
-def write_json(path: str | os.PathLike, data: dict) -> None:
-    """Write atomically: a reader never sees half a file, and whatever was at `path` before
-    (a file the learner's code planted there, say) is replaced, not appended to."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".results-", dir=folder)
+def write_json(path: str | os.PathLike, data: dict) -> str:
+    """Write atomically (a temp file renamed over `path`), and always: when the rename fails
+    (`path` is a folder, say), write `path` in place, else a sibling `<name>.fallback-<pid>.json`
+    (or one in the temp folder); the file written says so in its output. Returns the path written."""
+    path = os.path.abspath(os.fspath(path))
+    folder = os.path.dirname(path)
+    text = json.dumps(data, indent=1)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".results-", dir=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, path)
+            return path
+        finally:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+    except OSError as exc:
+        why = f"{type(exc).__name__}: {exc}"
+    stem = os.path.splitext(os.path.basename(path))[0]
+    for target in (path, os.path.join(folder, f"{stem}.fallback-{os.getpid()}.json"),
+                   os.path.join(tempfile.gettempdir(), f"{stem}.fallback-{os.getpid()}.json")):
+        note = (f"NOTE: {path} could not be written atomically ({why}); this copy is at {target}")
+        fallback = {**data, "output": f"{data.get('output', '')}\n{note}".strip()}
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(fallback, f, indent=1)
+        except OSError:
+            continue
+        print(f"andrea-grade: {note}", file=sys.stderr)
+        return target
+    raise OSError(f"results could not be written anywhere ({why})")
 
 
 def table(results: Results, title: str = "") -> str:

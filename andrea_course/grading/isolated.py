@@ -16,16 +16,26 @@ torch.save and read back with torch.load(weights_only=True): the grader never un
 object the learner made. Anything else the learner returns stays in the worker and comes back
 as a handle (a proxy again). Comparisons (`==`) on a handle never reach the learner's code.
 
-The worker starts lazily, in a fresh temp dir with a copy of the submission's .py files,
-stdin closed, output to a log file, a memory limit (RLIMIT_AS) and, when the grader runs as
-root and `user` is given, as that unprivileged user. Each test has a time budget for all its
-calls. A timeout, a crash (segfault, os._exit, exit at import) or a memory blow-up fails that
-test with a plain message, kills the worker, and the next test gets a fresh one.
+Messages are torch.save zips whose entries must be stored, not compressed (nothing the grader
+reads inflates), of at most 1 GiB; a tensor may not be a view larger than its storage.
+
+Where the worker runs (sandbox.py): a zygote process, started inside a bubblewrap sandbox as an
+unprivileged user (own pid, network, IPC and mount namespaces; the course and Python read-only;
+the submission read-only at /submission; a private /tmp; limits on memory, processes, open
+files, disk and CPU), imports torch once; every test gets a fresh worker forked from it, and
+before each fork the zygote kills every other process in the sandbox. The grader never opens a
+path inside the sandbox: it talks to the zygote over a socket and to the worker over pipes.
+`sandbox=False` (andrea-grade --unsafe-no-sandbox) runs the zygote as the grader's own user
+in a private temp folder: a learner grading their own work, never as root.
+
+Each test has a time budget for all its calls. A timeout, a crash (segfault, os._exit, exit at
+import) or a memory blow-up fails that test with a plain message and kills the worker.
 """
 from __future__ import annotations
 
 import builtins
 import io
+import itertools
 import json
 import os
 import select
@@ -38,16 +48,17 @@ import sys
 import tempfile
 import time
 import traceback
+import zipfile
 
 import torch
 
 from ..config import ModelConfig
 from ..overlay import ROOT, ImplementationError, resolve
+from .sandbox import SANDBOX_ROOT, Cgroup, Limits, Sandbox
 
 HEADER = struct.Struct("<Q")
 MAX_MESSAGE = 1 << 30               # 1 GiB: a bigger answer is refused, not read
 DEFAULT_TIMEOUT = 60.0              # seconds of learner time per test
-DEFAULT_MEMORY = 6 << 30            # bytes of address space for the worker
 BOOT_TIMEOUT = 180.0                # starting Python, torch and the course (not the learner's time)
 
 
@@ -112,7 +123,10 @@ def decode(tree, proxy_of=None, depth: int = 0):
             raise ValueError(f"malformed {tag}")
         return rest[0]
     if tag == "tensor" and len(rest) == 1 and type(rest[0]) is torch.Tensor:
-        return rest[0]
+        t = rest[0]
+        if t.numel() * t.element_size() > max(t.untyped_storage().nbytes(), 0) and t.numel() > 0:
+            raise ValueError("a tensor larger than its storage (a stride-0 view): send real values")
+        return t
     if tag == "dtype" and len(rest) == 1 and isinstance(getattr(torch, str(rest[0]), None), torch.dtype):
         return getattr(torch, rest[0])
     if tag == "device" and len(rest) == 1 and type(rest[0]) is str:
@@ -149,6 +163,15 @@ def dumps(obj) -> bytes:
 
 
 def loads(data: bytes):
+    """torch.load(weights_only=True) of a message, refusing one that would inflate: every entry
+    of torch.save's zip must be stored uncompressed, so nothing read grows past `data`."""
+    try:
+        entries = zipfile.ZipFile(io.BytesIO(data)).infolist()
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise ValueError(f"not a torch.save message ({exc})") from None
+    if any(e.compress_type != zipfile.ZIP_STORED or e.file_size != e.compress_size for e in entries) \
+            or sum(e.file_size for e in entries) > len(data):
+        raise ValueError("a compressed message (the grader never inflates what learner code sends)")
     return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
 
 
@@ -217,21 +240,24 @@ class IsolatedStudent:
     """The learner's pieces, run in a worker subprocess (see the module docstring)."""
 
     def __init__(self, impl=None, overrides: dict | None = None, *, timeout: float = DEFAULT_TIMEOUT,
-                 memory: int = DEFAULT_MEMORY, user: str | None = None, python: str | None = None):
+                 limits: Limits = Limits(), sandbox: bool = True, uid: int | None = None,
+                 cgroup: Cgroup | None = None, python: str | None = None):
         if overrides:
             raise ValueError("IsolatedStudent does not take overrides: they are objects of this "
                              "process; use InProcessStudent for mutation tests")
         self.folder = resolve(impl)
-        self.timeout, self.memory, self.user = float(timeout), int(memory), user
+        self.timeout, self.limits = float(timeout), limits
+        self.sandboxed, self.uid, self.cgroup = sandbox, uid, cgroup
+        if not sandbox and os.geteuid() == 0:
+            raise LearnerCodeError("refused: without a sandbox the learner's code would run as root")
         self.python = python or sys.executable
         self.proc = None
         self.generation = 0
         self.left = float(timeout)         # seconds of learner time left in this test
         self._dead: list[int] = []
         self._import_failures: dict[str, str] = {}   # activity -> why loading it killed the worker
-        self._tmp = None
-        self._zygote = self._zsock = None
-        self._uid = self._gid = None
+        self._tmp = None                   # without a sandbox: the zygote's private folder
+        self._zygote = self._zsock = self._zlog = None
 
     @property
     def is_reference(self) -> bool:
@@ -239,8 +265,10 @@ class IsolatedStudent:
 
     # ----- the fixture's hooks -----
     def begin_test(self) -> None:
-        """Start the time budget of one test: the calls of one test share `timeout` seconds of
-        waiting for the learner's code (the grader's own work and worker start-up do not count)."""
+        """Start one test: a fresh worker (forked on the first request; in a sandbox the zygote
+        first ends every other process in it), with `timeout` seconds of waiting for the
+        learner's code (the grader's own work and worker start-up do not count)."""
+        self._kill()
         self.left = self.timeout
 
     def piece(self, activity: str, name: str) -> Proxy:
@@ -264,53 +292,56 @@ class IsolatedStudent:
             self._tmp = None
 
     # ----- the worker -----
-    def _env(self) -> tuple[dict, dict]:
-        """The worker's environment, and Popen's arguments to run it as `user` (when root)."""
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("ANDREA_", "PYTEST_")) and k not in ("PYTHONSTARTUP",)}
-        env.update(HOME=self._tmp, TMPDIR=self._tmp, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(ROOT),
-                                                        env.get("PYTHONPATH", "")] if p)
-        kwargs = {}
-        if self._uid is not None:
-            kwargs.update(user=self._uid, group=self._gid, extra_groups=[])
-        return env, kwargs
+    def _env(self) -> dict:
+        """The worker's whole environment: nothing of the grader's but the locale and Triton's mode."""
+        env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TRITON_INTERPRET") if k in os.environ}
+        home = "/tmp" if self.sandboxed else self._tmp
+        env.update(HOME=home, TMPDIR=home, USER="learner", OMP_NUM_THREADS="1",
+                   PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1")
+        return env
 
     def _start_zygote(self) -> None:
-        """A process that imported torch and the course once; every worker is a fork of it, so a
-        fresh worker after a crash costs milliseconds, not seconds."""
+        """A process that imported torch and the course once (inside the sandbox); every worker
+        is a fork of it, so a fresh worker costs milliseconds, not seconds."""
         self._stop_zygote()
-        self._tmp = self._tmp or tempfile.mkdtemp(prefix="andrea-worker-")
-        self._uid = self._gid = None
-        if self.user and os.geteuid() == 0:
-            import pwd
-            entry = pwd.getpwnam(self.user)
-            self._uid, self._gid = entry.pw_uid, entry.pw_gid
-            os.chown(self._tmp, self._uid, self._gid)
-        env, kwargs = self._env()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        with open(os.path.join(self._tmp, "zygote.log"), "wb") as log:
-            try:
-                self._zygote = subprocess.Popen(
-                    [self.python, "-m", "andrea_course.grading.isolated", str(theirs.fileno())],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self._tmp, env=env,
-                    pass_fds=(theirs.fileno(),), start_new_session=True, **kwargs)
-            except OSError as exc:
-                mine.close()
-                who = f" as user {self.user!r} (can that user read {self.python} and the course?)" \
-                    if self._uid is not None else ""
-                raise LearnerCodeError(f"the grading worker could not start{who}: {exc}") from None
-            finally:
-                theirs.close()
+        boot = ("import sys; sys.dont_write_bytecode = True; "
+                f"sys.path.insert(0, {str(ROOT)!r}); "
+                "from andrea_course.grading.isolated import _zygote; _zygote(int(sys.argv[1]), sys.argv[2])")
+        config = json.dumps({**self.limits.as_dict(), "sandbox": self.sandboxed,
+                             "whole_sandbox_limits": self.cgroup is not None})
+        command = [self.python, "-I", "-c", boot, str(theirs.fileno()), config]
+        self._zlog = tempfile.TemporaryFile(prefix="andrea-zygote-")     # the grader's, unnamed
+        kwargs = dict(stdin=subprocess.DEVNULL, stdout=self._zlog, stderr=self._zlog, env=self._env(),
+                      pass_fds=(theirs.fileno(),))
+        try:
+            if self.sandboxed:
+                box = Sandbox(self.limits, submission=self.folder, uid=self.uid, cgroup=self.cgroup)
+                self._zygote = box.popen(command, **kwargs)
+            else:
+                self._tmp = self._tmp or tempfile.mkdtemp(prefix="andrea-worker-")
+                self._zygote = subprocess.Popen(command, cwd=self._tmp, start_new_session=True, **kwargs)
+        except OSError as exc:
+            mine.close()
+            raise LearnerCodeError(f"the grading worker could not start: {exc}") from None
+        finally:
+            theirs.close()
         self._zsock = mine
         mine.settimeout(BOOT_TIMEOUT)
         try:
             if self._zask({"op": "hello"}) != {"ready": True}:
                 raise OSError("unexpected greeting")
         except (OSError, ValueError) as exc:
+            log = self._zygote_log()
             self._stop_zygote()
-            raise LearnerCodeError(f"the grading worker failed to start ({exc}); see "
-                                   f"{os.path.join(self._tmp, 'zygote.log')}") from None
+            raise LearnerCodeError(f"the grading worker failed to start ({exc}): {log}") from None
+
+    def _zygote_log(self) -> str:
+        if self._zlog is None:
+            return ""
+        self._zlog.seek(0)
+        lines = self._zlog.read(1 << 16).decode(errors="replace").strip().splitlines()
+        return " | ".join(lines[-3:])
 
     def _zask(self, request: dict, fds=()) -> dict:
         socket.send_fds(self._zsock, [json.dumps(request).encode()], list(fds))
@@ -320,8 +351,9 @@ class IsolatedStudent:
         return json.loads(reply)
 
     def _stop_zygote(self) -> None:
-        zygote, self._zygote = getattr(self, "_zygote", None), None
-        if getattr(self, "_zsock", None) is not None:
+        """End the sandbox (or the zygote's session): killing bwrap kills everything inside."""
+        zygote, self._zygote = self._zygote, None
+        if self._zsock is not None:
             self._zsock.close()
             self._zsock = None
         if zygote is not None:
@@ -331,29 +363,24 @@ class IsolatedStudent:
                 pass
             zygote.kill()
             zygote.wait()
+        if self._zlog is not None:
+            self._zlog.close()
+            self._zlog = None
 
     def _start(self) -> None:
         if self._zygote is None or self._zygote.poll() is not None:
             self._start_zygote()
-        work = os.path.join(self._tmp, f"run{self.generation + 1}")
-        sub = os.path.join(work, "submission")
-        os.makedirs(sub)
-        for entry in os.scandir(self.folder):
-            if entry.is_file() and entry.name.endswith(".py"):
-                shutil.copyfile(entry.path, os.path.join(sub, entry.name))
-        if self._uid is not None:
-            for p in [work, sub] + [os.path.join(sub, f) for f in os.listdir(sub)]:
-                os.chown(p, self._uid, self._gid)
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
-        request = {"op": "fork", "work": work, "folder": sub, "memory": self.memory}
+        folder = SANDBOX_ROOT if self.sandboxed else str(self.folder)
+        request = {"op": "fork", "folder": folder}
         try:
             try:
                 pid = self._zask(request, [to_worker_r, from_worker_w])["pid"]
             except (OSError, ValueError, KeyError):       # the zygote died (a learner killed it?)
                 self._start_zygote()
                 pid = self._zask(request, [to_worker_r, from_worker_w])["pid"]
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, LearnerCodeError) as exc:
             for fd in (to_worker_w, from_worker_r):
                 os.close(fd)
             raise LearnerCodeError(f"the grading worker failed to start ({exc})") from None
@@ -510,7 +537,7 @@ def _rebuild(type_name: str, text: str, where: str) -> Exception:
                                 f"{suffix}")
     if type_name == "MemoryError" or "can't allocate memory" in text or "not enough memory" in text:
         return LearnerCodeError(f"your code ran out of memory: the grader allows "
-                                f"{DEFAULT_MEMORY >> 30} GB ({type_name}: {text.splitlines()[0] if text else ''})"
+                                f"{Limits().memory >> 30} GB ({type_name}: {text.splitlines()[0] if text else ''})"
                                 f"{suffix}")
     if type_name in _PASS_THROUGH:
         return getattr(builtins, type_name)(text + suffix)
@@ -518,13 +545,17 @@ def _rebuild(type_name: str, text: str, where: str) -> Exception:
 
 
 # ----------------------------------------------------------------------------- worker side
-def _worker(recv_fd: int, send_fd: int, folder: str, memory: int) -> None:
-    import resource
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+def learner_pieces(folder: str):
+    """The ONE place the worker turns a submission folder into the learner's pieces:
+    `learner_pieces(folder).isolated(activity, name)` is the learner's piece, with the engine
+    (andrea_course/pieces) standing in for every other piece it calls. Nothing here reads
+    solutions/ (not mounted in the sandbox)."""
     from ..overlay import Overlay
-    overlay = Overlay(folder)
+    return Overlay(folder)
+
+
+def _worker(recv_fd: int, send_fd: int, folder: str) -> None:
+    impl = learner_pieces(folder)
     objects: dict[int, object] = {}
     counter = iter(range(1, 1 << 62))
     reader = os.fdopen(recv_fd, "rb", buffering=0)
@@ -564,7 +595,7 @@ def _worker(recv_fd: int, send_fd: int, folder: str, memory: int) -> None:
         try:
             args = decode(args, lambda h, _kind: objects[h])
             if op == "load":
-                result = overlay.isolated(*args)
+                result = impl.isolated(*args)
             else:
                 target = objects[hid]
                 if op == "call":
@@ -606,7 +637,8 @@ def _where(exc: BaseException, folder: str) -> str:
 
 
 class _Forked:
-    """A worker forked by the zygote: not our child, so the zygote reaps it and tells us how it ended."""
+    """A worker forked by the zygote: not our child (and, in a sandbox, in another pid
+    namespace), so the zygote reaps it, tells us how it ended, and kills it for us."""
 
     def __init__(self, student: IsolatedStudent, pid: int):
         self.student, self.pid, self.returncode = student, pid, None
@@ -615,7 +647,7 @@ class _Forked:
         if self.returncode is None:
             try:
                 self.returncode = self.student._zask({"op": "poll", "pid": self.pid})["status"]
-            except (OSError, ValueError, KeyError, TypeError):
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 self.returncode = -signal.SIGKILL          # its parent is gone: so is it
         return self.returncode
 
@@ -628,15 +660,44 @@ class _Forked:
         return self.returncode
 
     def kill(self) -> None:
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        try:
+            if self.student._zask({"op": "kill", "pid": self.pid}).get("killed") is not True:
+                raise OSError("the zygote did not kill the worker")
+        except (OSError, ValueError, AttributeError):
+            self.student._stop_zygote()                    # unresponsive: end the whole sandbox
+            self.returncode = -signal.SIGKILL
 
 
-def _zygote(fd: int) -> None:
-    """Wait for fork requests from the grader; each child becomes one worker."""
+def _limit_self(config: dict) -> None:
+    """The zygote's limits, inherited by every worker and whatever it starts."""
+    import resource
+    disk = int(config["disk"])
+    wanted = {resource.RLIMIT_CORE: 0, resource.RLIMIT_FSIZE: disk,
+              resource.RLIMIT_NOFILE: int(config["open_files"]), resource.RLIMIT_CPU: int(config["cpu_seconds"])}
+    if not config["whole_sandbox_limits"]:
+        wanted[resource.RLIMIT_AS] = int(config["memory"])
+        if config["sandbox"]:       # the sandbox's own uid; never the grading user's
+            wanted[resource.RLIMIT_NPROC] = int(config["processes"])
+    for which, value in wanted.items():
+        soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def _prctl(option: int, value: int) -> None:
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _zygote(fd: int, config_json: str) -> None:
+    """Wait for fork requests from the grader; each child becomes one worker. In a sandbox,
+    every fork first ends every other process in it (kill(-1): stray daemons, fork bombs)."""
+    config = json.loads(config_json)
+    _limit_self(config)
+    _prctl(4, 0)                       # PR_SET_DUMPABLE 0: learner processes cannot ptrace the zygote
     from .. import overlay, pieces  # noqa: F401  (imported once, here, for every worker)
     for activity in pieces.ACTIVITIES:
         try:
@@ -645,6 +706,22 @@ def _zygote(fd: int) -> None:
             pass
     sock = socket.socket(fileno=fd)
     statuses: dict[int, int] = {}
+    runs = itertools.count(1)
+
+    def reap(pid: int = -1) -> None:
+        while True:
+            try:
+                done, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                if pid > 0:
+                    statuses.setdefault(pid, -signal.SIGKILL)
+                return
+            if not done:
+                return
+            statuses[done] = os.waitstatus_to_exitcode(status)
+            if pid > 0:
+                return
+
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(sock, 65536, 4)
@@ -657,21 +734,29 @@ def _zygote(fd: int) -> None:
         if op == "hello":
             reply = {"ready": True}
         elif op == "fork" and len(fds) == 2:
+            if config["sandbox"]:
+                try:
+                    os.kill(-1, signal.SIGKILL)     # everything we may signal here, but us and init
+                except ProcessLookupError:
+                    pass
+                reap()
+            work = os.path.join(os.getcwd(), f"run{next(runs)}")
             pid = os.fork()
             if pid == 0:
                 code = 0
                 try:
                     sock.close()
                     os.setsid()
-                    work = request["work"]
+                    _prctl(4, 1)
+                    os.makedirs(work, mode=0o700)
                     os.chdir(work)
-                    log = os.open(os.path.join(work, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+                    log = os.open("output.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
                     os.dup2(log, 1)
                     os.dup2(log, 2)
                     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
                     os.environ["HOME"] = os.environ["TMPDIR"] = work
                     tempfile.tempdir = None
-                    _worker(fds[0], fds[1], request["folder"], int(request["memory"]))
+                    _worker(fds[0], fds[1], request["folder"])
                 except BaseException:   # noqa: BLE001
                     traceback.print_exc()
                     code = 70
@@ -683,19 +768,18 @@ def _zygote(fd: int) -> None:
         elif op == "poll":
             pid = int(request["pid"])
             if pid not in statuses:
-                try:
-                    done, status = os.waitpid(pid, os.WNOHANG)
-                    if done:
-                        statuses[pid] = os.waitstatus_to_exitcode(status)
-                except ChildProcessError:
-                    statuses[pid] = -signal.SIGKILL
+                reap(pid)
             reply = {"status": statuses.get(pid)}
+        elif op == "kill":
+            pid = int(request["pid"])
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            reply = {"killed": True}
         else:
             for f in fds:
                 os.close(f)
             reply = {"error": f"unknown request {op!r}"}
         sock.send(json.dumps(reply).encode())
-
-
-if __name__ == "__main__":
-    _zygote(int(sys.argv[1]))

@@ -3,28 +3,46 @@
 Loaded by tests/conftest.py; the autograder (runner.py) loads it too, with:
 
     --impl SUB             whose code to grade (solutions, exercises or a submission folder)
-    --isolate              run the learner's code in a worker process (isolated.py)
+    --isolate              run the learner's code in a sandboxed worker process (isolated.py)
     --timeout-per-test S   with --isolate: seconds of learner time per test
+    --sandbox-uid U        with --isolate, as root: the sandbox's unprivileged uid
+    --sandbox-cgroup JSON  with --isolate: the cgroup dirs the runner made for the sandbox
+    --unsafe-no-sandbox    with --isolate: no sandbox (a learner grading their own work)
     --results-jsonl PATH   append one JSON line per graded test as it finishes
 
+Partial credit: a graded test that asks for the `credit` fixture splits its points into parts,
+
+    @graded("attention.softmax", points=3)
+    def test_softmax(student, credit):
+        with credit.part(1, "rows sum to one"):
+            expect_true(...)
+        with credit.part(2, "equals the reference"):
+            expect_close(...)
+
+and scores points × (weight of the parts that passed) / (all weight); a failed part fails the
+test (its message is reported) but the next part still runs.
+
 A results line: {"kind": "result", "nodeid", "name", "exercise", "points", "visibility", "mac",
-"passed", "skipped", "output"}; "collected" lines list every graded test before the run, and
+"passed", "fraction", "skipped", "output"}; "collected" lines list every graded test before the run, and
 "collect_error" lines name test files that failed to import. With --results-key-fd the
 plugin reads a key from a pipe and signs every line (its "mac" field, HMAC-SHA256), so that lines written by
 anything else (the learner's code, say) are recognised and ignored by the runner.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 from .expect import Mismatch
-from .isolated import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
 from ..overlay import impl_from_env
+from .isolated import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
+from .sandbox import UID_BASE, Cgroup
 from .student import InProcessStudent
 
 MAX_OUTPUT = 4000
@@ -39,8 +57,13 @@ def pytest_addoption(parser):
                     help="run the learner's code in a separate worker process (the autograder)")
     group.addoption("--timeout-per-test", type=float, default=DEFAULT_TIMEOUT,
                     help="with --isolate: seconds the learner's code may run in one test")
-    group.addoption("--worker-user", default=None,
-                    help="with --isolate, when run as root: run the learner's code as this user")
+    group.addoption("--sandbox-uid", type=int, default=None,
+                    help="with --isolate, as root: the sandbox's unprivileged uid "
+                         f"(default {UID_BASE} + this process's pid)")
+    group.addoption("--sandbox-cgroup", default=None,
+                    help="with --isolate: JSON {controller: dir} of a cgroup for the sandbox")
+    group.addoption("--unsafe-no-sandbox", action="store_true",
+                    help="with --isolate: run the worker without a sandbox (never as root)")
     group.addoption("--results-jsonl", default=None,
                     help="append one JSON line per graded test to this file as it finishes")
     group.addoption("--results-key-fd", type=int, default=None,
@@ -133,7 +156,7 @@ def failure_message(excinfo) -> str:
     """The failure as a learner reads it: a Mismatch's (or the grader's) message, else the
     exception as `Type: message`, never the traceback."""
     exc = excinfo.value
-    if isinstance(exc, (Mismatch, LearnerCodeError, pytest.fail.Exception)):
+    if isinstance(exc, (Mismatch, LearnerCodeError, PartsFailed, pytest.fail.Exception)):
         text = str(exc)
     else:
         text = excinfo.exconly()
@@ -145,10 +168,63 @@ def _last_line(text: str) -> str:
     return lines[-1].strip()[:MAX_OUTPUT] if lines else ""
 
 
+class PartsFailed(AssertionError):
+    """Some parts of a partial-credit test failed (the message lists them)."""
+
+
+class Credit:
+    """The parts of one graded test (see the module docstring)."""
+
+    def __init__(self):
+        self.parts: list[tuple[float, str, str | None]] = []     # (weight, what, failure or None)
+
+    @contextlib.contextmanager
+    def part(self, weight: float, what: str):
+        if weight <= 0:
+            raise ValueError(f"a part's weight must be > 0, got {weight}")
+        try:
+            yield
+        except (AssertionError, LearnerCodeError, NotImplementedError) as exc:
+            self.parts.append((float(weight), what, f"{what}: {str(exc).strip() or type(exc).__name__}"))
+        except Exception as exc:          # noqa: BLE001  (the learner's error fails this part only)
+            self.parts.append((float(weight), what, f"{what}: {type(exc).__name__}: {exc}"))
+        else:
+            self.parts.append((float(weight), what, None))
+
+    @property
+    def fraction(self) -> float | None:
+        total = sum(w for w, _, _ in self.parts)
+        return None if not total else sum(w for w, _, f in self.parts if f is None) / total
+
+    def failures(self) -> list[str]:
+        return [f for _, _, f in self.parts if f is not None]
+
+
+@pytest.fixture
+def credit(request):
+    """Partial credit: `with credit.part(weight, "what"): ...` (see the module docstring)."""
+    request.node._andrea_credit = Credit()
+    return request.node._andrea_credit
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    result = yield
+    credit = getattr(item, "_andrea_credit", None)
+    if credit is not None and credit.failures():
+        n, total = len(credit.failures()), len(credit.parts)
+        raise PartsFailed(f"{n} of {total} parts failed (partial credit {credit.fraction:.0%}):\n"
+                          + "\n".join(credit.failures()))
+    return result
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    credit = getattr(item, "_andrea_credit", None)
+    if call.when == "call" and credit is not None and credit.fraction is not None:
+        report.user_properties.append(("andrea_fraction", credit.fraction))
     if call.excinfo is not None and report.failed and any(k == "andrea" for k, _ in item.user_properties):
         report.user_properties.append(("andrea_output", f"{call.when}: " * (call.when != "call")
                                        + failure_message(call.excinfo)))
@@ -169,12 +245,16 @@ def pytest_runtest_logreport(report):
         state["skipped"] = True
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         state["output"] = f"skipped: {reason}"
+    if report.when == "call":
+        state["fraction"] = props.get("andrea_fraction")
     if report.when == "teardown":
         config._andrea_outcomes.pop(report.nodeid)
         passed = state["passed"] and not state["skipped"]
+        fraction = 1.0 if passed else float(state.get("fraction") or 0.0)
         _write(config, {"kind": "result", "nodeid": report.nodeid,
                         "name": report.nodeid.rsplit("::", 1)[-1], **info, "passed": passed,
-                        "skipped": state["skipped"], "output": "" if passed else state["output"]})
+                        "fraction": fraction, "skipped": state["skipped"],
+                        "output": "" if passed else state["output"]})
 
 
 _CONFIG: list = []
@@ -189,9 +269,13 @@ def pytest_sessionstart(session):
 def _student_session(pytestconfig):
     if pytestconfig.getoption("--isolate"):
         _preload_reference()
-        student = IsolatedStudent(pytestconfig._andrea_impl,
-                                  timeout=pytestconfig.getoption("--timeout-per-test"),
-                                  user=pytestconfig.getoption("--worker-user"))
+        cgroup = pytestconfig.getoption("--sandbox-cgroup")
+        uid = pytestconfig.getoption("--sandbox-uid")
+        student = IsolatedStudent(
+            pytestconfig._andrea_impl, timeout=pytestconfig.getoption("--timeout-per-test"),
+            sandbox=not pytestconfig.getoption("--unsafe-no-sandbox"),
+            uid=uid if uid is not None else UID_BASE + os.getpid(),
+            cgroup=Cgroup({k: Path(v) for k, v in json.loads(cgroup).items()}) if cgroup else None)
     else:
         student = InProcessStudent(pytestconfig._andrea_impl)
     yield student

@@ -1,7 +1,12 @@
-"""Grade one submission: pytest over the graded tests in a subprocess, learner code isolated.
+"""Grade one submission: pytest over the graded tests in a subprocess, learner code sandboxed.
 
     results = grade("path/to/submission", out="results.json")
 
+0. The submission's top-level .py files are copied (regular files only, never through a link,
+   bounded in number and size) into a private folder, which the sandbox (sandbox.py) shows the
+   learner's code read-only. No sandbox here: nothing runs, the results say why (unless
+   sandbox=False, --unsafe-no-sandbox, refused as root). As root, each run gets its own uid
+   and a cgroup (memory and processes for the whole sandbox), emptied and removed at the end.
 1. The course's tests (and the instructor's hidden tests) are copied from a snapshot taken
    before any learner code ran into a fresh private folder; pytest runs there with the plugin's
    --isolate (the learner's code in its own worker process) and `-m exercise` (graded tests only).
@@ -12,17 +17,21 @@
    with the reason, and a crash of the grader itself still gives a results.json that says so.
 5. Course files changed during the run (by the learner's code) are named in the report.
 
-Not thread-safe: grade one submission at a time per process (the batch grades in a loop).
+With a sandbox, runs in threads of one process are independent (the batch grades in
+parallel); without one (orphans reparent to this process) grade one submission at a time.
 """
 from __future__ import annotations
 
 import ctypes
+import errno
 import hmac
+import itertools
 import json
 import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -34,6 +43,7 @@ from ..graded import GRADED
 from ..overlay import ROOT, resolve
 from .gradescope import Results, TestResult, to_gradescope, write_json
 from .plugin import sign
+from .sandbox import UID_BASE, Cgroup, Limits, Sandbox, probe
 
 COURSE_TESTS = GRADED                   # the graded tests, shipped with the package
 DEFAULT_TIMEOUT_PER_TEST = 60.0
@@ -107,7 +117,8 @@ class Course:
 
 # ----------------------------------------------------------------------------- processes
 def _become_subreaper() -> None:
-    """Orphans of the run (a learner's double fork) reparent to us, so we can end them."""
+    """Without a sandbox: orphans of the run (a learner's double fork) reparent to us, so we can
+    end them (a sandbox's processes die with its pid namespace instead)."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER
@@ -138,15 +149,15 @@ def _descendants(pids, kids) -> list[int]:
     return found
 
 
-def _kill_run(proc: subprocess.Popen, children_before: set[int], rounds: int = 20) -> None:
-    """SIGKILL the run's pytest and every process it left behind: its descendants, and orphans
-    that reparented to us (new children since the run began), then reap them."""
+def _kill_run(proc: subprocess.Popen, orphans_since: set[int] | None, rounds: int = 20) -> None:
+    """SIGKILL the run's pytest and every process below it; with `orphans_since` (no sandbox)
+    also our children that were not there when the run began (orphans reparented to us)."""
     me = os.getpid()
     for _ in range(rounds):
         kids = _children_map()
         alive = [proc.pid] if proc.poll() is None else []
-        new = [c for c in kids.get(me, []) if c not in children_before]
-        found = set(new) | set(_descendants(new + alive, kids)) | set(alive)
+        new = [c for c in kids.get(me, []) if c not in orphans_since] if orphans_since is not None else []
+        found = set(new) | set(_descendants(new + [proc.pid], kids)) | set(alive)
         if not found:
             return
         for pid in found:
@@ -156,26 +167,70 @@ def _kill_run(proc: subprocess.Popen, children_before: set[int], rounds: int = 2
                 pass
         proc.poll()
         time.sleep(0.05)
-        for pid in found:
+        for pid in new:
             try:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 pass
 
 
+# ----------------------------------------------------------------------------- submissions
+MAX_FILE = 1 << 20          # bytes per submitted .py file
+MAX_FILES = 100
+
+
+def stage_submission(submission: Path, into: Path) -> list[str]:
+    """Copy the submission's top-level .py files (regular files only, never through a link,
+    at most MAX_FILES of MAX_FILE bytes) into a folder of the grader's; returns what was
+    left out and why."""
+    into.mkdir(mode=0o755)
+    skipped = []
+    names = sorted(e for e in os.listdir(submission) if e.endswith(".py"))
+    for name in names:
+        if len(os.listdir(into)) >= MAX_FILES:
+            skipped.append(f"{name} (more than {MAX_FILES} files)")
+            continue
+        try:
+            fd = os.open(submission / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as exc:
+            skipped.append(f"{name} ({'a link' if exc.errno == errno.ELOOP else exc.strerror})")
+            continue
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                skipped.append(f"{name} (not a regular file)")
+                continue
+            data = f.read(MAX_FILE + 1)
+        if len(data) > MAX_FILE:
+            skipped.append(f"{name} (larger than {MAX_FILE >> 10} KiB)")
+            continue
+        (into / name).write_bytes(data)
+        os.chmod(into / name, 0o644)
+    return skipped
+
+
 # ----------------------------------------------------------------------------- grading
+_RUNS = itertools.count()
+
+
+def sandbox_uid() -> int:
+    """A uid of its own for each grading run of this process (root grader only)."""
+    return UID_BASE + (os.getpid() % 1_000_000) * 100 + next(_RUNS) % 100
+
+
 def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *,
           course: Course | None = None, hidden_tests: str | os.PathLike | None = None,
           timeout_per_test: float = DEFAULT_TIMEOUT_PER_TEST,
-          timeout_total: float = DEFAULT_TIMEOUT_TOTAL, jobs: int = 1,
-          worker_user: str | None = None, log: str | os.PathLike | None = None) -> Results:
-    """Grade one submission folder; write Gradescope's results.json to `out` (always)."""
+          timeout_total: float = DEFAULT_TIMEOUT_TOTAL, jobs: int = 1, sandbox: bool = True,
+          uid: int | None = None, limits: Limits = Limits(),
+          log: str | os.PathLike | None = None) -> Results:
+    """Grade one submission folder; write Gradescope's results.json to `out` (always, last)."""
     start = time.monotonic()
     results = Results()
     try:
         course = course or Course(hidden=hidden_tests)
         results = _run(resolve(submission), course, timeout_per_test, timeout_total, jobs,
-                       worker_user, log)
+                       sandbox, uid, limits, log)
     except BaseException as exc:         # noqa: BLE001  (the grader's own failure: still report)
         results.notes.append(f"the grader failed: {type(exc).__name__}: {exc}")
         results.notes.append(traceback.format_exc(limit=3))
@@ -184,94 +239,146 @@ def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *
     finally:
         results.execution_time = time.monotonic() - start
         if out is not None:
-            write_json(out, to_gradescope(results))
+            results.written = write_json(out, to_gradescope(results))
     return results
 
 
-def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs, worker_user, log) -> Results:
-    _become_subreaper()
+def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs, sandbox,
+         uid, limits: Limits, log) -> Results:
     results = Results()
+    as_root = os.geteuid() == 0
+    uid = (uid if uid is not None else sandbox_uid()) if as_root else None
     with tempfile.TemporaryDirectory(prefix="andrea-grade-") as tmp:
         tmp = Path(tmp)
         os.chmod(tmp, 0o700)
-        tests = tmp / "tests"
-        materialize(course.tests, tests)
-        if course.hidden:
-            materialize(course.hidden, tests / "hidden")
-        (tmp / "pytest.ini").write_text("[pytest]\naddopts =\n")
-        jsonl = tmp / "results.jsonl"
-        key = secrets.token_bytes(32)
-        key_r, key_w = os.pipe()              # the key travels by a pipe: not argv, not environ
-        os.write(key_w, key.hex().encode() + b"\n")
-        os.close(key_w)
-        cmd = [sys.executable, "-m", "pytest", str(tests), "-c", str(tmp / "pytest.ini"),
-               "--rootdir", str(tmp), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider",
-               "--isolate", "--impl", str(submission), "-m", "exercise",
-               "--timeout-per-test", str(timeout_per_test), "--results-jsonl", str(jsonl),
-               "--results-key-fd", str(key_r), "--continue-on-collection-errors", "-q"]
-        if worker_user:
-            cmd += ["--worker-user", worker_user]
-        if jobs > 1:
-            cmd += ["-n", str(jobs)]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDREA_", "PYTEST_"))}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(ROOT), env.get("PYTHONPATH", "")] if p)
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        log_path = Path(log) if log else tmp / "pytest.log"
-        timed_out = False
-        children_before = set(_children_map().get(os.getpid(), []))
-        with open(log_path, "wb") as log_file:
-            try:
-                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file,
-                                        stderr=subprocess.STDOUT, cwd=tmp, env=env,
-                                        start_new_session=True, pass_fds=(key_r,))
-            finally:
-                os.close(key_r)
-            interrupted = None
-            try:
-                rc = proc.wait(timeout=timeout_total)
-            except subprocess.TimeoutExpired:
-                timed_out, rc = True, None
-            except KeyboardInterrupt as exc:      # Ctrl-C, or SIGTERM (see cli.py): report what finished
-                interrupted, rc = exc, None
-            finally:
-                _kill_run(proc, children_before)
-                proc.wait()
-        collected, finished, errors, forged = read_jsonl(jsonl, key)
-        if timed_out:
-            why = (f"not run: grading stopped at the total time limit of {timeout_total:g} s "
-                   f"(an earlier test may have been slow)")
-            results.notes.append(f"the grading stopped at the total time limit of {timeout_total:g} s; "
-                                 f"tests that had not finished count as failed")
-        elif interrupted is not None:
-            why = "not run: the grading was interrupted"
-            results.notes.append("the grading was interrupted (Ctrl-C or SIGTERM); "
-                                 "tests that had not finished count as failed")
-        elif rc not in (0, 1):
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-            why = f"not run: pytest stopped early (exit status {rc})"
-            results.notes.append(f"pytest stopped early (exit status {rc}): " + " | ".join(tail))
+        staged = tmp / "submission"
+        skipped = stage_submission(submission, staged)
+        if skipped:
+            results.notes.append("files of the submission not graded: " + ", ".join(skipped))
+        refused = None
+        if not any(staged.iterdir()):
+            refused = (f"the submission has no .py file (looked in {submission.name}/): upload "
+                       f"your activity files (attention.py, mlp.py, ...), not a zip or a folder")
+        elif sandbox:
+            why = probe(staged, uid)
+            if why:
+                refused = (f"REFUSED: no sandbox for the learner's code on this machine ({why}); "
+                           f"nothing was run. A learner grading their own work may pass "
+                           f"--unsafe-no-sandbox")
+        elif as_root:
+            refused = "REFUSED: --unsafe-no-sandbox as root would run the learner's code as root"
+        cgroup = Cgroup.make(f"andrea-grade-{os.getpid()}-{tmp.name}", limits) if sandbox and not refused else None
+        if refused:
+            results.notes.append(refused)
+            results.refused = refused
+        elif sandbox:
+            results.isolation = Sandbox(limits, submission=staged, uid=uid, cgroup=cgroup).describe()
         else:
-            why = "not run: the test did not report a result"
-        for record in collected.values():
-            got = finished.get(record["nodeid"])
-            results.tests.append(TestResult(
-                nodeid=record["nodeid"], name=record["name"], exercise=record["exercise"],
-                points=float(record["points"]), visibility=record["visibility"],
-                passed=bool(got and got["passed"]), skipped=bool(got and got.get("skipped")),
-                output=(got["output"] if got else why)))
-        for e in errors:
-            results.notes.append(f"a test file failed to load: {Path(e['path']).name}: {e['output']}")
-        if forged:
-            results.notes.append(f"TAMPERING: {forged} line(s) in the grader's results stream were not "
-                                 f"written by the grader; they were ignored")
-        if not collected:
-            results.notes.append("no graded test was collected")
-        changes = course.changes()
-        if changes:
-            results.notes.append("WARNING: course files changed while this submission was graded "
-                                 "(this run used copies made before; later runs will not): "
-                                 + ", ".join(changes[:10]))
+            results.isolation = ("NOT ISOLATED (--unsafe-no-sandbox): the learner's code ran as "
+                                 "this user, in a separate process only")
+        if results.isolation:
+            results.notes.append(results.isolation)
+        try:
+            _pytest(results, tmp, staged, course, timeout_per_test, timeout_total, jobs, sandbox,
+                    uid, cgroup, log, collect_only=bool(refused))
+        finally:
+            if cgroup is not None:
+                if not cgroup.kill():
+                    results.notes.append(f"WARNING: processes of the sandbox outlived it ({cgroup.describe()})")
+                cgroup.remove()
     return results
+
+
+def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_per_test,
+            timeout_total, jobs, sandbox, uid, cgroup, log, collect_only: bool) -> None:
+    tests = tmp / "tests"
+    materialize(course.tests, tests)
+    if course.hidden:
+        materialize(course.hidden, tests / "hidden")
+    (tmp / "pytest.ini").write_text("[pytest]\naddopts =\n")
+    jsonl = tmp / "results.jsonl"
+    key = secrets.token_bytes(32)
+    key_r, key_w = os.pipe()              # the key travels by a pipe: not argv, not environ
+    os.write(key_w, key.hex().encode() + b"\n")
+    os.close(key_w)
+    cmd = [sys.executable, "-s", "-m", "pytest", str(tests), "-c", str(tmp / "pytest.ini"),
+           "--rootdir", str(tmp), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider",
+           "--isolate", "--impl", str(staged), "-m", "exercise",
+           "--timeout-per-test", str(timeout_per_test), "--results-jsonl", str(jsonl),
+           "--results-key-fd", str(key_r), "--continue-on-collection-errors", "-q"]
+    if collect_only:
+        cmd.append("--collect-only")
+    if not sandbox:
+        cmd.append("--unsafe-no-sandbox")
+    if uid is not None:
+        cmd += ["--sandbox-uid", str(uid)]
+    if cgroup is not None:
+        cmd += ["--sandbox-cgroup", json.dumps({k: str(v) for k, v in cgroup.dirs.items()})]
+    if jobs > 1:
+        cmd += ["-n", str(jobs)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDREA_", "PYTEST_", "PYTHON"))}
+    env["PYTHONPATH"] = str(ROOT)
+    env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1")
+    log_path = Path(log) if log else tmp / "pytest.log"
+    timed_out = False
+    if not sandbox:
+        _become_subreaper()
+    orphans_since = None if sandbox else set(_children_map().get(os.getpid(), []))
+    with open(log_path, "wb") as log_file:
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file,
+                                    stderr=subprocess.STDOUT, cwd=tmp, env=env,
+                                    start_new_session=True, pass_fds=(key_r,))
+        finally:
+            os.close(key_r)
+        interrupted = None
+        try:
+            rc = proc.wait(timeout=timeout_total)
+        except subprocess.TimeoutExpired:
+            timed_out, rc = True, None
+        except KeyboardInterrupt as exc:      # Ctrl-C, or SIGTERM (see cli.py): report what finished
+            interrupted, rc = exc, None
+        finally:
+            _kill_run(proc, orphans_since)
+            proc.wait()
+    collected, finished, errors, forged = read_jsonl(jsonl, key)
+    if collect_only:
+        why = f"not graded: {results.refused}"
+    elif timed_out:
+        why = (f"not run: grading stopped at the total time limit of {timeout_total:g} s "
+               f"(an earlier test may have been slow)")
+        results.notes.append(f"the grading stopped at the total time limit of {timeout_total:g} s; "
+                             f"tests that had not finished count as failed")
+    elif interrupted is not None:
+        why = "not run: the grading was interrupted"
+        results.notes.append("the grading was interrupted (Ctrl-C or SIGTERM); "
+                             "tests that had not finished count as failed")
+    elif rc not in (0, 1):
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+        why = f"not run: pytest stopped early (exit status {rc})"
+        results.notes.append(f"pytest stopped early (exit status {rc}): " + " | ".join(tail))
+    else:
+        why = "not run: the test did not report a result"
+    for record in collected.values():
+        got = finished.get(record["nodeid"])
+        results.tests.append(TestResult(
+            nodeid=record["nodeid"], name=record["name"], exercise=record["exercise"],
+            points=float(record["points"]), visibility=record["visibility"],
+            passed=bool(got and got["passed"]), skipped=bool(got and got.get("skipped")),
+            fraction=float(got.get("fraction") or 0.0) if got else 0.0,
+            output=(got["output"] if got else why)))
+    for e in errors:
+        results.notes.append(f"a test file failed to load: {Path(e['path']).name}: {e['output']}")
+    if forged:
+        results.notes.append(f"TAMPERING: {forged} line(s) in the grader's results stream were not "
+                             f"written by the grader; they were ignored")
+    if not collected:
+        results.notes.append("no graded test was collected")
+    changes = course.changes()
+    if changes:
+        results.notes.append("WARNING: course files changed while this submission was graded "
+                             "(this run used copies made before; later runs will not): "
+                             + ", ".join(changes[:10]))
 
 
 def read_jsonl(path: Path, key: bytes):
