@@ -1,37 +1,64 @@
-"""andrea-grade: grade one submission, or a whole class.
+"""andrea-grade: grade one submission, or a whole class, each in its own sandbox.
 
-    andrea-grade SUBMISSION [--out results.json] [--hidden-tests DIR]
-                 [--timeout-per-test S] [--timeout-total S] [--jobs N] [--worker-user USER]
-    andrea-grade --batch FOLDER --csv gradebook.csv [--out RESULTS_DIR] [same options]
+    andrea-grade SUBMISSION [--out results.json] [--hidden-tests DIR] [options]
+    andrea-grade --batch FOLDER --csv gradebook.csv [--out RESULTS_DIR] [--jobs N] [options]
 
 A submission is a folder shaped like exercises/ (one .py file per activity). In a batch every
-subfolder of FOLDER is one student; each gets RESULTS_DIR/<student>.json (default: the CSV's
+subfolder of FOLDER is one student, graded in a sandbox of their own that shows only their own
+files, --jobs students at a time; each gets RESULTS_DIR/<student>.json (default: the CSV's
 name without .csv, plus "-results") and a row in the CSV: student, total, one column per test.
+
+Exit status: 0 graded; 1 no graded test was collected; 2 bad usage, or nothing graded (no
+sandbox on this machine, a missing submission).
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import os
 import signal
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .gradescope import table
+from .. import __version__
+from .gradescope import Results, table
 from .runner import DEFAULT_TIMEOUT_PER_TEST, DEFAULT_TIMEOUT_TOTAL, Course, grade
 
 
+class _Defaults(argparse.HelpFormatter):
+    """Shows each option's default, except where there is none or the help already says it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
 def parse(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="andrea-grade", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="andrea-grade", description=__doc__.split("\n")[0],
+                                formatter_class=_Defaults)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("submission", nargs="?", help="the submission folder (or 'solutions', 'exercises')")
-    p.add_argument("--out", help="results.json to write (batch: a folder of <student>.json)")
-    p.add_argument("--hidden-tests", help="a private folder of graded tests to run as well")
+    p.add_argument("--out", help="results.json to write (default: none; batch: a folder of "
+                                  "<student>.json, default: the CSV's name + '-results')")
+    p.add_argument("--hidden-tests", help="a private folder of graded tests to run as well (default: none)")
     p.add_argument("--tests", help="the graded tests folder (default: the course's tests/)")
     p.add_argument("--timeout-per-test", type=float, default=DEFAULT_TIMEOUT_PER_TEST,
-                   help=f"seconds of learner code per test (default {DEFAULT_TIMEOUT_PER_TEST:g})")
+                   help="seconds of learner code per test")
     p.add_argument("--timeout-total", type=float, default=DEFAULT_TIMEOUT_TOTAL,
-                   help=f"seconds for one submission in all (default {DEFAULT_TIMEOUT_TOTAL:g})")
-    p.add_argument("--jobs", type=int, default=1, help="pytest-xdist workers per submission (default 1)")
-    p.add_argument("--worker-user", help="when run as root: run learner code as this user (e.g. nobody)")
+                   help="seconds for one submission in all")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="batch: students graded at once (default: the number of cores); "
+                        "one submission: pytest-xdist workers (default 1)")
+    p.add_argument("--worker-uid", type=int, default=None,
+                   help="when run as root: the sandbox's uid (default: a fresh uid per run, "
+                        "from 2000000000 up)")
+    p.add_argument("--unsafe-no-sandbox", action="store_true",
+                   help="grade without a sandbox (learner code runs as you, in a separate "
+                        "process only): for a learner grading their own work; refused as root")
     p.add_argument("--batch", help="a folder with one subfolder per student")
     p.add_argument("--csv", help="with --batch: the gradebook CSV to write")
     p.add_argument("--quiet", action="store_true", help="print only the totals")
@@ -42,6 +69,11 @@ def parse(argv=None) -> argparse.Namespace:
         p.error("--batch needs --csv gradebook.csv")
     if args.csv and not args.batch:
         p.error("--csv goes with --batch")
+    if args.jobs is not None and args.jobs < 1:
+        p.error(f"--jobs must be at least 1, got {args.jobs}")
+    for name in ("timeout_per_test", "timeout_total"):
+        if getattr(args, name) <= 0:
+            p.error(f"--{name.replace('_', '-')} must be > 0 seconds, got {getattr(args, name):g}")
     return args
 
 
@@ -54,7 +86,7 @@ def main(argv=None) -> int:
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _interrupt)    # a killed grader still writes results.json
     options = dict(timeout_per_test=args.timeout_per_test, timeout_total=args.timeout_total,
-                   jobs=args.jobs, worker_user=args.worker_user)
+                   sandbox=not args.unsafe_no_sandbox, uid=args.worker_uid)
     kwargs = {"hidden": args.hidden_tests}
     if args.tests:
         kwargs["tests"] = args.tests
@@ -63,44 +95,73 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as exc:
         print(f"andrea-grade: {exc}", file=sys.stderr)
         return 2
-    if args.submission:
-        if not Path(args.submission).is_dir() and args.submission not in ("solutions", "exercises"):
-            print(f"andrea-grade: submission folder {args.submission!r} does not exist", file=sys.stderr)
-            if args.out:
-                grade(args.submission, args.out, course=course, **options)   # a results.json that says so
-            return 2
-        results = grade(args.submission, args.out, course=course, **options)
-        print(table(results, f"{args.submission}:") if not args.quiet
-              else f"{args.submission}: {results.score:g} / {results.max_score:g}")
-        return 0
-    return batch(Path(args.batch), Path(args.csv), args.out, course, options, args.quiet)
+    if args.batch:
+        return batch(Path(args.batch), Path(args.csv), args.out, course, options, args.quiet,
+                     jobs=args.jobs or os.cpu_count() or 1)
+    if not Path(args.submission).is_dir() and args.submission not in ("solutions", "exercises"):
+        print(f"andrea-grade: submission folder {args.submission!r} does not exist", file=sys.stderr)
+        if args.out:
+            grade(args.submission, args.out, course=course, **options)   # a results.json that says so
+        return 2
+    results = grade(args.submission, args.out, course=course, jobs=args.jobs or 1, **options)
+    print(table(results, f"{args.submission}:") if not args.quiet
+          else f"{args.submission}: {results.score:g} / {results.max_score:g}")
+    print(f"graded in {results.execution_time:.1f} s" + (f"; results: {results.written}" if results.written else ""))
+    return _status(results)
 
 
-def batch(folder: Path, csv_path: Path, out_dir, course: Course, options: dict, quiet: bool) -> int:
+def _status(results: Results) -> int:
+    if results.refused and "no .py file" not in results.refused:
+        print(f"andrea-grade: {results.refused}", file=sys.stderr)
+        return 2
+    if not results.tests:
+        print("andrea-grade: no graded test was collected (see the notes above)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def batch(folder: Path, csv_path: Path, out_dir, course: Course, options: dict, quiet: bool,
+          jobs: int = 1) -> int:
     if not folder.is_dir():
         print(f"andrea-grade: batch folder {str(folder)!r} does not exist", file=sys.stderr)
         return 2
+    if not options["sandbox"] and jobs > 1:
+        print("andrea-grade: without a sandbox a batch is graded one student at a time", file=sys.stderr)
+        jobs = 1
     out_dir = Path(out_dir) if out_dir else csv_path.with_name(csv_path.stem + "-results")
-    students = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-    rows, columns = {}, []
-    for i, student in enumerate(students, start=1):
-        results = grade(student, out_dir / f"{student.name}.json", course=course, **options)
-        print(f"[{i}/{len(students)}] " + (table(results, f"{student.name}:") if not quiet else
-                                            f"{student.name}: {results.score:g} / {results.max_score:g}"))
-        row = {"student": student.name, "total": f"{results.score:g}"}
-        for t in results.tests:
-            column = f"{t.exercise}: {t.name}"
-            if column not in columns:
-                columns.append(column)
-            row[column] = f"{t.score:g}"
-        rows[student.name] = row
+    entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+    students = [p for p in entries if p.is_dir() and not p.is_symlink()]
+    for p in sorted(set(entries) - set(students)):
+        print(f"andrea-grade: skipped {p.name!r}: not a folder (links are not followed)", file=sys.stderr)
+    start = time.monotonic()
+    done = 0
+
+    def one(student: Path) -> Results:
+        return grade(student, out_dir / f"{student.name}.json", course=course, **options)
+
+    rows, columns, statuses = {}, [], []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for student, results in zip(students, pool.map(one, students)):
+            done += 1
+            print(f"[{done}/{len(students)}] " + (table(results, f"{student.name}:") if not quiet else
+                                                   f"{student.name}: {results.score:g} / {results.max_score:g}"))
+            statuses.append(_status(results))
+            row = {"student": student.name, "total": f"{results.score:g}"}
+            for t in results.tests:
+                column = f"{t.exercise}: {t.name}"
+                if column not in columns:
+                    columns.append(column)
+                row[column] = f"{t.score:g}"
+            rows[student.name] = row
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     with open(csv_path, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=["student", "total", *columns], restval="0")
         writer.writeheader()
         writer.writerows(rows.values())
-    print(f"{len(students)} submission(s) graded: {csv_path}, {out_dir}/")
-    return 0
+    minutes = (time.monotonic() - start) / 60
+    print(f"{len(students)} submission(s) graded in {minutes * 60:.0f} s with {jobs} job(s) "
+          f"({len(students) / max(minutes, 1e-9):.1f} students/minute): {csv_path}, {out_dir}/")
+    return max([s for s in statuses if s != 1] or [0])
 
 
 if __name__ == "__main__":
