@@ -1,25 +1,37 @@
 """The autograder: a submission cannot raise its own score, every failure costs only the
 exercise it happens in (or its activity, when it happens at import), results.json is always
-written, and the reference scores full marks.
+written, the reference scores full marks, and the sandbox holds: every hostile submission
+scores what its honest work earns and leaves no process and no file behind.
 
 The evil submissions are copies of solutions/ (or exercises/) with code from
 tests/grading_fixtures/evil/ appended to one activity file; they are graded against a small
 fixture suite (tests/grading_fixtures/) so that each run takes seconds.
+
+Sandbox tests need bubblewrap (CI installs it and runs as root, as Gradescope does); where it is
+missing they are skipped, unless ANDREA_REQUIRE_SANDBOX=1 (set by .ci/run) makes that a failure.
 """
+import io
 import json
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 
 from andrea_course import ModelConfig
-from andrea_course.grading import cli
-from andrea_course.grading.gradescope import Results, TestResult, to_gradescope
-from andrea_course.grading.plugin import sign
+from andrea_course.grading import cli, runner
+from andrea_course.grading.gradescope import Results, TestResult, to_gradescope, write_json
 from andrea_course.grading.isolated import LearnerCodeError, _rebuild, decode, dumps, encode, loads
-from andrea_course.grading.runner import Course, grade, read_jsonl
+from andrea_course.grading.plugin import Credit, sign
+from andrea_course.grading.runner import Course, grade, read_jsonl, snapshot
+from andrea_course.grading.sandbox import UID_BASE, Cgroup, Limits, probe
 from andrea_course.exercises import EXERCISES, SOLUTIONS
+from andrea_course.overlay import ROOT
 
 FIXTURES = Path(__file__).parent / "grading_fixtures"
 TESTS = ["test_embed_lookup", "test_softmax", "test_scale_scores", "test_gelu_tanh", "test_mlp_module",
@@ -104,76 +116,230 @@ def test_gradescope_results_fields():
     assert (b["status"], b["score"], b["max_score"], b["tags"]) == ("failed", 0, 1.5, ["mlp", "mlp.MLP"])
 
 
-# ----------------------------------------------------------------------------- evil submissions
-def test_a_class_of_evil_submissions(tmp_path):
-    """One batch: two evil students, one who did nothing, and the reference."""
-    course = make_course(tmp_path)
-    out = tmp_path / "results"
-    students = tmp_path / "class"
-    original_test = (course / "tests" / "test_small.py").read_text()
-    make_submission(students / "a_cheater", ["attention__cheats_at_import", "embeddings__os_exit_at_import",
-                                             "mlp__edits_tests_and_sys_exit_at_import"],
-                    out=out / "a_cheater.json", tests=course / "tests")
-    make_submission(students / "b_crasher", ["attention__loop_and_sys_exit_in_calls",
-                                             "mlp__os_exit_and_50GB_in_calls", "embeddings__segfault_in_call"])
-    make_submission(students / "c_untouched", base=EXERCISES)
-    make_submission(students / "d_reference")
-    csv_path = tmp_path / "gradebook.csv"
-    rc = cli.main(["--batch", str(students), "--csv", str(csv_path), "--out", str(out),
-                   "--tests", str(course / "tests"), "--hidden-tests", str(course / "hidden"),
-                   "--timeout-per-test", "4", "--quiet"])
-    assert rc == 0
-    # The cheater did reach the course's tests folder, and it did not matter.
-    assert (course / "tests" / "test_small.py").read_text() != original_test
+# ----------------------------------------------------------------------------- sandbox helpers
+@pytest.fixture
+def sandboxed(tmp_path, monkeypatch):
+    """Skip (or, with ANDREA_REQUIRE_SANDBOX=1, fail) without a sandbox; give the grader a
+    private temp folder, and check after the test that nothing was left behind."""
+    why = probe(FIXTURES, UID_BASE if os.geteuid() == 0 else None)
+    if why:
+        if os.environ.get("ANDREA_REQUIRE_SANDBOX") == "1":
+            pytest.fail(f"no sandbox on this machine: {why}")
+        pytest.skip(f"no sandbox on this machine: {why}")
+    grader_tmp = tmp_path / "grader-tmp"
+    grader_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(grader_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    yield
+    monkeypatch.undo()
+    tempfile.tempdir = None
+    assert not list(grader_tmp.iterdir()), "the grader left files in its temp folder"
+    assert not leftovers(), leftovers()
 
-    data, tests = by_test(out / "d_reference.json")
-    assert data["score"] == 8 and sorted(tests) == sorted(TESTS)
+
+def our_uids() -> range:
+    """The sandbox uids grade() gives this process's runs (runner.sandbox_uid)."""
+    low = UID_BASE + (os.getpid() % 1_000_000) * 100
+    return range(low, low + 100)
+
+
+def leftovers() -> list[str]:
+    """Processes and files of this process's sandboxes, and their cgroups (root only: as
+    another user the sandbox runs under one's own uid)."""
+    if os.geteuid() != 0:
+        return []
+    uids, found = our_uids(), []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+        if uid in uids:
+            found.append(f"process {pid} of uid {uid}")
+    for top in ("/tmp", "/dev/shm", "/var/tmp"):
+        for folder, dirs, files in os.walk(top):
+            for name in dirs + files:
+                try:
+                    if os.lstat(os.path.join(folder, name)).st_uid in uids:
+                        found.append(f"file {os.path.join(folder, name)}")
+                except OSError:
+                    pass
+    for parent in Cgroup.parents().values():
+        found += [f"cgroup {p}" for p in parent.glob(f"andrea-grade-{os.getpid()}-*")]
+    return found
+
+
+# ----------------------------------------------------------------------------- hostile submissions
+HOSTILE = {   # student: (base, evil fixtures, the score its honest work earns of 8)
+    "a_cheater": (SOLUTIONS, ["attention__cheats_at_import", "embeddings__os_exit_at_import",
+                              "mlp__edits_tests_and_sys_exit_at_import"], 2),
+    "b_crasher": (SOLUTIONS, ["attention__loop_and_sys_exit_in_calls", "mlp__os_exit_and_50GB_in_calls",
+                              "embeddings__segfault_in_call"], 1),
+    "c_untouched": (EXERCISES, [], 0),
+    "d_reference": (SOLUTIONS, [], 8),
+    "e_answer_key": (EXERCISES, ["attention__answer_key_import"], 0),
+    "f_injector": (EXERCISES, ["mlp__injects_the_grader"], 0),
+    "g_forger_killer": (EXERCISES, ["attention__forges_results_and_kills"], 0),
+    "h_daemons": (SOLUTIONS, ["embeddings__leaves_daemons"], 8),
+    "i_symlinks": (EXERCISES, ["mlp__symlinks_in_its_temp"], 0),
+    "j_copier": (EXERCISES, ["attention__copies_classmates"], 0),
+    "k_disk_filler": (SOLUTIONS, ["embeddings__fills_disk_and_shm"], 8),
+    "l_fork_bomb": (SOLUTIONS, ["mlp__fork_bomb"], 8),
+}
+SMALL = Limits(memory=2 << 30, processes=128, disk=32 << 20)
+
+
+def test_a_class_of_hostile_submissions(tmp_path, sandboxed):
+    """One batch in parallel: a student for every kind of attack, one who did nothing, and the
+    reference (whom the copier tries to rob and overwrite)."""
+    course = make_course(tmp_path)
+    out, students = tmp_path / "results", tmp_path / "class"
+    original_tests = snapshot(course)
+    for name, (base, evils, _) in HOSTILE.items():
+        make_submission(students / name, evils, base=base, out=out / f"{name}.json",
+                        outdir=out, tests=course / "tests", root=ROOT, **{"class": students})
+    original_students = snapshot(students)
+    csv_path = tmp_path / "gradebook.csv"
+    options = dict(timeout_per_test=4, timeout_total=300, sandbox=True, uid=None, limits=SMALL)
+    assert cli.batch(students, csv_path, out, Course(course / "tests", course / "hidden"), options,
+                     quiet=True, jobs=2) == 0
+
+    scores = {name: by_test(out / f"{name}.json")[0]["score"] for name in HOSTILE}
+    assert scores == {name: want for name, (_, _, want) in HOSTILE.items()}
+    for name in HOSTILE:
+        data, tests = by_test(out / f"{name}.json")
+        assert sorted(tests) == sorted(TESTS), name                    # no forged test
+        assert "isolation: bubblewrap" in data["output"] and "could not be written" not in data["output"]
+        assert "course files changed" not in data["output"], (name, data["output"])
+        assert (out / f"{name}.json").stat().st_uid == os.getuid()
+    assert snapshot(course) == original_tests and snapshot(students) == original_students
+    assert out.stat().st_uid == os.getuid() and (out.stat().st_mode & 0o777) != 0o777
+    for planted in ("andrea_course/grading/pprint_hook.py", "sitecustomize.py"):
+        assert not (ROOT / planted).exists()
+
+    _, tests = by_test(out / "d_reference.json")
     assert all(t["status"] == "passed" and t["score"] == POINTS[n] for n, t in tests.items())
     assert tests["test_rms_norm_hidden"]["visibility"] == "hidden"
     assert tests["test_mlp_module"]["visibility"] == "after_due_date"
 
-    data, tests = by_test(out / "a_cheater.json")    # the daemon it left kept writing a fake here
-    passed = {n for n, t in tests.items() if t["status"] == "passed"}
-    assert passed == {"test_scale_scores", "test_rms_norm_hidden"} and data["score"] == 2
-    assert "values differ" in tests["test_softmax"]["output"]                  # allclose patched: no effect
-    assert "ended the process" in tests["test_embed_lookup"]["output"]        # os._exit at import
-    for name in ("test_gelu_tanh", "test_mlp_module"):                        # sys.exit at import
+    _, tests = by_test(out / "a_cheater.json")
+    assert "values differ" in tests["test_softmax"]["output"]                 # allclose patched: no effect
+    assert "ended the process" in tests["test_embed_lookup"]["output"]       # os._exit at import
+    for name in ("test_gelu_tanh", "test_mlp_module"):                       # sys.exit at import
         assert "SystemExit" in tests[name]["output"], tests[name]["output"]
-    assert "TAMPERING" in data["output"] and "not written by the grader" in data["output"]
-    assert "test_small.py" in data["output"]                                  # the edit is reported
 
-    data, tests = by_test(out / "b_crasher.json")
-    assert data["score"] == 1 and tests["test_rms_norm_hidden"]["status"] == "passed"
+    _, tests = by_test(out / "b_crasher.json")
     expected = {"test_embed_lookup": "signal 11", "test_softmax": "ran longer than 4 s",
                 "test_scale_scores": "called sys.exit", "test_gelu_tanh": "ended the process",
                 "test_mlp_module": "out of memory"}
     for name, why in expected.items():
         assert tests[name]["status"] == "failed" and why in tests[name]["output"], tests[name]["output"]
 
-    data, tests = by_test(out / "c_untouched.json")
-    assert data["score"] == 0 and len(tests) == 6
-    for name, t in tests.items():
-        assert "not implemented yet" in t["output"], t["output"]
-    assert "attention.softmax: not implemented yet" in tests["test_softmax"]["output"]
+    for name in ("c_untouched", "e_answer_key", "j_copier"):                 # stubs, nothing stolen
+        _, tests = by_test(out / f"{name}.json")
+        assert "attention.softmax: not implemented yet" in tests["test_softmax"]["output"], name
 
     rows = csv_path.read_text().splitlines()
     assert rows[0].split(",")[:2] == ["student", "total"] and len(rows[0].split(",")) == 2 + 6
-    assert [r.split(",")[:2] for r in rows[1:]] == [["a_cheater", "2"], ["b_crasher", "1"],
-                                                    ["c_untouched", "0"], ["d_reference", "8"]]
+    assert [r.split(",")[:2] for r in rows[1:]] == [[n, str(w)] for n, (_, _, w) in HOSTILE.items()]
 
 
-def test_missing_submission_still_writes_results(tmp_path):
+def test_no_sandbox_means_nothing_is_run(tmp_path, monkeypatch):
+    """Without namespaces the grader refuses (results.json says why, exit 2); as root,
+    --unsafe-no-sandbox is refused too; a submission without .py files gets 0 and a reason."""
+    course = make_course(tmp_path)
+    sub = make_submission(tmp_path / "sub")
     out = tmp_path / "results.json"
-    assert cli.main([str(tmp_path / "nowhere"), "--out", str(out), "--tests", str(FIXTURES / "hidden")]) == 2
+    monkeypatch.setattr(runner, "probe", lambda *a: "bubblewrap is not installed")
+    assert cli.main([str(sub), "--out", str(out), "--tests", str(course / "tests"), "--quiet"]) == 2
     data = json.loads(out.read_text())
-    assert data["score"] == 0 and data["tests"] == [] and "the grader failed" in data["output"]
+    assert data["score"] == 0 and "REFUSED: no sandbox" in data["output"] and data["tests"] == []
+    if os.geteuid() == 0:
+        assert cli.main([str(sub), "--out", str(out), "--tests", str(course / "tests"),
+                         "--unsafe-no-sandbox", "--quiet"]) == 2
+        assert "would run the learner's code as root" in json.loads(out.read_text())["output"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("my answers are in the zip")
+    os.symlink(SOLUTIONS / "attention.py", empty / "attention.py")          # a link is never followed
+    assert cli.main([str(empty), "--out", str(out), "--tests", str(course / "tests"), "--quiet"]) == 0
+    data, tests = by_test(out)
+    assert data["score"] == 0 and "has no .py file" in data["output"] and "attention.py (a link)" in data["output"]
+    assert len(tests) == 5 and all("not graded" in t["output"] for t in tests.values())
+
+
+def test_no_graded_test_exits_1(tmp_path, capsys):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_plain.py").write_text("def test_plain():\n    pass\n")
+    assert cli.main(["solutions", "--tests", str(tmp_path / "tests"), "--quiet"]) == 1
+    assert "no graded test was collected" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["solutions", "--jobs", "0"])
+    assert exit_.value.code == 2
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and "andrea-grade 0." in capsys.readouterr().out
+
+
+def test_results_are_written_even_where_the_rename_fails(tmp_path, capsys):
+    target = tmp_path / "results.json"
+    target.mkdir()                                     # a folder where results.json should be
+    written = write_json(target, {"score": 3, "output": "Score: 3 / 8"})
+    data = json.loads(Path(written).read_text())
+    assert written != str(target) and data["score"] == 3 and "could not be written atomically" in data["output"]
+    assert "could not be written atomically" in capsys.readouterr().err
+    assert write_json(tmp_path / "ok.json", {"score": 1}) == str(tmp_path / "ok.json")
+
+
+def test_replies_that_would_inflate_are_refused():
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("archive/data.pkl", b"\0" * (1 << 20))
+    with pytest.raises(ValueError, match="compressed"):
+        loads(buf.getvalue())
+    with pytest.raises(ValueError, match="larger than its storage"):
+        decode(("tensor", torch.zeros(1).expand(1 << 20)))
+
+
+def test_partial_credit(tmp_path):
+    """A test in parts scores the parts that pass: softmax over the wrong axis has the right
+    shape (1 of 4 points)."""
+    credit = Credit()
+    with credit.part(1, "shape"):
+        pass
+    with credit.part(3, "values"):
+        raise NotImplementedError("attention.softmax: not implemented yet")
+    assert credit.fraction == 0.25 and credit.failures() == ["values: attention.softmax: not implemented yet"]
+    assert TestResult("n", "t", "attention.softmax", 4, fraction=0.25).score == 1
+    assert TestResult("n", "t", "attention.softmax", 4, passed=True, fraction=0.25).score == 4
+    assert TestResult("n", "t", "a.b", 4, skipped=True, fraction=0.25).score == 0
+
+    wrong = tmp_path / "wrong"          # the plugin, end to end (in-process student)
+    wrong.mkdir()
+    (wrong / "attention.py").write_text("import torch\n\ndef softmax(x):\n    return torch.softmax(x, -2)\n")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    shutil.copy(FIXTURES / "partial" / "fake_test_partial.py", suite / "test_partial.py")
+    jsonl, key = tmp_path / "results.jsonl", b"k" * 32
+    key_r, key_w = os.pipe()
+    os.write(key_w, key.hex().encode() + b"\n")
+    os.close(key_w)
+    subprocess.run([sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider",
+                    "-p", "andrea_course.grading.plugin", "--rootdir", str(suite), "--impl", str(wrong),
+                    "--results-jsonl", str(jsonl), "--results-key-fd", str(key_r)],
+                   pass_fds=(key_r,), capture_output=True, cwd=suite)
+    os.close(key_r)
+    _, finished, _, forged = read_jsonl(jsonl, key)
+    (record,) = finished.values()
+    assert forged == 0 and record["fraction"] == 0.25 and not record["passed"]
+    assert "1 of 2 parts failed (partial credit 25%)" in record["output"] and "values differ" in record["output"]
 
 
 # Classes: pytest-xdist's loadscope gives each its own scope, so these long runs can share the cores.
 class TestTotalTimeLimit:
-    def test_total_time_limit_still_writes_results(self, tmp_path):
+    def test_total_time_limit_still_writes_results(self, tmp_path, sandboxed):
         """softmax loops forever and the per-test limit is longer than the total: the total ends it."""
-        import os
         from andrea_course.grading.runner import _children_map
         course = make_course(tmp_path)
         sub = make_submission(tmp_path / "looper", ["attention__sleeps_forever"])

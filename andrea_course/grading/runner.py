@@ -278,6 +278,8 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
                                  "this user, in a separate process only")
         if results.isolation:
             results.notes.append(results.isolation)
+        if refused and "no .py file" not in refused:
+            return results        # nothing runs: no test is listed, the note says why
         try:
             _pytest(results, tmp, staged, course, timeout_per_test, timeout_total, jobs, sandbox,
                     uid, cgroup, log, collect_only=bool(refused))

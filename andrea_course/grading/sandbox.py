@@ -53,15 +53,17 @@ class Limits:
 def course_mounts() -> list[Path]:
     """The course folders the worker reads: the package, and the untouched exercises (stand-ins
     for a missing file). The answer key (solutions/) is left out: learner code cannot read it."""
-    return [ROOT / "andrea_course", ROOT / "exercises"]
+    return [p for p in (ROOT / "andrea_course", ROOT / "exercises") if p.is_dir()]
     # While the worker still needs the reference (issue 12), adding  ROOT / "solutions"  here
     # would make it readable by every submission.
 
 
 def python_mounts() -> list[Path]:
-    """Python and its packages (the venv and the interpreter it points to)."""
+    """Python and its packages: the venv, the interpreter it points to, and every
+    site-packages folder on sys.path (never another sys.path entry: the tests' folder is one)."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable)), *site.getsitepackages()}
+             os.path.dirname(os.path.realpath(sys.executable)), *site.getsitepackages(),
+             *(p for p in sys.path if {"site-packages", "dist-packages"} & set(Path(p).parts))}
     return sorted(Path(p) for p in paths if p and os.path.isdir(p))
 
 
@@ -149,8 +151,18 @@ class Sandbox:
                 f"/tmp and /dev/shm {self.limits.disk >> 20} MiB each")
 
 
+_PROBED: dict[bool, str | None] = {}
+
+
 def probe(submission: str | os.PathLike, uid: int | None) -> str | None:
-    """None when a sandbox starts here, else why not (one line)."""
+    """None when a sandbox starts here, else why not (one line); a success is remembered."""
+    if _PROBED.get(uid is None, "no") is None:
+        return None
+    _PROBED[uid is None] = why = _probe(submission, uid)
+    return why
+
+
+def _probe(submission, uid) -> str | None:
     if not sys.platform.startswith("linux"):
         return f"sandboxing needs Linux namespaces (this is {sys.platform})"
     if bwrap() is None:
@@ -177,22 +189,29 @@ class Cgroup:
     def __init__(self, dirs: dict[str, Path]):
         self.dirs = dirs                   # {"memory": dir, "pids": dir} (v2: the same dir twice)
 
-    @classmethod
-    def make(cls, name: str, limits: Limits) -> "Cgroup | None":
-        """None when this process cannot make one (not root, no controllers, read-only /sys)."""
-        if os.geteuid() != 0:
-            return None
+    @staticmethod
+    def parents() -> dict[str, Path]:
+        """{controller: the folder this process's cgroups of it are made in} (v2: "" only)."""
         base = Path("/sys/fs/cgroup")
         try:
             own = {line.split(":", 2)[1]: line.split(":", 2)[2].strip()
                    for line in Path("/proc/self/cgroup").read_text().splitlines()}
         except (OSError, IndexError):
+            return {}
+        if (base / "cgroup.controllers").exists():
+            return {"": base / own.get("", "/").lstrip("/")}
+        return {ctl: base / ctl / own.get(ctl, "/").lstrip("/") for ctl in ("memory", "pids")}
+
+    @classmethod
+    def make(cls, name: str, limits: Limits) -> "Cgroup | None":
+        """None when this process cannot make one (not root, no controllers, read-only /sys)."""
+        parents = cls.parents() if os.geteuid() == 0 else {}
+        if not parents:
             return None
         dirs: dict[str, Path] = {}
         try:
-            if (base / "cgroup.controllers").exists():                  # v2
-                parent = base / own.get("", "/").lstrip("/")
-                d = parent / name
+            if "" in parents:                                           # v2
+                d = parents[""] / name
                 d.mkdir()
                 dirs = {"memory": d, "pids": d}
                 (d / "memory.max").write_text(str(limits.memory))
@@ -201,8 +220,7 @@ class Cgroup:
                 (d / "pids.max").write_text(str(limits.processes))
             else:                                                       # v1
                 for ctl in ("memory", "pids"):
-                    parent = base / ctl / own.get(ctl, "/").lstrip("/")
-                    d = parent / name
+                    d = parents[ctl] / name
                     d.mkdir()
                     dirs[ctl] = d
                 (dirs["memory"] / "memory.limit_in_bytes").write_text(str(limits.memory))

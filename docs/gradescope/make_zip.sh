@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
 # Build the Gradescope autograder zip from the course repository:
 #   docs/gradescope/make_zip.sh [HIDDEN_TESTS_DIR] [OUT.zip]
-# The zip holds setup.sh, run_autograder and source/ (tracked files, plus hidden tests).
+# Gradescope unpacks the zip INTO /autograder/source, so the repository (its committed files,
+# `git archive HEAD`) is at the zip's root, next to setup.sh and run_autograder; hidden tests go
+# to hidden_tests/ (setup.sh makes them readable by root only).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HIDDEN=${1:-}
 OUT=$(realpath -m "${2:-autograder.zip}")
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
+git -C "$ROOT" archive HEAD | tar -x -C "$STAGE"
 cp "$ROOT/docs/gradescope/setup.sh" "$ROOT/docs/gradescope/run_autograder" "$STAGE/"
-mkdir "$STAGE/source"
-git -C "$ROOT" archive HEAD | tar -x -C "$STAGE/source"
-if [ -n "$HIDDEN" ]; then cp -r "$HIDDEN" "$STAGE/source/hidden_tests"; fi
+chmod +x "$STAGE/setup.sh" "$STAGE/run_autograder"
+if [ -n "$HIDDEN" ]; then
+  [ -d "$HIDDEN" ] || { echo "make_zip.sh: hidden tests folder $HIDDEN does not exist" >&2; exit 2; }
+  cp -r "$HIDDEN" "$STAGE/hidden_tests"
+fi
 rm -f "$OUT"
-(cd "$STAGE" && zip -qr "$OUT" .)
+(cd "$STAGE" && python3 -c '
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
+    for folder, dirs, files in os.walk("."):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            z.write(path, os.path.relpath(path, "."))
+' "$OUT")
 echo "wrote $OUT"
