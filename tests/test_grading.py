@@ -171,21 +171,19 @@ def leftovers() -> list[str]:
 
 
 # ----------------------------------------------------------------------------- hostile submissions
-HOSTILE = {   # student: (base, evil fixtures, the score its honest work earns of 8)
+HOSTILE = {   # student: (base, evil fixtures appended, the score its honest work earns of 8)
     "a_cheater": (SOLUTIONS, ["attention__cheats_at_import", "embeddings__os_exit_at_import",
                               "mlp__edits_tests_and_sys_exit_at_import"], 2),
     "b_crasher": (SOLUTIONS, ["attention__loop_and_sys_exit_in_calls", "mlp__os_exit_and_50GB_in_calls",
                               "embeddings__segfault_in_call"], 1),
     "c_untouched": (EXERCISES, [], 0),
     "d_reference": (SOLUTIONS, [], 8),
-    "e_answer_key": (EXERCISES, ["attention__answer_key_import"], 0),
-    "f_injector": (EXERCISES, ["mlp__injects_the_grader"], 0),
-    "g_forger_killer": (EXERCISES, ["attention__forges_results_and_kills"], 0),
-    "h_daemons": (SOLUTIONS, ["embeddings__leaves_daemons"], 8),
-    "i_symlinks": (EXERCISES, ["mlp__symlinks_in_its_temp"], 0),
-    "j_copier": (EXERCISES, ["attention__copies_classmates"], 0),
-    "k_disk_filler": (SOLUTIONS, ["embeddings__fills_disk_and_shm"], 8),
-    "l_fork_bomb": (SOLUTIONS, ["mlp__fork_bomb"], 8),
+    "e_key_thief_injector": (EXERCISES, ["attention__answer_key_import", "mlp__injects_the_grader",
+                                         "mlp__symlinks_in_its_temp"], 0),
+    "f_forger_killer": (EXERCISES, ["attention__forges_results_and_kills"], 0),
+    "g_daemons_disk_forks": (SOLUTIONS, ["embeddings__leaves_daemons", "embeddings__fills_disk_and_shm",
+                                         "mlp__fork_bomb"], 8),
+    "h_copier": (EXERCISES, ["attention__copies_classmates"], 0),
 }
 SMALL = Limits(memory=2 << 30, processes=128, disk=32 << 20)
 
@@ -236,7 +234,7 @@ def test_a_class_of_hostile_submissions(tmp_path, sandboxed):
     for name, why in expected.items():
         assert tests[name]["status"] == "failed" and why in tests[name]["output"], tests[name]["output"]
 
-    for name in ("c_untouched", "e_answer_key", "j_copier"):                 # stubs, nothing stolen
+    for name in ("c_untouched", "e_key_thief_injector", "h_copier"):         # stubs, nothing stolen
         _, tests = by_test(out / f"{name}.json")
         assert "attention.softmax: not implemented yet" in tests["test_softmax"]["output"], name
 
