@@ -364,3 +364,65 @@ class TestRealSuite:
         assert not failed
         assert len(data["tests"]) >= 40
         assert data["score"] == sum(t["max_score"] for t in data["tests"]) > 0
+
+
+# ----------------------------------------------------------------------------- Gradescope
+@pytest.mark.slow
+class TestGradescopeBundle:
+    def test_the_zip_builds_installs_and_grades(self, tmp_path, sandboxed):
+        """make_zip.sh, unpacked into a fake /autograder; setup.sh's steps run into a fresh venv
+        that sees the test venv's packages through a .pth (no downloads: pip finds every
+        requirement installed); run_autograder grades the reference (full marks, on the real
+        suite, hidden test included), the untouched exercises (0) and an empty submission (0)."""
+        if shutil.which("git") is None or not (ROOT / ".git").exists():
+            pytest.skip("make_zip.sh archives the git repository")
+        hidden = tmp_path / "hidden"
+        hidden.mkdir()
+        shutil.copy(FIXTURES / "hidden" / "fake_test_hidden.py", hidden / "test_hidden_rms.py")
+        zip_path = tmp_path / "autograder.zip"
+        subprocess.run(["bash", str(ROOT / "docs/gradescope/make_zip.sh"), str(hidden), str(zip_path)],
+                       check=True, capture_output=True)
+        autograder = tmp_path / "autograder"
+        with zipfile.ZipFile(zip_path) as z:
+            z.extractall(autograder / "source")
+        source = autograder / "source"
+        for name in ("setup.sh", "run_autograder", "pyproject.toml", "andrea_course/__init__.py",
+                     "hidden_tests/test_hidden_rms.py"):
+            assert (source / name).is_file(), name
+        for name in ("setup.sh", "run_autograder"):
+            (source / name).chmod(0o755)
+        venv = tmp_path / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        (site_dir,) = venv.glob("lib/python*/site-packages")
+        (site_dir / "zz_test_venv.pth").write_text("\n".join(__import__("site").getsitepackages()) + "\n")
+        env = {**os.environ, "AUTOGRADER": str(autograder), "ANDREA_VENV": str(venv), "ANDREA_SKIP_APT": "1",
+               "ANDREA_REUSE_VENV": "1", "ANDREA_PIP_OPTS": "--no-index --no-build-isolation", "ANDREA_BIN": ""}
+        done = subprocess.run(["bash", str(source / "setup.sh")], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "train" in (source / "setup.sh").read_text().split("-e \"$SOURCE[")[1].split("]")[0]
+        where = subprocess.run([str(venv / "bin/python"), "-c", "import andrea_course; print(andrea_course.__file__)"],
+                               capture_output=True, text=True, check=True).stdout
+        assert where.startswith(str(source)), where
+        if os.geteuid() == 0:
+            assert (source / "hidden_tests").stat().st_mode & 0o077 == 0
+
+        def autograde(files) -> dict:
+            shutil.rmtree(autograder / "submission", ignore_errors=True)
+            shutil.rmtree(autograder / "results", ignore_errors=True)
+            (autograder / "submission").mkdir()
+            for path in files:
+                shutil.copy(path, autograder / "submission" / path.name)
+            subprocess.run([str(source / "run_autograder")], capture_output=True,
+                           env={**env, "ANDREA_GRADE": str(venv / "bin/andrea-grade")})
+            return json.loads((autograder / "results" / "results.json").read_text())
+
+        reference = autograde(sorted(SOLUTIONS.glob("*.py")))
+        failed = [(t["name"], t["output"]) for t in reference["tests"] if t["status"] != "passed"]
+        assert not failed and len(reference["tests"]) >= 40
+        assert reference["score"] == sum(t["max_score"] for t in reference["tests"]) > 0
+        assert any("test_rms_norm_hidden" in t["name"] and t["visibility"] == "hidden" for t in reference["tests"])
+        untouched = autograde(sorted(EXERCISES.glob("*.py")))
+        assert untouched["score"] == 0 and len(untouched["tests"]) == len(reference["tests"])
+        empty = autograde([FIXTURES / "README.md"])
+        assert empty["score"] == 0 and "has no .py file" in empty["output"]
+        assert len(empty["tests"]) == len(reference["tests"])
