@@ -401,7 +401,7 @@ class TestGradescopeBundle:
         assert done.returncode == 0, done.stderr[-2000:]
         assert "train" in (source / "setup.sh").read_text().split("-e \"$SOURCE[")[1].split("]")[0]
         where = subprocess.run([str(venv / "bin/python"), "-c", "import andrea_course; print(andrea_course.__file__)"],
-                               capture_output=True, text=True, check=True).stdout
+                               capture_output=True, text=True, check=True, cwd=tmp_path).stdout
         assert where.startswith(str(source)), where
         if os.geteuid() == 0:
             assert (source / "hidden_tests").stat().st_mode & 0o077 == 0

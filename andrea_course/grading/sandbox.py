@@ -85,7 +85,7 @@ def _ro_binds(paths) -> list[str]:
     made world-traversable inside (bwrap would copy /root's 0700 and lock the user out)."""
     paths = sorted({Path(p).resolve() for p in paths})
     kept = [p for p in paths if not any(q != p and q in p.parents for q in paths)]
-    args, made = [], {Path("/"), Path("/usr")}
+    args, made = [], {Path("/"), Path("/usr"), Path("/tmp")}
     for p in kept:
         if p == Path("/usr") or Path("/usr") in p.parents:
             continue
@@ -120,13 +120,13 @@ class Sandbox:
                 "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
         if not self.as_root:
             args += ["--unshare-user", "--disable-userns"]
+        # The private tmpfs first: binds of paths under /tmp (a venv there, say) go on top of it.
+        args += ["--proc", "/proc", "--dev", "/dev",
+                 "--size", str(self.limits.disk), "--perms", "1777", "--tmpfs", "/tmp",
+                 "--size", str(self.limits.disk), "--perms", "1777", "--tmpfs", "/dev/shm"]
         args += _system_mounts()
         args += _ro_binds([*python_mounts(), *course_mounts()])
-        args += ["--ro-bind", str(self.submission), SANDBOX_ROOT,
-                 "--proc", "/proc", "--dev", "/dev",
-                 "--size", str(self.limits.disk), "--perms", "1777", "--tmpfs", "/tmp",
-                 "--size", str(self.limits.disk), "--perms", "1777", "--tmpfs", "/dev/shm",
-                 "--chdir", "/tmp"]
+        args += ["--ro-bind", str(self.submission), SANDBOX_ROOT, "--chdir", "/tmp"]
         if self.as_root:      # privileged bwrap: keep only what setpriv needs to drop to `uid`
             args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
                      shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={self.uid}",
