@@ -320,7 +320,8 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
         cmd += ["-n", str(jobs)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDREA_", "PYTEST_", "PYTHON"))}
     env["PYTHONPATH"] = str(ROOT)
-    env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1")
+    env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", TMPDIR=str(tmp / "tmp"))
+    (tmp / "tmp").mkdir()                  # the grader's own temp files (torch's caches) go too
     log_path = Path(log) if log else tmp / "pytest.log"
     timed_out = False
     if not sandbox:
