@@ -188,6 +188,7 @@ HOSTILE = {   # student: (base, evil fixtures appended, the score its honest wor
 SMALL = Limits(memory=2 << 30, processes=128, disk=32 << 20)
 
 
+@pytest.mark.slow
 def test_a_class_of_hostile_submissions(tmp_path, sandboxed):
     """One batch in parallel: a student for every kind of attack, one who did nothing, and the
     reference (whom the copier tries to rob and overwrite)."""
