@@ -330,6 +330,12 @@ class ANDREA(nn.Module):
         return out
 
 
+def given_model_methods():
+    """What a learner's ANDREA (exercises/model.py) is given rather than written: the engine's
+    reset_parameters, output_weight, new_caches and generate."""
+    return ANDREA.reset_parameters, ANDREA.output_weight, ANDREA.new_caches, ANDREA.generate
+
+
 def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,
                 generator: torch.Generator | None) -> torch.Tensor:
     """logits: (B, V) -> next ids: (B, 1). Temperature 0: the most likely token."""

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import torch.nn as nn
 
+from . import authorship, pieces
 from . import model as engine
-from . import pieces
 
 ROOT = Path(__file__).resolve().parent.parent      # the course's checkout (editable install)
 STUB_MARK = "not implemented yet"                  # every generated exercise stub's message says this
@@ -184,15 +184,28 @@ class Overlay:
         the learner's own pieces around it."""
         key = (activity, name)
         if key not in self._isolated:
+            graded = name in pieces.names(activity)
+            if graded:
+                self._authorship(activity, lambda path: authorship.check_source(path.read_text(encoding="utf-8"), path))
             mod = self._exec(self.iso_package, activity, tag=f"__{name}")
             if not hasattr(mod, name):
                 raise ImplementationError(f"{self.path(activity)} has no {name!r}: keep the exercise's names and signatures")
-            if name in pieces.names(activity):
+            if graded:
+                self._authorship(activity, lambda path: authorship.check_object(getattr(mod, name), name, path))
                 for piece in pieces.names(activity):
                     if piece != name:
                         setattr(mod, piece, pieces.get(activity, piece))
             self._isolated[key] = getattr(mod, name)
         return self._isolated[key]
+
+    def _authorship(self, activity: str, check) -> None:
+        """The answer key's own pieces are exempt; a learner's must be theirs (authorship.py)."""
+        if self.is_answer_key or not self.path(activity).is_file():
+            return
+        try:
+            check(self.path(activity))
+        except authorship.NotYours as exc:
+            raise ImplementationError(str(exc)) from None
 
     def __repr__(self) -> str:
         return f"Overlay({self.folder})"

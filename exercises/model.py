@@ -9,8 +9,7 @@ and the output head that turns each position's vector into V logits.
 """
 import torch
 import torch.nn as nn
-from andrea_course import model as engine   # given: the engine (andrea_course/model.py)
-from andrea_course.model import check_inputs
+from andrea_course.model import check_inputs, given_model_methods   # given: the engine's
 from andrea_course.ops import cross_entropy
 
 from .block import Block, make_norm
@@ -45,10 +44,7 @@ class ANDREA(nn.Module):
         return logits, self.cross_entropy(logits, targets)
 
     # Given: the rest of the model is the engine's own (andrea_course/model.py).
-    reset_parameters = engine.ANDREA.reset_parameters
-    output_weight = engine.ANDREA.output_weight
-    new_caches = engine.ANDREA.new_caches
-    generate = engine.ANDREA.generate
+    reset_parameters, output_weight, new_caches, generate = given_model_methods()
 
 
 def count_parameters(cfg) -> dict:
