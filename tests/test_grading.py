@@ -172,8 +172,10 @@ def leftovers() -> list[str]:
 
 # ----------------------------------------------------------------------------- hostile submissions
 HOSTILE = {   # student: (base, evil fixtures appended, the score its honest work earns of 8)
+    # a_cheater's attention.py reaches into the grader (andrea_course.grading): every piece of
+    # that file is refused as not the learner's own (authorship.py), its honest ones too
     "a_cheater": (SOLUTIONS, ["attention__cheats_at_import", "embeddings__os_exit_at_import",
-                              "mlp__edits_tests_and_sys_exit_at_import"], 2),
+                              "mlp__edits_tests_and_sys_exit_at_import"], 1),
     "b_crasher": (SOLUTIONS, ["attention__loop_and_sys_exit_in_calls", "mlp__os_exit_and_50GB_in_calls",
                               "embeddings__segfault_in_call"], 1),
     "c_untouched": (EXERCISES, [], 0),
