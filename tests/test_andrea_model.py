@@ -408,3 +408,18 @@ def test_rope_matches_the_complex_number_form():
     assert torch.allclose(apply_rope(x, cos, sin), torch.cat([z.real, z.imag], -1), atol=1e-6)
     angle = torch.atan2(sin, cos)
     assert torch.allclose(angle[1], torch.tensor([10000.0 ** (-2 * i / K) for i in range(K // 2)]), atol=1e-6)
+
+
+@needs_answer_key
+def test_a_learners_model_with_rope_keeps_the_engines_rotary_attention():
+    """The learner's Embeddings and MultiHeadAttention add learned positions: with RoPE the
+    overlay keeps the engine's and says why; the model computes what the engine computes."""
+    torch.manual_seed(0)
+    engine = ANDREA(ROPE).eval()
+    mine = ANDREA(ROPE, impl="solutions").eval()
+    for exercise in ("embeddings.Embeddings", "multihead.MultiHeadAttention"):
+        assert mine.pieces[exercise].startswith("engine: position='rope'"), mine.pieces[exercise]
+    mine.load_state_dict(engine.state_dict())
+    ids = rand_ids(ROPE, 2, 7)
+    with torch.no_grad():
+        assert torch.allclose(mine(ids), engine(ids), atol=1e-5)
