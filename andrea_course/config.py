@@ -19,6 +19,8 @@ from .presets import PRESETS
 
 NORMS = ("layernorm", "rmsnorm")
 MLPS = ("gelu", "swiglu")
+POSITIONS = ("learned", "rope")
+ROPE_THETA = 10000.0
 # Run-time switches that older weights files stored with the shape; from_dict ignores them.
 RUN_TIME_FIELDS = ("kernels", "dropout", "init_std")
 
@@ -41,6 +43,8 @@ class ModelConfig:
     tie_embeddings: bool = False    # share the token table with the output head
     bias: bool = True               # biases in linear layers and LayerNorm
     norm_eps: float = 1e-5
+    position: str = "learned"       # "learned" (a (T, D) table added to x) | "rope" (q and k rotated)
+    rope_theta: float = ROPE_THETA  # RoPE's base: pair i turns by position·theta^(-2i/K)
 
     # ----- derived sizes, named as in the notation -----
     @property
@@ -78,6 +82,17 @@ class ModelConfig:
             raise ConfigError(f"mlp must be one of {MLPS}, got {self.mlp!r}")
         if self.norm_eps <= 0:
             raise ConfigError(f"norm_eps must be positive, got {self.norm_eps!r}")
+        if self.position not in POSITIONS:
+            raise ConfigError(f"position must be one of {POSITIONS}, got {self.position!r}")
+        theta = self.rope_theta
+        if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not 1 < theta < float("inf"):
+            raise ConfigError(f"rope_theta must be a finite number above 1 (RoPE's base, usually 10000), got {theta!r}")
+        if self.position == "learned" and theta != ROPE_THETA:
+            raise ConfigError(f"rope_theta={theta!r} is RoPE's base and does nothing with position='learned': "
+                              f"set position='rope' or leave rope_theta at {ROPE_THETA:g}")
+        if self.position == "rope" and self.d_head % 2:
+            raise ConfigError(f"position='rope' turns the features of each head in pairs: the head width "
+                              f"K = d_model/n_heads = {self.d_head} must be even")
 
     # ----- presets -----
     @classmethod

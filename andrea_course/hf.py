@@ -6,7 +6,7 @@
 Classic ANDREA is GPT-2's architecture (pre-norm LayerNorm blocks, tanh GELU MLP, learned
 positions, biases), so the conversion only renames tensors and transposes the linear weights
 (GPT-2 stores them as Conv1D, (in, out); nn.Linear stores (out, in)). The modern switches
-(RMSNorm, SwiGLU, grouped key/value heads, no biases) have no GPT-2 equivalent and are refused.
+(RMSNorm, SwiGLU, grouped key/value heads, no biases, RoPE) have no GPT-2 equivalent and are refused.
 Needs the `hf` extra (pip install -e '.[hf]'); nothing is downloaded: the GPT2Config is built here.
 """
 from __future__ import annotations
@@ -71,6 +71,8 @@ def check_gpt2_compatible(cfg: ModelConfig) -> None:
         why.append(f"n_kv_heads={cfg.kv_heads} < n_heads={cfg.n_heads} (GPT-2 has no grouped key/value heads)")
     if not cfg.bias:
         why.append("bias=False (GPT-2 has biases in every linear layer and LayerNorm)")
+    if cfg.position != "learned":
+        why.append(f"position={cfg.position!r} (GPT-2 adds a learned position table; it has no rotary positions)")
     if why:
         raise ValueError("GPT-2 cannot express this ANDREA config: " + "; ".join(why))
 

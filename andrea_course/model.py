@@ -1,8 +1,8 @@
 """ANDREA, the whole model in one file: what you read here is what runs.
 
-    x = token_table[ids] + position_table[positions]          Embeddings
+    x = token_table[ids] + position_table[positions]          Embeddings (no table with RoPE)
     for each of L blocks:                                     Block (pre-norm)
-        x = x + Attention(norm(x))                            MultiHeadAttention
+        x = x + Attention(norm(x))                            MultiHeadAttention (RoPE turns q, k)
         x = x + MLP(norm(x))                                  MLP (GELU) or SwiGLU
     logits = norm_f(x) · Wᵀ                                   W: the head, or the token table when tied
 
@@ -28,17 +28,21 @@ from .config import ModelConfig
 
 # ----------------------------------------------------------------------------- embeddings
 class Embeddings(nn.Module):
-    """ids (B, T) -> x (B, T, D): a row of the token table plus the row of its position."""
+    """ids (B, T) -> x (B, T, D): a row of the token table plus the row of its position.
+    With cfg.position = "rope" there is no position table: attention turns q and k instead."""
 
     def __init__(self, cfg: ModelConfig, dropout: float = 0.0):
         super().__init__()
         self.token_table = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))         # (V, D)
-        self.position_table = nn.Parameter(torch.empty(cfg.context_length, cfg.d_model))  # (T, D)
+        self.position_table = (nn.Parameter(torch.empty(cfg.context_length, cfg.d_model))  # (T, D)
+                               if cfg.position == "learned" else None)
         self.drop = nn.Dropout(dropout)       # a run-time switch: ANDREA(..., dropout=p) sets it
 
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         T = ids.shape[1]
-        x = self.token_table[ids] + self.position_table[start:start + T]   # (B, T, D)
+        x = self.token_table[ids]                                            # (B, T, D)
+        if self.position_table is not None:
+            x = x + self.position_table[start:start + T]
         return self.drop(x)
 
 
@@ -109,16 +113,42 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=1)
 
 
+# ----------------------------------------------------------------------------- rotary positions
+def rope_frequencies(d_head: int, T: int, theta: float = 10000.0, device=None):
+    """cos, sin: (T, K/2) each, in fp32. Position t turns feature pair i by the angle
+    t·theta^(-2i/K): the first pairs turn fast (short distances), the last slowly (long ones)."""
+    inv_freq = theta ** (-torch.arange(0, d_head, 2, dtype=torch.float32, device=device) / d_head)   # (K/2,)
+    angles = torch.outer(torch.arange(T, dtype=torch.float32, device=device), inv_freq)           # (T, K/2)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int = 0) -> torch.Tensor:
+    """Rotary position embedding (Su et al., 2021), in the GPT-NeoX / Hugging Face LLaMA layout:
+    feature i is paired with feature i + K/2 (the two halves of the head), and the pair at
+    position start + t is turned by the angle in row start + t of cos, sin (rope_frequencies).
+
+    x: (..., T, K) -> (..., T, K) in x's dtype. A dot product of a turned query and a turned key
+    depends on their positions only through the difference, so cached keys never change.
+    """
+    T, half = x.shape[-2], x.shape[-1] // 2
+    c, s = cos[start:start + T], sin[start:start + T]                 # (T, K/2)
+    wide = torch.promote_types(x.dtype, torch.float32)              # bf16 angles would be coarse
+    x1, x2 = x[..., :half].to(wide), x[..., half:].to(wide)           # the two halves: pair (i, i + K/2)
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).to(x.dtype)
+
+
 class MultiHeadAttention(nn.Module):
     """Causal self-attention with H query heads and G <= H key/value heads.  x: (B, T, D) -> (B, T, D).
 
     qkv: one projection D -> (H + 2G)·K giving q (H heads), k and v (G heads each);
-    proj: W_O, D -> D, mixes the concatenated heads.
+    proj: W_O, D -> D, mixes the concatenated heads. With cfg.position = "rope", q and k (never v)
+    are turned by their positions (offset by what the cache holds) before k is cached.
     """
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.d_head = cfg.n_heads, cfg.kv_heads, cfg.d_head
+        self.rope_theta = cfg.rope_theta if cfg.position == "rope" else None
         self.qkv = nn.Linear(cfg.d_model, (self.n_heads + 2 * self.n_kv_heads) * self.d_head, bias=cfg.bias)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)   # W_O
         self.attention = ops.attention
@@ -130,6 +160,10 @@ class MultiHeadAttention(nn.Module):
         q = q.view(B, T, H, K).transpose(1, 2)                        # (B, H, T, K)
         k = k.view(B, T, G, K).transpose(1, 2)                        # (B, G, T, K)
         v = v.view(B, T, G, K).transpose(1, 2)
+        if self.rope_theta is not None:
+            start = cache.pos if cache is not None else 0             # the positions of these T tokens
+            cos, sin = rope_frequencies(K, start + T, self.rope_theta, x.device)
+            q, k = apply_rope(q, cos, sin, start), apply_rope(k, cos, sin, start)
         if cache is not None:
             k, v = cache.update(k, v)                                 # (B, G, S, K)
         k, v = repeat_kv(k, H // G), repeat_kv(v, H // G)             # (B, H, S, K)
@@ -288,8 +322,9 @@ class ANDREA(nn.Module):
         token and reuses the cached keys and values. Once the sequence outgrows the context
         length T the window slides by one token and the cache is rebuilt, exactly as recomputing
         would: with learned absolute positions every cached key was computed at a position that
-        has just changed, so a rolling cache would be wrong (it is exact only with relative
-        positions such as RoPE). Past T, generation therefore costs what recomputing costs.
+        has just changed, so a rolling cache would be wrong. (With position="rope" a score depends
+        only on the distance between two positions, so a rolling cache would be exact; it is not
+        built here.) Past T, generation therefore costs what recomputing costs.
         """
         if isinstance(ids, (list, tuple)):
             return self._generate_ragged(ids, max_new_tokens, temperature, top_k, generator, use_cache)

@@ -55,6 +55,10 @@ SLOTS: dict[str, type | str] = {
     "model.ANDREA":                 engine.ANDREA,     # its forward runs the engine's model
 }
 
+# The learner's classes written for learned positions: with cfg.position = "rope" the engine's
+# run instead (its Embeddings has no position table; its attention turns q and k).
+LEARNED_POSITIONS_ONLY = ("embeddings.Embeddings", "multihead.MultiHeadAttention")
+
 _counter = itertools.count()
 
 
@@ -279,6 +283,11 @@ def plug_in(model: nn.Module, impl) -> None:
     graded tests: op slots by name, module classes by name (the engine's initial weights are
     copied into the learner's module), the model's own forward. Fills model.pieces."""
     status = passing(impl, SLOTS)
+    if model.cfg.position != "learned":
+        for exercise in LEARNED_POSITIONS_ONLY:
+            if status[exercise] == "yours":
+                status[exercise] = (f"engine: position={model.cfg.position!r} needs the engine's rotary "
+                                    f"positions; yours adds learned ones")
     overlay = Overlay(impl, accept={e for e, s in status.items() if s == "yours"})
     classes = {}
     for exercise, target in SLOTS.items():

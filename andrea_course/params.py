@@ -24,9 +24,10 @@ def count_parameters(cfg_or_model: ModelConfig | str | nn.Module) -> dict:
 
 def _count_tensors(model: nn.Module) -> dict:
     n = lambda m: sum(p.numel() for p in m.parameters()) if m is not None else 0
+    n_tensor = lambda t: t.numel() if t is not None else 0
     block = model.blocks[0]
     counts = dict(token_table=model.embed.token_table.numel(),
-                  position_table=model.embed.position_table.numel(),
+                  position_table=n_tensor(model.embed.position_table),     # None with RoPE
                   attention=n(block.attn), mlp=n(block.mlp), norms=n(block.ln1) + n(block.ln2),
                   block=n(block), blocks=sum(n(b) for b in model.blocks),
                   final_norm=n(model.ln_f), head=n(model.head))

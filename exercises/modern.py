@@ -12,8 +12,10 @@ Each part answers a problem of the 2017 transformer:
         F = 8D/3 (rounded up) cost what the classic MLP's two of width 4D cost.
     weight tying: the token table is also the output head (cfg.tie_embeddings), saving V·D.
     grouped key/value heads: G <= H key/value heads (cfg.n_kv_heads) shrink the KV cache H/G times.
+    RoPE (cfg.position = "rope"): no position table; q and k are turned by their position, pair
+        of features by pair, so a query-key score depends only on how far apart they are.
 
-Tying and grouped heads are switches of the model (model.py, multihead.py);
+Tying, grouped heads and RoPE are switches of the model (model.py, multihead.py);
 this file holds the pieces they need that the classic model does not have.
 """
 import math
@@ -21,6 +23,8 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from .attention import attention
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
@@ -90,3 +94,40 @@ def kv_cache_bytes(cfg, batch: int = 1, seq_len: int | None = None, bytes_per_va
     S = cfg.context_length if seq_len is None else seq_len
     # Hint: 2 (keys and values) · L · B · G · S · K · bytes_per_value, with L = cfg.n_layers, G = cfg.kv_heads (not n_heads), K = cfg.d_head.
     raise NotImplementedError('modern.kv_cache_bytes: not implemented yet. Hint: 2 (keys and values) · L · B · G · S · K · bytes_per_value, with L = cfg.n_layers, G = cfg.kv_heads (not n_heads), K = cfg.d_head.')
+
+
+def rope_frequencies(d_head: int, T: int, theta: float = 10000.0):
+    """The angles of rotary position embedding (RoPE), as cos and sin: (T, K/2) each, fp32.
+
+    Feature pair i (i = 0 .. K/2 - 1) turns at the frequency theta^(-2i/K) radians per position:
+    pair 0 once a position, the last pair almost not at all. Position t turns pair i by the
+    angle t·theta^(-2i/K).
+    """
+    # Hint: one frequency per pair of features, falling from 1 geometrically with the pair's index over the head's width; the angle is position times frequency (a table of T rows and K/2 columns); return its cosine and sine.
+    raise NotImplementedError("modern.rope_frequencies: not implemented yet. Hint: one frequency per pair of features, falling from 1 geometrically with the pair's index over the head's width; the angle is position times frequency (a table of T rows and K/2 columns); return its cosine and sine.")
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int = 0) -> torch.Tensor:
+    """Turn each pair of features of x by the angle of its position (RoPE), in the GPT-NeoX /
+    Hugging Face LLaMA layout: feature i is paired with feature i + K/2 (the two halves of a
+    head), and (x1, x2) becomes (x1·cos - x2·sin, x1·sin + x2·cos).
+
+    x: (..., T, K), its T positions being start, start + 1, ... (start = what a KV cache already
+    holds); cos, sin: (T_max, K/2) from rope_frequencies  ->  (..., T, K), in x's dtype.
+    Computed in at least fp32 (float64 stays float64).
+    """
+    # Hint: split the last axis into its two halves; take the rows of cos and sin for the positions start .. start + T - 1; turn each pair (first half, second half) by its angle as a 2-D rotation; join the halves back and return x's dtype.
+    raise NotImplementedError("modern.apply_rope: not implemented yet. Hint: split the last axis into its two halves; take the rows of cos and sin for the positions start .. start + T - 1; turn each pair (first half, second half) by its angle as a 2-D rotation; join the halves back and return x's dtype.")
+
+
+def rope_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                   past_k: torch.Tensor, past_v: torch.Tensor):
+    """Causal attention of T new positions with RoPE, after S0 positions already seen.
+
+    q, k, v: (B, H, T, K) of the new positions S0 .. S0 + T - 1; past_k, past_v: (B, H, S0, K),
+    what a KV cache holds (S0 may be 0), the keys stored already turned; cos, sin: from
+    rope_frequencies. Returns (y, k_all, v_all): y (B, H, T, K), and the keys and values of all
+    S0 + T positions, (B, H, S0 + T, K), to keep for the next call.
+    """
+    # Hint: position lives in the scores, so turn the queries and the new keys (never the values), each by its own position, which starts after the cached ones; the cached keys were turned when they were new, so append the new keys and values to them untouched; then attend causally.
+    raise NotImplementedError('modern.rope_attention: not implemented yet. Hint: position lives in the scores, so turn the queries and the new keys (never the values), each by its own position, which starts after the cached ones; the cached keys were turned when they were new, so append the new keys and values to them untouched; then attend causally.')

@@ -313,3 +313,113 @@ def test_prompts_of_different_lengths_generate_as_each_alone():
         assert torch.equal(row, alone), (prompt, row.tolist(), alone.tolist())
     with pytest.raises(ValueError, match="at least one token"):
         model.generate([[1, 2], []], 3)
+
+
+# ----------------------------------------------------------------- RoPE (cfg.position = "rope")
+ROPE = ModelConfig.preset("andrea-tiny-modern", position="rope", n_layers=2, context_length=32)
+
+
+@pytest.fixture(scope="module")
+def rope_model():
+    torch.manual_seed(0)
+    return ANDREA(ROPE).eval()
+
+
+def test_rope_has_no_position_table_and_counts_follow():
+    learned = ROPE.replace(position="learned")
+    with torch.device("meta"):
+        model = ANDREA(ROPE)
+    assert model.embed.position_table is None and "embed.position_table" not in model.state_dict()
+    counts, before = count_parameters(ROPE), count_parameters(learned)
+    assert counts["position_table"] == 0
+    assert before["total"] - counts["total"] == ROPE.context_length * ROPE.d_model
+
+
+def test_rope_turns_q_and_k_but_not_v():
+    """Scores depend on the distance between positions only: the same token repeated gives the
+    same scores on every diagonal; the values are not turned (a single position is unchanged)."""
+    torch.manual_seed(0)
+    attn = ANDREA(ROPE).blocks[0].attn.double()
+    x = torch.randn(1, 1, ROPE.d_model, dtype=torch.float64).expand(1, 6, -1)
+    seen = {}
+    attn.attention = lambda q, k, v: seen.update(q=q, k=k, v=v) or ops.attention(q, k, v)
+    attn(x)
+    scores = seen["q"] @ seen["k"].transpose(-1, -2)                           # (B, H, T, T), k repeated to H
+    for d in range(6):
+        diag = scores.diagonal(-d, dim1=-2, dim2=-1)
+        assert torch.allclose(diag, diag[..., :1].expand_as(diag), atol=1e-10), d
+    assert torch.equal(seen["v"][:, :, 0], seen["v"][:, :, 5])                  # v: the same at every position
+    assert not torch.allclose(seen["k"][:, :, 0], seen["k"][:, :, 5])           # k: turned
+
+
+def test_rope_later_tokens_never_change_earlier_logits(rope_model):
+    ids = rand_ids(ROPE, 2, 12)
+    other = ids.clone()
+    other[:, 7:] = rand_ids(ROPE, 2, 5, seed=1)
+    with torch.no_grad():
+        assert torch.allclose(rope_model(ids)[:, :7], rope_model(other)[:, :7], atol=1e-6)
+        assert not torch.allclose(rope_model(ids)[:, 7:], rope_model(other)[:, 7:], atol=1e-3)
+
+
+def test_rope_cached_forward_equals_full_forward(rope_model):
+    ids = rand_ids(ROPE, 2, 9)
+    with torch.no_grad():
+        full = rope_model(ids)
+        caches = rope_model.new_caches(2)
+        parts = [rope_model(ids[:, a:b], caches=caches) for a, b in ((0, 4), (4, 5), (5, 9))]
+    assert torch.allclose(torch.cat(parts, dim=1), full, atol=1e-5)
+
+
+@pytest.mark.parametrize("sampling", [dict(temperature=0.0), dict(temperature=1.0, top_k=20)])
+def test_rope_generation_with_cache_equals_recomputing(rope_model, sampling):
+    prompt = rand_ids(ROPE, 2, 5)
+    run = lambda cache: rope_model.generate(prompt, 40, generator=torch.Generator().manual_seed(3),
+                                            use_cache=cache, **sampling)    # 45 > T = 32: the window slides
+    assert torch.equal(run(True), run(False))
+
+
+def test_rope_config_rules_and_gpt2_refusal():
+    from andrea_course.config import ConfigError
+    from andrea_course.hf import check_gpt2_compatible
+    with pytest.raises(ConfigError, match="position must be one of"):
+        ModelConfig(position="sinusoidal")
+    with pytest.raises(ConfigError, match="must be even"):
+        ModelConfig(d_model=60, n_heads=4, position="rope")                  # K = 15
+    with pytest.raises(ConfigError, match="does nothing with position='learned'"):
+        ModelConfig(rope_theta=500000.0)
+    with pytest.raises(ConfigError, match="rope_theta must be"):
+        ModelConfig(position="rope", rope_theta=0)
+    assert ModelConfig(position="rope", rope_theta=500000.0).rope_theta == 500000.0
+    with pytest.raises(ValueError, match="position='rope'"):
+        check_gpt2_compatible(ModelConfig(position="rope"))
+    assert ModelConfig.from_dict(ModelConfig().to_dict()) == ModelConfig()
+    old = {k: v for k, v in ModelConfig().to_dict().items() if k not in ("position", "rope_theta")}
+    assert ModelConfig.from_dict(old) == ModelConfig()                        # files written before RoPE
+
+
+def test_rope_matches_the_complex_number_form():
+    """apply_rope turns the pair (x_i, x_{i+K/2}) as the complex number x_i + i·x_{i+K/2} times
+    e^(i·t·theta^(-2i/K))."""
+    from andrea_course.model import apply_rope, rope_frequencies
+    K, T = 8, 6
+    cos, sin = rope_frequencies(K, T, 10000.0)
+    x = torch.randn(2, 3, T, K)
+    z = torch.complex(x[..., :K // 2], x[..., K // 2:]) * torch.complex(cos, sin)
+    assert torch.allclose(apply_rope(x, cos, sin), torch.cat([z.real, z.imag], -1), atol=1e-6)
+    angle = torch.atan2(sin, cos)
+    assert torch.allclose(angle[1], torch.tensor([10000.0 ** (-2 * i / K) for i in range(K // 2)]), atol=1e-6)
+
+
+@needs_answer_key
+def test_a_learners_model_with_rope_keeps_the_engines_rotary_attention():
+    """The learner's Embeddings and MultiHeadAttention add learned positions: with RoPE the
+    overlay keeps the engine's and says why; the model computes what the engine computes."""
+    torch.manual_seed(0)
+    engine = ANDREA(ROPE).eval()
+    mine = ANDREA(ROPE, impl="solutions").eval()
+    for exercise in ("embeddings.Embeddings", "multihead.MultiHeadAttention"):
+        assert mine.pieces[exercise].startswith("engine: position='rope'"), mine.pieces[exercise]
+    mine.load_state_dict(engine.state_dict())
+    ids = rand_ids(ROPE, 2, 7)
+    with torch.no_grad():
+        assert torch.allclose(mine(ids), engine(ids), atol=1e-5)

@@ -23,7 +23,7 @@ from andrea_course.graded import GRADED
 from andrea_course.overlay import ROOT, STUB_MARK
 
 GRADED_FILES = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_mlp.py",
-                "test_block.py", "test_model.py", "test_modern.py"]
+                "test_block.py", "test_model.py", "test_modern.py", "test_optim.py"]
 TESTS = GRADED
 emb, att, mh, mlp, blk, mdl = (pieces.module(a) for a in ("embeddings", "attention", "multihead", "mlp", "block", "model"))
 NEG_INF = float("-inf")
@@ -198,8 +198,53 @@ def _strict_lower(T, S):
     return torch.ones(T, S, dtype=torch.bool).tril(S - T - 1)
 
 
+def _lr(warmup_from_zero=False, to_zero=False, over_max_steps=False, no_clamp=False):
+    def lr_at(step, lr, min_lr, warmup_steps, max_steps):
+        if step < warmup_steps:
+            return lr * (step if warmup_from_zero else step + 1) / warmup_steps
+        span = max_steps if over_max_steps else max(1, max_steps - warmup_steps)
+        progress = (step - warmup_steps) / span
+        progress = progress if no_clamp else min(1.0, progress)
+        low = 0.0 if to_zero else min_lr
+        return low + 0.5 * (lr - low) * (1 + math.cos(math.pi * progress))
+    return lr_at
+
+
+def _adamw(correct=True, decoupled=True, decay_times_lr=True, eps_inside=False):
+    def adamw_step(param, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        (b1, b2) = betas
+        if not decoupled:
+            grad = grad + weight_decay * param
+        m, v = b1 * m + (1 - b1) * grad, b2 * v + (1 - b2) * grad * grad
+        m_hat, v_hat = (m / (1 - b1 ** step), v / (1 - b2 ** step)) if correct else (m, v)
+        if decoupled:
+            param = param * (1 - (lr * weight_decay if decay_times_lr else weight_decay))
+        denom = (v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps
+        return param - lr * m_hat / denom, m, v
+    return adamw_step
+
+
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
 MUTANTS = [
+    # the optimiser (notebook 09)
+    ("test_optim.py", "test_lr_warm_up", {("optim", "lr_at"): _lr(warmup_from_zero=True)}, "warm-up off by one"),
+    ("test_optim.py", "test_lr_cosine_reaches_min_lr_at_max_steps", {("optim", "lr_at"): _lr(to_zero=True)},
+     "goes down to 0"),
+    ("test_optim.py", "test_lr_cosine_reaches_min_lr_at_max_steps", {("optim", "lr_at"): _lr(over_max_steps=True)},
+     "does not reach min_lr"),
+    ("test_optim.py", "test_lr_after_max_steps_stays_at_min_lr", {("optim", "lr_at"): _lr(no_clamp=True)},
+     "climbs again"),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw(correct=False)}, "no bias correction"),
+    ("test_optim.py", "test_adamw_first_step_moves_every_weight_by_about_lr",
+     {("optim", "adamw_step"): _adamw(correct=False)}, "no bias correction"),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw(decoupled=False)},
+     "added to the gradient (L2"),
+    ("test_optim.py", "test_adamw_weight_decay_is_decoupled", {("optim", "adamw_step"): _adamw(decoupled=False)},
+     "added to the gradient (L2"),
+    ("test_optim.py", "test_adamw_weight_decay_is_decoupled", {("optim", "adamw_step"): _adamw(decay_times_lr=False)},
+     "not scaled by lr"),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw(eps_inside=True)},
+     "eps inside the square root"),
     ("test_embeddings.py", "test_embed_lookup_reads_one_row_per_id",
      {("embeddings", "embed_lookup"): lambda table, ids: table[(ids + 1) % table.shape[0]]}, "shifted by one"),
     ("test_embeddings.py", "test_add_positions_from_zero",

@@ -35,7 +35,60 @@ class _NormalisedStreamBlock(_RefBlock):
         return x + self.mlp(x)
 
 
+_mod = pieces.module("modern")
+
+
+def _freqs(exponent=2.0, swap=False):
+    def rope_frequencies(d_head, T, theta=10000.0):
+        inv = theta ** (-exponent * torch.arange(d_head // 2, dtype=torch.float32) / d_head)
+        a = torch.outer(torch.arange(T, dtype=torch.float32), inv)
+        return (a.sin(), a.cos()) if swap else (a.cos(), a.sin())
+    return rope_frequencies
+
+
+def _rope_neighbours(x, cos, sin, start=0):
+    T = x.shape[-2]
+    c, s = cos[start:start + T], sin[start:start + T]
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).flatten(-2)
+
+
+def _rope_attention(turn_v=False, offset=True, after=False, turn_cache=False):
+    def rope_attention(q, k, v, cos, sin, past_k, past_v):
+        start = past_k.shape[-2] if offset else 0
+        rope = lambda x: _mod.apply_rope(x, cos, sin, start)
+        if after:
+            k_all, v_all = torch.cat([past_k, k], -2), torch.cat([past_v, v], -2)
+            return rope(F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=_allowed(q, k_all))), k_all, v_all
+        k_all = torch.cat([past_k, k], -2)
+        k_all = _mod.apply_rope(k_all, cos, sin, 0) if turn_cache else torch.cat([past_k, rope(k)], -2)
+        v_all = torch.cat([past_v, rope(v) if turn_v else v], -2)
+        return F.scaled_dot_product_attention(rope(q), k_all, v_all, attn_mask=_allowed(q, k_all)), k_all, v_all
+    return rope_attention
+
+
+def _allowed(q, k):
+    T, S = q.shape[-2], k.shape[-2]
+    return torch.ones(T, S, dtype=torch.bool).tril(S - T)
+
+
 MUTANTS = [   # (graded test, (activity, piece), the typical mistake, words its failure must name)
+    (graded.test_rope_frequencies, ("modern", "rope_frequencies"), _freqs(exponent=1.0), "exponent i/K"),
+    (graded.test_rope_frequencies, ("modern", "rope_frequencies"), _freqs(swap=True), "cos and sin swapped"),
+    (graded.test_apply_rope_turns_each_pair_of_features, ("modern", "apply_rope"), _rope_neighbours,
+     "paired neighbouring features"),
+    (graded.test_apply_rope_turns_each_pair_of_features, ("modern", "apply_rope"),
+     lambda x, cos, sin, start=0: _mod.apply_rope(x, cos, -sin, start), "turned the wrong way"),
+    (graded.test_apply_rope_after_cached_positions, ("modern", "apply_rope"),
+     lambda x, cos, sin, start=0: _mod.apply_rope(x, cos, sin, 0), "`start` ignored"),
+    (graded.test_rope_attention_with_and_without_a_cache, ("modern", "rope_attention"), _rope_attention(turn_v=True),
+     "turned v as well"),
+    (graded.test_rope_attention_with_and_without_a_cache, ("modern", "rope_attention"), _rope_attention(offset=False),
+     "not offset by the cache"),
+    (graded.test_rope_attention_with_and_without_a_cache, ("modern", "rope_attention"), _rope_attention(after=True),
+     "after the scores"),
+    (graded.test_rope_attention_with_and_without_a_cache, ("modern", "rope_attention"),
+     _rope_attention(turn_cache=True), "turned the cached keys again"),
     (graded.test_rmsnorm_does_not_center, ("modern", "rms_norm"), _fp32(_centred), "subtracted the mean"),
     (graded.test_rmsnorm_produces_unit_rms, ("modern", "rms_norm"), _fp32(lambda x, w, eps: _rms_over(x, w, eps, dim=-2)),
      "wrong axis"),

@@ -21,7 +21,7 @@ from andrea_course.graded import GRADED
 from andrea_course.grading.student import InProcessStudent
 
 FILES = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_mlp.py", "test_block.py",
-         "test_model.py", "test_modern.py"]
+         "test_model.py", "test_modern.py", "test_optim.py"]
 
 
 def _load(file):

@@ -1,5 +1,5 @@
 """Graded tests, activity 8 · the modern block: RMSNorm, SwiGLU, its width F = 8D/3, the block
-with RMSNorm, and the KV cache's memory with grouped key/value heads.
+with RMSNorm, the KV cache's memory with grouped key/value heads, and RoPE.
 
     RMSNorm(x) = x / sqrt(mean(x²) + eps) ⊙ gamma                 over D, in fp32, no centring
     SwiGLU(x)  = (x·w_up ⊙ Swish(x·w_gate))·w_down,  Swish(z) = z·sigmoid(z)
@@ -353,3 +353,160 @@ def test_the_modern_model_ends_on_its_own_norm(student):
                  hint="build the final norm with make_norm(cfg), as the blocks build theirs",
                  mistakes={"the final norm is always a LayerNorm: with cfg.norm = 'rmsnorm' it is an RMSNorm; "
                            "build it with make_norm(cfg)": layer_normed})
+
+
+# ----------------------------------------------------------------------------- RoPE
+# Feature pair i turns at theta^(-2i/K) radians per position. The course pairs feature i with
+# feature i + K/2 (the GPT-NeoX and Hugging Face LLaMA layout); Meta's LLaMA code pairs
+# neighbours (2i, 2i + 1). Expectations are built here as complex numbers: the pair (a, b) is
+# a + ib, and turning it by an angle multiplies it by e^(i·angle).
+def _angles(K, T, theta, exponent=2.0, first=0):
+    """(T, K/2) float64: position t (from `first`) times theta^(-exponent·i/K)."""
+    i = torch.arange(K // 2, dtype=torch.float64)
+    return torch.outer(torch.arange(first, first + T, dtype=torch.float64), theta ** (-exponent * i / K))
+
+
+def _turn(x, angles, layout="halves"):
+    """x (..., T, K) with each pair turned by angles (T, K/2), via complex multiplication."""
+    if layout == "halves":
+        z = torch.complex(x[..., :x.shape[-1] // 2], x[..., x.shape[-1] // 2:])
+    else:                                              # neighbours (2i, 2i + 1)
+        z = torch.complex(x[..., 0::2], x[..., 1::2])
+    z = z * torch.polar(torch.ones_like(angles), angles)
+    if layout == "halves":
+        return torch.cat([z.real, z.imag], dim=-1)
+    return torch.stack([z.real, z.imag], dim=-1).flatten(-2)
+
+
+def _pair(result, what):
+    expect_true(isinstance(result, (tuple, list)) and len(result) == 2, what,
+                f"returned {type(result).__name__}, not a pair", "return cos, sin (two tensors)")
+    return result
+
+
+@graded("modern.rope_frequencies", points=2)
+def test_rope_frequencies(student):
+    rope_frequencies = student.piece("modern", "rope_frequencies")
+    for K, T, theta in ((8, 6, 10000.0), (16, 5, 100.0)):
+        what = f"rope_frequencies(d_head={K}, T={T}, theta={theta:g})"
+        got = _pair(rope_frequencies(K, T, theta), what)
+        a = _angles(K, T, theta)
+        mistakes = lambda wrong: {
+            "frequency exponent i/K instead of 2i/K: pair i turns at theta^(-2i/K), i = 0 .. K/2 - 1":
+                wrong(_angles(K, T, theta, exponent=1.0)),
+            "positions counted from 1: the first position is 0 and is not turned": wrong(_angles(K, T, theta, first=1)),
+            "one frequency per feature (K of them): features turn in pairs, so there are K/2":
+                wrong(torch.outer(torch.arange(T, dtype=torch.float64),
+                                  theta ** (-torch.arange(K, dtype=torch.float64) / K))),
+            "frequencies grow with i: theta^(-2i/K), the minus sign makes the last pairs slow":
+                wrong(_angles(K, T, theta, exponent=-2.0)),
+        }
+        expect_close(got[0], a.cos().float(), f"{what}[0] (cos)", mistakes={
+            **mistakes(torch.cos), "cos and sin swapped: return cos first, then sin": a.sin().float()})
+        expect_close(got[1], a.sin().float(), f"{what}[1] (sin)", mistakes={
+            **mistakes(torch.sin), "cos and sin swapped: return cos first, then sin": a.cos().float()})
+
+
+def _rope_mistakes(x, angles):
+    return {
+        "paired neighbouring features (2i, 2i + 1), Meta's LLaMA layout: this course pairs feature i "
+        "with feature i + K/2, the two halves of the head (GPT-NeoX, Hugging Face)": _turn(x, angles, "neighbours"),
+        "turned the wrong way: (x1, x2) becomes (x1·cos - x2·sin, x1·sin + x2·cos)": _turn(x, -angles),
+        "the halves swapped in the result: the first half is x1·cos - x2·sin":
+            _turn(x, angles).roll(x.shape[-1] // 2, dims=-1),
+    }
+
+
+@graded("modern.apply_rope", points=2)
+def test_apply_rope_turns_each_pair_of_features(student):
+    apply_rope = student.piece("modern", "apply_rope")
+    K, T = 8, 5
+    x = _randn(2, 3, T, K, seed=20)
+    a = _angles(K, 12, 100.0)                          # a table longer than T, as the model's is
+    got = apply_rope(x, a.cos(), a.sin(), 0)
+    expect_close(got, _turn(x, a[:T]), f"apply_rope(x of shape {tuple(x.shape)}, cos, sin, start=0)",
+                 mistakes=_rope_mistakes(x, a[:T]))
+    # A turn keeps every pair's length: the norm of every (position, head) vector is unchanged.
+    expect_close(got.norm(dim=-1), x.norm(dim=-1), "the length of every turned vector",
+                 hint="a rotation changes directions, never lengths: check the signs of the 2-D rotation")
+    # Position 0 is not turned at all.
+    expect_close(got[..., 0, :], x[..., 0, :], "apply_rope(x)[..., position 0, :]",
+                 hint="the angle at position 0 is 0: cos 1, sin 0")
+
+
+@graded("modern.apply_rope", points=2)
+def test_apply_rope_after_cached_positions(student):
+    apply_rope = student.piece("modern", "apply_rope")
+    K, T, start = 8, 2, 3
+    x = _randn(1, 2, T, K, seed=21)
+    a = _angles(K, 12, 100.0)
+    want = _turn(x, a[start:start + T])
+    got = apply_rope(x, a.cos(), a.sin(), start)
+    mistakes = _rope_mistakes(x, a[start:start + T])
+    mistakes["`start` ignored: the positions of x are start .. start + T - 1, rows start .. of cos and sin"] = \
+        _turn(x, a[:T])
+    expect_close(got, want, f"apply_rope(x with T={T}, cos, sin, start={start})", mistakes=mistakes)
+
+
+@graded("modern.apply_rope", points=1)
+def test_apply_rope_scores_depend_on_the_distance_only(student):
+    """The point of RoPE: q at position m and k at position n give a score that depends on m - n
+    only; shift both by 5 and every score stays the same."""
+    apply_rope = student.piece("modern", "apply_rope")
+    K = 16
+    a = _angles(K, 16, 10000.0)
+    q, k = _randn(1, 1, 4, K, seed=22), _randn(1, 1, 4, K, seed=23)
+    scores = lambda s: apply_rope(q, a.cos(), a.sin(), s) @ apply_rope(k, a.cos(), a.sin(), s).transpose(-1, -2)
+    expect_close(scores(5), scores(0), "the scores of q, k turned at positions 5..8 against at 0..3",
+                 hint="turn q and k by the same rule: a pair's angle is its position times its frequency")
+    for dtype in (torch.float32, torch.bfloat16):
+        out = apply_rope(q.to(dtype), a.cos().float(), a.sin().float(), 0)
+        expect_equal(str(out.dtype) if isinstance(out, torch.Tensor) else type(out).__name__, str(dtype),
+                     f"apply_rope({dtype} x).dtype", hint="compute in at least fp32, return .to(x.dtype)")
+
+
+def _ref_rope_attention(q, k, v, cos, sin, past_k, past_v):
+    return pieces.module("modern").rope_attention(q, k, v, cos, sin, past_k, past_v)
+
+
+def _rope_attention_mistakes(q, k, v, cos, sin, past_k, past_v):
+    from andrea_course import ops
+    S0, rope = past_k.shape[-2], pieces.module("modern").apply_rope
+    cat = lambda a, b: torch.cat([a, b], dim=-2)
+    turned_all = rope(cat(past_k, k), cos, sin, 0)
+    return {
+        "turned v as well: only q and k carry position (it lives in the scores q·k); the values stay as they are":
+            ops.attention(rope(q, cos, sin, S0), cat(past_k, rope(k, cos, sin, S0)), cat(past_v, rope(v, cos, sin, S0))),
+        "positions not offset by the cache: the new tokens sit at S0 .. S0 + T - 1 (start = past_k.shape[-2]), not at 0":
+            ops.attention(rope(q, cos, sin, 0), cat(past_k, rope(k, cos, sin, 0)), cat(past_v, v)),
+        "turned the attention's output (after the scores): turn q and k before their scores are taken":
+            rope(ops.attention(q, cat(past_k, k), cat(past_v, v)), cos, sin, S0),
+        "turned the cached keys again: they were turned when they were new; turn only the new k, then append":
+            ops.attention(rope(q, cos, sin, S0), turned_all, cat(past_v, v)),
+        "no RoPE at all: turn q and k by their positions": ops.attention(q, cat(past_k, k), cat(past_v, v)),
+    }
+
+
+@graded("modern.rope_attention", points=3)
+def test_rope_attention_with_and_without_a_cache(student):
+    """Five positions at once, or three and then two through the (turned) cache: the same outputs."""
+    rope_attention = student.piece("modern", "rope_attention")
+    B, H, T, K = 2, 2, 5, 8
+    a = _angles(K, 16, 100.0)
+    cos, sin = a.cos(), a.sin()
+    q, k, v = (_randn(B, H, T, K, seed=s) for s in (24, 25, 26))
+    empty = torch.zeros(B, H, 0, K, dtype=torch.float64)
+    want, want_k, _ = _ref_rope_attention(q, k, v, cos, sin, empty, empty)
+    out = rope_attention(q, k, v, cos, sin, empty, empty)
+    expect_true(isinstance(out, (tuple, list)) and len(out) == 3, "rope_attention(...)",
+                f"returned {type(out).__name__}, not (y, k_all, v_all)", "return the output and the grown keys and values")
+    expect_close(out[0], want, "rope_attention(q, k, v of 5 positions, no cache)[0]",
+                 mistakes=_rope_attention_mistakes(q, k, v, cos, sin, empty, empty))
+    expect_close(out[1], want_k, "rope_attention(...)[1], the keys to cache",
+                 hint="cache the keys turned, so that they never need turning again")
+    # The same five positions fed 3, then 2.
+    y1, k1, v1 = rope_attention(q[:, :, :3], k[:, :, :3], v[:, :, :3], cos, sin, empty, empty)
+    args = (q[:, :, 3:], k[:, :, 3:], v[:, :, 3:], cos, sin, want_k[:, :, :3], v[:, :, :3])
+    y2 = rope_attention(*args)[0]
+    expect_close(y2, want[:, :, 3:], "rope_attention of positions 3, 4 after a cache of 3 turned keys",
+                 mistakes=_rope_attention_mistakes(*args))

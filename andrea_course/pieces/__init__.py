@@ -13,7 +13,7 @@ import importlib
 import types
 
 # The activities, in the course's order; the model is built from the first seven.
-ACTIVITIES = ("embeddings", "attention", "multihead", "mlp", "block", "modern", "model", "kernels", "bpe")
+ACTIVITIES = ("embeddings", "attention", "multihead", "mlp", "block", "modern", "model", "kernels", "bpe", "optim")
 MODEL_ACTIVITIES = ACTIVITIES[:7]
 
 
