@@ -1,32 +1,43 @@
 """Generate exercises/ from solutions/: one source of truth for every piece.
 
-In a solution file a region
+In a solution file a region carries three levels of hint, one line each:
 
         ### BEGIN SOLUTION
-        ### HINT: what to reach for
+        ### HINT: the idea, in words, with no code
+        ### API: the functions or operations to reach for
+        ### LINE: the line itself (or its key expression)
         <reference code>
         ### END SOLUTION
 
-becomes, in the exercise file,
+and becomes, in the exercise file, a stub that gives only the idea:
 
-        # Hint: what to reach for
-        raise NotImplementedError("attention.softmax: not implemented yet. Hint: what to reach for")
+        # Hint: the idea, in words, with no code
+        # More help: hint("attention.softmax") in the notebook, one level at a time.
+        raise NotImplementedError("attention.softmax: not implemented yet. Hint: the idea, ...")
+
+The other levels and the reference code of each piece go to andrea_course/data/hints.json
+(sealed like a quiz's answers: reading the file does not show them at a glance), which
+notebook.hint() and notebook.reveal_piece() read at run time, without solutions/.
 
 Run `andrea-make-exercises` (or `make exercises`) after editing a solution; a test fails when
-exercises/ differs from what this generates.
+exercises/ or hints.json differs from what this generates.
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import sys
+import textwrap
 from pathlib import Path
 
 from .overlay import ROOT, STUB_MARK
 
 SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"
+HINTS = Path(__file__).resolve().parent / "data" / "hints.json"
 
-BEGIN, END, HINT = "### BEGIN SOLUTION", "### END SOLUTION", "### HINT:"
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+LEVELS = {"idea": "### HINT:", "api": "### API:", "line": "### LINE:"}   # in the order hint() gives them
 HEADER = ('# GENERATED from solutions/{name} by `make exercises`. Write your code where a\n'
           '# `raise NotImplementedError` stands, then delete that line.\n')
 
@@ -52,7 +63,8 @@ def _qualnames(tree: ast.AST) -> list[tuple[int, int, str]]:
 
 
 def regions(source: str) -> list[dict]:
-    """Every solution region: its lines, indentation, hint and the piece it sits in."""
+    """Every solution region: its lines, indentation, the piece it sits in, its three hint
+    levels (idea, api, line) and its reference code."""
     lines = source.splitlines()
     spans = _qualnames(ast.parse(source))
     found, start = [], None
@@ -70,35 +82,68 @@ def regions(source: str) -> list[dict]:
                 raise RegionError(f"line {start}: a solution region must sit inside a function")
             qualname = max(inside, key=lambda n: n[0])[2]
             body = lines[start:i - 1]
-            hints = [b.strip()[len(HINT):].strip() for b in body if b.strip().startswith(HINT)]
-            if not hints:
-                raise RegionError(f"line {start}: region in {qualname} has no '{HINT} ...' line")
+            where = f"line {start}: the region in {qualname}"
+            levels = {level: _level(body, marker, where) for level, marker in LEVELS.items()}
+            code = [b for b in body if not b.strip().startswith(tuple(LEVELS.values()))]
             indent = lines[start - 1][: len(lines[start - 1]) - len(lines[start - 1].lstrip())]
-            found.append(dict(start=start, end=i, qualname=qualname, hint=" ".join(hints), indent=indent))
+            found.append(dict(start=start, end=i, qualname=qualname, indent=indent,
+                              code=textwrap.dedent("\n".join(code)).strip("\n"), **levels))
             start = None
     if start is not None:
         raise RegionError(f"line {start}: {BEGIN} never ended")
     return found
 
 
-def strip_solutions(source: str, activity: str) -> str:
-    """The exercise text for one solution file."""
+def _level(body: list[str], marker: str, where: str) -> str:
+    """The text of one hint level in a region's lines: exactly one non-empty line."""
+    found = [b.strip()[len(marker):].strip() for b in body if b.strip().startswith(marker)]
+    if len(found) != 1 or not found[0]:
+        missing = "has no" if not found else ("has more than one" if len(found) > 1 else "has an empty")
+        raise RegionError(f"{where} {missing} '{marker} ...' line: every region gives three levels of hint, "
+                          f"one line each: {', '.join(m + ' ...' for m in LEVELS.values())}")
+    return found[0]
+
+
+def piece_of(activity: str, qualname: str) -> str:
+    """The exercise a region belongs to: "model.ANDREA" for a region in ANDREA.forward."""
+    return f"{activity}.{qualname.split('.')[0]}"
+
+
+def stub_lines(activity: str, region: dict) -> list[str]:
+    """The stub that stands for a region in the exercise file: the idea, never the code."""
+    piece, indent = piece_of(activity, region["qualname"]), region["indent"]
+    message = f"{activity}.{region['qualname']}: {STUB_MARK}. Hint: {region['idea']}"
+    idea = textwrap.wrap(region["idea"], width=100 - len(indent), initial_indent=f"{indent}# Hint: ",
+                         subsequent_indent=f"{indent}#       ")
+    return [*idea, f'{indent}# More help: hint("{piece}") in the notebook, one level at a time.',
+            f"{indent}raise NotImplementedError({message!r})"]
+
+
+def strip_solutions(source: str, activity: str, found: list[dict] | None = None) -> str:
+    """The exercise text for one solution file (`found`: its regions, when already read)."""
     lines = source.splitlines()
     out, pos = [], 0
-    for r in regions(source):
+    for r in (regions(source) if found is None else found):
         out.extend(lines[pos:r["start"] - 1])
-        message = f"{activity}.{r['qualname']}: {STUB_MARK}. Hint: {r['hint']}"
-        out.append(f"{r['indent']}# Hint: {r['hint']}")
-        out.append(f"{r['indent']}raise NotImplementedError({message!r})")
+        out.extend(stub_lines(activity, r))
         pos = r["end"]
     out.extend(lines[pos:])
     text = "\n".join(out) + "\n"
     return HEADER.format(name=f"{activity}.py") + text
 
 
+def file_regions(path: Path) -> list[dict]:
+    """regions() of one solution file; a RegionError names the file."""
+    path = Path(path)
+    try:
+        return regions(path.read_text(encoding="utf-8"))
+    except RegionError as exc:
+        raise RegionError(f"solutions/{path.name}, {exc}") from None
+
+
 def exercise_pieces(path: Path) -> set[str]:
     """Top-level pieces (functions, classes) of a solution file that hold a region."""
-    return {r["qualname"].split(".")[0] for r in regions(Path(path).read_text(encoding="utf-8"))}
+    return {r["qualname"].split(".")[0] for r in file_regions(path)}
 
 
 def generate(solutions: Path | None = None) -> dict[str, str]:
@@ -113,8 +158,37 @@ def generate(solutions: Path | None = None) -> dict[str, str]:
         if path.name == "__init__.py":
             out[path.name] = source.replace("Reference solutions", "Your exercises", 1)
         else:
-            out[path.name] = strip_solutions(source, path.stem)
+            out[path.name] = strip_solutions(source, path.stem, file_regions(path))
     return out
+
+
+def hints(solutions: Path | None = None) -> dict[str, dict]:
+    """{"activity.piece": {"idea": ..., "sealed": token}} for every exercise piece: the idea in
+    the open (the stub says it too); the API, the line and the reference code sealed (see
+    notebook.quizzes.seal). A piece with several regions (ANDREA's __init__ and forward) gives
+    each level region by region."""
+    from .notebook.quizzes import seal
+
+    solutions = SOLUTIONS if solutions is None else Path(solutions)
+    found: dict[str, list[dict]] = {}
+    for path in sorted(solutions.glob("*.py")):
+        if path.name != "__init__.py":
+            for r in file_regions(path):
+                found.setdefault(piece_of(path.stem, r["qualname"]), []).append(r)
+    out = {}
+    for piece, rs in sorted(found.items()):
+        if len(rs) == 1:
+            levels = {k: rs[0][k] for k in (*LEVELS, "code")}
+        else:
+            levels = {k: "\n".join(f"in {r['qualname']}: {r[k]}" for r in rs) for k in LEVELS}
+            levels["code"] = "\n\n".join(f"# in {r['qualname']}\n{r['code']}" for r in rs)
+        out[piece] = {"idea": levels.pop("idea"), "sealed": seal(piece, levels)}
+    return out
+
+
+def hints_text(solutions: Path | None = None) -> str:
+    """hints.json as generated: sorted keys, one entry per piece."""
+    return json.dumps(hints(solutions), indent=1, ensure_ascii=False, sort_keys=True) + "\n"
 
 
 def main(argv=None) -> int:
@@ -124,7 +198,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         files = generate()
-    except FileNotFoundError as exc:
+        hints_json = hints_text()
+    except (FileNotFoundError, RegionError) as exc:
         print(f"andrea-make-exercises: {exc}", file=sys.stderr)
         return 2
     stale = []
@@ -135,8 +210,12 @@ def main(argv=None) -> int:
             stale.append(name)
             if not args.check:
                 target.write_text(text, encoding="utf-8")
+    if args.out == EXERCISES and (not HINTS.exists() or HINTS.read_text(encoding="utf-8") != hints_json):
+        stale.append(str(HINTS.relative_to(ROOT)))
+        if not args.check:
+            HINTS.write_text(hints_json, encoding="utf-8")
     verb = "differ" if args.check else "written"
-    print(f"{len(stale)} exercise file(s) {verb}: {', '.join(stale) or '-'}")
+    print(f"{len(stale)} file(s) {verb}: {', '.join(stale) or '-'}")
     return 1 if (args.check and stale) else 0
 
 

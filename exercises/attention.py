@@ -16,8 +16,11 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
     q: (..., T, K), k: (..., S, K)  ->  (..., T, S),  scores[i, j] = q_i · k_j
     """
-    # Hint: q @ k.transpose(-2, -1): transpose the last two axes of k only.
-    raise NotImplementedError('attention.attention_scores: not implemented yet. Hint: q @ k.transpose(-2, -1): transpose the last two axes of k only.')
+    # Hint: Score every query against every key with a dot product: a matrix product of the
+    #       queries with the keys turned on their side, swapping only the last two axes
+    #       (positions and head width) so that batch and head axes stay where they are.
+    # More help: hint("attention.attention_scores") in the notebook, one level at a time.
+    raise NotImplementedError('attention.attention_scores: not implemented yet. Hint: Score every query against every key with a dot product: a matrix product of the queries with the keys turned on their side, swapping only the last two axes (positions and head width) so that batch and head axes stay where they are.')
 
 
 def scale_scores(scores: torch.Tensor, d_head: int) -> torch.Tensor:
@@ -25,8 +28,11 @@ def scale_scores(scores: torch.Tensor, d_head: int) -> torch.Tensor:
 
     scores: (..., T, S)  ->  (..., T, S)
     """
-    # Hint: divide by math.sqrt(d_head).
-    raise NotImplementedError('attention.scale_scores: not implemented yet. Hint: divide by math.sqrt(d_head).')
+    # Hint: A dot product of two random K-wide vectors grows like the square root of K; divide
+    #       the scores by that, so the softmax that follows does not saturate as heads get
+    #       wider.
+    # More help: hint("attention.scale_scores") in the notebook, one level at a time.
+    raise NotImplementedError('attention.scale_scores: not implemented yet. Hint: A dot product of two random K-wide vectors grows like the square root of K; divide the scores by that, so the softmax that follows does not saturate as heads get wider.')
 
 
 def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
@@ -35,8 +41,12 @@ def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
     Without a cache S = T and the rule is j <= i (lower triangle, diagonal included).
     With S - T earlier keys cached, query i sits at position i + (S - T): allowed j <= i + S - T.
     """
-    # Hint: compare torch.arange(T)[:, None] with torch.arange(S)[None, :]; future keys have j > i + (S - T).
-    raise NotImplementedError('attention.causal_mask: not implemented yet. Hint: compare torch.arange(T)[:, None] with torch.arange(S)[None, :]; future keys have j > i + (S - T).')
+    # Hint: Query i may see key j unless j lies in its future. With S - T keys already cached,
+    #       query i sits at position i + S - T. Compare a column of query positions with a row
+    #       of key positions: broadcasting gives the whole T by S table of True and False at
+    #       once.
+    # More help: hint("attention.causal_mask") in the notebook, one level at a time.
+    raise NotImplementedError('attention.causal_mask: not implemented yet. Hint: Query i may see key j unless j lies in its future. With S - T keys already cached, query i sits at position i + S - T. Compare a column of query positions with a row of key positions: broadcasting gives the whole T by S table of True and False at once.')
 
 
 def apply_causal_mask(scores: torch.Tensor) -> torch.Tensor:
@@ -44,8 +54,11 @@ def apply_causal_mask(scores: torch.Tensor) -> torch.Tensor:
 
     scores: (..., T, S)  ->  (..., T, S).  Mask *before* the softmax.
     """
-    # Hint: scores.masked_fill(~causal_mask(T, S, device=...), float('-inf')).
-    raise NotImplementedError("attention.apply_causal_mask: not implemented yet. Hint: scores.masked_fill(~causal_mask(T, S, device=...), float('-inf')).")
+    # Hint: Build the mask for the last two sizes of the scores and write minus infinity
+    #       wherever a query may not look: after the softmax those keys get exactly zero weight,
+    #       and the rows still sum to one.
+    # More help: hint("attention.apply_causal_mask") in the notebook, one level at a time.
+    raise NotImplementedError('attention.apply_causal_mask: not implemented yet. Hint: Build the mask for the last two sizes of the scores and write minus infinity wherever a query may not look: after the softmax those keys get exactly zero weight, and the rows still sum to one.')
 
 
 def softmax(scores: torch.Tensor) -> torch.Tensor:
@@ -53,8 +66,12 @@ def softmax(scores: torch.Tensor) -> torch.Tensor:
 
     scores: (..., T, S)  ->  (..., T, S).  Subtract the row maximum first so exp never overflows.
     """
-    # Hint: subtract scores.amax(dim=-1, keepdim=True), exponentiate, divide by the row sums (dim=-1).
-    raise NotImplementedError('attention.softmax: not implemented yet. Hint: subtract scores.amax(dim=-1, keepdim=True), exponentiate, divide by the row sums (dim=-1).')
+    # Hint: Each query's row of scores becomes weights that are positive and sum to one:
+    #       exponentiate, then divide each row by its own sum, over the keys (the last axis).
+    #       Subtract each row's largest score first (the result is the same, but exp cannot
+    #       overflow), and keep the reduced axis so each row's statistic lines up with its row.
+    # More help: hint("attention.softmax") in the notebook, one level at a time.
+    raise NotImplementedError("attention.softmax: not implemented yet. Hint: Each query's row of scores becomes weights that are positive and sum to one: exponentiate, then divide each row by its own sum, over the keys (the last axis). Subtract each row's largest score first (the result is the same, but exp cannot overflow), and keep the reduced axis so each row's statistic lines up with its row.")
 
 
 def weighted_sum(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -62,8 +79,10 @@ def weighted_sum(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
     weights: (..., T, S), v: (..., S, K)  ->  (..., T, K)
     """
-    # Hint: a matrix product of the weights with v.
-    raise NotImplementedError('attention.weighted_sum: not implemented yet. Hint: a matrix product of the weights with v.')
+    # Hint: Each query's output is the average of the value vectors, weighted by that query's
+    #       row of attention weights: one matrix product does it for every query.
+    # More help: hint("attention.weighted_sum") in the notebook, one level at a time.
+    raise NotImplementedError("attention.weighted_sum: not implemented yet. Hint: Each query's output is the average of the value vectors, weighted by that query's row of attention weights: one matrix product does it for every query.")
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True) -> torch.Tensor:
@@ -71,8 +90,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 
     q: (..., T, K), k: (..., S, K), v: (..., S, K)  ->  (..., T, K)
     """
-    # Hint: scale_scores(attention_scores(q, k), K) with K = q.shape[-1]; apply_causal_mask if causal; softmax; weighted_sum with v.
-    raise NotImplementedError('attention.attention: not implemented yet. Hint: scale_scores(attention_scores(q, k), K) with K = q.shape[-1]; apply_causal_mask if causal; softmax; weighted_sum with v.')
+    # Hint: Chain your four steps in order: the scores, scaled by the square root of the head
+    #       width, masked only when causal, turned into weights by the softmax, then the
+    #       weighted sum of the values.
+    # More help: hint("attention.attention") in the notebook, one level at a time.
+    raise NotImplementedError('attention.attention: not implemented yet. Hint: Chain your four steps in order: the scores, scaled by the square root of the head width, masked only when causal, turned into weights by the softmax, then the weighted sum of the values.')
 
 
 class AttentionHead(nn.Module):
@@ -88,5 +110,7 @@ class AttentionHead(nn.Module):
         self.w_v = nn.Linear(d_model, d_head, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Hint: attention(self.w_q(x), self.w_k(x), self.w_v(x), causal=True).
-        raise NotImplementedError('attention.AttentionHead.forward: not implemented yet. Hint: attention(self.w_q(x), self.w_k(x), self.w_v(x), causal=True).')
+        # Hint: A head projects the same input three ways, into queries, keys and values,
+        #       with its three linear layers, and runs causal attention on them.
+        # More help: hint("attention.AttentionHead") in the notebook, one level at a time.
+        raise NotImplementedError('attention.AttentionHead.forward: not implemented yet. Hint: A head projects the same input three ways, into queries, keys and values, with its three linear layers, and runs causal attention on them.')

@@ -22,8 +22,12 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     x: (..., D), weight (gamma) and bias (beta): (D,)  ->  (..., D).
     The variance is the biased one (divide by D, not D - 1), and eps goes inside the sqrt.
     """
-    # Hint: mean and variance over dim=-1 with keepdim=True; the biased variance (divide by D); eps inside the sqrt; then * weight + bias.
-    raise NotImplementedError('block.layer_norm: not implemented yet. Hint: mean and variance over dim=-1 with keepdim=True; the biased variance (divide by D); eps inside the sqrt; then * weight + bias.')
+    # Hint: Normalise each position's vector on its own: subtract its mean and divide by its
+    #       standard deviation, both taken over that vector's D features, keeping the reduced
+    #       axis so they line up with the vector. Use the biased variance (divide by D), put eps
+    #       inside the square root, then scale by gamma and shift by beta when there is one.
+    # More help: hint("block.layer_norm") in the notebook, one level at a time.
+    raise NotImplementedError("block.layer_norm: not implemented yet. Hint: Normalise each position's vector on its own: subtract its mean and divide by its standard deviation, both taken over that vector's D features, keeping the reduced axis so they line up with the vector. Use the biased variance (divide by D), put eps inside the square root, then scale by gamma and shift by beta when there is one.")
 
 
 class LayerNorm(nn.Module):
@@ -68,8 +72,11 @@ class Block(nn.Module):
         self.drop = nn.Dropout(dropout)      # a run-time switch: ANDREA(..., dropout=p) sets it
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        # Hint: x = x + self.drop(self.attn(self.ln1(x), cache)); then the same with ln2 and mlp. Add to the raw x.
-        raise NotImplementedError('block.Block.forward: not implemented yet. Hint: x = x + self.drop(self.attn(self.ln1(x), cache)); then the same with ln2 and mlp. Add to the raw x.')
+        # Hint: Pre-norm: each sublayer reads a normalised copy of the stream, and its
+        #       output, through dropout, is added to the raw stream, which itself is never
+        #       normalised. Attention first (hand it the cache), then the MLP.
+        # More help: hint("block.Block") in the notebook, one level at a time.
+        raise NotImplementedError('block.Block.forward: not implemented yet. Hint: Pre-norm: each sublayer reads a normalised copy of the stream, and its output, through dropout, is added to the raw stream, which itself is never normalised. Attention first (hand it the cache), then the MLP.')
 
 
 class PostNormBlock(Block):
@@ -79,5 +86,9 @@ class PostNormBlock(Block):
     """
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        # Hint: x = self.ln1(x + self.drop(self.attn(x, cache))); then the same with mlp and ln2.
-        raise NotImplementedError('block.PostNormBlock.forward: not implemented yet. Hint: x = self.ln1(x + self.drop(self.attn(x, cache))); then the same with mlp and ln2.')
+        # Hint: Post-norm, as in the original Transformer: each sublayer reads the stream as
+        #       it is, its output goes through dropout and is added to the stream, and the
+        #       sum is normalised. Attention with the first norm, then the MLP with the
+        #       second.
+        # More help: hint("block.PostNormBlock") in the notebook, one level at a time.
+        raise NotImplementedError('block.PostNormBlock.forward: not implemented yet. Hint: Post-norm, as in the original Transformer: each sublayer reads the stream as it is, its output goes through dropout and is added to the stream, and the sum is normalised. Attention with the first norm, then the MLP with the second.')

@@ -31,8 +31,10 @@ def pair_counts(words: dict) -> dict:
 
     Overlapping pairs all count: the word (7, 7, 7) seen twice gives {(7, 7): 4}.
     """
-    # Hint: for every word and every i, counts[(word[i], word[i + 1])] += count; zip(word, word[1:]) gives the pairs.
-    raise NotImplementedError('bpe.pair_counts: not implemented yet. Hint: for every word and every i, counts[(word[i], word[i + 1])] += count; zip(word, word[1:]) gives the pairs.')
+    # Hint: Every neighbouring pair inside a word occurs as often as the word does: walk each
+    #       word's adjacent pairs and add the word's count to each pair's tally.
+    # More help: hint("bpe.pair_counts") in the notebook, one level at a time.
+    raise NotImplementedError("bpe.pair_counts: not implemented yet. Hint: Every neighbouring pair inside a word occurs as often as the word does: walk each word's adjacent pairs and add the word's count to each pair's tally.")
 
 
 def merge_pair(word: tuple, pair: tuple, new_id: int) -> tuple:
@@ -40,23 +42,32 @@ def merge_pair(word: tuple, pair: tuple, new_id: int) -> tuple:
 
     merge_pair((7, 7, 7), (7, 7), 256) == (256, 7): after a merge, scanning goes on after it.
     """
-    # Hint: walk i over the word; if word[i], word[i + 1] is the pair, append new_id and skip 2, else append word[i] and skip 1; return a tuple.
-    raise NotImplementedError('bpe.merge_pair: not implemented yet. Hint: walk i over the word; if word[i], word[i + 1] is the pair, append new_id and skip 2, else append word[i] and skip 1; return a tuple.')
+    # Hint: Walk the word from left to right: where the pair starts, write the new id and step
+    #       over both symbols; anywhere else copy the symbol and step over one. Going left to
+    #       right, overlapping occurrences merge the leftmost first.
+    # More help: hint("bpe.merge_pair") in the notebook, one level at a time.
+    raise NotImplementedError('bpe.merge_pair: not implemented yet. Hint: Walk the word from left to right: where the pair starts, write the new id and step over both symbols; anywhere else copy the symbol and step over one. Going left to right, overlapping occurrences merge the leftmost first.')
 
 
 def most_frequent_pair(counts: dict):
     """The pair with the highest count; among equal counts, the one with the smallest tie_key.
     None when there is no pair left."""
-    # Hint: min over counts with key=lambda p: (-counts[p], tie_key(p)); return None for empty counts.
-    raise NotImplementedError('bpe.most_frequent_pair: not implemented yet. Hint: min over counts with key=lambda p: (-counts[p], tie_key(p)); return None for empty counts.')
+    # Hint: The most frequent pair wins and, among pairs with the same count, the tie rule
+    #       decides: one ordering key made of the count and the tie rule settles both. No
+    #       counts, no pair.
+    # More help: hint("bpe.most_frequent_pair") in the notebook, one level at a time.
+    raise NotImplementedError('bpe.most_frequent_pair: not implemented yet. Hint: The most frequent pair wins and, among pairs with the same count, the tie rule decides: one ordering key made of the count and the tie rule settles both. No counts, no pair.')
 
 
 def train_bpe(text: str, n_merges: int) -> list:
     """The first n_merges merges learned on `text`: [(a, b), ...], merge r makes token 256 + r.
     Stops early when no pair is left."""
     words = split_words(text)
-    # Hint: repeat n_merges times: counts = pair_counts(words); pair = most_frequent_pair(counts); stop if None; new id = 256 + len(merges); words = {merge_pair(w, pair, new): n ...} (add counts: two words can become the same).
-    raise NotImplementedError('bpe.train_bpe: not implemented yet. Hint: repeat n_merges times: counts = pair_counts(words); pair = most_frequent_pair(counts); stop if None; new id = 256 + len(merges); words = {merge_pair(w, pair, new): n ...} (add counts: two words can become the same).')
+    # Hint: Repeat: count the pairs, take the most frequent, give it the next free id (256 plus
+    #       the merges so far) and merge it everywhere; stop early when nothing is left to
+    #       merge. Two words can become the same word after a merge: add their counts.
+    # More help: hint("bpe.train_bpe") in the notebook, one level at a time.
+    raise NotImplementedError('bpe.train_bpe: not implemented yet. Hint: Repeat: count the pairs, take the most frequent, give it the next free id (256 plus the merges so far) and merge it everywhere; stop early when nothing is left to merge. Two words can become the same word after a merge: add their counts.')
 
 
 def encode(text: str, merges: list) -> list:
@@ -65,8 +76,11 @@ def encode(text: str, merges: list) -> list:
     rank = {tuple(pair): r for r, pair in enumerate(merges)}
     ids = []
     for word in words_in_order(text):
-        # Hint: while the word has pairs: pick the pair with the lowest rank (skip pairs not in rank); stop if none; word = merge_pair(word, pair, 256 + rank[pair]).
-        raise NotImplementedError('bpe.encode: not implemented yet. Hint: while the word has pairs: pick the pair with the lowest rank (skip pairs not in rank); stop if none; word = merge_pair(word, pair, 256 + rank[pair]).')
+        # Hint: Apply the learned merges in the order they were learned: among the word's
+        #       neighbouring pairs that have a rank, merge the one learned first, and repeat
+        #       until no pair has a rank.
+        # More help: hint("bpe.encode") in the notebook, one level at a time.
+        raise NotImplementedError("bpe.encode: not implemented yet. Hint: Apply the learned merges in the order they were learned: among the word's neighbouring pairs that have a rank, merge the one learned first, and repeat until no pair has a rank.")
         ids.extend(word)
     return ids
 
@@ -74,5 +88,8 @@ def encode(text: str, merges: list) -> list:
 def decode(ids: list, merges: list) -> str:
     """The text of token ids: every token's bytes, joined, read as UTF-8 (broken characters
     become U+FFFD)."""
-    # Hint: table = [bytes([b]) for b in range(256)]; for each merge (a, b) append table[a] + table[b]; b"".join(table[i] for i in ids).decode("utf-8", errors="replace").
-    raise NotImplementedError('bpe.decode: not implemented yet. Hint: table = [bytes([b]) for b in range(256)]; for each merge (a, b) append table[a] + table[b]; b"".join(table[i] for i in ids).decode("utf-8", errors="replace").')
+    # Hint: Rebuild the bytes of every id: the 256 base ids are single bytes, and each merged id
+    #       is the bytes of its two parts joined. Join the bytes of all the ids and decode them
+    #       as UTF-8, replacing what does not decode.
+    # More help: hint("bpe.decode") in the notebook, one level at a time.
+    raise NotImplementedError('bpe.decode: not implemented yet. Hint: Rebuild the bytes of every id: the 256 base ids are single bytes, and each merged id is the bytes of its two parts joined. Join the bytes of all the ids and decode them as UTF-8, replacing what does not decode.')

@@ -14,8 +14,10 @@ def embed_lookup(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 
     table: (V, D) float, ids: (B, T) integer in [0, V)  ->  (B, T, D)
     """
-    # Hint: index the table with the ids: table[ids] picks one row per id.
-    raise NotImplementedError('embeddings.embed_lookup: not implemented yet. Hint: index the table with the ids: table[ids] picks one row per id.')
+    # Hint: Each id names one row of the table: the embedding of a token is the row at its id,
+    #       taken for every id at once.
+    # More help: hint("embeddings.embed_lookup") in the notebook, one level at a time.
+    raise NotImplementedError('embeddings.embed_lookup: not implemented yet. Hint: Each id names one row of the table: the embedding of a token is the row at its id, taken for every id at once.')
 
 
 def embed_onehot(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -24,8 +26,12 @@ def embed_onehot(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     table: (V, D), ids: (B, T)  ->  (B, T, D).  Slow and memory-hungry, but it shows that an
     embedding is a linear layer whose input is a one-hot vector.
     """
-    # Hint: F.one_hot(ids, num_classes=V) has shape (B, T, V); cast it to the table's dtype, then matmul.
-    raise NotImplementedError("embeddings.embed_onehot: not implemented yet. Hint: F.one_hot(ids, num_classes=V) has shape (B, T, V); cast it to the table's dtype, then matmul.")
+    # Hint: A one-hot vector with its 1 at position id, multiplied by the table, picks out row
+    #       id: the lookup written as a matrix product. The one-hot vectors must be as long as
+    #       the vocabulary, not as the largest id that happens to appear, and of the table's
+    #       dtype.
+    # More help: hint("embeddings.embed_onehot") in the notebook, one level at a time.
+    raise NotImplementedError("embeddings.embed_onehot: not implemented yet. Hint: A one-hot vector with its 1 at position id, multiplied by the table, picks out row id: the lookup written as a matrix product. The one-hot vectors must be as long as the vocabulary, not as the largest id that happens to appear, and of the table's dtype.")
 
 
 def add_positions(tok: torch.Tensor, position_table: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -34,8 +40,10 @@ def add_positions(tok: torch.Tensor, position_table: torch.Tensor, start: int = 
     tok: (B, T, D), position_table: (T_max, D)  ->  (B, T, D).
     `start` is the position of the first token (non-zero when earlier tokens are cached).
     """
-    # Hint: slice position_table[start:start + T] and add; it broadcasts over the batch.
-    raise NotImplementedError('embeddings.add_positions: not implemented yet. Hint: slice position_table[start:start + T] and add; it broadcasts over the batch.')
+    # Hint: The T new tokens sit at positions start, start + 1, and so on up to start + T - 1:
+    #       take those rows of the position table and add them to every sequence of the batch.
+    # More help: hint("embeddings.add_positions") in the notebook, one level at a time.
+    raise NotImplementedError('embeddings.add_positions: not implemented yet. Hint: The T new tokens sit at positions start, start + 1, and so on up to start + T - 1: take those rows of the position table and add them to every sequence of the batch.')
 
 
 def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -43,8 +51,12 @@ def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> to
 
     u: (..., D), v: (..., D)  ->  (...)
     """
-    # Hint: dot product over the last axis divided by the product of the two norms (clamp it away from 0).
-    raise NotImplementedError('embeddings.cosine_similarity: not implemented yet. Hint: dot product over the last axis divided by the product of the two norms (clamp it away from 0).')
+    # Hint: Cosine similarity is the dot product of the two vectors after each is scaled to
+    #       length 1: one number per pair of vectors, so the sum and both norms run over the
+    #       last axis only, never over the whole tensor; keep the division away from a zero
+    #       length.
+    # More help: hint("embeddings.cosine_similarity") in the notebook, one level at a time.
+    raise NotImplementedError('embeddings.cosine_similarity: not implemented yet. Hint: Cosine similarity is the dot product of the two vectors after each is scaled to length 1: one number per pair of vectors, so the sum and both norms run over the last axis only, never over the whole tensor; keep the division away from a zero length.')
 
 
 class Embeddings(nn.Module):
@@ -58,6 +70,8 @@ class Embeddings(nn.Module):
 
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         """ids: (B, T) -> x: (B, T, D), using embed_lookup and add_positions."""
-        # Hint: x = add_positions(embed_lookup(self.token_table, ids), self.position_table, start).
-        raise NotImplementedError('embeddings.Embeddings.forward: not implemented yet. Hint: x = add_positions(embed_lookup(self.token_table, ids), self.position_table, start).')
+        # Hint: The module only wires your two functions together: look each id up in the
+        #       token table, then add the position vectors, counting positions from start.
+        # More help: hint("embeddings.Embeddings") in the notebook, one level at a time.
+        raise NotImplementedError('embeddings.Embeddings.forward: not implemented yet. Hint: The module only wires your two functions together: look each id up in the token table, then add the position vectors, counting positions from start.')
         return self.drop(x)

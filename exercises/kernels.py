@@ -48,8 +48,12 @@ def gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
     (upcast right after loading) and store in y's dtype. Triton has no tl.tanh here:
     tanh(z) = 2·sigmoid(2z) - 1.
     """
-    # Hint: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK); mask = offs < n_elements on both tl.load and tl.store; .to(tl.float32) after loading; sqrt(2/pi) = 0.7978845608028654; tanh(z) = 2 * tl.sigmoid(2 * z) - 1; store y.to(y_ptr.dtype.element_ty).
-    raise NotImplementedError('kernels.gelu_kernel: not implemented yet. Hint: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK); mask = offs < n_elements on both tl.load and tl.store; .to(tl.float32) after loading; sqrt(2/pi) = 0.7978845608028654; tanh(z) = 2 * tl.sigmoid(2 * z) - 1; store y.to(y_ptr.dtype.element_ty).')
+    # Hint: Each program handles one block of BLOCK consecutive elements: its indices come from
+    #       its program id; a mask guards the ragged tail of the last block on every load and
+    #       store; the arithmetic runs in fp32; tanh is written with a sigmoid; the result is
+    #       stored in the output's own dtype.
+    # More help: hint("kernels.gelu_kernel") in the notebook, one level at a time.
+    raise NotImplementedError("kernels.gelu_kernel: not implemented yet. Hint: Each program handles one block of BLOCK consecutive elements: its indices come from its program id; a mask guards the ragged tail of the last block on every load and store; the arithmetic runs in fp32; tanh is written with a sigmoid; the result is stored in the output's own dtype.")
 
 
 def gelu(x: torch.Tensor, kernel=gelu_kernel, block: int = 1024) -> torch.Tensor:
@@ -84,8 +88,13 @@ def layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, stride, D,
     lanes D ... BLOCK_D - 1 are padding: mask them, and keep them out of every sum.
     The variance is the biased one (divide by D) and eps goes inside the square root.
     """
-    # Hint: row = tl.program_id(0); cols = tl.arange(0, BLOCK_D); mask = cols < D; load the row as fp32 with other=0.; mean = tl.sum(x, axis=0) / D; zero the padding lanes of x - mean with tl.where before squaring; biased variance; rstd = 1 / tl.sqrt(var + eps); store mean, rstd and the masked row y.
-    raise NotImplementedError('kernels.layer_norm_kernel: not implemented yet. Hint: row = tl.program_id(0); cols = tl.arange(0, BLOCK_D); mask = cols < D; load the row as fp32 with other=0.; mean = tl.sum(x, axis=0) / D; zero the padding lanes of x - mean with tl.where before squaring; biased variance; rstd = 1 / tl.sqrt(var + eps); store mean, rstd and the masked row y.')
+    # Hint: One program normalises one row: load the row's D values in fp32 (the block is padded
+    #       to a power of two; the padding is masked and loaded as zero), take the mean, zero
+    #       the padding lanes of the centred row before squaring, take the biased variance, and
+    #       store the mean and the reciprocal standard deviation for the backward pass along
+    #       with the normalised, scaled and shifted row.
+    # More help: hint("kernels.layer_norm_kernel") in the notebook, one level at a time.
+    raise NotImplementedError("kernels.layer_norm_kernel: not implemented yet. Hint: One program normalises one row: load the row's D values in fp32 (the block is padded to a power of two; the padding is masked and loaded as zero), take the mean, zero the padding lanes of the centred row before squaring, take the biased variance, and store the mean and the reciprocal standard deviation for the backward pass along with the normalised, scaled and shifted row.")
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float = 1e-5,

@@ -13,14 +13,19 @@ import torch.nn as nn
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     """GELU in its tanh form (GPT-2's, and ANDREA's): 0.5·x·(1 + tanh(sqrt(2/pi)·(x + 0.044715·x³)))."""
-    # Hint: 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))).
-    raise NotImplementedError('mlp.gelu_tanh: not implemented yet. Hint: 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))).')
+    # Hint: GELU weighs x by the chance that a standard normal variable is below x; this version
+    #       approximates that chance with a tanh of a cubic in x, using the constants: the
+    #       square root of 2 over pi, and 0.044715 on the cube.
+    # More help: hint("mlp.gelu_tanh") in the notebook, one level at a time.
+    raise NotImplementedError('mlp.gelu_tanh: not implemented yet. Hint: GELU weighs x by the chance that a standard normal variable is below x; this version approximates that chance with a tanh of a cubic in x, using the constants: the square root of 2 over pi, and 0.044715 on the cube.')
 
 
 def gelu_erf(x: torch.Tensor) -> torch.Tensor:
     """The exact GELU: x·Phi(x) with Phi the standard normal CDF, 0.5·(1 + erf(x / sqrt(2)))."""
-    # Hint: 0.5 * x * (1 + torch.erf(x / math.sqrt(2))).
-    raise NotImplementedError('mlp.gelu_erf: not implemented yet. Hint: 0.5 * x * (1 + torch.erf(x / math.sqrt(2))).')
+    # Hint: The exact GELU: x times the standard normal's cumulative probability at x, which the
+    #       error function gives as one half of one plus erf of x over the square root of 2.
+    # More help: hint("mlp.gelu_erf") in the notebook, one level at a time.
+    raise NotImplementedError("mlp.gelu_erf: not implemented yet. Hint: The exact GELU: x times the standard normal's cumulative probability at x, which the error function gives as one half of one plus erf of x over the square root of 2.")
 
 
 class MLP(nn.Module):
@@ -36,5 +41,7 @@ class MLP(nn.Module):
         self.gelu = gelu_tanh
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Hint: self.proj(self.gelu(self.fc(x))).
-        raise NotImplementedError('mlp.MLP.forward: not implemented yet. Hint: self.proj(self.gelu(self.fc(x))).')
+        # Hint: Widen each position's vector from D to F, apply the GELU, then project back
+        #       down to D: three layers the module already holds, in that order.
+        # More help: hint("mlp.MLP") in the notebook, one level at a time.
+        raise NotImplementedError("mlp.MLP.forward: not implemented yet. Hint: Widen each position's vector from D to F, apply the GELU, then project back down to D: three layers the module already holds, in that order.")

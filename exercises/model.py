@@ -28,8 +28,12 @@ class ANDREA(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
-        # Hint: self.embed = Embeddings(cfg); self.blocks = nn.ModuleList of cfg.n_layers Blocks; self.ln_f = make_norm(cfg); self.head = Linear(D, V, bias=False), or None when cfg.tie_embeddings.
-        raise NotImplementedError('model.ANDREA.__init__: not implemented yet. Hint: self.embed = Embeddings(cfg); self.blocks = nn.ModuleList of cfg.n_layers Blocks; self.ln_f = make_norm(cfg); self.head = Linear(D, V, bias=False), or None when cfg.tie_embeddings.')
+        # Hint: The model holds four parts: the embeddings, a list of L blocks registered as
+        #       submodules (so their weights are the model's), a final norm of the config's
+        #       kind, and an output head from D to V without a bias, which a model with tied
+        #       embeddings does not have (the token table serves instead).
+        # More help: hint("model.ANDREA") in the notebook, one level at a time.
+        raise NotImplementedError("model.ANDREA.__init__: not implemented yet. Hint: The model holds four parts: the embeddings, a list of L blocks registered as submodules (so their weights are the model's), a final norm of the config's kind, and an output head from D to V without a bias, which a model with tied embeddings does not have (the token table serves instead).")
         self.cross_entropy = cross_entropy
         self.reset_parameters()
 
@@ -37,8 +41,12 @@ class ANDREA(nn.Module):
                 caches: list | None = None):
         start = caches[0].pos if caches else 0
         check_inputs(ids, targets, self.cfg, start)
-        # Hint: x = self.embed(ids, start); pass x through every block with its cache (caches[i] or None); self.ln_f; logits = x @ self.output_weight().T.
-        raise NotImplementedError('model.ANDREA.forward: not implemented yet. Hint: x = self.embed(ids, start); pass x through every block with its cache (caches[i] or None); self.ln_f; logits = x @ self.output_weight().T.')
+        # Hint: Embed the ids at their positions (counting from where the caches left off),
+        #       pass the stream through every block in turn, each with its own cache when
+        #       there are caches, apply the final norm, and project onto the vocabulary with
+        #       the output weight.
+        # More help: hint("model.ANDREA") in the notebook, one level at a time.
+        raise NotImplementedError('model.ANDREA.forward: not implemented yet. Hint: Embed the ids at their positions (counting from where the caches left off), pass the stream through every block in turn, each with its own cache when there are caches, apply the final norm, and project onto the vocabulary with the output weight.')
         if targets is None:
             return logits
         return logits, self.cross_entropy(logits, targets)
@@ -57,5 +65,10 @@ def count_parameters(cfg) -> dict:
     V, T, D, L = cfg.vocab_size, cfg.context_length, cfg.d_model, cfg.n_layers
     H, G, K, F_ = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_ff
     b = 1 if cfg.bias else 0
-    # Hint: count each piece from V, T, D, L, H, G, K, F and b: the qkv projection has (H + 2G)·K outputs; a LayerNorm has gamma and, when cfg.bias, beta (RMSNorm: gamma only); sum them up.
-    raise NotImplementedError('model.count_parameters: not implemented yet. Hint: count each piece from V, T, D, L, H, G, K, F and b: the qkv projection has (H + 2G)·K outputs; a LayerNorm has gamma and, when cfg.bias, beta (RMSNorm: gamma only); sum them up.')
+    # Hint: Count each part from the sizes alone: a linear layer has inputs times outputs
+    #       weights, plus one bias per output when the config has biases; the attention
+    #       projection makes queries for H heads but keys and values for only G; a LayerNorm has
+    #       a gain and, with biases, a shift, an RMSNorm only a gain; the SwiGLU MLP has three
+    #       matrices, the GELU MLP two; then add the parts up.
+    # More help: hint("model.count_parameters") in the notebook, one level at a time.
+    raise NotImplementedError('model.count_parameters: not implemented yet. Hint: Count each part from the sizes alone: a linear layer has inputs times outputs weights, plus one bias per output when the config has biases; the attention projection makes queries for H heads but keys and values for only G; a LayerNorm has a gain and, with biases, a shift, an RMSNorm only a gain; the SwiGLU MLP has three matrices, the GELU MLP two; then add the parts up.')

@@ -33,8 +33,11 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.
 
     x: (..., D), weight (gamma): (D,)  ->  (..., D).  No mean is subtracted and there is no bias.
     """
-    # Hint: work in at least fp32: wide = torch.promote_types(x.dtype, torch.float32) (float64 stays float64); xw = x.to(wide); multiply xw by torch.rsqrt(mean of xw**2 over dim=-1, keepdim=True, + eps); multiply by weight; cast back with .to(x.dtype). Subtract no mean.
-    raise NotImplementedError('modern.rms_norm: not implemented yet. Hint: work in at least fp32: wide = torch.promote_types(x.dtype, torch.float32) (float64 stays float64); xw = x.to(wide); multiply xw by torch.rsqrt(mean of xw**2 over dim=-1, keepdim=True, + eps); multiply by weight; cast back with .to(x.dtype). Subtract no mean.')
+    # Hint: RMSNorm divides each vector by its root mean square over its D features (no mean is
+    #       subtracted) and scales by gamma. Compute in at least fp32, since bf16 loses the sum
+    #       of squares (float64 stays float64), and return the input's dtype.
+    # More help: hint("modern.rms_norm") in the notebook, one level at a time.
+    raise NotImplementedError("modern.rms_norm: not implemented yet. Hint: RMSNorm divides each vector by its root mean square over its D features (no mean is subtracted) and scales by gamma. Compute in at least fp32, since bf16 loses the sum of squares (float64 stays float64), and return the input's dtype.")
 
 
 class RMSNorm(nn.Module):
@@ -54,8 +57,11 @@ def swiglu_hidden_dim(d_model: int, multiple_of: int = 256) -> int:
     """F that gives SwiGLU's three matrices the classic MLP's two-matrix budget:
     3·D·F = 2·D·4D  =>  F = 8D/3, rounded up to a multiple of `multiple_of`
     (D = 768 gives 2,048; D = 4096 gives 11,008)."""
-    # Hint: F = 8 * d_model / 3, then round UP to a multiple of multiple_of: multiple_of * math.ceil(F / multiple_of).
-    raise NotImplementedError('modern.swiglu_hidden_dim: not implemented yet. Hint: F = 8 * d_model / 3, then round UP to a multiple of multiple_of: multiple_of * math.ceil(F / multiple_of).')
+    # Hint: SwiGLU has three matrices where the GELU MLP has two, so to keep the parameter count
+    #       its width is two thirds of 4D, that is 8D over 3, rounded up to the next multiple of
+    #       multiple_of so the matrices suit the hardware.
+    # More help: hint("modern.swiglu_hidden_dim") in the notebook, one level at a time.
+    raise NotImplementedError('modern.swiglu_hidden_dim: not implemented yet. Hint: SwiGLU has three matrices where the GELU MLP has two, so to keep the parameter count its width is two thirds of 4D, that is 8D over 3, rounded up to the next multiple of multiple_of so the matrices suit the hardware.')
 
 
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -63,8 +69,11 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 
     gate, up: (..., F)  ->  (..., F).  Swish(z) = z·sigmoid(z) (torch calls it silu).
     """
-    # Hint: gate * torch.sigmoid(gate) * up. The Swish goes on the gate only, not on up.
-    raise NotImplementedError('modern.swiglu: not implemented yet. Hint: gate * torch.sigmoid(gate) * up. The Swish goes on the gate only, not on up.')
+    # Hint: A gated unit: the Swish of the gate (the gate times its own sigmoid) decides,
+    #       element by element, how much of the up value passes. The Swish goes on the gate
+    #       only.
+    # More help: hint("modern.swiglu") in the notebook, one level at a time.
+    raise NotImplementedError('modern.swiglu: not implemented yet. Hint: A gated unit: the Swish of the gate (the gate times its own sigmoid) decides, element by element, how much of the up value passes. The Swish goes on the gate only.')
 
 
 class SwiGLU(nn.Module):
@@ -81,8 +90,10 @@ class SwiGLU(nn.Module):
         self.swiglu = swiglu
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Hint: gate = self.w_gate(x) and up = self.w_up(x), both (B, T, F); combine them with self.swiglu(gate, up); project back with self.w_down.
-        raise NotImplementedError('modern.SwiGLU.forward: not implemented yet. Hint: gate = self.w_gate(x) and up = self.w_up(x), both (B, T, F); combine them with self.swiglu(gate, up); project back with self.w_down.')
+        # Hint: Project x twice to the hidden width, once for the gate and once for the
+        #       value, combine the two with your swiglu, and project back down to D.
+        # More help: hint("modern.SwiGLU") in the notebook, one level at a time.
+        raise NotImplementedError('modern.SwiGLU.forward: not implemented yet. Hint: Project x twice to the hidden width, once for the gate and once for the value, combine the two with your swiglu, and project back down to D.')
 
 
 def kv_cache_bytes(cfg, batch: int = 1, seq_len: int | None = None, bytes_per_value: int = 2) -> int:
@@ -92,8 +103,11 @@ def kv_cache_bytes(cfg, batch: int = 1, seq_len: int | None = None, bytes_per_va
     bytes_per_value: 2 for bf16/fp16, 4 for fp32.  Grouped heads divide it by H/G.
     """
     S = cfg.context_length if seq_len is None else seq_len
-    # Hint: 2 (keys and values) · L · B · G · S · K · bytes_per_value, with L = cfg.n_layers, G = cfg.kv_heads (not n_heads), K = cfg.d_head.
-    raise NotImplementedError('modern.kv_cache_bytes: not implemented yet. Hint: 2 (keys and values) · L · B · G · S · K · bytes_per_value, with L = cfg.n_layers, G = cfg.kv_heads (not n_heads), K = cfg.d_head.')
+    # Hint: Every block caches a key and a value vector for every sequence, every cached
+    #       position and every key/value head: multiply those counts by the head width and by
+    #       the bytes per value. Only the G key/value heads are cached, not the H query heads.
+    # More help: hint("modern.kv_cache_bytes") in the notebook, one level at a time.
+    raise NotImplementedError('modern.kv_cache_bytes: not implemented yet. Hint: Every block caches a key and a value vector for every sequence, every cached position and every key/value head: multiply those counts by the head width and by the bytes per value. Only the G key/value heads are cached, not the H query heads.')
 
 
 def rope_frequencies(d_head: int, T: int, theta: float = 10000.0):
@@ -103,7 +117,10 @@ def rope_frequencies(d_head: int, T: int, theta: float = 10000.0):
     pair 0 once a position, the last pair almost not at all. Position t turns pair i by the
     angle t·theta^(-2i/K).
     """
-    # Hint: one frequency per pair of features, falling from 1 geometrically with the pair's index over the head's width; the angle is position times frequency (a table of T rows and K/2 columns); return its cosine and sine.
+    # Hint: one frequency per pair of features, falling from 1 geometrically with the pair's
+    #       index over the head's width; the angle is position times frequency (a table of T
+    #       rows and K/2 columns); return its cosine and sine.
+    # More help: hint("modern.rope_frequencies") in the notebook, one level at a time.
     raise NotImplementedError("modern.rope_frequencies: not implemented yet. Hint: one frequency per pair of features, falling from 1 geometrically with the pair's index over the head's width; the angle is position times frequency (a table of T rows and K/2 columns); return its cosine and sine.")
 
 
@@ -116,7 +133,10 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int
     holds); cos, sin: (T_max, K/2) from rope_frequencies  ->  (..., T, K), in x's dtype.
     Computed in at least fp32 (float64 stays float64).
     """
-    # Hint: split the last axis into its two halves; take the rows of cos and sin for the positions start .. start + T - 1; turn each pair (first half, second half) by its angle as a 2-D rotation; join the halves back and return x's dtype.
+    # Hint: split the last axis into its two halves; take the rows of cos and sin for the
+    #       positions start .. start + T - 1; turn each pair (first half, second half) by its
+    #       angle as a 2-D rotation; join the halves back and return x's dtype.
+    # More help: hint("modern.apply_rope") in the notebook, one level at a time.
     raise NotImplementedError("modern.apply_rope: not implemented yet. Hint: split the last axis into its two halves; take the rows of cos and sin for the positions start .. start + T - 1; turn each pair (first half, second half) by its angle as a 2-D rotation; join the halves back and return x's dtype.")
 
 
@@ -129,5 +149,9 @@ def rope_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch
     rope_frequencies. Returns (y, k_all, v_all): y (B, H, T, K), and the keys and values of all
     S0 + T positions, (B, H, S0 + T, K), to keep for the next call.
     """
-    # Hint: position lives in the scores, so turn the queries and the new keys (never the values), each by its own position, which starts after the cached ones; the cached keys were turned when they were new, so append the new keys and values to them untouched; then attend causally.
+    # Hint: position lives in the scores, so turn the queries and the new keys (never the
+    #       values), each by its own position, which starts after the cached ones; the cached
+    #       keys were turned when they were new, so append the new keys and values to them
+    #       untouched; then attend causally.
+    # More help: hint("modern.rope_attention") in the notebook, one level at a time.
     raise NotImplementedError('modern.rope_attention: not implemented yet. Hint: position lives in the scores, so turn the queries and the new keys (never the values), each by its own position, which starts after the cached ones; the cached keys were turned when they were new, so append the new keys and values to them untouched; then attend causally.')

@@ -19,14 +19,20 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     First view the last axis as (H, K), *then* move H in front of T. Reshaping straight to
     (B, H, T, K) would mix positions and heads.
     """
-    # Hint: x.view(B, T, H, K) first, then .transpose(1, 2); never reshape straight to (B, H, T, K).
-    raise NotImplementedError('multihead.split_heads: not implemented yet. Hint: x.view(B, T, H, K) first, then .transpose(1, 2); never reshape straight to (B, H, T, K).')
+    # Hint: The last axis holds the H heads side by side, each K wide. First cut that axis into
+    #       H pieces of K, leaving the positions where they are, then move the head axis in
+    #       front of the positions. Reshaping straight to the final shape would mix positions
+    #       and heads.
+    # More help: hint("multihead.split_heads") in the notebook, one level at a time.
+    raise NotImplementedError('multihead.split_heads: not implemented yet. Hint: The last axis holds the H heads side by side, each K wide. First cut that axis into H pieces of K, leaving the positions where they are, then move the head axis in front of the positions. Reshaping straight to the final shape would mix positions and heads.')
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, H, T, K) -> (B, T, H·K): concatenate the heads' outputs, the inverse of split_heads."""
-    # Hint: transpose(1, 2) back to (B, T, H, K), then reshape to (B, T, H*K).
-    raise NotImplementedError('multihead.merge_heads: not implemented yet. Hint: transpose(1, 2) back to (B, T, H, K), then reshape to (B, T, H*K).')
+    # Hint: Undo split_heads: move the positions back in front of the heads, then lay the H
+    #       heads side by side again along one axis of width H times K.
+    # More help: hint("multihead.merge_heads") in the notebook, one level at a time.
+    raise NotImplementedError('multihead.merge_heads: not implemented yet. Hint: Undo split_heads: move the positions back in front of the heads, then lay the H heads side by side again along one axis of width H times K.')
 
 
 class MultiHeadAttention(nn.Module):
@@ -48,5 +54,11 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """Project to q, k, v; split into heads; (append k, v to the cache); attend; merge; W_O."""
         H, G, K = self.n_heads, self.n_kv_heads, self.d_head
-        # Hint: split self.qkv(x) into sizes [H*K, G*K, G*K]; split_heads each; cache.update(k, v) if a cache is given; repeat_kv by H // G; self.attention(q, k, v); merge_heads; then W_O (self.proj).
-        raise NotImplementedError('multihead.MultiHeadAttention.forward: not implemented yet. Hint: split self.qkv(x) into sizes [H*K, G*K, G*K]; split_heads each; cache.update(k, v) if a cache is given; repeat_kv by H // G; self.attention(q, k, v); merge_heads; then W_O (self.proj).')
+        # Hint: One projection makes queries for H heads but keys and values for only G
+        #       heads: cut it into those three parts and split each into heads. A cache,
+        #       when given, stores the G key and value heads and hands back every position
+        #       so far. Then each key/value head serves H / G query heads, attention runs
+        #       over all heads at once, and the merged heads go through the output
+        #       projection.
+        # More help: hint("multihead.MultiHeadAttention") in the notebook, one level at a time.
+        raise NotImplementedError('multihead.MultiHeadAttention.forward: not implemented yet. Hint: One projection makes queries for H heads but keys and values for only G heads: cut it into those three parts and split each into heads. A cache, when given, stores the G key and value heads and hands back every position so far. Then each key/value head serves H / G query heads, attention runs over all heads at once, and the merged heads go through the output projection.')

@@ -15,7 +15,9 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     q: (..., T, K), k: (..., S, K)  ->  (..., T, S),  scores[i, j] = q_i · k_j
     """
     ### BEGIN SOLUTION
-    ### HINT: q @ k.transpose(-2, -1): transpose the last two axes of k only.
+    ### HINT: Score every query against every key with a dot product: a matrix product of the queries with the keys turned on their side, swapping only the last two axes (positions and head width) so that batch and head axes stay where they are.
+    ### API: the @ operator, .transpose(-2, -1)
+    ### LINE: return q @ k.transpose(-2, -1)
     return q @ k.transpose(-2, -1)
     ### END SOLUTION
 
@@ -26,7 +28,9 @@ def scale_scores(scores: torch.Tensor, d_head: int) -> torch.Tensor:
     scores: (..., T, S)  ->  (..., T, S)
     """
     ### BEGIN SOLUTION
-    ### HINT: divide by math.sqrt(d_head).
+    ### HINT: A dot product of two random K-wide vectors grows like the square root of K; divide the scores by that, so the softmax that follows does not saturate as heads get wider.
+    ### API: math.sqrt (or ** 0.5)
+    ### LINE: return scores / math.sqrt(d_head)
     return scores / math.sqrt(d_head)
     ### END SOLUTION
 
@@ -38,7 +42,9 @@ def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
     With S - T earlier keys cached, query i sits at position i + (S - T): allowed j <= i + S - T.
     """
     ### BEGIN SOLUTION
-    ### HINT: compare torch.arange(T)[:, None] with torch.arange(S)[None, :]; future keys have j > i + (S - T).
+    ### HINT: Query i may see key j unless j lies in its future. With S - T keys already cached, query i sits at position i + S - T. Compare a column of query positions with a row of key positions: broadcasting gives the whole T by S table of True and False at once.
+    ### API: torch.arange(n, device=device), [:, None] for a column and [None, :] for a row, the <= comparison
+    ### LINE: return torch.arange(S, device=device)[None, :] <= torch.arange(T, device=device)[:, None] + (S - T)
     S = T if S is None else S
     i = torch.arange(T, device=device)[:, None]   # (T, 1)
     j = torch.arange(S, device=device)[None, :]   # (1, S)
@@ -52,7 +58,9 @@ def apply_causal_mask(scores: torch.Tensor) -> torch.Tensor:
     scores: (..., T, S)  ->  (..., T, S).  Mask *before* the softmax.
     """
     ### BEGIN SOLUTION
-    ### HINT: scores.masked_fill(~causal_mask(T, S, device=...), float('-inf')).
+    ### HINT: Build the mask for the last two sizes of the scores and write minus infinity wherever a query may not look: after the softmax those keys get exactly zero weight, and the rows still sum to one.
+    ### API: causal_mask(T, S, device=scores.device), ~ to invert a boolean mask, .masked_fill(mask, value), float('-inf')
+    ### LINE: return scores.masked_fill(~causal_mask(T, S, device=scores.device), float('-inf'))
     T, S = scores.shape[-2:]
     allowed = causal_mask(T, S, device=scores.device)
     return scores.masked_fill(~allowed, float("-inf"))
@@ -65,7 +73,9 @@ def softmax(scores: torch.Tensor) -> torch.Tensor:
     scores: (..., T, S)  ->  (..., T, S).  Subtract the row maximum first so exp never overflows.
     """
     ### BEGIN SOLUTION
-    ### HINT: subtract scores.amax(dim=-1, keepdim=True), exponentiate, divide by the row sums (dim=-1).
+    ### HINT: Each query's row of scores becomes weights that are positive and sum to one: exponentiate, then divide each row by its own sum, over the keys (the last axis). Subtract each row's largest score first (the result is the same, but exp cannot overflow), and keep the reduced axis so each row's statistic lines up with its row.
+    ### API: .amax(dim=-1, keepdim=True), .exp(), .sum(dim=-1, keepdim=True)
+    ### LINE: e = (scores - scores.amax(dim=-1, keepdim=True)).exp(); return e / e.sum(dim=-1, keepdim=True)
     z = scores - scores.amax(dim=-1, keepdim=True)
     e = z.exp()
     return e / e.sum(dim=-1, keepdim=True)
@@ -78,7 +88,9 @@ def weighted_sum(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     weights: (..., T, S), v: (..., S, K)  ->  (..., T, K)
     """
     ### BEGIN SOLUTION
-    ### HINT: a matrix product of the weights with v.
+    ### HINT: Each query's output is the average of the value vectors, weighted by that query's row of attention weights: one matrix product does it for every query.
+    ### API: the @ operator (torch.matmul)
+    ### LINE: return weights @ v
     return weights @ v
     ### END SOLUTION
 
@@ -89,7 +101,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     q: (..., T, K), k: (..., S, K), v: (..., S, K)  ->  (..., T, K)
     """
     ### BEGIN SOLUTION
-    ### HINT: scale_scores(attention_scores(q, k), K) with K = q.shape[-1]; apply_causal_mask if causal; softmax; weighted_sum with v.
+    ### HINT: Chain your four steps in order: the scores, scaled by the square root of the head width, masked only when causal, turned into weights by the softmax, then the weighted sum of the values.
+    ### API: attention_scores, scale_scores (the head width is the last size of q), apply_causal_mask, softmax, weighted_sum
+    ### LINE: scores = scale_scores(attention_scores(q, k), q.shape[-1]); if causal: scores = apply_causal_mask(scores); return weighted_sum(softmax(scores), v)
     scores = scale_scores(attention_scores(q, k), q.shape[-1])
     if causal:
         scores = apply_causal_mask(scores)
@@ -111,6 +125,8 @@ class AttentionHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ### BEGIN SOLUTION
-        ### HINT: attention(self.w_q(x), self.w_k(x), self.w_v(x), causal=True).
+        ### HINT: A head projects the same input three ways, into queries, keys and values, with its three linear layers, and runs causal attention on them.
+        ### API: self.w_q, self.w_k, self.w_v (nn.Linear layers), attention(q, k, v, causal=True)
+        ### LINE: return attention(self.w_q(x), self.w_k(x), self.w_v(x), causal=True)
         return attention(self.w_q(x), self.w_k(x), self.w_v(x), causal=True)
         ### END SOLUTION

@@ -21,7 +21,9 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     The variance is the biased one (divide by D, not D - 1), and eps goes inside the sqrt.
     """
     ### BEGIN SOLUTION
-    ### HINT: mean and variance over dim=-1 with keepdim=True; the biased variance (divide by D); eps inside the sqrt; then * weight + bias.
+    ### HINT: Normalise each position's vector on its own: subtract its mean and divide by its standard deviation, both taken over that vector's D features, keeping the reduced axis so they line up with the vector. Use the biased variance (divide by D), put eps inside the square root, then scale by gamma and shift by beta when there is one.
+    ### API: .mean(dim=-1, keepdim=True), ** 2, torch.sqrt, * weight, + bias
+    ### LINE: mean = x.mean(dim=-1, keepdim=True); var = ((x - mean) ** 2).mean(dim=-1, keepdim=True); y = (x - mean) / torch.sqrt(var + eps) * weight; add bias unless it is None
     mean = x.mean(dim=-1, keepdim=True)                        # (..., 1)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)         # (..., 1), biased
     y = (x - mean) / torch.sqrt(var + eps)
@@ -73,7 +75,9 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         ### BEGIN SOLUTION
-        ### HINT: x = x + self.drop(self.attn(self.ln1(x), cache)); then the same with ln2 and mlp. Add to the raw x.
+        ### HINT: Pre-norm: each sublayer reads a normalised copy of the stream, and its output, through dropout, is added to the raw stream, which itself is never normalised. Attention first (hand it the cache), then the MLP.
+        ### API: self.ln1, self.attn(h, cache), self.drop, self.ln2, self.mlp
+        ### LINE: x = x + self.drop(self.attn(self.ln1(x), cache)); x = x + self.drop(self.mlp(self.ln2(x)))
         x = x + self.drop(self.attn(self.ln1(x), cache))
         x = x + self.drop(self.mlp(self.ln2(x)))
         return x
@@ -88,7 +92,9 @@ class PostNormBlock(Block):
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         ### BEGIN SOLUTION
-        ### HINT: x = self.ln1(x + self.drop(self.attn(x, cache))); then the same with mlp and ln2.
+        ### HINT: Post-norm, as in the original Transformer: each sublayer reads the stream as it is, its output goes through dropout and is added to the stream, and the sum is normalised. Attention with the first norm, then the MLP with the second.
+        ### API: self.attn(x, cache), self.drop, self.ln1, self.mlp, self.ln2
+        ### LINE: x = self.ln1(x + self.drop(self.attn(x, cache))); x = self.ln2(x + self.drop(self.mlp(x)))
         x = self.ln1(x + self.drop(self.attn(x, cache)))
         x = self.ln2(x + self.drop(self.mlp(x)))
         return x

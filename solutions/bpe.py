@@ -30,7 +30,9 @@ def pair_counts(words: dict) -> dict:
     Overlapping pairs all count: the word (7, 7, 7) seen twice gives {(7, 7): 4}.
     """
     ### BEGIN SOLUTION
-    ### HINT: for every word and every i, counts[(word[i], word[i + 1])] += count; zip(word, word[1:]) gives the pairs.
+    ### HINT: Every neighbouring pair inside a word occurs as often as the word does: walk each word's adjacent pairs and add the word's count to each pair's tally.
+    ### API: collections.Counter, zip(word, word[1:])
+    ### LINE: for word, n in words.items(): for pair in zip(word, word[1:]): counts[pair] += n
     counts = Counter()
     for word, n in words.items():
         for pair in zip(word, word[1:]):
@@ -45,7 +47,9 @@ def merge_pair(word: tuple, pair: tuple, new_id: int) -> tuple:
     merge_pair((7, 7, 7), (7, 7), 256) == (256, 7): after a merge, scanning goes on after it.
     """
     ### BEGIN SOLUTION
-    ### HINT: walk i over the word; if word[i], word[i + 1] is the pair, append new_id and skip 2, else append word[i] and skip 1; return a tuple.
+    ### HINT: Walk the word from left to right: where the pair starts, write the new id and step over both symbols; anywhere else copy the symbol and step over one. Going left to right, overlapping occurrences merge the leftmost first.
+    ### API: a while loop over an index, list.append, tuple(list)
+    ### LINE: if i + 1 < len(word) and (word[i], word[i + 1]) == pair: out.append(new_id); i += 2; else: out.append(word[i]); i += 1
     out, i = [], 0
     while i < len(word):
         if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
@@ -62,7 +66,9 @@ def most_frequent_pair(counts: dict):
     """The pair with the highest count; among equal counts, the one with the smallest tie_key.
     None when there is no pair left."""
     ### BEGIN SOLUTION
-    ### HINT: min over counts with key=lambda p: (-counts[p], tie_key(p)); return None for empty counts.
+    ### HINT: The most frequent pair wins and, among pairs with the same count, the tie rule decides: one ordering key made of the count and the tie rule settles both. No counts, no pair.
+    ### API: min with a key function, tie_key(p), -counts[p]
+    ### LINE: return min(counts, key=lambda p: (-counts[p], tie_key(p))) if counts else None
     if not counts:
         return None
     return min(counts, key=lambda p: (-counts[p], tie_key(p)))
@@ -74,7 +80,9 @@ def train_bpe(text: str, n_merges: int) -> list:
     Stops early when no pair is left."""
     words = split_words(text)
     ### BEGIN SOLUTION
-    ### HINT: repeat n_merges times: counts = pair_counts(words); pair = most_frequent_pair(counts); stop if None; new id = 256 + len(merges); words = {merge_pair(w, pair, new): n ...} (add counts: two words can become the same).
+    ### HINT: Repeat: count the pairs, take the most frequent, give it the next free id (256 plus the merges so far) and merge it everywhere; stop early when nothing is left to merge. Two words can become the same word after a merge: add their counts.
+    ### API: pair_counts, most_frequent_pair, merge_pair, collections.Counter
+    ### LINE: pair = most_frequent_pair(pair_counts(words)); new_id = 256 + len(merges); merged[merge_pair(word, pair, new_id)] += n for every word; merges.append(pair)
     merges = []
     for _ in range(n_merges):
         pair = most_frequent_pair(pair_counts(words))
@@ -97,7 +105,9 @@ def encode(text: str, merges: list) -> list:
     ids = []
     for word in words_in_order(text):
         ### BEGIN SOLUTION
-        ### HINT: while the word has pairs: pick the pair with the lowest rank (skip pairs not in rank); stop if none; word = merge_pair(word, pair, 256 + rank[pair]).
+        ### HINT: Apply the learned merges in the order they were learned: among the word's neighbouring pairs that have a rank, merge the one learned first, and repeat until no pair has a rank.
+        ### API: zip(word, word[1:]), min with key=rank.__getitem__, merge_pair(word, pair, 256 + rank[pair])
+        ### LINE: pairs = [p for p in zip(word, word[1:]) if p in rank]; stop if none; pair = min(pairs, key=rank.__getitem__); word = merge_pair(word, pair, 256 + rank[pair])
         while len(word) > 1:
             pairs = [p for p in zip(word, word[1:]) if p in rank]
             if not pairs:
@@ -113,7 +123,9 @@ def decode(ids: list, merges: list) -> str:
     """The text of token ids: every token's bytes, joined, read as UTF-8 (broken characters
     become U+FFFD)."""
     ### BEGIN SOLUTION
-    ### HINT: table = [bytes([b]) for b in range(256)]; for each merge (a, b) append table[a] + table[b]; b"".join(table[i] for i in ids).decode("utf-8", errors="replace").
+    ### HINT: Rebuild the bytes of every id: the 256 base ids are single bytes, and each merged id is the bytes of its two parts joined. Join the bytes of all the ids and decode them as UTF-8, replacing what does not decode.
+    ### API: bytes([b]), list.append, b''.join, .decode('utf-8', errors='replace')
+    ### LINE: table = [bytes([b]) for b in range(256)]; for a, b in merges: table.append(table[a] + table[b]); return b''.join(table[i] for i in ids).decode('utf-8', errors='replace')
     table = [bytes([b]) for b in range(256)]
     for a, b in merges:
         table.append(table[a] + table[b])

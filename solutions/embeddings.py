@@ -13,7 +13,9 @@ def embed_lookup(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     table: (V, D) float, ids: (B, T) integer in [0, V)  ->  (B, T, D)
     """
     ### BEGIN SOLUTION
-    ### HINT: index the table with the ids: table[ids] picks one row per id.
+    ### HINT: Each id names one row of the table: the embedding of a token is the row at its id, taken for every id at once.
+    ### API: indexing a tensor with a tensor of integer ids (advanced indexing)
+    ### LINE: return table[ids]
     return table[ids]
     ### END SOLUTION
 
@@ -25,7 +27,9 @@ def embed_onehot(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     embedding is a linear layer whose input is a one-hot vector.
     """
     ### BEGIN SOLUTION
-    ### HINT: F.one_hot(ids, num_classes=V) has shape (B, T, V); cast it to the table's dtype, then matmul.
+    ### HINT: A one-hot vector with its 1 at position id, multiplied by the table, picks out row id: the lookup written as a matrix product. The one-hot vectors must be as long as the vocabulary, not as the largest id that happens to appear, and of the table's dtype.
+    ### API: F.one_hot(ids, num_classes=V), .to(table.dtype), the @ operator
+    ### LINE: return F.one_hot(ids, num_classes=table.shape[0]).to(table.dtype) @ table
     one_hot = F.one_hot(ids, num_classes=table.shape[0]).to(table.dtype)  # (B, T, V)
     return one_hot @ table                                                  # (B, T, D)
     ### END SOLUTION
@@ -38,7 +42,9 @@ def add_positions(tok: torch.Tensor, position_table: torch.Tensor, start: int = 
     `start` is the position of the first token (non-zero when earlier tokens are cached).
     """
     ### BEGIN SOLUTION
-    ### HINT: slice position_table[start:start + T] and add; it broadcasts over the batch.
+    ### HINT: The T new tokens sit at positions start, start + 1, and so on up to start + T - 1: take those rows of the position table and add them to every sequence of the batch.
+    ### API: slicing rows a to b of a tensor, broadcasting a (T, D) tensor over (B, T, D)
+    ### LINE: return tok + position_table[start:start + tok.shape[1]]
     T = tok.shape[1]
     return tok + position_table[start:start + T]    # (T, D) broadcasts over B
     ### END SOLUTION
@@ -50,7 +56,9 @@ def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> to
     u: (..., D), v: (..., D)  ->  (...)
     """
     ### BEGIN SOLUTION
-    ### HINT: dot product over the last axis divided by the product of the two norms (clamp it away from 0).
+    ### HINT: Cosine similarity is the dot product of the two vectors after each is scaled to length 1: one number per pair of vectors, so the sum and both norms run over the last axis only, never over the whole tensor; keep the division away from a zero length.
+    ### API: elementwise product and .sum(dim=-1), .norm(dim=-1), .clamp_min(eps)
+    ### LINE: return (u * v).sum(-1) / (u.norm(dim=-1) * v.norm(dim=-1)).clamp_min(eps)
     dot = (u * v).sum(-1)
     return dot / (u.norm(dim=-1) * v.norm(dim=-1)).clamp_min(eps)
     ### END SOLUTION
@@ -68,7 +76,9 @@ class Embeddings(nn.Module):
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         """ids: (B, T) -> x: (B, T, D), using embed_lookup and add_positions."""
         ### BEGIN SOLUTION
-        ### HINT: x = add_positions(embed_lookup(self.token_table, ids), self.position_table, start).
+        ### HINT: The module only wires your two functions together: look each id up in the token table, then add the position vectors, counting positions from start.
+        ### API: embed_lookup, add_positions, self.token_table, self.position_table
+        ### LINE: x = add_positions(embed_lookup(self.token_table, ids), self.position_table, start)
         x = add_positions(embed_lookup(self.token_table, ids), self.position_table, start)
         ### END SOLUTION
         return self.drop(x)

@@ -47,7 +47,9 @@ def gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
     tanh(z) = 2·sigmoid(2z) - 1.
     """
     ### BEGIN SOLUTION
-    ### HINT: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK); mask = offs < n_elements on both tl.load and tl.store; .to(tl.float32) after loading; sqrt(2/pi) = 0.7978845608028654; tanh(z) = 2 * tl.sigmoid(2 * z) - 1; store y.to(y_ptr.dtype.element_ty).
+    ### HINT: Each program handles one block of BLOCK consecutive elements: its indices come from its program id; a mask guards the ragged tail of the last block on every load and store; the arithmetic runs in fp32; tanh is written with a sigmoid; the result is stored in the output's own dtype.
+    ### API: tl.program_id(0), tl.arange(0, BLOCK), tl.load(ptr + offs, mask=mask, other=0.0), .to(tl.float32), tl.sigmoid, tl.store(ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    ### LINE: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK); mask = offs < n_elements; z = 0.7978845608028654 * (x + 0.044715 * x * x * x); y = 0.5 * x * (2 * tl.sigmoid(2 * z))
     pid = tl.program_id(0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)                 # this program's element indices
     mask = offs < n_elements                                 # the ragged tail of the last block
@@ -92,7 +94,9 @@ def layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, stride, D,
     The variance is the biased one (divide by D) and eps goes inside the square root.
     """
     ### BEGIN SOLUTION
-    ### HINT: row = tl.program_id(0); cols = tl.arange(0, BLOCK_D); mask = cols < D; load the row as fp32 with other=0.; mean = tl.sum(x, axis=0) / D; zero the padding lanes of x - mean with tl.where before squaring; biased variance; rstd = 1 / tl.sqrt(var + eps); store mean, rstd and the masked row y.
+    ### HINT: One program normalises one row: load the row's D values in fp32 (the block is padded to a power of two; the padding is masked and loaded as zero), take the mean, zero the padding lanes of the centred row before squaring, take the biased variance, and store the mean and the reciprocal standard deviation for the backward pass along with the normalised, scaled and shifted row.
+    ### API: tl.program_id(0), tl.arange(0, BLOCK_D), tl.load(..., mask=mask, other=0.0), tl.sum(x, axis=0), tl.where, tl.sqrt, tl.store
+    ### LINE: mean = tl.sum(x, axis=0) / D; xc = tl.where(mask, x - mean, 0.0); var = tl.sum(xc * xc, axis=0) / D; rstd = 1.0 / tl.sqrt(var + eps); y = xc * rstd * w (+ b)
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_D)
     mask = cols < D

@@ -12,7 +12,9 @@ import torch.nn as nn
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     """GELU in its tanh form (GPT-2's, and ANDREA's): 0.5·x·(1 + tanh(sqrt(2/pi)·(x + 0.044715·x³)))."""
     ### BEGIN SOLUTION
-    ### HINT: 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))).
+    ### HINT: GELU weighs x by the chance that a standard normal variable is below x; this version approximates that chance with a tanh of a cubic in x, using the constants: the square root of 2 over pi, and 0.044715 on the cube.
+    ### API: torch.tanh, math.sqrt, math.pi, x ** 3
+    ### LINE: return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
     ### END SOLUTION
 
@@ -20,7 +22,9 @@ def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
 def gelu_erf(x: torch.Tensor) -> torch.Tensor:
     """The exact GELU: x·Phi(x) with Phi the standard normal CDF, 0.5·(1 + erf(x / sqrt(2)))."""
     ### BEGIN SOLUTION
-    ### HINT: 0.5 * x * (1 + torch.erf(x / math.sqrt(2))).
+    ### HINT: The exact GELU: x times the standard normal's cumulative probability at x, which the error function gives as one half of one plus erf of x over the square root of 2.
+    ### API: torch.erf, math.sqrt
+    ### LINE: return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
     return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
     ### END SOLUTION
 
@@ -39,6 +43,8 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ### BEGIN SOLUTION
-        ### HINT: self.proj(self.gelu(self.fc(x))).
+        ### HINT: Widen each position's vector from D to F, apply the GELU, then project back down to D: three layers the module already holds, in that order.
+        ### API: self.fc, self.gelu, self.proj
+        ### LINE: return self.proj(self.gelu(self.fc(x)))
         return self.proj(self.gelu(self.fc(x)))   # (B, T, D) -> (B, T, F) -> (B, T, D)
         ### END SOLUTION

@@ -27,7 +27,9 @@ class ANDREA(nn.Module):
         super().__init__()
         self.cfg = cfg
         ### BEGIN SOLUTION
-        ### HINT: self.embed = Embeddings(cfg); self.blocks = nn.ModuleList of cfg.n_layers Blocks; self.ln_f = make_norm(cfg); self.head = Linear(D, V, bias=False), or None when cfg.tie_embeddings.
+        ### HINT: The model holds four parts: the embeddings, a list of L blocks registered as submodules (so their weights are the model's), a final norm of the config's kind, and an output head from D to V without a bias, which a model with tied embeddings does not have (the token table serves instead).
+        ### API: Embeddings(cfg), nn.ModuleList, Block(cfg), make_norm(cfg), nn.Linear(D, V, bias=False)
+        ### LINE: self.embed = Embeddings(cfg); self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers)); self.ln_f = make_norm(cfg); self.head = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.embed = Embeddings(cfg)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = make_norm(cfg)
@@ -41,7 +43,9 @@ class ANDREA(nn.Module):
         start = caches[0].pos if caches else 0
         check_inputs(ids, targets, self.cfg, start)
         ### BEGIN SOLUTION
-        ### HINT: x = self.embed(ids, start); pass x through every block with its cache (caches[i] or None); self.ln_f; logits = x @ self.output_weight().T.
+        ### HINT: Embed the ids at their positions (counting from where the caches left off), pass the stream through every block in turn, each with its own cache when there are caches, apply the final norm, and project onto the vocabulary with the output weight.
+        ### API: self.embed(ids, start), enumerate(self.blocks), block(x, cache), self.ln_f, self.output_weight(), @ and .T
+        ### LINE: x = self.embed(ids, start); for i, block in enumerate(self.blocks): x = block(x, caches[i] if caches else None); logits = self.ln_f(x) @ self.output_weight().T
         x = self.embed(ids, start)                                   # (B, T, D)
         for i, block in enumerate(self.blocks):
             x = block(x, caches[i] if caches else None)              # (B, T, D)
@@ -67,7 +71,9 @@ def count_parameters(cfg) -> dict:
     H, G, K, F_ = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_ff
     b = 1 if cfg.bias else 0
     ### BEGIN SOLUTION
-    ### HINT: count each piece from V, T, D, L, H, G, K, F and b: the qkv projection has (H + 2G)·K outputs; a LayerNorm has gamma and, when cfg.bias, beta (RMSNorm: gamma only); sum them up.
+    ### HINT: Count each part from the sizes alone: a linear layer has inputs times outputs weights, plus one bias per output when the config has biases; the attention projection makes queries for H heads but keys and values for only G; a LayerNorm has a gain and, with biases, a shift, an RMSNorm only a gain; the SwiGLU MLP has three matrices, the GELU MLP two; then add the parts up.
+    ### API: the sizes V, T, D, L, H, G, K, F_ and b given above; cfg.norm, cfg.mlp, cfg.tie_embeddings
+    ### LINE: qkv_out = (H + 2 * G) * K; attention = D * qkv_out + b * qkv_out + D * D + b * D; mlp = 3 * D * F_ + b * (2 * F_ + D) for SwiGLU, else 2 * D * F_ + b * (F_ + D); block = attention + mlp + 2 * norm
     norm = D + (D * b if cfg.norm == "layernorm" else 0)        # gamma (+ beta)
     qkv_out = (H + 2 * G) * K
     attention = D * qkv_out + b * qkv_out + D * D + b * D       # W_qkv, b_qkv, W_O, b_O

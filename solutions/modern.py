@@ -32,7 +32,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.
     x: (..., D), weight (gamma): (D,)  ->  (..., D).  No mean is subtracted and there is no bias.
     """
     ### BEGIN SOLUTION
-    ### HINT: work in at least fp32: wide = torch.promote_types(x.dtype, torch.float32) (float64 stays float64); xw = x.to(wide); multiply xw by torch.rsqrt(mean of xw**2 over dim=-1, keepdim=True, + eps); multiply by weight; cast back with .to(x.dtype). Subtract no mean.
+    ### HINT: RMSNorm divides each vector by its root mean square over its D features (no mean is subtracted) and scales by gamma. Compute in at least fp32, since bf16 loses the sum of squares (float64 stays float64), and return the input's dtype.
+    ### API: torch.promote_types(x.dtype, torch.float32), .to(dtype), .pow(2).mean(dim=-1, keepdim=True), torch.rsqrt
+    ### LINE: xw = x.to(wide); y = xw * torch.rsqrt(xw.pow(2).mean(dim=-1, keepdim=True) + eps); return (y * weight.to(wide)).to(x.dtype)
     wide = torch.promote_types(x.dtype, torch.float32)                    # bf16/fp16 lose the sum of squares
     xw = x.to(wide)
     y = xw * torch.rsqrt(xw.pow(2).mean(dim=-1, keepdim=True) + eps)     # one reduction: mean(x²)
@@ -58,7 +60,9 @@ def swiglu_hidden_dim(d_model: int, multiple_of: int = 256) -> int:
     3·D·F = 2·D·4D  =>  F = 8D/3, rounded up to a multiple of `multiple_of`
     (D = 768 gives 2,048; D = 4096 gives 11,008)."""
     ### BEGIN SOLUTION
-    ### HINT: F = 8 * d_model / 3, then round UP to a multiple of multiple_of: multiple_of * math.ceil(F / multiple_of).
+    ### HINT: SwiGLU has three matrices where the GELU MLP has two, so to keep the parameter count its width is two thirds of 4D, that is 8D over 3, rounded up to the next multiple of multiple_of so the matrices suit the hardware.
+    ### API: math.ceil, integer multiplication
+    ### LINE: return multiple_of * math.ceil(8 * d_model / 3 / multiple_of)
     return multiple_of * math.ceil(8 * d_model / 3 / multiple_of)
     ### END SOLUTION
 
@@ -69,7 +73,9 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     gate, up: (..., F)  ->  (..., F).  Swish(z) = z·sigmoid(z) (torch calls it silu).
     """
     ### BEGIN SOLUTION
-    ### HINT: gate * torch.sigmoid(gate) * up. The Swish goes on the gate only, not on up.
+    ### HINT: A gated unit: the Swish of the gate (the gate times its own sigmoid) decides, element by element, how much of the up value passes. The Swish goes on the gate only.
+    ### API: torch.sigmoid or F.silu, elementwise *
+    ### LINE: return F.silu(gate) * up
     return F.silu(gate) * up
     ### END SOLUTION
 
@@ -89,7 +95,9 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ### BEGIN SOLUTION
-        ### HINT: gate = self.w_gate(x) and up = self.w_up(x), both (B, T, F); combine them with self.swiglu(gate, up); project back with self.w_down.
+        ### HINT: Project x twice to the hidden width, once for the gate and once for the value, combine the two with your swiglu, and project back down to D.
+        ### API: self.w_gate, self.w_up, self.swiglu, self.w_down
+        ### LINE: return self.w_down(self.swiglu(self.w_gate(x), self.w_up(x)))
         return self.w_down(self.swiglu(self.w_gate(x), self.w_up(x)))   # (B, T, D) -> (B, T, F) -> (B, T, D)
         ### END SOLUTION
 
@@ -102,7 +110,9 @@ def kv_cache_bytes(cfg, batch: int = 1, seq_len: int | None = None, bytes_per_va
     """
     S = cfg.context_length if seq_len is None else seq_len
     ### BEGIN SOLUTION
-    ### HINT: 2 (keys and values) · L · B · G · S · K · bytes_per_value, with L = cfg.n_layers, G = cfg.kv_heads (not n_heads), K = cfg.d_head.
+    ### HINT: Every block caches a key and a value vector for every sequence, every cached position and every key/value head: multiply those counts by the head width and by the bytes per value. Only the G key/value heads are cached, not the H query heads.
+    ### API: cfg.n_layers, cfg.kv_heads, cfg.d_head, and S (seq_len, or the context length by default, given above)
+    ### LINE: return 2 * cfg.n_layers * batch * cfg.kv_heads * S * cfg.d_head * bytes_per_value
     return 2 * cfg.n_layers * batch * cfg.kv_heads * S * cfg.d_head * bytes_per_value
     ### END SOLUTION
 

@@ -18,7 +18,9 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     (B, H, T, K) would mix positions and heads.
     """
     ### BEGIN SOLUTION
-    ### HINT: x.view(B, T, H, K) first, then .transpose(1, 2); never reshape straight to (B, H, T, K).
+    ### HINT: The last axis holds the H heads side by side, each K wide. First cut that axis into H pieces of K, leaving the positions where they are, then move the head axis in front of the positions. Reshaping straight to the final shape would mix positions and heads.
+    ### API: .view(B, T, H, K), .transpose(1, 2)
+    ### LINE: return x.view(B, T, n_heads, HK // n_heads).transpose(1, 2)
     B, T, HK = x.shape
     return x.view(B, T, n_heads, HK // n_heads).transpose(1, 2)
     ### END SOLUTION
@@ -27,7 +29,9 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, H, T, K) -> (B, T, H·K): concatenate the heads' outputs, the inverse of split_heads."""
     ### BEGIN SOLUTION
-    ### HINT: transpose(1, 2) back to (B, T, H, K), then reshape to (B, T, H*K).
+    ### HINT: Undo split_heads: move the positions back in front of the heads, then lay the H heads side by side again along one axis of width H times K.
+    ### API: .transpose(1, 2), .reshape(B, T, H * K) (after a transpose the memory is not contiguous, so .view refuses)
+    ### LINE: return x.transpose(1, 2).reshape(B, T, H * K)
     B, H, T, K = x.shape
     return x.transpose(1, 2).reshape(B, T, H * K)
     ### END SOLUTION
@@ -53,7 +57,9 @@ class MultiHeadAttention(nn.Module):
         """Project to q, k, v; split into heads; (append k, v to the cache); attend; merge; W_O."""
         H, G, K = self.n_heads, self.n_kv_heads, self.d_head
         ### BEGIN SOLUTION
-        ### HINT: split self.qkv(x) into sizes [H*K, G*K, G*K]; split_heads each; cache.update(k, v) if a cache is given; repeat_kv by H // G; self.attention(q, k, v); merge_heads; then W_O (self.proj).
+        ### HINT: One projection makes queries for H heads but keys and values for only G heads: cut it into those three parts and split each into heads. A cache, when given, stores the G key and value heads and hands back every position so far. Then each key/value head serves H / G query heads, attention runs over all heads at once, and the merged heads go through the output projection.
+        ### API: self.qkv(x).split([H * K, G * K, G * K], dim=-1), split_heads, cache.update(k, v), repeat_kv(t, H // G), self.attention(q, k, v), merge_heads, self.proj
+        ### LINE: q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1); split each; if cache is not None: k, v = cache.update(k, v); k, v = repeat_kv(k, H // G), repeat_kv(v, H // G); return self.proj(merge_heads(self.attention(q, k, v)))
         q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1)   # (B, T, H·K), (B, T, G·K) x2
         q, k, v = split_heads(q, H), split_heads(k, G), split_heads(v, G)  # (B, H|G, T, K)
         if cache is not None:

@@ -5,7 +5,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from andrea_course.grading import expect_close, expect_equal, expect_true, graded
+from andrea_course.grading import expect_close, expect_equal, expect_runs, expect_true, graded
 from andrea_course import pieces
 
 NEG_INF = float("-inf")
@@ -213,3 +213,50 @@ def test_attention_head(student):
                            "q, k, v projections mixed up: q from w_q, k from w_k, v from w_v":
                                F.scaled_dot_product_attention(k, q, v, is_causal=True)},
                  hint="AttentionHead runs your attention(): if its tests fail, fix those first")
+
+
+# ----- softmax: the axis of the batch, and keepdim (issue 15) -----
+
+def _softmax_by_hand(scores, keep_max=True, keep_sum=True):
+    """softmax over the last axis written out, with keepdim=True switchable on the row maximum
+    and on the row sum: without it a row statistic (..., T) broadcasts along the wrong axis (when
+    T = S) or clashes with the scores' last axis (when T != S)."""
+    z = scores - (scores.amax(dim=-1, keepdim=True) if keep_max else scores.amax(dim=-1))
+    e = z.exp()
+    return e / (e.sum(dim=-1, keepdim=True) if keep_sum else e.sum(dim=-1))
+
+
+KEEPDIM_SUM = ("keepdim forgotten in the row sum: e.sum(dim=-1) has shape (..., T) and lines up with the "
+               "wrong axis; keepdim=True keeps it (..., T, 1), one sum per row")
+KEEPDIM_MAX = ("keepdim forgotten in the row maximum: scores.amax(dim=-1) has shape (..., T) and lines up with "
+               "the wrong axis; keepdim=True keeps it (..., T, 1), one maximum per row")
+KEEPDIM_BOTH = "keepdim forgotten in the row maximum and the row sum: keep both as (..., T, 1) with keepdim=True"
+KEEPDIM_ROW = ("keepdim forgotten in a row statistic (the row maximum or the row sum): it has shape (..., T) and "
+               "does not line up with the rows of the scores; keepdim=True keeps it (..., T, 1), one per row")
+
+
+def _softmax_mistakes(scores):
+    """{mistake: its output} on `scores`, those that run on this shape."""
+    out = {"softmax over dim=0, the batch: each query's row of keys, the last axis (dim=-1), must sum to 1":
+           torch.softmax(scores, dim=0)}
+    for name, keep in ((KEEPDIM_SUM, (True, False)), (KEEPDIM_MAX, (False, True)), (KEEPDIM_BOTH, (False, False))):
+        try:
+            out[name] = _softmax_by_hand(scores, *keep)
+        except RuntimeError:                            # T != S: this mistake raises instead
+            pass
+    return out
+
+
+@graded("attention.softmax", points=1)
+def test_softmax_keeps_one_statistic_per_row(student):
+    """T != S, where a row statistic without keepdim raises, then T = S, where it silently lines up
+    with the wrong axis; and a batch of 2, so that a softmax over dim=0 shows."""
+    softmax = student.piece("attention", "softmax")
+    for shape in ((2, 3, 4, 6), (2, 3, 5, 5)):
+        scores = _randn(*shape, seed=12, scale=2)
+        what = f"softmax(scores of shape {shape})"
+        got = expect_runs(lambda: softmax(scores), what,
+                          mistakes={KEEPDIM_ROW: lambda: _softmax_by_hand(scores, keep_sum=False)},
+            hint="a row statistic (the maximum, the sum) taken with keepdim=True keeps the shape (..., T, 1)")
+        expect_close(got, torch.softmax(scores, dim=-1), what, mistakes=_softmax_mistakes(scores),
+                     hint="normalise over the last axis (the keys), one maximum and one sum per row")

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.grading import expect_close, expect_true, graded
+from andrea_course.grading import expect_close, expect_runs, expect_true, graded
 from andrea_course import pieces
 
 
@@ -130,7 +130,7 @@ def test_post_norm_block(student):
         "the second sublayer left unnormalised: x = ln2(x + mlp(x))": no_second_norm})
 
 
-@graded("block.Block", points=1)
+@graded("block.Block", points=1, taught="modern")
 def test_block_passes_the_cache_on(student):
     """Fed in two parts through a KV cache, the block gives what one pass over the whole
     sequence gives: it must hand its cache to the attention."""
@@ -167,3 +167,32 @@ def test_block_applies_dropout_while_training(student):
     m.eval()
     expect_close(m(x), pre, "Block(cfg, dropout=0.5) in eval mode", hint="dropout is off in eval mode: "
                  "use the module self.drop (an nn.Dropout), not torch.nn.functional.dropout with training=True")
+
+
+# ----- LayerNorm: keepdim (issue 15) -----
+
+def _layer_norm_without_keepdim(x, w, b, eps=1e-5):
+    """The mistake: mean and variance of shape (..., T), which line up with the wrong axis."""
+    mean = x.mean(dim=-1)
+    var = ((x - mean) ** 2).mean(dim=-1)
+    return (x - mean) / torch.sqrt(var + eps) * w + b
+
+
+LN_KEEPDIM = ("keepdim forgotten: x.mean(dim=-1) has one value per token but shape (..., T), which does not line "
+              "up with the tokens of x; keepdim=True keeps it (..., T, 1), for the mean and the variance alike")
+
+
+@graded("block.layer_norm", points=1)
+def test_layer_norm_keeps_one_statistic_per_token(student):
+    """(B, T, D) = (2, 3, 16), where a mean without keepdim raises, then (T, D) = (16, 16), where it
+    silently lines up with the features instead of the tokens."""
+    layer_norm = student.piece("block", "layer_norm")
+    x, w, b = _layer_norm_case()
+    for case in (x, _randn(16, 16, seed=5, scale=2) + _randn(16, 1, seed=6)):
+        what = f"layer_norm(x of shape {tuple(case.shape)}, weight, bias)"
+        got = expect_runs(lambda: layer_norm(case, w, b), what,
+                          mistakes={LN_KEEPDIM: lambda: _layer_norm_without_keepdim(case, w, b)})
+        mistakes = {}
+        if case.shape[-2] == case.shape[-1]:
+            mistakes[LN_KEEPDIM] = _layer_norm_without_keepdim(case, w, b)
+        expect_close(got, F.layer_norm(case, (16,), w, b, eps=1e-5), what, mistakes=mistakes)

@@ -98,7 +98,10 @@ def test_cosine_similarity(student):
     expect_close(got, F.cosine_similarity(u, v, dim=-1), "cosine_similarity(u, v)",
                  mistakes={"raw dot product: divide by ||u||·||v||": (u * v).sum(-1),
                            "divided by ||u||·||v|| squared: use the norms, not their squares":
-                               (u * v).sum(-1) / ((u * u).sum(-1) * (v * v).sum(-1))})
+                               (u * v).sum(-1) / ((u * u).sum(-1) * (v * v).sum(-1)),
+                           "norms over the whole tensor: each pair of vectors needs its own two norms, taken over "
+                           "the last axis (dim=-1) like the dot product":
+                               (u * v).sum(-1) / (u.norm() * v.norm())})
 
 
 

@@ -95,7 +95,7 @@ def test_andrea_with_tied_embeddings(student):
     expect_close(m(ids), want, "ANDREA(tied cfg)(ids)", mistakes=mistakes, hint=USES_PIECES)
 
 
-@graded("model.ANDREA", points=2)
+@graded("model.ANDREA", points=2, taught="modern")
 def test_andrea_with_a_kv_cache(student):
     """The model fed 3 tokens, then 3 more, through its caches (model.new_caches) gives the
     logits that one pass over all 6 gives: every block gets its own cache, and the new tokens'

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ANDREA, ModelConfig
-from andrea_course.grading import expect_close, expect_equal, expect_true, graded
+from andrea_course.grading import expect_close, expect_equal, expect_runs, expect_true, graded
 from andrea_course import pieces
 
 ref_rms_norm = pieces.module("modern").rms_norm
@@ -206,7 +206,7 @@ def test_swiglu_module_matches_reference(student):
 
 
 # ----------------------------------------------------------------------------- the block
-@graded("block.Block", points=1)
+@graded("block.Block", points=1, taught="modern")
 def test_rmsnorm_block_adds_to_the_raw_stream(student):
     """With RMSNorm the block still adds each sublayer's output to the raw residual stream x,
     never to the normalised x: x = x + attn(norm(x)); x = x + mlp(norm(x))."""
@@ -318,7 +318,7 @@ def test_kv_cache_bytes_for_every_G(student):
 
 
 # ----------------------------------------------------------------------------- grouped heads and the cache
-@graded("multihead.MultiHeadAttention", points=2)
+@graded("multihead.MultiHeadAttention", points=2, taught="modern")
 def test_grouped_kv_heads_with_a_kv_cache(student):
     """H = 4 query heads, G = 2 key/value heads: the cache stores the G heads; each serves H/G
     query heads (query head h uses key/value head h // (H/G))."""
@@ -328,7 +328,7 @@ def test_grouped_kv_heads_with_a_kv_cache(student):
 
 
 # ----------------------------------------------------------------------------- the modern model
-@graded("model.ANDREA", points=1)
+@graded("model.ANDREA", points=1, taught="modern")
 def test_the_modern_model_ends_on_its_own_norm(student):
     """ANDREA with the modern config: the final norm is an RMSNorm like every block's (make_norm),
     not always a LayerNorm."""
@@ -510,3 +510,27 @@ def test_rope_attention_with_and_without_a_cache(student):
     y2 = rope_attention(*args)[0]
     expect_close(y2, want[:, :, 3:], "rope_attention of positions 3, 4 after a cache of 3 turned keys",
                  mistakes=_rope_attention_mistakes(*args))
+
+
+# ----------------------------------------------------------------------------- RMSNorm: keepdim (issue 15)
+def _rms_without_keepdim(x, w, eps=1e-5):
+    """The mistake: mean(x²) of shape (..., T), which lines up with the wrong axis."""
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1) + eps) * w
+
+
+RMS_KEEPDIM = ("keepdim forgotten: mean(x²) over dim=-1 has one value per token but shape (..., T), which does "
+               "not line up with the tokens of x; keepdim=True keeps it (..., T, 1)")
+
+
+@graded("modern.rms_norm", points=1)
+def test_rmsnorm_keeps_one_statistic_per_token(student):
+    """(B, T, D) = (2, 3, 8), where mean(x²) without keepdim raises, then (T, D) = (8, 8), where it
+    silently lines up with the features instead of the tokens."""
+    rms_norm = student.piece("modern", "rms_norm")
+    w = 1.0 + 0.1 * _randn(8, seed=9)
+    for x in (_randn(2, 3, 8, seed=10), _randn(8, 8, seed=11) * torch.logspace(-1, 1, 8, dtype=torch.float64)[:, None]):
+        what = f"rms_norm(x of shape {tuple(x.shape)}, weight)"
+        got = expect_runs(lambda: rms_norm(x, w, 1e-5), what,
+                          mistakes={RMS_KEEPDIM: lambda: _rms_without_keepdim(x, w)})
+        mistakes = {RMS_KEEPDIM: _rms_without_keepdim(x, w)} if x.shape[-2] == x.shape[-1] else {}
+        expect_close(got, ref_rms_norm(x, w, 1e-5), what, mistakes=mistakes)

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.grading import Mismatch, expect_close, graded
+from andrea_course.grading import Mismatch, expect_close, expect_runs, graded
 from andrea_course import pieces
 
 B, T, H, K = 2, 5, 3, 4
@@ -122,8 +122,38 @@ def check_with_cache(student, cfg, what):
                      "the new queries attend to all of them": fresh})
 
 
-@graded("multihead.MultiHeadAttention", points=2)
+@graded("multihead.MultiHeadAttention", points=2, taught="modern")
 def test_multihead_attention_with_a_kv_cache(student):
     check_with_cache(student, CFG, "MultiHeadAttention(D=12, H=3) fed 3 positions, then 2, through a KV cache")
 
 
+# ----- grouped key/value heads: repeat_kv (issue 15) -----
+
+REPEAT_KV_MISSING = ("repeat_kv missing: with G < H key/value heads, each must serve H/G query heads before "
+                     "attention; repeat_kv(k, H // G) and repeat_kv(v, H // G) make G heads into H")
+
+
+def _without_repeat_kv(ref, x, cfg):
+    """The mistake: H query heads attend to G key/value heads as they come."""
+    Hq, G, Kh = cfg.n_heads, cfg.kv_heads, cfg.d_head
+    q, k, v = ref.qkv(x).split([Hq * Kh, G * Kh, G * Kh], dim=-1)
+    heads = lambda t, n: t.view(x.shape[0], x.shape[1], n, Kh).transpose(1, 2)
+    return ref.attention(heads(q, Hq), heads(k, G), heads(v, G))
+
+
+@graded("multihead.MultiHeadAttention", points=1, taught="modern")
+def test_grouped_kv_heads(student):
+    """H = 4 query heads, G = 2 key/value heads, no cache: query head h uses key/value head
+    h // (H/G). Without repeat_kv the attention gets 4 and 2 heads and raises: the mistake is
+    named here, in multi-head attention, not in attention()."""
+    cfg = ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=32)
+    ref, x = _mha_case(cfg, seed=50)
+    want, mistakes = _mha_outputs(ref, x, cfg)
+    m = student.piece("multihead", "MultiHeadAttention")(cfg)
+    m.double()
+    m.load_state_dict(ref.state_dict())
+    what = "MultiHeadAttention(D=16, H=4, G=2)(x)"
+    with torch.no_grad():
+        got = expect_runs(lambda: m(x), what, mistakes={REPEAT_KV_MISSING: lambda: _without_repeat_kv(ref, x, cfg)},
+                          hint="split the keys and values into G heads, then repeat each H/G times")
+    expect_close(got, want, what, mistakes=mistakes)

@@ -10,7 +10,7 @@ the learner's piece, and judges the output in the grader's own process with `exp
         expect_close(softmax(scores), reference, "softmax(scores)",
                      mistakes={"softmax over the wrong axis (dim=-2)": reference_wrong_axis})
 """
-from .expect import Mismatch, expect_close, expect_equal, expect_true
+from .expect import Mismatch, expect_close, expect_equal, expect_runs, expect_true
 from .markers import VISIBILITIES, graded
 
-__all__ = ["Mismatch", "VISIBILITIES", "expect_close", "expect_equal", "expect_true", "graded"]
+__all__ = ["Mismatch", "VISIBILITIES", "expect_close", "expect_equal", "expect_runs", "expect_true", "graded"]

@@ -139,6 +139,28 @@ def _same(a, b) -> bool:
     return a == b
 
 
+def expect_runs(call, what: str, *, mistakes: dict | None = None, hint: str = ""):
+    """Run `call()` (the learner's code on the test's input) and return what it returns.
+
+    mistakes: {"description of a typical mistake and its fix": a function that makes that mistake
+    on the same input}. When the learner's code raises and a mistake's function raises the same
+    error (same type, same message: a shape error says which sizes clashed where), a Mismatch
+    names that mistake; any other error propagates as it is (the check box then shows the
+    learner's own line and the test's hints)."""
+    try:
+        return call()
+    except Exception as exc:                        # noqa: BLE001 - judged below, else re-raised
+        for name, wrong in (mistakes or {}).items():
+            try:
+                wrong()
+            except Exception as theirs:             # noqa: BLE001
+                if type(theirs) is type(exc) and str(theirs) == str(exc):
+                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    raise Mismatch(what, f"your code raised {type(exc).__name__}: {first}", hint,
+                                   mistake=name) from exc
+        raise
+
+
 def expect_true(condition: bool, what: str, problem: str, hint: str = "", mistake: str | None = None) -> None:
     """A property check (rows sum to one, causality, ...)."""
     if not condition:

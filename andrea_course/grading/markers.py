@@ -1,20 +1,43 @@
-"""The `graded` decorator: exercise, points and Gradescope visibility of one test."""
+"""The `graded` decorator: exercise, points, Gradescope visibility and, for a test of an idea
+taught in a later notebook, that notebook's activity."""
 import pytest
 
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 
+# The activities in the order the notebooks teach them (notebooks/NN_<activity>.ipynb; bpe is
+# taught in 09_capstone). Only `taught=` and check(..., upto=) read this order.
+LESSONS = ("embeddings", "attention", "multihead", "mlp", "block", "model", "modern", "kernels", "bpe")
 
-def graded(exercise: str, points: float = 1, visibility: str = "visible"):
-    """Mark a test as graded: `exercise` is "activity.piece" (e.g. "attention.softmax")."""
+
+def graded(exercise: str, points: float = 1, visibility: str = "visible", taught: str | None = None):
+    """Mark a test as graded: `exercise` is "activity.piece" (e.g. "attention.softmax").
+
+    taught: the activity whose notebook teaches the idea this test checks, when that is a later
+    notebook than the exercise's own (a KV-cache test of multihead.MultiHeadAttention: "modern").
+    check() in the exercise's own notebook leaves such a test out; the notebook that teaches it
+    (check(..., upto="modern")) and the grader run it."""
     if visibility not in VISIBILITIES:
         raise ValueError(f"visibility must be one of {VISIBILITIES}, got {visibility!r}")
     if points < 0:
         raise ValueError(f"points must be >= 0, got {points}")
     if exercise.count(".") != 1:
         raise ValueError(f"exercise must look like 'activity.piece', got {exercise!r}")
+    if taught is not None and not later_or_same(exercise.split(".")[0], taught):
+        raise ValueError(f"taught must be an activity of {LESSONS} at or after {exercise.split('.')[0]!r}, "
+                         f"got {taught!r}")
 
     def mark(fn):
         fn = pytest.mark.points(points)(fn)
         fn = pytest.mark.visibility(visibility)(fn)
+        if taught is not None:
+            fn = pytest.mark.taught(taught)(fn)
         return pytest.mark.exercise(exercise)(fn)
     return mark
+
+
+def later_or_same(first: str, then: str) -> bool:
+    """Whether the notebook of activity `then` comes at or after that of `first` (False when
+    either is not in LESSONS, unless they are the same)."""
+    if first == then:
+        return True
+    return first in LESSONS and then in LESSONS and LESSONS.index(then) >= LESSONS.index(first)

@@ -73,7 +73,8 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     for line in ("points(n): points this graded test is worth",
                  "visibility(v): Gradescope visibility",
-                 "exercise(name): the exercise ('activity.piece') a graded test grades"):
+                 "exercise(name): the exercise ('activity.piece') a graded test grades",
+                 "taught(activity): the later notebook that teaches the idea a graded test checks"):
         config.addinivalue_line("markers", line)
     config._andrea_impl = config.getoption("--impl") or impl_from_env("solutions")
     workerinput = getattr(config, "workerinput", None)         # an xdist worker

@@ -30,6 +30,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import traceback
 import _thread
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,7 @@ class Run:
     """What one run of graded tests found."""
     outcomes: dict = field(default_factory=dict)    # exercise -> {nodeid: Outcome}
     collected: dict = field(default_factory=dict)   # exercise -> [nodeid, ...] in run order
+    later: dict = field(default_factory=dict)       # exercise -> [activity, ...]: tests left out, taught later
     collect_errors: list = field(default_factory=list)
     exit_code: int | None = None
     log: str = ""
@@ -86,6 +88,9 @@ class Run:
         if kind == "collected":
             for exercise, nodeid in msg[1]:
                 self.collected.setdefault(exercise, []).append(nodeid)
+        elif kind == "later":
+            for exercise, activity in msg[1]:
+                self.later.setdefault(exercise, []).append(activity)
         elif kind == "start":
             self.running = msg[1:]
         elif kind == "outcome":
@@ -157,10 +162,11 @@ def _test_advice(fn) -> tuple[list[str], list[str]]:
         if not isinstance(call, ast.Call):
             continue
         name = getattr(call.func, "id", None) or getattr(call.func, "attr", None)
-        if name not in ("expect_close", "expect_equal", "expect_true"):
+        if name not in ("expect_close", "expect_equal", "expect_true", "expect_runs"):
             continue
         kws = {k.arg: k.value for k in call.keywords if k.arg}
-        hint = kws.get("hint") or (call.args[3] if name != "expect_close" and len(call.args) > 3 else None)
+        hint = kws.get("hint") or (call.args[3] if name in ("expect_equal", "expect_true") and len(call.args) > 3
+                                   else None)
         if hint is not None and text(hint):
             hints.append(text(hint))
         if isinstance(kws.get("mistakes"), ast.Dict):
@@ -219,6 +225,11 @@ def describe(item, call, rep, folder: Path) -> Outcome:
     hints, mistakes = _test_advice(getattr(item, "function", None))
     if isinstance(exc, Mismatch):
         rows = [("problem", f"{exc.what}: {exc.problem}")]
+        if exc.__cause__ is not None and exc.__cause__.__traceback__ is not None:   # expect_runs named an error
+            where = _where([(f.filename, f.lineno, f.name, f.line or "")
+                            for f in traceback.extract_tb(exc.__cause__.__traceback__)], folder)
+            if where:
+                rows.append(("where", where))
         if exc.max_error is not None:
             rows.append(("largest error", f"{exc.max_error:.3g}"))
         if exc.shape_found is not None or exc.shape_expected is not None:
@@ -260,19 +271,39 @@ def exercise_of(item):
     return mark.args[0] if mark is not None and mark.args else None
 
 
-def _hooks(exercises, folder: Path, emit):
-    """A pytest plugin object: keeps the tests of `exercises` and emits one message per event."""
+def taught_in(item) -> str | None:
+    """The activity whose notebook teaches what a graded test checks: its @graded(taught=...),
+    else the exercise's own activity."""
+    mark = item.get_closest_marker("taught")
+    if mark is not None and mark.args:
+        return mark.args[0]
+    exercise = exercise_of(item)
+    return exercise.split(".")[0] if exercise else None
+
+
+def _hooks(exercises, folder: Path, emit, upto: str | None = None):
+    """A pytest plugin object: keeps the tests of `exercises` (of ideas taught up to the notebook
+    of activity `upto`, when given) and emits one message per event."""
     import pytest
+    from ..grading.markers import later_or_same
 
     class Hooks:
         def pytest_collection_modifyitems(self, session, config, items):
-            keep, drop = [], []
+            keep, drop, later = [], [], []
             for item in items:
-                (keep if exercise_of(item) in exercises else drop).append(item)
+                if exercise_of(item) not in exercises:
+                    drop.append(item)
+                elif upto is not None and not later_or_same(taught_in(item), upto):
+                    drop.append(item)
+                    later.append((exercise_of(item), taught_in(item)))
+                else:
+                    keep.append(item)
             items[:] = keep
             if drop:
                 config.hook.pytest_deselected(items=drop)
             emit(("collected", [(exercise_of(i), i.nodeid) for i in keep]))
+            if later:
+                emit(("later", later))
 
         def pytest_collectreport(self, report):
             if report.failed:
@@ -338,11 +369,11 @@ def _isolated_modules(*stems: str):
         sys.modules.update(saved)
 
 
-def _pytest(paths: list[Path], exercises, impl_name: str, tests_dir: Path, emit) -> None:
+def _pytest(paths: list[Path], exercises, impl_name: str, tests_dir: Path, emit, upto: str | None = None) -> None:
     """Run the graded tests of `exercises` in `paths` with pytest, in this process."""
     import pytest
 
-    hooks = _hooks(set(exercises), resolve(impl_name), emit)
+    hooks = _hooks(set(exercises), resolve(impl_name), emit, upto)
     args = [*map(str, paths), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider", "--impl", impl_name,
             "-o", "addopts=", "-o", "python_files=test_*.py", "--capture=sys", "-q", "--tb=short",
             "--color=no", "-W", "ignore", "--import-mode=importlib",
@@ -355,11 +386,14 @@ def _pytest(paths: list[Path], exercises, impl_name: str, tests_dir: Path, emit)
     emit(("done", int(code), out.getvalue()[-4000:]))
 
 
-def run_tests(paths, exercises, impl_name: str, tests_dir: Path, limit: float | None = None) -> Run:
-    """Run the graded tests of `exercises`, each under `limit` seconds (time_limit() by default).
-    Never raises: a timeout, a crash or the learner's interrupt are reported in Run.stopped."""
+def run_tests(paths, exercises, impl_name: str, tests_dir: Path, limit: float | None = None,
+              upto: str | None = None) -> Run:
+    """Run the graded tests of `exercises`, each under `limit` seconds (time_limit() by default);
+    with `upto`, only those of ideas taught up to that activity's notebook (the others are listed
+    in Run.later). Never raises: a timeout, a crash or the learner's interrupt are reported in
+    Run.stopped."""
     limit = time_limit() if limit is None else float(limit)
-    work = lambda emit: _pytest(list(paths), exercises, impl_name, Path(tests_dir), emit)
+    work = lambda emit: _pytest(list(paths), exercises, impl_name, Path(tests_dir), emit, upto)
     if mode() == "fork":
         _warm()
         return _forked(work, limit, resolve(impl_name))

@@ -6,6 +6,11 @@ check("attention.softmax") runs exactly the tests marked with that exercise, wit
 the learner's freshly re-read files, each test under a time limit (_runner.py: in a forked child
 on Linux), and shows one box. It never raises, except KeyboardInterrupt: the learner's interrupt
 stops the cell, after a box that says so.
+
+A notebook checks only what it has taught: check() and use() run the tests of ideas taught up to
+the exercise's own notebook, and a test marked @graded(..., taught="modern") runs from notebook
+07 on (check("multihead.MultiHeadAttention", upto="modern")) and in the grader, which runs every
+test. The boxes point to hint("activity.piece") for more help (hints.py).
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from pathlib import Path
 
 from .. import pieces
 from ..graded import GRADED
+from ..grading.markers import LESSONS
 from ..overlay import Overlay, impl_from_env, resolve
 from ._display import box
 from ._runner import Outcome, Run, run_tests, syntax_error_text, time_limit
@@ -37,6 +43,7 @@ class CheckResult:
     error: str | None = None         # the tests could not be run at all (missing file, bad name, ...)
     syntax: str | None = None        # the learner's file does not compile: `file, line N` and a caret
     not_run: int = 0                 # tests left unrun after a timeout or a crash
+    later: list = field(default_factory=list)   # activities teaching the tests left out (upto=)
     interrupted: bool = False        # the learner interrupted the check
 
     @property
@@ -94,37 +101,36 @@ def _stamps(impl_name: str, test_files: list[Path]) -> tuple:
 
 
 def run_graded(exercise: str, impl: str | os.PathLike | None = None,
-               tests_dir: str | os.PathLike | None = None, reuse: bool = False) -> CheckResult:
+               tests_dir: str | os.PathLike | None = None, reuse: bool = False,
+               upto: str | None = None) -> CheckResult:
     """Run the graded tests of `exercise` ("activity.piece") against `impl`; never raises.
 
+    upto: run only the tests of ideas taught up to that activity's notebook (None: every test).
     reuse=True returns the last result for the same exercise, code and tests when no file
     changed since (use() after check() then costs nothing)."""
     impl_name = str(impl) if impl is not None else notebook_impl()
-    key = (exercise, impl_name, str(tests_dir))
+    key = (exercise, impl_name, str(tests_dir), upto)
     try:
         stamps = _stamps(impl_name, graded_files(exercise, tests_dir))
     except Exception:                                # noqa: BLE001 - then simply do not reuse
         stamps = None
     if reuse and stamps is not None and key in _recent and _recent[key][0] == stamps:
         return _recent[key][1]
-    result = _run_graded(exercise, impl_name, tests_dir)
+    result = _run_many([exercise], impl_name, tests_dir, upto)[exercise]
     if stamps is not None and result.error is None and not result.interrupted:
         _recent[key] = (stamps, result)
     return result
 
 
-def _run_graded(exercise: str, impl_name: str, tests_dir) -> CheckResult:
-    return _run_many([exercise], impl_name, tests_dir)[exercise]
-
-
 def run_graded_many(exercises, impl: str | os.PathLike | None = None,
-                    tests_dir: str | os.PathLike | None = None) -> dict[str, CheckResult]:
+                    tests_dir: str | os.PathLike | None = None, upto: str | None = None) -> dict[str, CheckResult]:
     """{exercise: CheckResult} for several exercises, in ONE pytest run (cheaper than one run
     each: the suite checks every exercise the notebooks name this way). Never raises."""
-    return _run_many(list(dict.fromkeys(exercises)), str(impl) if impl is not None else notebook_impl(), tests_dir)
+    return _run_many(list(dict.fromkeys(exercises)), str(impl) if impl is not None else notebook_impl(),
+                     tests_dir, upto)
 
 
-def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, CheckResult]:
+def _run_many(exercises: list[str], impl_name: str, tests_dir, upto: str | None = None) -> dict[str, CheckResult]:
     results = {e: CheckResult(e, impl_name) for e in exercises}
     tests_dir = Path(tests_dir) if tests_dir is not None else TESTS_DIR
     files: dict[str, list[Path]] = {}
@@ -134,6 +140,9 @@ def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, Chec
         except ValueError:
             result.error = (f"{exercise!r} is not an exercise name: write it as 'activity.piece', "
                             f"e.g. 'attention.softmax'")
+            continue
+        if upto is not None and upto != activity and upto not in LESSONS:
+            result.error = f"upto={upto!r} is not an activity of the course: one of {', '.join(LESSONS)}"
             continue
         try:
             paths = graded_files(exercise, tests_dir)
@@ -150,7 +159,7 @@ def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, Chec
     if not files:
         return results
     paths = list(dict.fromkeys(p for ps in files.values() for p in ps))
-    run = run_tests(paths, list(files), impl_name, tests_dir)
+    run = run_tests(paths, list(files), impl_name, tests_dir, upto=upto)
     for exercise in files:
         _fill(results[exercise], run, files[exercise])
     return results
@@ -190,6 +199,7 @@ def _fill(result: CheckResult, run: Run, paths: list[Path]) -> None:
             ("problem", "the process running this test ended abruptly (a crash, os._exit or exit() in your "
                         "code, or it ran out of memory)")])
     result.outcomes = list(outcomes.values())
+    result.later = list(run.later.get(exercise, []))
     result.not_run = max(0, len(run.collected.get(exercise, [])) - len(outcomes)) if run.stopped else 0
     result.interrupted = run.stopped == "interrupt"
     if run.collect_errors:
@@ -223,6 +233,23 @@ def _sections(bad: list[Outcome]) -> list[tuple[str, list]]:
     return [(", ".join(names), merged) for names, merged in groups.values()]
 
 
+def _more_help(exercise: str) -> tuple[str, str]:
+    return ("more help", f'hint("{exercise}"): what to reach for, then the line (one more each call); '
+                         f'reveal_piece("{exercise}"): the answer')
+
+
+def _later(result: CheckResult) -> list[tuple[str, str]]:
+    """A line on the tests left out because their idea is taught in a later notebook."""
+    if not result.later:
+        return []
+    n = len(result.later)
+    where = sorted(set(result.later), key=lambda a: LESSONS.index(a) if a in LESSONS else len(LESSONS))
+    notebooks = ", ".join(f"{LESSONS.index(a) + 1:02d}_{a}" if a in LESSONS else a for a in where)
+    return [("later", f"{n} more graded test{'s' * (n != 1)} check{'s' * (n == 1)} what notebook {notebooks} "
+                      f"teaches: {'they run' if n != 1 else 'it runs'} there "
+                      f"(check({result.exercise!r}, upto={where[-1]!r})) and in the grader")]
+
+
 def show_result(result: CheckResult) -> None:
     """Display the one box that sums up a CheckResult."""
     ex, st = result.exercise, result.status
@@ -240,12 +267,13 @@ def show_result(result: CheckResult) -> None:
     elif st == "passed":
         names = [o.name for o in result.outcomes if o.status == "passed"]
         box("passed", f"{ex}: all {len(names)} graded test{'s' * (len(names) != 1)} pass",
-            [("", [("", n) for n in names])], who)
+            [("", [("", n) for n in names] + _later(result))], who)
     elif st == "unwritten":
         hint = next((o.hint for o in result.outcomes if o.status == "unwritten"), "")
         rows = [("", "its body still raises NotImplementedError (the exercise stub)")]
         if hint:
             rows.append(("hint", hint))
+        rows += [_more_help(ex)] + _later(result)
         box("unwritten", f"{ex}: the notebook uses the reference for now",
             [("", rows)], who + f"; write it in exercises/{ex.split('.')[0]}.py, then run this cell again")
     elif st == "failed":
@@ -256,6 +284,7 @@ def show_result(result: CheckResult) -> None:
         if result.not_run:
             sections.append(("", [("", f"{result.not_run} more graded test{'s' * (result.not_run != 1)} "
                                        f"did not run after that")]))
+        sections.append(("", [_more_help(ex)] + _later(result)))
         box("failed", f"{ex}: {len(bad)} of {total} graded tests fail", sections,
             who + "; until they pass, the notebook uses the reference")
     else:
@@ -263,17 +292,23 @@ def show_result(result: CheckResult) -> None:
             who + "; the notebook uses the reference for now")
 
 
+def _upto(exercise: str, upto: str | None) -> str | None:
+    """check()'s and use()'s default: the tests of ideas taught up to the exercise's own notebook."""
+    return upto if upto is not None else (str(exercise).split(".")[0] if "." in str(exercise) else None)
+
+
 def check(exercise: str, *, impl: str | os.PathLike | None = None,
-          tests_dir: str | os.PathLike | None = None) -> None:
+          tests_dir: str | os.PathLike | None = None, upto: str | None = None) -> None:
     """Run the graded tests of one exercise (e.g. "attention.softmax") and show one box.
 
     impl: whose code ($ANDREA_IMPL if set, else "exercises"); tests_dir: where test_<activity>.py
-    lives (the course's tests/). Each test may run time_limit() seconds ($ANDREA_CHECK_TIMEOUT,
+    lives (the course's tests/); upto: the activity of the notebook this runs in (default: the
+    exercise's own): tests of ideas that a later notebook teaches are left out, and the box says so. Each test may run time_limit() seconds ($ANDREA_CHECK_TIMEOUT,
     default 30). Returns None; raises only KeyboardInterrupt, after its box, when the learner
     interrupts (so the cell, and a Run All, stop there).
     """
     try:
-        result = run_graded(exercise, impl, tests_dir)
+        result = run_graded(exercise, impl, tests_dir, upto=_upto(exercise, upto))
     except KeyboardInterrupt:
         result = CheckResult(exercise, str(impl or notebook_impl()), interrupted=True)
     except Exception as exc:                         # noqa: BLE001 - a check must not break a notebook
@@ -288,8 +323,9 @@ def check(exercise: str, *, impl: str | os.PathLike | None = None,
 
 
 def use(activity: str, name: str, *, impl: str | os.PathLike | None = None,
-        tests_dir: str | os.PathLike | None = None, quiet: bool = False):
-    """The learner's `name` from `activity` if all its graded tests pass, else the engine's
+        tests_dir: str | os.PathLike | None = None, quiet: bool = False, upto: str | None = None):
+    """The learner's `name` from `activity` if all its graded tests pass (those of ideas taught up
+    to the notebook of `upto`, default `activity`, as check()), else the engine's
     (andrea_course/pieces/<activity>.py).
 
     Prints one line saying which is used. The tests run under check()'s time limit, and the
@@ -301,7 +337,7 @@ def use(activity: str, name: str, *, impl: str | os.PathLike | None = None,
     exercise = f"{activity}.{name}"
     hint = f"run check({exercise!r})"
     try:
-        result = run_graded(exercise, impl_name, tests_dir, reuse=True)
+        result = run_graded(exercise, impl_name, tests_dir, reuse=True, upto=_upto(exercise, upto))
         if result.interrupted:
             raise KeyboardInterrupt
         timeouts = [o.name for o in result.outcomes if o.status == "timeout"]
