@@ -394,3 +394,81 @@ def test_the_untouched_exercises_fail_every_graded_test_by_name(tmp_path):
         assert [p.tag for p in problems] == ["failure"], f"{file}::{name} did not fail with the exercises"
         assert STUB_MARK in text and exercise in text, (
             f"{file}::{name} failed without saying that {exercise} is {STUB_MARK}:\n{text[:1500]}")
+
+
+# ----- issue 15's gaps: mistakes that were never named -----
+
+def _softmax_without_keepdim(s):
+    e = (s - s.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1)                      # (..., T): raises when T != S, misaligned when T = S
+
+
+def _softmax_without_keepdim_when_square(s):
+    """Only when T = S (elsewhere right): the mistake as the square input alone shows it."""
+    return _softmax_without_keepdim(s) if s.shape[-1] == s.shape[-2] else torch.softmax(s, dim=-1)
+
+
+def _layer_norm_without_keepdim(x, weight, bias, eps=1e-5):
+    mean = x.mean(dim=-1)
+    var = ((x - mean) ** 2).mean(dim=-1)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+class MHAWithoutRepeatKV(mh.MultiHeadAttention):
+    def forward(self, x, cache=None):
+        H, G, K = self.n_heads, self.n_kv_heads, self.d_head
+        q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1)
+        q, k, v = mh.split_heads(q, H), mh.split_heads(k, G), mh.split_heads(v, G)
+        return self.proj(mh.merge_heads(self.attention(q, k, v)))
+
+
+GAPS = [
+    ("test_attention.py", "test_softmax_keeps_one_statistic_per_row",
+     {("attention", "softmax"): lambda s: torch.softmax(s, dim=0)}, "softmax over dim=0"),
+    ("test_attention.py", "test_softmax_keeps_one_statistic_per_row",
+     {("attention", "softmax"): lambda s: s.exp() / s.exp().sum(dim=0)}, "softmax over dim=0"),
+    ("test_attention.py", "test_softmax_keeps_one_statistic_per_row",
+     {("attention", "softmax"): _softmax_without_keepdim}, "keepdim forgotten in a row statistic"),
+    ("test_attention.py", "test_softmax_keeps_one_statistic_per_row",
+     {("attention", "softmax"): lambda s: (s - s.amax(dim=-1)).exp() / (s - s.amax(dim=-1)).exp().sum(-1, keepdim=True)},
+     "keepdim forgotten in a row statistic"),
+    ("test_attention.py", "test_softmax_keeps_one_statistic_per_row",
+     {("attention", "softmax"): _softmax_without_keepdim_when_square}, "keepdim forgotten in the row sum"),
+    ("test_embeddings.py", "test_cosine_similarity",
+     {("embeddings", "cosine_similarity"): lambda u, v, eps=1e-8: (u * v).sum(-1) / (u.norm() * v.norm())},
+     "norms over the whole tensor"),
+    ("test_block.py", "test_layer_norm_keeps_one_statistic_per_token",
+     {("block", "layer_norm"): _layer_norm_without_keepdim}, "keepdim forgotten"),
+    ("test_block.py", "test_layer_norm_keeps_one_statistic_per_token",
+     {("block", "layer_norm"): lambda x, w, b, eps=1e-5: (_layer_norm_without_keepdim(x, w, b, eps) if x.dim() == 2
+                                                          else F.layer_norm(x, x.shape[-1:], w, b, eps))},
+     "keepdim forgotten"),
+    ("test_modern.py", "test_rmsnorm_keeps_one_statistic_per_token",
+     {("modern", "rms_norm"): lambda x, w, eps=1e-5: x * torch.rsqrt(x.pow(2).mean(dim=-1) + eps) * w},
+     "keepdim forgotten"),
+    ("test_multihead.py", "test_grouped_kv_heads", {("multihead", "MultiHeadAttention"): MHAWithoutRepeatKV},
+     "repeat_kv missing"),
+]
+
+
+@pytest.mark.parametrize("file, test, overrides, named", GAPS, ids=[f"{t}[{n}]" for _, t, _, n in GAPS])
+def test_the_gaps_are_named(file, test, overrides, named):
+    test_the_graded_test_names_the_mistake(file, test, overrides, named)
+
+
+def test_a_shape_error_is_named_only_when_the_mistake_raises_the_same_error():
+    """expect_runs: the learner's error must equal the mistake's own (type and message) on the
+    test's input; another error passes through unchanged, and a working call returns its value."""
+    from andrea_course.grading import expect_runs
+
+    x = torch.ones(2, 3, 4)
+    named = {"keepdim forgotten": lambda: x / x.sum(-1)}
+    with pytest.raises(Mismatch) as caught:
+        expect_runs(lambda: x / x.sum(-1), "f(x)", mistakes=named)
+    assert caught.value.mistake == "keepdim forgotten" and "your code raised RuntimeError" in str(caught.value)
+    assert isinstance(caught.value.__cause__, RuntimeError)             # the box shows the learner's line from it
+    with pytest.raises(RuntimeError, match="size of tensor"):            # another shape error: not named
+        expect_runs(lambda: x / x.sum(1), "f(x)", mistakes=named)
+    with pytest.raises(ZeroDivisionError):
+        expect_runs(lambda: 1 / 0, "f(x)", mistakes=named)
+    assert expect_runs(lambda: 7, "f(x)", mistakes=named) == 7
