@@ -116,7 +116,13 @@ def stub_lines(activity: str, region: dict) -> list[str]:
     idea = textwrap.wrap(region["idea"], width=100 - len(indent), initial_indent=f"{indent}# Hint: ",
                          subsequent_indent=f"{indent}#       ")
     return [*idea, f'{indent}# More help: hint("{piece}") in the notebook, one level at a time.',
-            f"{indent}raise NotImplementedError({message!r})"]
+            f"{indent}raise NotImplementedError({_quoted(message)})"]
+
+
+def _quoted(text: str) -> str:
+    """A single-quoted Python literal, whatever quotes `text` holds (repr switches to double
+    quotes for a text with an apostrophe; the stubs keep one form)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def strip_solutions(source: str, activity: str, found: list[dict] | None = None) -> str:

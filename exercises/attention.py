@@ -71,7 +71,7 @@ def softmax(scores: torch.Tensor) -> torch.Tensor:
     #       Subtract each row's largest score first (the result is the same, but exp cannot
     #       overflow), and keep the reduced axis so each row's statistic lines up with its row.
     # More help: hint("attention.softmax") in the notebook, one level at a time.
-    raise NotImplementedError("attention.softmax: not implemented yet. Hint: Each query's row of scores becomes weights that are positive and sum to one: exponentiate, then divide each row by its own sum, over the keys (the last axis). Subtract each row's largest score first (the result is the same, but exp cannot overflow), and keep the reduced axis so each row's statistic lines up with its row.")
+    raise NotImplementedError('attention.softmax: not implemented yet. Hint: Each query\'s row of scores becomes weights that are positive and sum to one: exponentiate, then divide each row by its own sum, over the keys (the last axis). Subtract each row\'s largest score first (the result is the same, but exp cannot overflow), and keep the reduced axis so each row\'s statistic lines up with its row.')
 
 
 def weighted_sum(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -82,7 +82,7 @@ def weighted_sum(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     # Hint: Each query's output is the average of the value vectors, weighted by that query's
     #       row of attention weights: one matrix product does it for every query.
     # More help: hint("attention.weighted_sum") in the notebook, one level at a time.
-    raise NotImplementedError("attention.weighted_sum: not implemented yet. Hint: Each query's output is the average of the value vectors, weighted by that query's row of attention weights: one matrix product does it for every query.")
+    raise NotImplementedError('attention.weighted_sum: not implemented yet. Hint: Each query\'s output is the average of the value vectors, weighted by that query\'s row of attention weights: one matrix product does it for every query.')
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True) -> torch.Tensor:

@@ -27,7 +27,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     #       axis so they line up with the vector. Use the biased variance (divide by D), put eps
     #       inside the square root, then scale by gamma and shift by beta when there is one.
     # More help: hint("block.layer_norm") in the notebook, one level at a time.
-    raise NotImplementedError("block.layer_norm: not implemented yet. Hint: Normalise each position's vector on its own: subtract its mean and divide by its standard deviation, both taken over that vector's D features, keeping the reduced axis so they line up with the vector. Use the biased variance (divide by D), put eps inside the square root, then scale by gamma and shift by beta when there is one.")
+    raise NotImplementedError('block.layer_norm: not implemented yet. Hint: Normalise each position\'s vector on its own: subtract its mean and divide by its standard deviation, both taken over that vector\'s D features, keeping the reduced axis so they line up with the vector. Use the biased variance (divide by D), put eps inside the square root, then scale by gamma and shift by beta when there is one.')
 
 
 class LayerNorm(nn.Module):

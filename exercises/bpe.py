@@ -34,7 +34,7 @@ def pair_counts(words: dict) -> dict:
     # Hint: Every neighbouring pair inside a word occurs as often as the word does: walk each
     #       word's adjacent pairs and add the word's count to each pair's tally.
     # More help: hint("bpe.pair_counts") in the notebook, one level at a time.
-    raise NotImplementedError("bpe.pair_counts: not implemented yet. Hint: Every neighbouring pair inside a word occurs as often as the word does: walk each word's adjacent pairs and add the word's count to each pair's tally.")
+    raise NotImplementedError('bpe.pair_counts: not implemented yet. Hint: Every neighbouring pair inside a word occurs as often as the word does: walk each word\'s adjacent pairs and add the word\'s count to each pair\'s tally.')
 
 
 def merge_pair(word: tuple, pair: tuple, new_id: int) -> tuple:
@@ -80,7 +80,7 @@ def encode(text: str, merges: list) -> list:
         #       neighbouring pairs that have a rank, merge the one learned first, and repeat
         #       until no pair has a rank.
         # More help: hint("bpe.encode") in the notebook, one level at a time.
-        raise NotImplementedError("bpe.encode: not implemented yet. Hint: Apply the learned merges in the order they were learned: among the word's neighbouring pairs that have a rank, merge the one learned first, and repeat until no pair has a rank.")
+        raise NotImplementedError('bpe.encode: not implemented yet. Hint: Apply the learned merges in the order they were learned: among the word\'s neighbouring pairs that have a rank, merge the one learned first, and repeat until no pair has a rank.')
         ids.extend(word)
     return ids
 

@@ -31,7 +31,7 @@ def embed_onehot(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     #       the vocabulary, not as the largest id that happens to appear, and of the table's
     #       dtype.
     # More help: hint("embeddings.embed_onehot") in the notebook, one level at a time.
-    raise NotImplementedError("embeddings.embed_onehot: not implemented yet. Hint: A one-hot vector with its 1 at position id, multiplied by the table, picks out row id: the lookup written as a matrix product. The one-hot vectors must be as long as the vocabulary, not as the largest id that happens to appear, and of the table's dtype.")
+    raise NotImplementedError('embeddings.embed_onehot: not implemented yet. Hint: A one-hot vector with its 1 at position id, multiplied by the table, picks out row id: the lookup written as a matrix product. The one-hot vectors must be as long as the vocabulary, not as the largest id that happens to appear, and of the table\'s dtype.')
 
 
 def add_positions(tok: torch.Tensor, position_table: torch.Tensor, start: int = 0) -> torch.Tensor:

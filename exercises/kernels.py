@@ -53,7 +53,7 @@ def gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
     #       store; the arithmetic runs in fp32; tanh is written with a sigmoid; the result is
     #       stored in the output's own dtype.
     # More help: hint("kernels.gelu_kernel") in the notebook, one level at a time.
-    raise NotImplementedError("kernels.gelu_kernel: not implemented yet. Hint: Each program handles one block of BLOCK consecutive elements: its indices come from its program id; a mask guards the ragged tail of the last block on every load and store; the arithmetic runs in fp32; tanh is written with a sigmoid; the result is stored in the output's own dtype.")
+    raise NotImplementedError('kernels.gelu_kernel: not implemented yet. Hint: Each program handles one block of BLOCK consecutive elements: its indices come from its program id; a mask guards the ragged tail of the last block on every load and store; the arithmetic runs in fp32; tanh is written with a sigmoid; the result is stored in the output\'s own dtype.')
 
 
 def gelu(x: torch.Tensor, kernel=gelu_kernel, block: int = 1024) -> torch.Tensor:
@@ -94,7 +94,7 @@ def layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, stride, D,
     #       store the mean and the reciprocal standard deviation for the backward pass along
     #       with the normalised, scaled and shifted row.
     # More help: hint("kernels.layer_norm_kernel") in the notebook, one level at a time.
-    raise NotImplementedError("kernels.layer_norm_kernel: not implemented yet. Hint: One program normalises one row: load the row's D values in fp32 (the block is padded to a power of two; the padding is masked and loaded as zero), take the mean, zero the padding lanes of the centred row before squaring, take the biased variance, and store the mean and the reciprocal standard deviation for the backward pass along with the normalised, scaled and shifted row.")
+    raise NotImplementedError('kernels.layer_norm_kernel: not implemented yet. Hint: One program normalises one row: load the row\'s D values in fp32 (the block is padded to a power of two; the padding is masked and loaded as zero), take the mean, zero the padding lanes of the centred row before squaring, take the biased variance, and store the mean and the reciprocal standard deviation for the backward pass along with the normalised, scaled and shifted row.')
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float = 1e-5,

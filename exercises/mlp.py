@@ -25,7 +25,7 @@ def gelu_erf(x: torch.Tensor) -> torch.Tensor:
     # Hint: The exact GELU: x times the standard normal's cumulative probability at x, which the
     #       error function gives as one half of one plus erf of x over the square root of 2.
     # More help: hint("mlp.gelu_erf") in the notebook, one level at a time.
-    raise NotImplementedError("mlp.gelu_erf: not implemented yet. Hint: The exact GELU: x times the standard normal's cumulative probability at x, which the error function gives as one half of one plus erf of x over the square root of 2.")
+    raise NotImplementedError('mlp.gelu_erf: not implemented yet. Hint: The exact GELU: x times the standard normal\'s cumulative probability at x, which the error function gives as one half of one plus erf of x over the square root of 2.')
 
 
 class MLP(nn.Module):
@@ -44,4 +44,4 @@ class MLP(nn.Module):
         # Hint: Widen each position's vector from D to F, apply the GELU, then project back
         #       down to D: three layers the module already holds, in that order.
         # More help: hint("mlp.MLP") in the notebook, one level at a time.
-        raise NotImplementedError("mlp.MLP.forward: not implemented yet. Hint: Widen each position's vector from D to F, apply the GELU, then project back down to D: three layers the module already holds, in that order.")
+        raise NotImplementedError('mlp.MLP.forward: not implemented yet. Hint: Widen each position\'s vector from D to F, apply the GELU, then project back down to D: three layers the module already holds, in that order.')

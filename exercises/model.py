@@ -33,7 +33,7 @@ class ANDREA(nn.Module):
         #       kind, and an output head from D to V without a bias, which a model with tied
         #       embeddings does not have (the token table serves instead).
         # More help: hint("model.ANDREA") in the notebook, one level at a time.
-        raise NotImplementedError("model.ANDREA.__init__: not implemented yet. Hint: The model holds four parts: the embeddings, a list of L blocks registered as submodules (so their weights are the model's), a final norm of the config's kind, and an output head from D to V without a bias, which a model with tied embeddings does not have (the token table serves instead).")
+        raise NotImplementedError('model.ANDREA.__init__: not implemented yet. Hint: The model holds four parts: the embeddings, a list of L blocks registered as submodules (so their weights are the model\'s), a final norm of the config\'s kind, and an output head from D to V without a bias, which a model with tied embeddings does not have (the token table serves instead).')
         self.cross_entropy = cross_entropy
         self.reset_parameters()
 

@@ -37,7 +37,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.
     #       subtracted) and scales by gamma. Compute in at least fp32, since bf16 loses the sum
     #       of squares (float64 stays float64), and return the input's dtype.
     # More help: hint("modern.rms_norm") in the notebook, one level at a time.
-    raise NotImplementedError("modern.rms_norm: not implemented yet. Hint: RMSNorm divides each vector by its root mean square over its D features (no mean is subtracted) and scales by gamma. Compute in at least fp32, since bf16 loses the sum of squares (float64 stays float64), and return the input's dtype.")
+    raise NotImplementedError('modern.rms_norm: not implemented yet. Hint: RMSNorm divides each vector by its root mean square over its D features (no mean is subtracted) and scales by gamma. Compute in at least fp32, since bf16 loses the sum of squares (float64 stays float64), and return the input\'s dtype.')
 
 
 class RMSNorm(nn.Module):

@@ -76,7 +76,8 @@ def _softmax_ending(tmp_path: Path, body: str) -> Path:
 
 
 def _line_of(sub: Path, needle: str) -> int:
-    return next(i for i, row in enumerate((sub / "attention.py").read_text().splitlines(), 1) if needle in row)
+    return next(i for i, row in enumerate((sub / "attention.py").read_text().splitlines(), 1)
+                if needle in row and not row.lstrip().startswith("#"))      # not the hint lines
 
 
 def _no_internals(out: str) -> None:
@@ -172,3 +173,91 @@ def test_boxes_carry_no_terminal_colour_codes():
     sections = [("t", [("problem", "\x1b[31mred\x1b[0m text")])]
     assert "\x1b" not in render_html("failed", "x", sections)
     assert "\x1b" not in render_text("failed", "x", sections) and "red text" in render_text("failed", "x", sections)
+
+
+# ----- tiered hints, tests of ideas taught later, named shape errors (issue 15) -----
+
+def test_hint_gives_one_more_level_each_call_and_reveal_piece_says_it_is_the_answer(capsys, monkeypatch):
+    from andrea_course.notebook import hint, reveal_piece
+    from andrea_course.notebook import hints
+    monkeypatch.setattr(hints, "_given", {})
+    found = hints.levels("attention.softmax")
+    outs = []
+    for _ in range(4):
+        assert hint("attention.softmax") is None
+        outs.append(capsys.readouterr().out)
+    assert "hint 1 of 3" in outs[0] and found["idea"] in outs[0]
+    assert found["api"] not in outs[0] and found["line"] not in outs[0] and 'hint("attention.softmax") again' in outs[0]
+    assert "hint 2 of 3" in outs[1] and found["api"] in outs[1] and found["line"] not in outs[1]
+    assert "hint 3 of 3" in outs[2] and found["line"] in outs[2] and 'reveal_piece("attention.softmax")' in outs[2]
+    assert outs[3] == outs[2]                                      # no level beyond the line
+    assert reveal_piece("attention.softmax") is None
+    out = capsys.readouterr().out
+    assert out.startswith("The answer: the reference code of attention.softmax") and found["code"] in out
+    hint("attention.sofmax")                                        # a typo: a box, never an exception
+    out = capsys.readouterr().out
+    assert out.startswith("[COULD NOT CHECK] attention.sofmax: no hint") and "'attention.softmax'" in out
+
+
+def test_the_amber_box_gives_only_the_idea_and_points_to_hint(capsys):
+    from andrea_course.notebook.hints import levels
+    found = levels("attention.softmax")
+    check("attention.softmax", impl="exercises")
+    out = capsys.readouterr().out
+    assert out.startswith("[NOT WRITTEN YET] attention.softmax"), out
+    assert found["idea"] in " ".join(out.split()) and 'hint("attention.softmax")' in out
+    assert found["api"] not in out and found["line"] not in out
+
+
+def test_a_forgotten_keepdim_is_named_with_the_learners_line(tmp_path, capsys, monkeypatch):
+    """The course's own graded tests: the learner's shape error becomes the named mistake, with
+    the learner's line, never a traceback through attention.py's callers."""
+    monkeypatch.setenv("ANDREA_CHECK_MODE", "fork")
+    sub = _softmax_ending(tmp_path, "    return e / e.sum(dim=-1)\n")
+    check("attention.softmax", impl=sub)
+    out = capsys.readouterr().out
+    assert out.startswith("[NOT YET RIGHT] attention.softmax"), out
+    assert "typical mistake: keepdim forgotten in a row statistic" in out
+    assert f"attention.py, line {_line_of(sub, 'e / e.sum(dim=-1)')}, in softmax" in out
+    assert 'more help: hint("attention.softmax")' in out
+    _no_internals(out)
+
+
+def test_a_notebook_checks_only_what_it_has_taught(capsys):
+    """check() in notebook 03 leaves out the KV-cache and grouped-head tests of multi-head attention
+    (taught in 07) and says so; check(..., upto="modern") and the grader run them."""
+    from andrea_course.notebook import run_graded
+    later = {"test_multihead_attention_with_a_kv_cache", "test_grouped_kv_heads_with_a_kv_cache", "test_grouped_kv_heads"}
+    ex = "multihead.MultiHeadAttention"
+    in_03 = run_graded(ex, impl="solutions", upto="multihead")
+    in_07 = run_graded(ex, impl="solutions", upto="modern")
+    grader = run_graded(ex, impl="solutions")
+    names = lambda r: {o.name for o in r.outcomes}
+    assert in_03.passed and names(in_03) and not names(in_03) & later and sorted(in_03.later) == ["modern"] * 3
+    assert in_07.passed and later <= names(in_07) and not in_07.later
+    assert names(grader) == names(in_07)
+    check(ex, impl="solutions")
+    out = capsys.readouterr().out
+    assert out.startswith(f"[PASSED] {ex}: "), out
+    assert all(f"      {name}\n" in out for name in names(in_03)) and not any(name in out for name in later)
+    assert "3 more graded tests check what notebook 07_modern teaches" in out and "upto='modern'" in out
+    check(ex, impl="solutions", upto="nowhere")
+    assert "upto='nowhere' is not an activity of the course" in capsys.readouterr().out
+
+
+def test_taught_must_name_a_later_notebook():
+    from andrea_course.grading import graded
+    with pytest.raises(ValueError, match="at or after 'multihead'"):
+        graded("multihead.MultiHeadAttention", taught="attention")
+    with pytest.raises(ValueError, match="got 'later'"):
+        graded("multihead.MultiHeadAttention", taught="later")
+    graded("multihead.MultiHeadAttention", taught="modern")
+
+
+def test_the_lessons_follow_the_notebooks():
+    """LESSONS (the order taught= and upto= read) is the order of notebooks/NN_<activity>.ipynb."""
+    from andrea_course.grading.markers import LESSONS
+    from andrea_course.overlay import ROOT
+    stems = [p.stem.split("_", 1)[1] for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    taught = [s for s in stems if s in LESSONS]
+    assert taught == [a for a in LESSONS if a in taught] and len(taught) >= len(LESSONS) - 1, (stems, LESSONS)

@@ -158,7 +158,8 @@ def test_softmax_is_stable_and_handles_masked_scores(student):
     expect_close(got, torch.softmax(scores, dim=-1), "softmax(very large, very small and -inf scores)",
                  hint="subtract each row's maximum (scores.amax(dim=-1, keepdim=True)) before exp",
                  mistakes={"the row maximum is not subtracted: exp(1000) overflows to inf":
-                           scores.exp() / scores.exp().sum(-1, keepdim=True)})
+                           scores.exp() / scores.exp().sum(-1, keepdim=True),
+                           KEEPDIM_SUM: _softmax_by_hand(scores, keep_sum=False)})
 
 
 @graded("attention.weighted_sum", points=1)

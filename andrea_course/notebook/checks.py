@@ -266,7 +266,8 @@ def show_result(result: CheckResult) -> None:
             who + "; no test ran; until it compiles, the notebook uses the reference")
     elif st == "passed":
         names = [o.name for o in result.outcomes if o.status == "passed"]
-        box("passed", f"{ex}: all {len(names)} graded test{'s' * (len(names) != 1)} pass",
+        box("passed", f"{ex}: " + (f"all {len(names)} graded tests pass" if len(names) != 1 else
+                                   "its 1 graded test passes"),
             [("", [("", n) for n in names] + _later(result))], who)
     elif st == "unwritten":
         hint = next((o.hint for o in result.outcomes if o.status == "unwritten"), "")
