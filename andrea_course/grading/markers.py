@@ -4,9 +4,9 @@ import pytest
 
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 
-# The activities in the order the notebooks teach them (notebooks/NN_<activity>.ipynb; bpe is
-# taught in 09_capstone). Only `taught=` and check(..., upto=) read this order.
-LESSONS = ("embeddings", "attention", "multihead", "mlp", "block", "model", "modern", "kernels", "bpe")
+# The activities in the order the notebooks teach them (notebooks/NN_<activity>.ipynb; bpe and
+# optim are taught in 09_capstone). Only `taught=` and check(..., upto=) read this order.
+LESSONS = ("embeddings", "attention", "multihead", "mlp", "block", "model", "modern", "kernels", "bpe", "optim")
 
 
 def graded(exercise: str, points: float = 1, visibility: str = "visible", taught: str | None = None):
