@@ -79,7 +79,7 @@ def test_attention_scores(student):
     got = student.piece("attention", "attention_scores")(q, k)
     expect_close(got, torch.einsum("...tk,...sk->...ts", q, k), "attention_scores(q, k)",
                  mistakes={"keys against queries (k @ qᵀ): rows are queries, columns keys": k @ q.transpose(-2, -1)},
-                 hint="q @ k.transpose(-2, -1): (..., T, K) @ (..., K, S) -> (..., T, S)")
+                 hint="every query against every key: turn only the last two axes of k, (..., T, K) times (..., K, S) gives (..., T, S)")
 
 
 @graded("attention.scale_scores", points=1)
@@ -156,7 +156,7 @@ def test_softmax_is_stable_and_handles_masked_scores(student):
                           dtype=torch.float64)
     got = student.piece("attention", "softmax")(scores)
     expect_close(got, torch.softmax(scores, dim=-1), "softmax(very large, very small and -inf scores)",
-                 hint="subtract each row's maximum (scores.amax(dim=-1, keepdim=True)) before exp",
+                 hint="subtract each row's own maximum before exponentiating: the weights do not change and nothing overflows",
                  mistakes={"the row maximum is not subtracted: exp(1000) overflows to inf":
                            scores.exp() / scores.exp().sum(-1, keepdim=True),
                            KEEPDIM_SUM: _softmax_by_hand(scores, keep_sum=False)})
@@ -168,7 +168,7 @@ def test_weighted_sum_of_values(student):
     v = _randn(2, 6, 3, seed=7)                                          # (B, S, K)
     got = student.piece("attention", "weighted_sum")(w, v)
     expect_close(got, torch.einsum("bts,bsk->btk", w, v), "weighted_sum(weights, v)",
-                 hint="weights @ v: (..., T, S) @ (..., S, K) -> (..., T, K)")
+                 hint="each query's output is its row of weights times the values: (..., T, S) times (..., S, K) gives (..., T, K)")
 
 
 # ----- attention end to end -----
@@ -261,6 +261,6 @@ def test_softmax_keeps_one_statistic_per_row(student):
         what = f"softmax(scores of shape {shape})"
         got = expect_runs(lambda: softmax(scores), what,
                           mistakes={KEEPDIM_ROW: lambda: _softmax_by_hand(scores, keep_sum=False)},
-            hint="a row statistic (the maximum, the sum) taken with keepdim=True keeps the shape (..., T, 1)")
+            hint="each row's maximum and sum must keep a last axis of size 1, (..., T, 1), to line up with their row")
         expect_close(got, torch.softmax(scores, dim=-1), what, mistakes=_softmax_mistakes(scores),
                      hint="normalise over the last axis (the keys), one maximum and one sum per row")

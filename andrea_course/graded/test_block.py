@@ -143,7 +143,7 @@ def test_block_passes_the_cache_on(student):
         want, fresh = ref(x)[:, 3:], ref(x[:, 3:])
     m(x[:, :3], cache)
     expect_close(m(x[:, 3:], cache), want, "Block(cfg) fed 3 positions, then 2, through a KV cache",
-                 hint="call self.attn(self.ln1(x), cache): the attention appends to the cache",
+                 hint="hand the cache to the attention: it appends the new keys and values and attends to all of them",
                  mistakes={"the cache not passed on: self.attn(self.ln1(x), cache) keeps the earlier "
                            "positions' keys and values": fresh})
 

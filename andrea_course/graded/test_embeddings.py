@@ -24,7 +24,7 @@ def test_embed_lookup_reads_one_row_per_id(student):
     got = student.piece("embeddings", "embed_lookup")(table, ids)
     expect_close(got, F.embedding(ids, table), "embed_lookup(table, ids)",
                  mistakes={"ids shifted by one: token id i reads row i, no offset": table[(ids + 1) % V]},
-                 hint="table[ids] picks one row per id and keeps the (B, T) layout")
+                 hint="each id picks its own row of the table, and the output keeps the (B, T) layout of the ids")
 
 
 @graded("embeddings.embed_onehot", points=1)
@@ -32,7 +32,7 @@ def test_embed_onehot_equals_the_lookup(student):
     table, ids = _table_and_ids(1)
     got = student.piece("embeddings", "embed_onehot")(table, ids)
     expect_close(got, F.embedding(ids, table), "embed_onehot(table, ids)",
-                 hint="F.one_hot(ids, num_classes=V) is (B, T, V); cast it to table.dtype and multiply by the table")
+                 hint="one-hot vectors as long as the vocabulary, (B, T, V) in the table's dtype, times the table")
     expect_true(got.dtype == table.dtype, "embed_onehot(table, ids).dtype",
                 f"dtype {got.dtype}, expected the table's {table.dtype}",
                 "cast the one-hot matrix to table.dtype before the product")
@@ -53,7 +53,7 @@ def test_embed_onehot_when_the_last_ids_are_absent(student):
                        mistake="F.one_hot(ids) without num_classes: its width is max(ids) + 1, not V; "
                                "pass num_classes=table.shape[0]") from None
     expect_close(got, F.embedding(ids, table), "embed_onehot(table, ids with max id 4, V = 11)",
-                 hint="F.one_hot(ids, num_classes=V): the width is V whatever the ids")
+                 hint="the one-hot vectors are as long as the vocabulary, whichever ids this batch happens to hold")
 
 
 def _positions_case(start):

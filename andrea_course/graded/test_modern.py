@@ -120,7 +120,7 @@ def test_rmsnorm_computes_in_fp32(student):
     got = rms_norm(x, w, 1e-5)
     dtype = str(got.dtype) if isinstance(got, torch.Tensor) else type(got).__name__
     expect_equal(dtype, "torch.bfloat16", "rms_norm(bf16 x).dtype",
-                 hint="compute in fp32, then cast back with .to(x.dtype)",
+                 hint="compute in fp32, then give the result back in x's own dtype",
                  mistakes={"returned fp32: cast the result back to x's dtype with .to(x.dtype)": "torch.float32"})
     want = ref_rms_norm(x, w, 1e-5)
     expect_close(got, want, "rms_norm(bf16 x, ones)")        # within bf16's tolerance first
@@ -350,7 +350,7 @@ def test_the_modern_model_ends_on_its_own_norm(student):
             x = block(x)
         layer_normed = F.layer_norm(x, (cfg.d_model,), ref.ln_f.weight, None, cfg.norm_eps) @ ref.output_weight().T
     expect_close(m(ids), want, "ANDREA(andrea-tiny-modern)(ids)",
-                 hint="build the final norm with make_norm(cfg), as the blocks build theirs",
+                 hint="the final norm is of the config's kind, built the way the blocks build theirs",
                  mistakes={"the final norm is always a LayerNorm: with cfg.norm = 'rmsnorm' it is an RMSNorm; "
                            "build it with make_norm(cfg)": layer_normed})
 

@@ -116,8 +116,8 @@ def check_with_cache(student, cfg, what):
                        "the cache holds the G key/value heads as they come out of the projection",
                        mistake="repeat_kv before the cache: cache.update(k, v) first (G heads), "
                                "then repeat what it returns to H heads") from None
-    expect_close(got, want, what, hint="append k and v to the cache with cache.update(k, v) and attend to "
-                 "everything it returns", mistakes={
+    expect_close(got, want, what, hint="the cache appends the new keys and values and returns them with every "
+                 "earlier one: attend to everything it returns", mistakes={
                      "the KV cache ignored: cache.update(k, v) returns every key and value so far; "
                      "the new queries attend to all of them": fresh})
 
