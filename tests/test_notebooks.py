@@ -199,7 +199,8 @@ def test_check_unwritten_piece_is_amber(graded_dir, capsys):
     out = capsys.readouterr().out
     assert out.startswith("[NOT WRITTEN YET] attention.softmax")
     assert "the notebook uses the reference for now" in out
-    assert "hint: subtract scores.amax" in out
+    assert "hint: Each query's row of scores becomes weights" in out     # the idea, never the line
+    assert "amax" not in out and 'hint("attention.softmax")' in out
 
 
 def test_check_rereads_the_learners_file(graded_dir, tmp_path, capsys):
