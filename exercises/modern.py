@@ -121,7 +121,7 @@ def rope_frequencies(d_head: int, T: int, theta: float = 10000.0):
     #       index over the head's width; the angle is position times frequency (a table of T
     #       rows and K/2 columns); return its cosine and sine.
     # More help: hint("modern.rope_frequencies") in the notebook, one level at a time.
-    raise NotImplementedError("modern.rope_frequencies: not implemented yet. Hint: one frequency per pair of features, falling from 1 geometrically with the pair's index over the head's width; the angle is position times frequency (a table of T rows and K/2 columns); return its cosine and sine.")
+    raise NotImplementedError('modern.rope_frequencies: not implemented yet. Hint: one frequency per pair of features, falling from 1 geometrically with the pair\'s index over the head\'s width; the angle is position times frequency (a table of T rows and K/2 columns); return its cosine and sine.')
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -137,7 +137,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int
     #       positions start .. start + T - 1; turn each pair (first half, second half) by its
     #       angle as a 2-D rotation; join the halves back and return x's dtype.
     # More help: hint("modern.apply_rope") in the notebook, one level at a time.
-    raise NotImplementedError("modern.apply_rope: not implemented yet. Hint: split the last axis into its two halves; take the rows of cos and sin for the positions start .. start + T - 1; turn each pair (first half, second half) by its angle as a 2-D rotation; join the halves back and return x's dtype.")
+    raise NotImplementedError('modern.apply_rope: not implemented yet. Hint: split the last axis into its two halves; take the rows of cos and sin for the positions start .. start + T - 1; turn each pair (first half, second half) by its angle as a 2-D rotation; join the halves back and return x\'s dtype.')
 
 
 def rope_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
