@@ -2,23 +2,36 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# Extra index for torch (empty: PyPI). A GPU user may set e.g.
+# torch is pinned here (not in pyproject.toml) so that CI is reproducible. Which build pip
+# takes depends on the index: on Linux PyPI's torch==2.13.0 is the CUDA build (several GB);
+# for the CPU build set TORCH_INDEX=https://download.pytorch.org/whl/cpu, for a GPU e.g.
 #   TORCH_INDEX=https://download.pytorch.org/whl/cu128
+TORCH     ?= torch==2.13.0
 TORCH_INDEX ?=
-STAMP  := $(VENV)/.installed
+PIP       := $(BIN)/python -m pip install -q --disable-pip-version-check
+LAB_STAMP := $(VENV)/.lab-installed
+ALL_STAMP := $(VENV)/.installed
 
 .PHONY: lab test grade setup exercises train bench clean
-setup: $(STAMP)
+setup: $(ALL_STAMP)
 
-$(STAMP): pyproject.toml
+# What a learner needs: torch, the course (editable) with JupyterLab, widgets, plots, pytest for
+# check() and Triton for notebook 08; and the course's kernel. The kernelspec is named python3,
+# the name the notebooks carry (Colab, Binder and VS Code know it), shown as "ANDREA course".
+$(LAB_STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/python -m pip install -q -e '.[all]'
-	$(BIN)/python -m ipykernel install --sys-prefix --name andrea --display-name "ANDREA course"
-	@touch $(STAMP)
+	$(PIP) $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PIP) -e '.[notebooks]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "ANDREA course"
+	@touch $@
+
+# Everything: the learner's set plus training, Hugging Face, the test suite and the browser test.
+$(ALL_STAMP): $(LAB_STAMP)
+	$(PIP) -e '.[all]'
+	@touch $@
 
 # As root (containers, cloud machines) JupyterLab wants --allow-root.
-lab: $(STAMP)
+lab: $(LAB_STAMP)
 	cd notebooks && ../$(BIN)/jupyter-lab $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # The whole suite: unit and graded tests; every notebook under nbval twice, once with the
@@ -30,7 +43,7 @@ lab: $(STAMP)
 # threads fighting over the cores made small-tensor training cells 5-20x slower.
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadscope
 NOKEY  := $(abspath build/release)
-test: $(STAMP)
+test: $(ALL_STAMP)
 	@test -d solutions || { echo "this is a learner's release (no solutions/): run 'make grade' to grade your exercises"; exit 2; }
 	ANDREA_IMPL=solutions $(PYTEST) -m "not browser" tests andrea_course/graded instructor/hidden_tests
 	ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks
@@ -39,16 +52,16 @@ test: $(STAMP)
 		-n 2 --dist loadscope -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 	$(BIN)/python -m pytest -m browser tests/test_browser.py
 
-grade: $(STAMP)
+grade: $(LAB_STAMP)
 	ANDREA_IMPL=exercises $(BIN)/python -m pytest -q andrea_course/graded
 
-exercises: $(STAMP)
+exercises: $(LAB_STAMP)
 	$(BIN)/andrea-make-exercises
 
-train: $(STAMP)
+train: $(ALL_STAMP)
 	$(BIN)/andrea-train --config andrea-tiny --out runs/tiny
 
-bench: $(STAMP)
+bench: $(ALL_STAMP)
 	$(BIN)/python bench/model.py
 
 clean:
