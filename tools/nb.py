@@ -7,20 +7,78 @@ a markdown cell whose lines carry a leading `# ` (removed in the notebook).
     python tools/nb.py build notebooks/src.py notebooks/01_embeddings.ipynb
     python tools/nb.py text notebooks/01_embeddings.ipynb > /tmp/01.py    # edit, then build
     python tools/nb.py strip notebooks/*.ipynb                            # no outputs, no counts
+    python tools/nb.py colab notebooks/*.ipynb                            # the Colab badge and cell
 
-Every notebook gets the course's kernelspec (name "andrea", display "ANDREA course") and is
-written without outputs or execution counts.
+Every notebook gets the kernelspec `python3` (what Colab, Binder and VS Code recognise; `make lab`
+registers the course's venv under that name) and is written without outputs or execution
+counts. `colab` puts an "Open in Colab" badge under each notebook's title and, as its first code
+cell, the set-up cell that runs on Colab only (andrea_course/notebook/colab.py); both take the
+repository's address from pyproject.toml's [project.urls] Repository, and running it again
+after that address changes rewrites them.
 """
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
-KERNELSPEC = {"name": "andrea", "display_name": "ANDREA course", "language": "python"}
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 LANGUAGE_INFO = {"name": "python", "pygments_lexer": "ipython3",
                  "codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
                  "mimetype": "text/x-python", "nbconvert_exporter": "python"}
+
+
+ROOT = Path(__file__).resolve().parent.parent
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+COLAB_CELL_ID = "colab-setup"
+COLAB_CELL = """\
+# Google Colab only (elsewhere this cell does nothing): keeps the course in your Google Drive,
+# where your exercises survive the VM, and installs it next to Colab's own torch and widgets.
+# drive=False keeps it on the VM instead (lost when Colab recycles the VM).
+import sys
+if "google.colab" in sys.modules:
+    import os, subprocess
+    REPO, VM_COPY = "{repo}", "/content/andrea"
+    if not os.path.isdir(VM_COPY):
+        subprocess.run(["git", "clone", "-q", "--depth=1", REPO, VM_COPY], check=True)
+    sys.path.insert(0, VM_COPY)
+    from andrea_course.notebook.colab import setup
+    setup(REPO, VM_COPY, drive=True)"""
+
+
+def repository() -> str:
+    """The course's public repository, from pyproject.toml's [project.urls] Repository."""
+    found = re.search(r'^Repository\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"), re.M)
+    if not found:
+        raise SystemExit("pyproject.toml has no [project.urls] Repository = \"https://github.com/OWNER/NAME\"")
+    return found.group(1).rstrip("/")
+
+
+def colab_url(notebook_name: str, repo: str | None = None) -> str:
+    """Colab's address for notebooks/<notebook_name> on the repository's main branch."""
+    path = (repo or repository()).removeprefix("https://github.com/")
+    return f"https://colab.research.google.com/github/{path}/blob/main/notebooks/{notebook_name}"
+
+
+def colab_badge(notebook_name: str, repo: str | None = None) -> str:
+    return f"[![Open In Colab]({COLAB_BADGE})]({colab_url(notebook_name, repo)})"
+
+
+def with_colab(nb: dict, notebook_name: str, repo: str | None = None) -> dict:
+    """The badge as the title cell's third line, the set-up cell right after the title cell;
+    replaced in place when they are there already (other cells untouched)."""
+    repo = repo or repository()
+    title = nb["cells"][0]
+    lines = [r for r in title["source"] if COLAB_BADGE not in r]
+    if len(lines) > 2 and lines[1] == "\n" and lines[2] == "\n":      # the badge's blank line
+        del lines[2]
+    title["source"] = lines[:2] + [colab_badge(notebook_name, repo) + "\n", "\n"] + lines[2:]
+    cell = {"cell_type": "code", "execution_count": None, "id": COLAB_CELL_ID, "metadata": {},
+            "outputs": [], "source": _lines(COLAB_CELL.format(repo=repo))}
+    nb["cells"] = [c for c in nb["cells"] if c.get("id") != COLAB_CELL_ID]
+    nb["cells"].insert(1, cell)
+    return nb
 
 
 def _lines(text: str) -> list[str]:
@@ -100,6 +158,10 @@ def main(argv: list[str]) -> int:
         for p in map(Path, argv[1:]):
             write(strip(json.loads(p.read_text(encoding="utf-8"))), p)
             print(f"stripped {p}")
+    elif len(argv) >= 2 and argv[0] == "colab":
+        for p in map(Path, argv[1:]):
+            write(with_colab(json.loads(p.read_text(encoding="utf-8")), p.name), p)
+            print(f"Colab badge and set-up cell in {p}")
     else:
         print(__doc__)
         return 2
