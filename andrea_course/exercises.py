@@ -198,7 +198,9 @@ def hints_text(solutions: Path | None = None) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    from . import __version__
+    parser = argparse.ArgumentParser(prog="andrea-make-exercises", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--check", action="store_true", help="only report files that differ")
     parser.add_argument("--out", type=Path, default=EXERCISES)
     args = parser.parse_args(argv)

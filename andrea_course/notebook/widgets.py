@@ -1,24 +1,23 @@
-"""quiz() and reveal(): self-check questions and model answers, as widgets in a notebook and
-as plain text elsewhere. Both return None (a returned widget would be shown twice).
+"""quiz() and reveal(): self-check questions as widgets and model answers as collapsed Markdown
+in a notebook, as plain text elsewhere. Both return None (a returned widget would be shown twice).
 quiz() and its helpers live in quizzes.py."""
 from __future__ import annotations
+
+import html as _html
 
 from ._display import in_notebook
 from .quizzes import Question, grade, quiz, quiz_widget, seal, sealed_source, unseal  # noqa: F401
 
 
 def reveal_widget(title: str, answer_markdown: str):
-    """A collapsed Accordion whose body renders `answer_markdown` (math included)."""
-    import ipywidgets as w
+    """The answer as a collapsed HTML <details> block around its Markdown (math included), as
+    an IPython Markdown object. No ipywidgets Accordion: Colab's widget manager breaks it, and
+    JupyterLab, Colab, VS Code and GitHub all render <details> in Markdown."""
     from IPython.display import Markdown
 
-    out = w.Output()
-    with out:
-        from IPython.display import display
-        display(Markdown(answer_markdown))
-    acc = w.Accordion(children=[out], selected_index=None)
-    acc.set_title(0, f"{title} (click to reveal)")
-    return acc
+    # The blank lines let the Markdown inside the HTML block be rendered as Markdown.
+    return Markdown(f"<details>\n<summary><b>{_html.escape(title)}</b> (click to reveal)</summary>\n\n"
+                    f"{answer_markdown}\n\n</details>")
 
 
 def reveal(title: str, answer_markdown: str) -> None:
