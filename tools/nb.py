@@ -4,7 +4,7 @@
 The text form is the "percent" format: a line `# %%` starts a code cell, `# %% [markdown]`
 a markdown cell whose lines carry a leading `# ` (removed in the notebook).
 
-    python tools/nb.py build notebooks/src.py notebooks/01_embeddings.ipynb
+    python tools/nb.py build notebooks/src.py notebooks/01_embeddings.ipynb   # Colab cell included
     python tools/nb.py text notebooks/01_embeddings.ipynb > /tmp/01.py    # edit, then build
     python tools/nb.py strip notebooks/*.ipynb                            # no outputs, no counts
     python tools/nb.py colab notebooks/*.ipynb                            # the Colab badge and cell
@@ -76,7 +76,9 @@ def with_colab(nb: dict, notebook_name: str, repo: str | None = None) -> dict:
     title["source"] = lines[:2] + [colab_badge(notebook_name, repo) + "\n", "\n"] + lines[2:]
     cell = {"cell_type": "code", "execution_count": None, "id": COLAB_CELL_ID, "metadata": {},
             "outputs": [], "source": _lines(COLAB_CELL.format(repo=repo))}
-    nb["cells"] = [c for c in nb["cells"] if c.get("id") != COLAB_CELL_ID]
+    first_line = COLAB_CELL.split("\n")[0]
+    nb["cells"] = [c for c in nb["cells"] if c.get("id") != COLAB_CELL_ID and
+                   not "".join(c["source"]).startswith(first_line)]
     nb["cells"].insert(1, cell)
     return nb
 
@@ -150,7 +152,8 @@ def to_text(nb: dict) -> str:
 def main(argv: list[str]) -> int:
     if len(argv) >= 3 and argv[0] == "build":
         src, dst = Path(argv[1]), Path(argv[2])
-        write(with_ids(notebook(cells_from_text(src.read_text(encoding="utf-8"))), dst.stem), dst)
+        nb = with_ids(notebook(cells_from_text(src.read_text(encoding="utf-8"))), dst.stem)
+        write(with_colab(nb, dst.name), dst)
         print(f"wrote {dst}")
     elif len(argv) == 2 and argv[0] == "text":
         sys.stdout.write(to_text(json.loads(Path(argv[1]).read_text(encoding="utf-8"))))
