@@ -66,6 +66,7 @@ def test_readme_links_every_notebook_to_colab():
     stale = set(re.findall(r"https://colab\.research\.google\.com/github/[^)\s]+", readme)) - {
         nb_tool.colab_url(p.name) for p in NOTEBOOKS}
     assert not stale, f"README.md links notebooks that are not the course's: {sorted(stale)}"
+    assert nb_tool.binder_url() in readme, "README.md: no Binder link for the repository in pyproject.toml"
 
 
 def test_colab_cell_does_nothing_elsewhere(tmp_path, monkeypatch):
@@ -160,13 +161,13 @@ def _env(**extra) -> dict:
 
 
 # name -> what pip installs into it; "{src}" is that venv's own copy of the course (a clone of
-# `origin`), outside the repository. Colab's stand-in gets its own torch (the CPU 2.13.0 on disk),
-# numpy, ipywidgets 7 and a kernel, and its own pip (the first cell calls it). The others read one
-# shared torch==2.13.0 (installed once, read-only, through a .pth file) and get everything else
-# fresh, by the test process's pip (`pip --python`): the extras are what they test, and
-# installing torch eight times would take most of the time.
+# `origin`), outside the repository. Colab's stand-in gets its own torch (the CPU 2.13.0 on
+# disk), numpy, ipywidgets 7.7.1 (Colab's) and a kernel, and its own pip (the first cell calls
+# it). The others read one shared torch==2.13.0 (installed once, read-only, through a .pth file)
+# and get everything else fresh, from the test process's pip (`pip --python`): the extras are
+# what they test, and installing torch eight times would take most of the time.
 VENVS = {
-    "colab": [TORCH, "numpy", "ipywidgets<8", "ipykernel", "matplotlib"],
+    "colab": [TORCH, "numpy", "ipywidgets==7.7.1", "ipykernel", "matplotlib"],
     "plain": ["{src}"],                            # non-editable; {src} is deleted afterwards
     "notebooks": ["-e", "{src}[notebooks]"],
     "kernels": ["-e", "{src}[kernels]"],
@@ -303,6 +304,7 @@ def test_colab_first_cell_keeps_colabs_packages_and_runs_notebook_01(venvs, orig
 
     printed = _execute(_colab_notebook(notebook, origin, content), python, content, jupyter, monkeypatch)
     home = content / "drive" / "MyDrive" / "andrea"
+    print(printed[1])                                   # "... set up in N s." (pytest -s shows it)
     assert f"ANDREA course: {home} (in your Google Drive" in printed[1], printed[1]
     assert f"torch {before['torch']['version']}" in printed[1] and "ipywidgets 7." in printed[1]
     assert _snapshot(python, kept) == before, "the first cell changed Colab's torch, numpy or ipywidgets"

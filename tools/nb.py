@@ -61,6 +61,12 @@ def colab_url(notebook_name: str, repo: str | None = None) -> str:
     return f"https://colab.research.google.com/github/{path}/blob/main/notebooks/{notebook_name}"
 
 
+def binder_url(notebook_name: str = "01_embeddings.ipynb", repo: str | None = None) -> str:
+    """Binder's address: the repository's main branch in JupyterLab, at notebooks/<notebook_name>."""
+    path = (repo or repository()).removeprefix("https://github.com/")
+    return f"https://mybinder.org/v2/gh/{path}/main?urlpath=lab/tree/notebooks/{notebook_name}"
+
+
 def colab_badge(notebook_name: str, repo: str | None = None) -> str:
     return f"[![Open In Colab]({COLAB_BADGE})]({colab_url(notebook_name, repo)})"
 

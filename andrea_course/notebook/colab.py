@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 KEPT = ("torch", "numpy", "ipywidgets")      # Colab's own: held at their installed versions
@@ -34,7 +35,7 @@ EXTRA = "colab"                              # pyproject.toml: what the notebook
 
 def setup(repo: str, vm_copy: str | os.PathLike, drive: bool = True) -> None:
     """Make the course at `vm_copy` (or its copy in Google Drive) this kernel's course."""
-    vm_copy = Path(vm_copy)
+    started, vm_copy = time.monotonic(), Path(vm_copy)
     home = drive_folder(vm_copy) if drive else vm_copy
     news = place(vm_copy, home) if drive else "cloned onto this VM"
     kept = held_versions()
@@ -42,7 +43,7 @@ def setup(repo: str, vm_copy: str | os.PathLike, drive: bool = True) -> None:
     point_kernel_at(home, vm_copy)
     where = ("in your Google Drive: your exercises stay there" if drive else
              "on this VM only: lost when Colab recycles it; download exercises/ before you leave")
-    print(f"ANDREA course: {home} ({where}); {news}.")
+    print(f"ANDREA course: {home} ({where}); {news}; set up in {time.monotonic() - started:.0f} s.")
     print("Kept Colab's own " + ", ".join(f"{k} {v}" for k, v in kept.items()) + ".")
     print(f"Edit your exercises in {home / 'exercises'}: Files pane (left), double-click a .py file.")
 
