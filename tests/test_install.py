@@ -424,11 +424,11 @@ def test_hf_extra_exports_to_transformers(venvs, tmp_path):
 @pytest.mark.slow
 @pytest.mark.venv("test")
 def test_test_extra_runs_graded_tests(venvs, tmp_path):
-    """[test] alone: pytest with xdist runs graded tests against the reference; hypothesis and
-    nbval (for `make test`'s notebook runs) are there."""
+    """[test] alone: pytest runs graded tests against the reference; xdist, hypothesis and nbval
+    (for `make test`'s workers, properties and notebook runs) are there."""
     python = python_of(venvs, "test")
     src = python.parent.parent.parent / "test-src"
-    out = _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "tests/test_embeddings.py"],
+    out = _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_embeddings.py"],
                cwd=src, env=_env(ANDREA_IMPL="solutions")).stdout
     assert re.search(r"\b\d+ passed", out) and " failed" not in out, out
     _venv_run(python, "import hypothesis, nbval, xdist", tmp_path)
