@@ -428,7 +428,7 @@ def test_test_extra_runs_graded_tests(venvs, tmp_path):
     (for `make test`'s workers, properties and notebook runs) are there."""
     python = python_of(venvs, "test")
     src = python.parent.parent.parent / "test-src"
-    out = _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_embeddings.py"],
+    out = _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "andrea_course/graded/test_embeddings.py"],
                cwd=src, env=_env(ANDREA_IMPL="solutions")).stdout
     assert re.search(r"\b\d+ passed", out) and " failed" not in out, out
     _venv_run(python, "import hypothesis, nbval, xdist", tmp_path)
