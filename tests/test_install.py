@@ -443,7 +443,6 @@ def test_browser_extra_brings_playwright(venvs, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.venv("plain")
-@pytest.mark.xfail(strict=False, reason="needs the engine, issue 12")
 def test_plain_install_outside_the_repository_builds_trains_and_samples(venvs, tmp_path):
     """`pip install FOLDER` (not editable; the folder is deleted afterwards), run elsewhere: the
     package alone builds ANDREA-120M, trains andrea-tiny and samples from the shipped model."""
