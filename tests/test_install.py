@@ -76,6 +76,16 @@ def test_colab_cell_does_nothing_elsewhere(tmp_path, monkeypatch):
     assert (list(sys.path), set(sys.modules)) == before and not any(tmp_path.iterdir())
 
 
+def test_colab_setup_file_needs_only_the_standard_library():
+    """The first cell loads colab.py on its own, before the course's dependencies are installed:
+    no import of the package (relative or by name), nothing outside the standard library."""
+    tree = ast.parse((ROOT / "andrea_course" / "notebook" / "colab.py").read_text(encoding="utf-8"))
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {(n.module or "").split(".")[0] if not n.level else "." for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom)}
+    assert imported - {"google"} <= set(sys.stdlib_module_names), imported
+
+
 def _git(folder, *args):
     subprocess.run(["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@t", *args],
                    check=True, capture_output=True, text=True)

@@ -38,13 +38,14 @@ COLAB_CELL = """\
 # drive=False keeps it on the VM instead (lost when Colab recycles the VM).
 import sys
 if "google.colab" in sys.modules:
-    import os, subprocess
+    import importlib.util, os, subprocess
     REPO, VM_COPY = "{repo}", "/content/andrea"
     if not os.path.isdir(VM_COPY):
         subprocess.run(["git", "clone", "-q", "--depth=1", REPO, VM_COPY], check=True)
-    sys.path.insert(0, VM_COPY)
-    from andrea_course.notebook.colab import setup
-    setup(REPO, VM_COPY, drive=True)"""
+    # the set-up file alone: the course's own dependencies are not installed yet
+    spec = importlib.util.spec_from_file_location("andrea_colab", f"{{VM_COPY}}/andrea_course/notebook/colab.py")
+    colab = importlib.util.module_from_spec(spec); spec.loader.exec_module(colab)
+    colab.setup(REPO, VM_COPY, drive=True)"""
 
 
 def repository() -> str:

@@ -1,8 +1,9 @@
 """The course on Google Colab: what every notebook's first code cell calls there.
 
 The cell (tools/nb.py writes the same one into every notebook) runs only when Colab's
-`google.colab` module is loaded. It clones the course onto the VM if it is not there yet, so
-that this module can be imported at all, then calls
+`google.colab` module is loaded. It clones the course onto the VM if it is not there yet, loads
+this file on its own (importing the package would need the dependencies this installs; so this
+file uses the standard library only), then calls
 
     setup(REPO, "/content/andrea", drive=True)
 
