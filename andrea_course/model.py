@@ -302,10 +302,12 @@ class ANDREA(nn.Module):
             return logits
         return logits, self.cross_entropy(logits, targets)
 
+    kv_cache = KVCache      # the cache new_caches builds; a learner's once it passes (overlay.SLOTS)
+
     def new_caches(self, batch: int, max_len: int | None = None) -> list[KVCache]:
-        """One empty KVCache per block, for generation."""
+        """One empty cache (self.kv_cache) per block, for generation."""
         cfg, p = self.cfg, self.embed.token_table
-        return [KVCache(batch, cfg.kv_heads, max_len or cfg.context_length, cfg.d_head, p.dtype, p.device)
+        return [self.kv_cache(batch, cfg.kv_heads, max_len or cfg.context_length, cfg.d_head, p.dtype, p.device)
                 for _ in self.blocks]
 
     @torch.no_grad()
@@ -367,8 +369,9 @@ class ANDREA(nn.Module):
 
 def given_model_methods():
     """What a learner's ANDREA (exercises/model.py) is given rather than written: the engine's
-    reset_parameters, output_weight, new_caches and generate."""
-    return ANDREA.reset_parameters, ANDREA.output_weight, ANDREA.new_caches, ANDREA.generate
+    reset_parameters, output_weight, new_caches, generate, and kv_cache, the cache class
+    new_caches builds (the engine's KVCache; the overlay sets a learner's on the model)."""
+    return ANDREA.reset_parameters, ANDREA.output_weight, ANDREA.new_caches, ANDREA.generate, ANDREA.kv_cache
 
 
 def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,

@@ -53,6 +53,7 @@ SLOTS: dict[str, type | str] = {
     "modern.swiglu":                "swiglu",
     "modern.SwiGLU":                engine.SwiGLU,
     "model.ANDREA":                 engine.ANDREA,     # its forward runs the engine's model
+    "model.KVCache":                engine.KVCache,    # the class model.new_caches builds
 }
 
 # The learner's classes written for learned positions: with cfg.position = "rope" the engine's
@@ -281,7 +282,8 @@ def _run_passing(overlay: Overlay, exercises: list[str]) -> dict[str, str]:
 def plug_in(model: nn.Module, impl) -> None:
     """Replace the engine's pieces in `model` (just built) by the learner's that pass their
     graded tests: op slots by name, module classes by name (the engine's initial weights are
-    copied into the learner's module), the model's own forward. Fills model.pieces."""
+    copied into the learner's module), the model's own forward, the KV cache class that
+    model.new_caches builds (so generate() runs the learner's cache). Fills model.pieces."""
     status = passing(impl, SLOTS)
     if model.cfg.position != "learned":
         for exercise in LEARNED_POSITIONS_ONLY:
@@ -299,6 +301,8 @@ def plug_in(model: nn.Module, impl) -> None:
             model.learner_ops[target] = mine
         elif target is engine.ANDREA:
             model.forward = types.MethodType(mine.forward, model)
+        elif target is engine.KVCache:
+            model.kv_cache = mine
         else:
             classes[target] = (exercise, mine)
     _swap_modules(model, classes, model.cfg, status)

@@ -1,7 +1,8 @@
 # GENERATED from solutions/attention.py by `make exercises`. Write your code where a
 # `raise NotImplementedError` stands, then delete that line.
-"""Activity 5 · Attention: scores, the 1/sqrt(K) scaling, the causal mask, softmax, and the
-weighted sum of the values.
+"""Activity 5 · Attention: first averaging the past (a loop, a lower-triangular matrix, a masked
+softmax of zeros), then scores, the 1/sqrt(K) scaling, the causal mask, softmax, and the weighted
+sum of the values.
 
     Attention(Q, K, V) = softmax(mask(Q·Kᵀ / sqrt(K))) · V
 """
@@ -9,6 +10,40 @@ import math
 
 import torch
 import torch.nn as nn
+
+
+# ----- attention as averaging the past (before any query or key) -----
+
+def average_past(x: torch.Tensor) -> torch.Tensor:
+    """out[..., i, :] = the mean of x[..., 0, :], ..., x[..., i, :]: position i averages itself and
+    every position before it, never one after it.
+
+    x: (..., T, D)  ->  (..., T, D)
+    """
+    # Hint: for each position i, take the rows 0..i (i + 1 of them, i itself included) and
+    #       average them; the future rows never enter.
+    # More help: hint("attention.average_past") in the notebook, one level at a time.
+    raise NotImplementedError('attention.average_past: not implemented yet. Hint: for each position i, take the rows 0..i (i + 1 of them, i itself included) and average them; the future rows never enter.')
+
+
+def causal_average_weights(T: int) -> torch.Tensor:
+    """The (T, T) float32 matrix W with W @ x == average_past(x): row i holds 1/(i + 1) in its
+    first i + 1 columns and 0 after them, so every row sums to 1.
+    """
+    # Hint: start from a lower-triangular matrix of ones (row i has i + 1 ones, the diagonal
+    #       included), then divide each row by its own sum.
+    # More help: hint("attention.causal_average_weights") in the notebook, one level at a time.
+    raise NotImplementedError('attention.causal_average_weights: not implemented yet. Hint: start from a lower-triangular matrix of ones (row i has i + 1 ones, the diagonal included), then divide each row by its own sum.')
+
+
+def causal_softmax_weights(T: int) -> torch.Tensor:
+    """The same (T, T) weights from a softmax: scores all 0 (every position equally interesting),
+    the future set to -inf, then a softmax over each row. Later the zeros become Q·Kᵀ.
+    """
+    # Hint: scores of zeros; hide every j > i with -inf (exp(-inf) = 0); softmax each row: the i
+    #       + 1 equal scores left share the weight equally.
+    # More help: hint("attention.causal_softmax_weights") in the notebook, one level at a time.
+    raise NotImplementedError('attention.causal_softmax_weights: not implemented yet. Hint: scores of zeros; hide every j > i with -inf (exp(-inf) = 0); softmax each row: the i + 1 equal scores left share the weight equally.')
 
 
 def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,6 @@
-"""Activity 5 · Attention: scores, the 1/sqrt(K) scaling, the causal mask, softmax, and the
-weighted sum of the values.
+"""Activity 5 · Attention: first averaging the past (a loop, a lower-triangular matrix, a masked
+softmax of zeros), then scores, the 1/sqrt(K) scaling, the causal mask, softmax, and the weighted
+sum of the values.
 
     Attention(Q, K, V) = softmax(mask(Q·Kᵀ / sqrt(K))) · V
 """
@@ -7,6 +8,50 @@ import math
 
 import torch
 import torch.nn as nn
+
+
+# ----- attention as averaging the past (before any query or key) -----
+
+def average_past(x: torch.Tensor) -> torch.Tensor:
+    """out[..., i, :] = the mean of x[..., 0, :], ..., x[..., i, :]: position i averages itself and
+    every position before it, never one after it.
+
+    x: (..., T, D)  ->  (..., T, D)
+    """
+    ### BEGIN SOLUTION
+    ### HINT: for each position i, take the rows 0..i (i + 1 of them, i itself included) and average them; the future rows never enter.
+    ### API: a loop over i with x[..., :i + 1, :].mean(dim=-2), and torch.stack(..., dim=-2); or torch.cumsum(x, dim=-2) divided by the counts 1..T.
+    ### LINE: torch.stack([x[..., :i + 1, :].mean(dim=-2) for i in range(x.shape[-2])], dim=-2)
+    T = x.shape[-2]
+    return torch.stack([x[..., :i + 1, :].mean(dim=-2) for i in range(T)], dim=-2)   # (..., T, D)
+    ### END SOLUTION
+
+
+def causal_average_weights(T: int) -> torch.Tensor:
+    """The (T, T) float32 matrix W with W @ x == average_past(x): row i holds 1/(i + 1) in its
+    first i + 1 columns and 0 after them, so every row sums to 1.
+    """
+    ### BEGIN SOLUTION
+    ### HINT: start from a lower-triangular matrix of ones (row i has i + 1 ones, the diagonal included), then divide each row by its own sum.
+    ### API: torch.tril(torch.ones(T, T)), and .sum(dim=-1, keepdim=True)
+    ### LINE: w = torch.tril(torch.ones(T, T)); return w / w.sum(dim=-1, keepdim=True)
+    w = torch.tril(torch.ones(T, T))                 # (T, T), row i: i + 1 ones
+    return w / w.sum(dim=-1, keepdim=True)           # each row divided by its count
+    ### END SOLUTION
+
+
+def causal_softmax_weights(T: int) -> torch.Tensor:
+    """The same (T, T) weights from a softmax: scores all 0 (every position equally interesting),
+    the future set to -inf, then a softmax over each row. Later the zeros become Q·Kᵀ.
+    """
+    ### BEGIN SOLUTION
+    ### HINT: scores of zeros; hide every j > i with -inf (exp(-inf) = 0); softmax each row: the i + 1 equal scores left share the weight equally.
+    ### API: torch.zeros(T, T), torch.tril(torch.ones(T, T)) == 0 for the future, .masked_fill(..., float('-inf')), torch.softmax(..., dim=-1)
+    ### LINE: torch.softmax(torch.zeros(T, T).masked_fill(torch.tril(torch.ones(T, T)) == 0, float('-inf')), dim=-1)
+    future = torch.tril(torch.ones(T, T)) == 0       # (T, T), True above the diagonal
+    scores = torch.zeros(T, T).masked_fill(future, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+    ### END SOLUTION
 
 
 def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

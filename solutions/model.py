@@ -1,5 +1,6 @@
 """Activity · Twelve blocks make ANDREA-120M: embeddings, L pre-norm blocks, a final norm,
-and the output head that turns each position's vector into V logits.
+and the output head that turns each position's vector into V logits; then generation: sampling
+the next token, and the KV cache that spares recomputing the past.
 
     x = token_table[ids] + position_table[positions]
     for block in blocks: x = block(x)
@@ -57,7 +58,7 @@ class ANDREA(nn.Module):
         return logits, self.cross_entropy(logits, targets)
 
     # Given: the rest of the model is the engine's own (andrea_course/model.py).
-    reset_parameters, output_weight, new_caches, generate = given_model_methods()
+    reset_parameters, output_weight, new_caches, generate, kv_cache = given_model_methods()
 
 
 def count_parameters(cfg) -> dict:
@@ -89,3 +90,59 @@ def count_parameters(cfg) -> dict:
                        + counts["final_norm"] + counts["head"])
     return counts
     ### END SOLUTION
+
+
+# ----- generation -----
+
+def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,
+                generator: torch.Generator | None = None) -> torch.Tensor:
+    """The next token of every sequence, drawn from the model's last logits.
+
+    logits: (B, V)  ->  ids: (B, 1), torch.long.
+    temperature 0: the most likely token (argmax), no draw at all. Otherwise: divide the logits
+    by the temperature; with top_k, set every logit below the k-th largest to -inf (a tie with the
+    k-th largest is kept); softmax into probabilities; draw one token per row with
+    torch.multinomial(probs, num_samples=1, generator=generator).
+    """
+    ### BEGIN SOLUTION
+    ### HINT: temperature 0 means no randomness: the largest logit. Otherwise divide the logits by the temperature (below 1 sharpens, above 1 flattens), hide everything below the k-th largest so softmax gives it probability 0, turn the logits into probabilities, and draw one token per row.
+    ### API: logits.argmax(dim=-1, keepdim=True); torch.topk(logits, k, dim=-1).values[:, -1:]; logits.masked_fill(..., float('-inf')); torch.softmax(..., dim=-1); torch.multinomial(probs, num_samples=1, generator=generator)
+    ### LINE: logits = logits / temperature; kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]; logits = logits.masked_fill(logits < kth, float('-inf')); return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)                     # (B, 1)
+    logits = logits / temperature                                      # (B, V)
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]   # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)                              # (B, V), rows sum to 1
+    return torch.multinomial(probs, num_samples=1, generator=generator)
+    ### END SOLUTION
+
+
+class KVCache:
+    """The keys and values one block has computed so far, so that each step of generation
+    computes k and v for the new token only.  Buffers self.k, self.v: (B, G, max_len, K) each.
+
+    update(k, v), with k, v of shape (B, G, T, K) for T new positions: write them at positions
+    self.pos .. self.pos + T - 1, move self.pos on by T, and return every key and every value
+    cached so far, (B, G, self.pos, K) each.
+    """
+
+    def __init__(self, batch: int, n_kv_heads: int, max_len: int, d_head: int, dtype, device):
+        self.k = torch.zeros(batch, n_kv_heads, max_len, d_head, dtype=dtype, device=device)
+        self.v = torch.zeros_like(self.k)
+        self.pos = 0                                  # how many positions are cached
+
+    def update(self, k: torch.Tensor, v: torch.Tensor):
+        T = k.shape[2]
+        if self.pos + T > self.k.shape[2]:
+            raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
+        ### BEGIN SOLUTION
+        ### HINT: the new positions go after the ones already cached (the position axis is axis 2), then the count of cached positions grows by T; return the buffers up to that count, old and new together.
+        ### API: slice assignment self.k[:, :, a:b] = k (and the same for v); self.pos += T; slicing self.k[:, :, :self.pos]
+        ### LINE: self.k[:, :, self.pos:self.pos + T] = k; self.v[:, :, self.pos:self.pos + T] = v; self.pos += T; return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
+        self.k[:, :, self.pos:self.pos + T] = k                       # (B, G, T, K) into the buffer
+        self.v[:, :, self.pos:self.pos + T] = v
+        self.pos += T
+        return self.k[:, :, :self.pos], self.v[:, :, :self.pos]       # (B, G, S, K), S = pos
+        ### END SOLUTION

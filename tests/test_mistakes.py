@@ -224,6 +224,64 @@ def _adamw(correct=True, decoupled=True, decay_times_lr=True, eps_inside=False):
     return adamw_step
 
 
+# issue 15 item 6: averaging the past (notebook 02), sampling and the KV cache (notebook 06)
+def _rows(w):
+    return w / w.sum(dim=-1, keepdim=True)
+
+
+def _softmax_of_zeros(fill=NEG_INF, hide=lambda T: torch.ones(T, T, dtype=torch.bool).triu(1), dim=-1):
+    return lambda T: torch.softmax(torch.zeros(T, T).masked_fill(hide(T), fill), dim=dim)
+
+
+def _sampler(multiply=False, greedy_at_zero=True, keep=lambda k: k, below="<", fill=NEG_INF,
+             exactly_k=False, from_logits=False, always_argmax=False):
+    """A sample_next written with one typical mistake, chosen by the switches."""
+    def sample_next(logits, temperature, top_k, generator=None):
+        if always_argmax or (temperature == 0 and greedy_at_zero):
+            return logits.argmax(dim=-1, keepdim=True)
+        z = logits * temperature if multiply else logits / temperature
+        if top_k is not None:
+            top = z.topk(keep(top_k), dim=-1)
+            if exactly_k:
+                z = z.masked_fill(~torch.zeros_like(z, dtype=torch.bool).scatter(-1, top.indices, True), fill)
+            else:
+                kth = top.values[:, -1:]
+                z = z.masked_fill(z < kth if below == "<" else z <= kth, fill)
+        return torch.multinomial(z if from_logits else torch.softmax(z, dim=-1), 1, generator=generator)
+    return sample_next
+
+
+class CacheNotAdvancing(mdl.KVCache):
+    def update(self, k, v):
+        T = k.shape[2]
+        self.k[:, :, self.pos:self.pos + T], self.v[:, :, self.pos:self.pos + T] = k, v
+        return self.k[:, :, :self.pos + T], self.v[:, :, :self.pos + T]
+
+
+class CacheFromZero(mdl.KVCache):
+    def update(self, k, v):
+        T = k.shape[2]
+        self.k[:, :, :T], self.v[:, :, :T] = k, v
+        self.pos += T
+        return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
+
+
+class CacheReturningTheNew(mdl.KVCache):
+    def update(self, k, v):
+        super().update(k, v)
+        return k, v
+
+
+class CacheConcatenatingHeads(mdl.KVCache):
+    def update(self, k, v):
+        if self.pos == 0:
+            self.k, self.v = k, v
+        else:
+            self.k, self.v = torch.cat([self.k, k], dim=1), torch.cat([self.v, v], dim=1)
+        self.pos += k.shape[2]
+        return self.k, self.v
+
+
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
 MUTANTS = [
     # the optimiser (notebook 09)
@@ -345,6 +403,56 @@ MUTANTS = [
     ("test_model.py", "test_count_parameters_with_tied_embeddings",
      {("model", "count_parameters"): lambda cfg: mdl.count_parameters(cfg.replace(tie_embeddings=False))},
      "tied head counted"),
+    # issue 15 item 6: averaging the past, sampling the next token, the KV cache
+    ("test_attention.py", "test_average_past",
+     {("attention", "average_past"): lambda x: x.mean(dim=-2, keepdim=True).expand_as(x)}, "the future included"),
+    ("test_attention.py", "test_average_past",
+     {("attention", "average_past"): lambda x: x.cumsum(dim=-2) / x.shape[-2]}, "divided by T instead of i + 1"),
+    ("test_attention.py", "test_causal_average_weights",
+     {("attention", "causal_average_weights"): lambda T: _rows(torch.ones(T, T).triu())}, "the upper triangle"),
+    ("test_attention.py", "test_causal_average_weights",
+     {("attention", "causal_average_weights"): lambda T: torch.ones(T, T).tril() / T}, "divided by T instead of i + 1"),
+    ("test_attention.py", "test_causal_average_weights",
+     {("attention", "causal_average_weights"): lambda T: torch.ones(T, T).tril()}, "rows not summing to 1"),
+    ("test_attention.py", "test_causal_softmax_weights",
+     {("attention", "causal_softmax_weights"): _softmax_of_zeros(fill=0.0)}, "0 instead of -inf"),
+    ("test_attention.py", "test_causal_softmax_weights",
+     {("attention", "causal_softmax_weights"): _softmax_of_zeros(hide=lambda T: torch.ones(T, T, dtype=torch.bool).tril(-1))},
+     "wrong triangle"),
+    ("test_attention.py", "test_causal_softmax_weights",
+     {("attention", "causal_softmax_weights"): _softmax_of_zeros(dim=0)}, "wrong axis"),
+    ("test_model.py", "test_sample_next_at_temperature_0_is_greedy",
+     {("model", "sample_next"): _sampler(greedy_at_zero=False)}, "temperature 0 not handled"),
+    ("test_model.py", "test_sample_next_draws_what_the_engine_draws",
+     {("model", "sample_next"): _sampler(multiply=True)}, "temperature multiplied instead of divided"),
+    ("test_model.py", "test_sample_next_draws_what_the_engine_draws",
+     {("model", "sample_next"): _sampler(keep=lambda k: k + 1)}, "kept k + 1"),
+    ("test_model.py", "test_sample_next_draws_what_the_engine_draws",
+     {("model", "sample_next"): _sampler(below="<=")}, "kept k - 1"),
+    ("test_model.py", "test_sample_next_draws_what_the_engine_draws",
+     {("model", "sample_next"): _sampler(fill=0.0)}, "0 instead of -inf"),
+    ("test_model.py", "test_sample_next_draws_what_the_engine_draws",
+     {("model", "sample_next"): _sampler(from_logits=True)}, "sampled from the logits"),
+    ("test_model.py", "test_sample_next_draws_what_the_engine_draws",
+     {("model", "sample_next"): _sampler(always_argmax=True)}, "always the most likely token"),
+    ("test_model.py", "test_sample_next_keeps_ties_at_the_kth_logit",
+     {("model", "sample_next"): _sampler(exactly_k=True)}, "tie at the k-th largest logit broken"),
+    ("test_model.py", "test_sample_next_keeps_ties_at_the_kth_logit",
+     {("model", "sample_next"): _sampler(below="<=")}, "(<= instead of <)"),
+    ("test_model.py", "test_sample_next_follows_the_tempered_distribution",
+     {("model", "sample_next"): _sampler(multiply=True)}, "temperature multiplied instead of divided"),
+    ("test_model.py", "test_sample_next_follows_the_tempered_distribution",
+     {("model", "sample_next"): _sampler(fill=0.0)}, "0 instead of -inf"),
+    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheNotAdvancing},
+     "pos not advanced"),
+    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheFromZero},
+     "written from position 0"),
+    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheReturningTheNew},
+     "only the new keys returned"),
+    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheConcatenatingHeads},
+     "concatenated along axis 1"),
+    ("test_model.py", "test_kv_cache_prefill_then_one_token_at_a_time", {("model", "KVCache"): CacheNotAdvancing},
+     "pos not advanced"),
 ]
 
 

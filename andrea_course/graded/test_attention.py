@@ -71,6 +71,79 @@ def _attention_mistakes(q, k, v):
     return out
 
 
+# ----- averaging the past: attention before queries and keys -----
+
+def _running_mean(x):
+    """x (..., T, D) -> the mean of positions 0..i at every i, from torch.cumsum."""
+    counts = torch.arange(1, x.shape[-2] + 1, dtype=x.dtype)[:, None]    # (T, 1): i + 1
+    return x.cumsum(dim=-2) / counts
+
+
+def _averaging_mistakes(T, dtype=torch.float32):
+    """The (T, T) weights of the typical mistakes: {description: weights}."""
+    ones = torch.ones(T, T, dtype=dtype)
+    rows = lambda w: w / w.sum(dim=-1, keepdim=True)
+    return {"the upper triangle: row i averages positions i..T-1, the future; it must average 0..i (j <= i)":
+                rows(ones.triu()),
+            "divided by T instead of i + 1: row i averages i + 1 positions, so each weight is 1/(i + 1)":
+                ones.tril() / T,
+            "rows not summing to 1: divide each row of the triangle of ones by its own sum, i + 1":
+                ones.tril(),
+            "the future included: every row uniform over all T positions; position i may see only 0..i":
+                ones / T,
+            "the diagonal left out: position i averages itself too, j <= i":
+                rows(ones.tril(-1))}
+
+
+@graded("attention.average_past", points=2)
+def test_average_past(student):
+    fn = student.piece("attention", "average_past")
+    for shape in ((2, 5, 3), (7, 4)):                                   # (B, T, D), and (T, D) alone
+        x = _randn(*shape, seed=20)
+        T = shape[-2]
+        total = x.cumsum(dim=-2)
+        expect_close(fn(x), _running_mean(x), f"average_past(x of shape {shape})",
+                     hint="row i is the mean of rows 0..i along the position axis (-2), so any leading axes work",
+                     mistakes={"the future included: every position got the mean of all T positions; "
+                               "position i averages only 0..i": x.mean(dim=-2, keepdim=True).expand_as(x),
+                               "divided by T instead of i + 1, the number of positions averaged at i": total / T,
+                               "the future averaged instead of the past (positions i..T-1): average 0..i":
+                               _running_mean(x.flip(-2)).flip(-2),
+                               "position i itself left out: the mean of 0..i includes i": torch.cat(
+                                   [torch.full_like(x[..., :1, :], float("nan")), _running_mean(x)[..., :-1, :]], dim=-2)})
+
+
+@graded("attention.causal_average_weights", points=2)
+def test_causal_average_weights(student):
+    T = 6
+    got = student.piece("attention", "causal_average_weights")(T)
+    want = torch.ones(T, T).tril() / torch.arange(1, T + 1, dtype=torch.float32)[:, None]
+    expect_close(got, want, f"causal_average_weights({T})", mistakes=_averaging_mistakes(T),
+                 hint="a lower-triangular matrix of ones, each row divided by its sum: then W @ x = average_past(x)")
+    x = _randn(T, 3, seed=21).float()
+    expect_close(got.to(x.dtype) @ x, _running_mean(x), f"causal_average_weights({T}) @ x",
+                 hint="W @ x must give average_past(x)")
+
+
+@graded("attention.causal_softmax_weights", points=2)
+def test_causal_softmax_weights(student):
+    T = 6
+    got = student.piece("attention", "causal_softmax_weights")(T)
+    want = torch.ones(T, T).tril() / torch.arange(1, T + 1, dtype=torch.float32)[:, None]
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    masked = torch.zeros(T, T).masked_fill(future, NEG_INF)
+    expect_close(got, want, f"causal_softmax_weights({T})",
+                 hint="zeros, the future (j > i) set to -inf, then softmax over each row (dim=-1)",
+                 mistakes={"future scores set to 0 instead of -inf: exp(0) = 1 still gives them weight, "
+                           "so every row is uniform over all T": torch.full((T, T), 1 / T),
+                           "the wrong triangle set to -inf: hide j > i (the future), keep j <= i":
+                           torch.softmax(torch.zeros(T, T).masked_fill(future.T, NEG_INF), dim=-1),
+                           "softmax over the wrong axis (dim=0): each row, over the keys (dim=-1), sums to 1":
+                           torch.softmax(masked, dim=0),
+                           "no softmax: the masked scores are not weights yet; softmax each row": masked,
+                           **_averaging_mistakes(T)})
+
+
 # ----- the four steps -----
 
 @graded("attention.attention_scores", points=1)

@@ -4,8 +4,26 @@ import torch.nn as nn
 
 from .. import ops
 
-__all__ = ["attention_scores", "scale_scores", "causal_mask", "apply_causal_mask", "softmax",
+__all__ = ["average_past", "causal_average_weights", "causal_softmax_weights",
+           "attention_scores", "scale_scores", "causal_mask", "apply_causal_mask", "softmax",
            "weighted_sum", "attention", "AttentionHead"]
+
+
+def average_past(x: torch.Tensor) -> torch.Tensor:
+    """x (..., T, D) -> (..., T, D): the running mean over positions 0..i."""
+    counts = torch.arange(1, x.shape[-2] + 1, dtype=x.dtype, device=x.device)   # (T,)
+    return x.cumsum(dim=-2) / counts[:, None]
+
+
+def causal_average_weights(T: int) -> torch.Tensor:
+    """(T, T) float32: row i is 1/(i + 1) on columns 0..i."""
+    counts = torch.arange(1, T + 1, dtype=torch.float32)
+    return torch.ones(T, T).tril() / counts[:, None]
+
+
+def causal_softmax_weights(T: int) -> torch.Tensor:
+    """(T, T) float32: softmax over each row of zero scores with the future at -inf."""
+    return torch.softmax(apply_causal_mask(torch.zeros(T, T)), dim=-1)
 
 
 def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

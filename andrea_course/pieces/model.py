@@ -1,5 +1,6 @@
-"""Activity 7.3 · The whole model, as the engine builds it; its parameters counted."""
-from ..model import ANDREA
+"""Activity 7.3 · The whole model, as the engine builds it; its parameters counted; sampling the
+next token and the KV cache, as the engine generates."""
+from ..model import ANDREA, KVCache, sample_next
 from ..params import count_parameters
 
-__all__ = ["ANDREA", "count_parameters"]
+__all__ = ["ANDREA", "count_parameters", "sample_next", "KVCache"]
