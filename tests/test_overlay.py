@@ -162,3 +162,15 @@ def test_the_pieces_match_the_answer_keys_regions():
     from andrea_course.exercises import exercise_pieces
     for activity in andrea_course.pieces.ACTIVITIES:
         assert set(andrea_course.pieces.names(activity)) == exercise_pieces(ROOT / "solutions" / f"{activity}.py"), activity
+
+
+def test_the_model_builds_the_learners_kv_cache_once_it_passes():
+    """model.KVCache fills ANDREA.kv_cache: new_caches, and so generate, use the learner's cache."""
+    if not (ROOT / "solutions").is_dir():
+        pytest.skip("no solutions/ (a student release)")
+    model = ANDREA(CFG, impl="solutions").eval()
+    assert model.pieces["model.KVCache"] == "yours"
+    assert type(model.new_caches(1)[0]).__module__.startswith("_andrea_learner_")
+    assert ANDREA(CFG, impl="exercises").kv_cache is andrea_course.model.KVCache
+    ids = _ids(CFG)[:, :2]
+    torch.testing.assert_close(model.generate(ids, 3, temperature=0), model.generate(ids, 3, temperature=0, use_cache=False))
