@@ -77,7 +77,11 @@ def test_values_cross_the_pipe_and_nothing_else():
     assert back["cfg"] == cfg and back[3] == slice(1, None)
     with pytest.raises(TypeError, match="can pass only"):
         encode(object())
-    for bad in [("int", 1.5), ("bool", 1), ("config", ("str", "x")), ("handle", 3), ("eval", "1"), ()]:
+    generator = torch.Generator().manual_seed(7)
+    copy = decode(loads(dumps(encode(generator))))               # a sampler's generator: by its state
+    assert torch.equal(torch.rand(3, generator=copy), torch.rand(3, generator=generator))
+    for bad in [("int", 1.5), ("bool", 1), ("config", ("str", "x")), ("handle", 3), ("eval", "1"), (),
+                ("generator", "cpu", torch.zeros(3))]:
         with pytest.raises(ValueError):
             decode(bad)
 

@@ -11,7 +11,8 @@ request over a pipe to a worker subprocess that holds the learner's objects:
     mlp.fc.weight                                    -> ("getattr", ...) twice
 
 Values cross the pipe as tagged trees of tensors, numbers, strings, None, dtypes, devices,
-ModelConfig (rebuilt from its dict) and lists, tuples and dicts of these, written with
+random generators (by their state: the other side draws from a copy), ModelConfig (rebuilt
+from its dict) and lists, tuples and dicts of these, written with
 torch.save and read back with torch.load(weights_only=True): the grader never unpickles an
 object the learner made. Anything else the learner returns stays in the worker and comes back
 as a handle (a proxy again). Comparisons (`==`) on a handle never reach the learner's code.
@@ -91,6 +92,8 @@ def encode(value, handle_of=None, depth: int = 0):
         return ("dtype", str(value).removeprefix("torch."))
     if isinstance(value, torch.device):
         return ("device", str(value))
+    if isinstance(value, torch.Generator):     # by its state: the worker draws from a copy
+        return ("generator", str(value.device), value.get_state())
     if isinstance(value, ModelConfig):
         return ("config", encode(value.to_dict(), handle_of, depth + 1))
     if isinstance(value, Proxy):
@@ -106,7 +109,7 @@ def encode(value, handle_of=None, depth: int = 0):
     if handle_of is not None:
         return ("handle", handle_of(value))
     raise TypeError(f"a graded test can pass only tensors, numbers, strings, None, dtypes, "
-                    f"ModelConfig and lists/tuples/dicts of these to learner code, "
+                    f"generators, ModelConfig and lists/tuples/dicts of these to learner code, "
                     f"not {type(value).__name__}")
 
 
@@ -131,6 +134,13 @@ def decode(tree, proxy_of=None, depth: int = 0):
         return getattr(torch, rest[0])
     if tag == "device" and len(rest) == 1 and type(rest[0]) is str:
         return torch.device(rest[0])
+    if tag == "generator" and len(rest) == 2 and type(rest[0]) is str and type(rest[1]) is torch.Tensor:
+        try:
+            generator = torch.Generator(device=rest[0])
+            generator.set_state(rest[1])
+        except (RuntimeError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed generator: {exc}") from None
+        return generator
     if tag == "config" and len(rest) == 1:
         fields = decode(rest[0], proxy_of, depth + 1)
         if not isinstance(fields, dict):

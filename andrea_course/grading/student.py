@@ -4,7 +4,8 @@ InProcessStudent hands out the learner's own objects directly (fast; `pytest`, n
 The autograder (andrea-grade) uses IsolatedStudent (isolated.py) instead, whose pieces
 run in a separate process: tests must therefore use pieces only through this protocol:
 call a function; construct a class; call an instance or its methods; read an attribute.
-Arguments and results: tensors, numbers, strings, None, ModelConfig, and lists, tuples and
+Arguments and results: tensors, numbers, strings, None, random generators (a copy: draws in
+the learner's code do not advance the test's), ModelConfig, and lists, tuples and
 dicts of these.
 
 Either way a piece is isolated (Overlay.isolated): it runs with the engine standing in for
