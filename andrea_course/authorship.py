@@ -9,7 +9,7 @@ hand in the engine's piece as its own. Overlay.isolated() refuses that:
   a piece's name (andrea_course.model.Block, `engine.ANDREA`); no reaching around the file
   (__import__, importlib, sys.modules, __builtins__, __subclasses__, gc, inspect, ctypes);
 - after it ran (the object): a graded function is defined in the learner's file, and a graded
-  class defines its own forward there.
+  class defines its own forward there (a class that is not a module: its own methods).
 
 What it cannot see: a learner who types the engine's code into their file, or hides an import
 well enough. docs/instructors.md says so.
@@ -42,6 +42,11 @@ def check_source(source: str, path: Path) -> None:
     except SyntaxError:
         return                                    # loading it will report the syntax error
     piece_names, course_aliases, problems = _piece_names(), set(), []
+    # An engine object imported by name is refused under the name of a piece of this file's own
+    # activity: model.py may not import the engine's KVCache, multihead.py is given it (any piece
+    # it would stand in for is graded with the engine's version anyway, and check_object refuses
+    # an import handed in under another name).
+    own = set(pieces.names(path.stem)) if path.stem in pieces.ACTIVITIES else piece_names
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -54,7 +59,7 @@ def check_source(source: str, path: Path) -> None:
                 problems.append(f"line {node.lineno} imports from {node.module}")
             elif node.module.split(".")[0] == "andrea_course":
                 for a in node.names:
-                    if a.name in piece_names or a.name.startswith(("pieces", "overlay", "graded", "grading")):
+                    if ({a.name, a.asname} & own) or a.name.startswith(("pieces", "overlay", "graded", "grading")):
                         problems.append(f"line {node.lineno} imports {a.name} from {node.module} "
                                         f"(the engine's, not yours)")
                     course_aliases.add(a.asname or a.name)
@@ -82,13 +87,18 @@ def check_source(source: str, path: Path) -> None:
 
 def check_object(obj, name: str, path: Path) -> None:
     """A graded function must be defined in the learner's file; a graded class must define its
-    forward in its own body there."""
+    forward (not a module: its methods) in its own body there."""
     where = str(path)
     if isinstance(obj, type):
-        forward = vars(obj).get("forward")
-        code = getattr(forward, "__code__", None)
-        if code is None or code.co_filename != where:
-            raise NotYours(f"{name} in {path.name} does not define its own forward: write it in your file")
+        # a module: its forward, in its own body; any other class (a KV cache): every method it
+        # has, its bases' included (none inherited from the engine)
+        if hasattr(obj, "forward"):
+            codes, what = [getattr(vars(obj).get("forward"), "__code__", None)], "forward"
+        else:
+            codes = [f.__code__ for k in obj.__mro__[:-1] for f in vars(k).values() if hasattr(f, "__code__")]
+            what = "methods"
+        if not codes or any(code is None or code.co_filename != where for code in codes):
+            raise NotYours(f"{name} in {path.name} does not define its own {what}: write it in your file")
     elif callable(obj):
         code = getattr(obj, "__code__", None)
         if code is None or code.co_filename != where:

@@ -47,3 +47,26 @@ def test_honest_work_with_pytorchs_own_ops_passes(tmp_path):
     student = InProcessStudent(_submission(tmp_path, honest))
     s = torch.randn(2, 3)
     torch.testing.assert_close(student.piece("attention", "softmax")(s), torch.softmax(s, -1))
+
+
+def _model_submission(tmp_path, text):
+    folder = tmp_path / "sub"
+    folder.mkdir(exist_ok=True)
+    (folder / "model.py").write_text(text)
+    return Overlay(folder)
+
+
+def test_the_engines_kv_cache_handed_in_as_ones_own_is_refused(tmp_path):
+    """model.KVCache is a piece: model.py may not import the engine's (multihead.py and block.py
+    are given it), nor subclass it and inherit its update."""
+    exercise = (EXERCISES / "model.py").read_text()
+    imported = _model_submission(tmp_path, "from andrea_course.model import KVCache as _K\n" + exercise
+                                 + "\nKVCache = _K\n")
+    with pytest.raises(ImplementationError, match="not yours to hand in"):
+        imported.isolated("model", "KVCache")
+    without_update = exercise[:exercise.index("    def update(")]          # update ends the file
+    inherited = _model_submission(tmp_path, without_update.replace("class KVCache:", "class KVCache(_Engine):")
+                                  .replace("import torch\n", "import torch\nfrom andrea_course.model import given_model_methods as _g\n"
+                                           "_Engine = _g()[-1]\n", 1))
+    with pytest.raises(ImplementationError, match="does not define its own methods"):
+        inherited.isolated("model", "KVCache")
