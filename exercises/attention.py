@@ -40,10 +40,11 @@ def causal_softmax_weights(T: int) -> torch.Tensor:
     """The same (T, T) weights from a softmax: scores all 0 (every position equally interesting),
     the future set to -inf, then a softmax over each row. Later the zeros become Q·Kᵀ.
     """
-    # Hint: scores of zeros; hide every j > i with -inf (exp(-inf) = 0); softmax each row: the i
-    #       + 1 equal scores left share the weight equally.
+    # Hint: scores of zeros; hide every future position (j > i) behind minus infinity, whose
+    #       exponential is 0; a softmax over each row then shares the weight equally among the i
+    #       + 1 positions left.
     # More help: hint("attention.causal_softmax_weights") in the notebook, one level at a time.
-    raise NotImplementedError('attention.causal_softmax_weights: not implemented yet. Hint: scores of zeros; hide every j > i with -inf (exp(-inf) = 0); softmax each row: the i + 1 equal scores left share the weight equally.')
+    raise NotImplementedError('attention.causal_softmax_weights: not implemented yet. Hint: scores of zeros; hide every future position (j > i) behind minus infinity, whose exponential is 0; a softmax over each row then shares the weight equally among the i + 1 positions left.')
 
 
 def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

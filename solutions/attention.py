@@ -45,7 +45,7 @@ def causal_softmax_weights(T: int) -> torch.Tensor:
     the future set to -inf, then a softmax over each row. Later the zeros become Q·Kᵀ.
     """
     ### BEGIN SOLUTION
-    ### HINT: scores of zeros; hide every j > i with -inf (exp(-inf) = 0); softmax each row: the i + 1 equal scores left share the weight equally.
+    ### HINT: scores of zeros; hide every future position (j > i) behind minus infinity, whose exponential is 0; a softmax over each row then shares the weight equally among the i + 1 positions left.
     ### API: torch.zeros(T, T), torch.tril(torch.ones(T, T)) == 0 for the future, .masked_fill(..., float('-inf')), torch.softmax(..., dim=-1)
     ### LINE: torch.softmax(torch.zeros(T, T).masked_fill(torch.tril(torch.ones(T, T)) == 0, float('-inf')), dim=-1)
     future = torch.tril(torch.ones(T, T)) == 0       # (T, T), True above the diagonal
