@@ -423,3 +423,15 @@ def test_a_learners_model_with_rope_keeps_the_engines_rotary_attention():
     ids = rand_ids(ROPE, 2, 7)
     with torch.no_grad():
         assert torch.allclose(mine(ids), engine(ids), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES + ["andrea-tiny-rope"])
+def test_the_training_forward_compiles_to_one_graph(name):
+    """torch.compile sees the whole training forward (loss included) as one graph: no break."""
+    cfg = (ModelConfig.preset("andrea-tiny-modern", position="rope") if name == "andrea-tiny-rope"
+           else ModelConfig.preset(name)).replace(n_layers=2, context_length=32)
+    model = ANDREA(cfg).train()
+    torch._dynamo.reset()
+    ids = rand_ids(cfg, 2, 32)
+    explained = torch._dynamo.explain(model)(ids, rand_ids(cfg, 2, 32, seed=1))
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons

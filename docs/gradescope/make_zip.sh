@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Build the Gradescope autograder zip from the course repository:
 #   docs/gradescope/make_zip.sh [HIDDEN_TESTS_DIR] [OUT.zip]
-# Gradescope unpacks the zip INTO /autograder/source, so the repository (its committed files,
-# `git archive HEAD`) is at the zip's root, next to setup.sh and run_autograder; hidden tests go
-# to hidden_tests/ (setup.sh makes them readable by root only).
+# Gradescope unpacks the zip INTO /autograder/source, so the learner's release of the course
+# (andrea-release: the package and its graded tests, no solutions/, no hidden tests) is at the
+# zip's root, next to setup.sh and run_autograder; hidden tests go to hidden_tests/ (setup.sh
+# makes them readable by root only). PYTHON: a Python that imports andrea_course (default python3).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HIDDEN=${1:-}
 OUT=$(realpath -m "${2:-autograder.zip}")
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
-git -C "$ROOT" archive HEAD | tar -x -C "$STAGE"
+(cd "$ROOT" && "${PYTHON:-python3}" -m andrea_course.release "$STAGE/course" >/dev/null)
+mv "$STAGE/course"/* "$STAGE/course"/.[!.]* "$STAGE/" 2>/dev/null || true
+rmdir "$STAGE/course"
 cp "$ROOT/docs/gradescope/setup.sh" "$ROOT/docs/gradescope/run_autograder" "$STAGE/"
 chmod +x "$STAGE/setup.sh" "$STAGE/run_autograder"
 if [ -n "$HIDDEN" ]; then
