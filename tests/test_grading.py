@@ -241,9 +241,12 @@ def test_a_class_of_hostile_submissions(tmp_path, sandboxed):
     for name, why in expected.items():
         assert tests[name]["status"] == "failed" and why in tests[name]["output"], tests[name]["output"]
 
-    for name in ("c_untouched", "e_key_thief_injector", "h_copier"):         # stubs, nothing stolen
+    _, tests = by_test(out / "c_untouched.json")                             # stubs
+    assert "attention.softmax: not implemented yet" in tests["test_softmax"]["output"]
+    for name in ("e_key_thief_injector", "h_copier"):                        # what they took is refused, saying why
         _, tests = by_test(out / f"{name}.json")
-        assert "attention.softmax: not implemented yet" in tests["test_softmax"]["output"], name
+        assert "write it in your file" in tests["test_softmax"]["output"] or \
+            "Write the piece in your file" in tests["test_softmax"]["output"], (name, tests["test_softmax"]["output"])
 
     rows = csv_path.read_text().splitlines()
     assert rows[0].split(",")[:2] == ["student", "total"] and len(rows[0].split(",")) == 2 + 6

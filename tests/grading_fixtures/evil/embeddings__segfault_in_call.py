@@ -1,7 +1,8 @@
 
-# ---- EVIL: embed_lookup dereferences a null pointer. ----
-import ctypes as _ctypes
+# ---- EVIL: embed_lookup crashes the process with a segmentation fault (ctypes is refused as
+# not the learner's own code, so the crash comes from faulthandler's test hook). ----
+import faulthandler as _faulthandler
 
 
 def embed_lookup(table, ids):
-    return _ctypes.string_at(0)
+    _faulthandler._sigsegv()
