@@ -656,6 +656,7 @@ def _main(argv) -> int:
     trainer = Trainer(tc, out, resume=args.resume, device=args.device, progress=not args.no_progress)
     try:
         trainer.fit()
+        trainer.d.barrier()        # every rank done before any tears its gloo/NCCL connections down
     finally:
         trainer.close()
     return 0
