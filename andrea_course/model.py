@@ -164,11 +164,18 @@ class MultiHeadAttention(nn.Module):
             start = cache.pos if cache is not None else 0             # the positions of these T tokens
             cos, sin = rope_frequencies(K, start + T, self.rope_theta, x.device)
             q, k = apply_rope(q, cos, sin, start), apply_rope(k, cos, sin, start)
-        if cache is not None:
-            k, v = cache.update(k, v)                                 # (B, G, S, K)
-        k, v = repeat_kv(k, H // G), repeat_kv(v, H // G)             # (B, H, S, K)
+        k, v = self.cache_and_share(k, v, cache)                      # (B, H, S, K)
         y = self.attention(q, k, v)                                   # (B, H, T, K)
         return self.proj(y.transpose(1, 2).reshape(B, T, H * K))      # (B, T, D)
+
+    def cache_and_share(self, k: torch.Tensor, v: torch.Tensor, cache: KVCache | None):
+        """k, v (B, G, T, K) -> (B, H, S, K) each: appended to the cache, when there is one, which
+        hands back all S positions so far (S = T without one); then each of the G key/value heads
+        repeated for the H/G query heads it serves. No cache and G = H: k and v as they came."""
+        if cache is not None:
+            k, v = cache.update(k, v)                                 # (B, G, S, K)
+        n_rep = self.n_heads // self.n_kv_heads
+        return repeat_kv(k, n_rep), repeat_kv(v, n_rep)               # (B, H, S, K)
 
 
 # ----------------------------------------------------------------------------- feed-forward

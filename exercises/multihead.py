@@ -3,8 +3,9 @@
 """Activity 6 · Multi-head attention: D = H·K split into H heads that attend in parallel,
 concatenated back to D and mixed by W_O.
 
-With grouped key/value heads (activity 7) only G <= H key/value heads are computed and
-each serves H/G query heads.
+The KV cache (notebook 06) and grouped key/value heads (notebook 07: only G <= H key/value
+heads, each serving H/G query heads) live in one given method, MultiHeadAttention.cache_and_share.
+Last, head_entropy measures how spread out each head's attention is.
 """
 import torch
 import torch.nn as nn
@@ -38,7 +39,8 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 class MultiHeadAttention(nn.Module):
     """Causal multi-head self-attention.  x: (B, T, D) -> (B, T, D).
 
-    qkv: one fused projection D -> (H + 2G)·K giving q (H heads), k and v (G heads each).
+    qkv: one fused projection D -> (H + 2G)·K giving q (H heads), k and v (G heads each);
+    G = H in this notebook, so qkv is D -> 3D.
     proj: W_O, D -> D, mixes the concatenated heads.
     self.attention(q, k, v) is scaled dot-product attention with the causal mask (activity 5);
     the course may swap in a fused or Triton version that computes the same thing.
@@ -51,14 +53,41 @@ class MultiHeadAttention(nn.Module):
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)   # W_O
         self.attention = attention
 
+    def cache_and_share(self, k: torch.Tensor, v: torch.Tensor, cache: KVCache | None):
+        """Given (notebook 06 opens up the cache, notebook 07 the grouped heads).
+
+        k, v (B, G, T, K) -> (B, H, S, K) each: appended to the KV cache, when generation passes
+        one, which hands back all S positions so far; then each of the G key/value heads repeated
+        for the H/G query heads it serves. With no cache and G = H it returns k and v as they came.
+        """
+        if cache is not None:
+            k, v = cache.update(k, v)                                   # (B, G, S, K)
+        n_rep = self.n_heads // self.n_kv_heads
+        return repeat_kv(k, n_rep), repeat_kv(v, n_rep)                 # (B, H, S, K)
+
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        """Project to q, k, v; split into heads; (append k, v to the cache); attend; merge; W_O."""
+        """Project to q, k, v; split into heads; self.cache_and_share(k, v, cache); attend; merge; W_O."""
         H, G, K = self.n_heads, self.n_kv_heads, self.d_head
-        # Hint: One projection makes queries for H heads but keys and values for only G
-        #       heads: cut it into those three parts and split each into heads. A cache,
-        #       when given, stores the G key and value heads and hands back every position
-        #       so far. Then each key/value head serves H / G query heads, attention runs
-        #       over all heads at once, and the merged heads go through the output
-        #       projection.
+        # Hint: One projection gives the queries of H heads and the keys and values of G
+        #       heads: cut it into those three parts and split each into heads. Hand k and v
+        #       to the given cache_and_share (one line), let attention run over all heads at
+        #       once, merge the heads and mix them with the output projection.
         # More help: hint("multihead.MultiHeadAttention") in the notebook, one level at a time.
-        raise NotImplementedError('multihead.MultiHeadAttention.forward: not implemented yet. Hint: One projection makes queries for H heads but keys and values for only G heads: cut it into those three parts and split each into heads. A cache, when given, stores the G key and value heads and hands back every position so far. Then each key/value head serves H / G query heads, attention runs over all heads at once, and the merged heads go through the output projection.')
+        raise NotImplementedError('multihead.MultiHeadAttention.forward: not implemented yet. Hint: One projection gives the queries of H heads and the keys and values of G heads: cut it into those three parts and split each into heads. Hand k and v to the given cache_and_share (one line), let attention run over all heads at once, merge the heads and mix them with the output projection.')
+
+
+def head_entropy(weights: torch.Tensor) -> torch.Tensor:
+    """How spread out each head's attention is: (B, H, T, S) weights -> (H,) entropies in nats.
+
+    Row (b, h, t) is a distribution over the S keys; its entropy is -sum_s w·log w, with
+    0·log 0 taken as 0 (masked future keys have weight exactly 0). Average it over the batch
+    and the queries, one number per head: 0 for a head that puts all its weight on one key,
+    log(i + 1) at row i for a head that spreads its weight evenly over the past.
+    """
+    # Hint: Each query's row of weights is a distribution over the keys; its entropy is minus
+    #       the sum, over those keys, of each weight times its natural logarithm. A masked key
+    #       has weight exactly zero and must add nothing, yet the logarithm of zero is minus
+    #       infinity and zero times that is NaN: reach for an operation that treats that product
+    #       as zero. Then average over the batch and the queries, keeping one number per head.
+    # More help: hint("multihead.head_entropy") in the notebook, one level at a time.
+    raise NotImplementedError('multihead.head_entropy: not implemented yet. Hint: Each query\'s row of weights is a distribution over the keys; its entropy is minus the sum, over those keys, of each weight times its natural logarithm. A masked key has weight exactly zero and must add nothing, yet the logarithm of zero is minus infinity and zero times that is NaN: reach for an operation that treats that product as zero. Then average over the batch and the queries, keeping one number per head.')

@@ -282,6 +282,26 @@ class CacheConcatenatingHeads(mdl.KVCache):
         return self.k, self.v
 
 
+class MHASkippingCacheAndShare(mh.MultiHeadAttention):
+    """Notebook 03's forward without the one given call: right while there is no cache and G = H."""
+    def forward(self, x, cache=None):
+        H, G, K = self.n_heads, self.n_kv_heads, self.d_head
+        q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1)
+        q, k, v = mh.split_heads(q, H), mh.split_heads(k, G), mh.split_heads(v, G)
+        return self.proj(mh.merge_heads(self.attention(q, k, v)))
+
+
+def _head_entropy(plogp=lambda w: torch.special.entr(w), over=-1, reduce_keys="sum", sign=1, log_base=math.e,
+                  per_head=True):
+    """A head_entropy written with one typical mistake, chosen by the switches."""
+    def head_entropy(weights):
+        terms = plogp(weights)
+        per_row = terms.sum(dim=over) if reduce_keys == "sum" else terms.mean(dim=over)
+        out = sign * per_row / math.log(log_base)
+        return out.mean(dim=(0, 2)) if per_head else out.mean()
+    return head_entropy
+
+
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
 MUTANTS = [
     # the optimiser (notebook 09)
@@ -383,7 +403,7 @@ MUTANTS = [
     ("test_embeddings.py", "test_embed_onehot_when_the_last_ids_are_absent",
      {("embeddings", "embed_onehot"): lambda table, ids: F.one_hot(ids).to(table.dtype) @ table}, "without num_classes"),
     ("test_multihead.py", "test_multihead_attention_with_a_kv_cache",
-     {("multihead", "MultiHeadAttention"): MHAIgnoringTheCache}, "the KV cache ignored"),
+     {("multihead", "MultiHeadAttention"): MHAIgnoringTheCache}, "the cache and shared heads skipped"),
     ("test_modern.py", "test_grouped_kv_heads_with_a_kv_cache",
      {("multihead", "MultiHeadAttention"): MHARepeatingBeforeTheCache}, "repeat_kv before the cache"),
     ("test_block.py", "test_block_passes_the_cache_on", {("block", "Block"): BlockDroppingTheCache},
@@ -453,6 +473,27 @@ MUTANTS = [
      "concatenated along axis 1"),
     ("test_model.py", "test_kv_cache_prefill_then_one_token_at_a_time", {("model", "KVCache"): CacheNotAdvancing},
      "pos not advanced"),
+    # issue 15, notebook 03: the cache and grouped heads in one given call; head_entropy
+    ("test_multihead.py", "test_multihead_attention_with_a_kv_cache",
+     {("multihead", "MultiHeadAttention"): MHASkippingCacheAndShare}, "the cache and shared heads skipped"),
+    ("test_modern.py", "test_grouped_kv_heads_with_a_kv_cache",
+     {("multihead", "MultiHeadAttention"): MHASkippingCacheAndShare}, "the cache and shared heads skipped"),
+    ("test_multihead.py", "test_head_entropy",
+     {("multihead", "head_entropy"): _head_entropy(plogp=lambda w: -w * w.log())}, "NaN from 0·log 0"),
+    ("test_multihead.py", "test_head_entropy_of_a_sharp_and_an_even_head",
+     {("multihead", "head_entropy"): _head_entropy(plogp=lambda w: -w * w.log())}, "NaN from 0·log 0"),
+    ("test_multihead.py", "test_head_entropy", {("multihead", "head_entropy"): _head_entropy(over=-2)},
+     "summed over the queries"),
+    ("test_multihead.py", "test_head_entropy", {("multihead", "head_entropy"): _head_entropy(reduce_keys="mean")},
+     "averaged over the keys"),
+    ("test_multihead.py", "test_head_entropy", {("multihead", "head_entropy"): _head_entropy(sign=-1)},
+     "the sign forgotten"),
+    ("test_multihead.py", "test_head_entropy", {("multihead", "head_entropy"): _head_entropy(log_base=2)},
+     "log base 2"),
+    ("test_multihead.py", "test_head_entropy_of_a_sharp_and_an_even_head",
+     {("multihead", "head_entropy"): _head_entropy(log_base=2)}, "log base 2"),
+    ("test_multihead.py", "test_head_entropy", {("multihead", "head_entropy"): _head_entropy(per_head=False)},
+     "averaged over the heads too"),
 ]
 
 
@@ -465,6 +506,13 @@ def test_the_graded_test_names_the_mistake(file, test, overrides, named):
     assert failure.value.mistake and named in failure.value.mistake, (
         f"{test} failed without naming the mistake {named!r}:\n{failure.value}")
     assert named in str(failure.value)
+
+
+def test_skipping_cache_and_share_passes_notebook_03s_own_test():
+    """Without the one given call, MultiHeadAttention is right in notebook 03 (no cache, G = H): its
+    own graded test passes; the tests taught later (above) name the call that was skipped."""
+    student = InProcessStudent("solutions", overrides={("multihead", "MultiHeadAttention"): MHASkippingCacheAndShare})
+    MODULES["test_multihead.py"].test_multihead_attention(student)
 
 
 def test_every_graded_test_passes_with_the_reference():
@@ -522,14 +570,6 @@ def _layer_norm_without_keepdim(x, weight, bias, eps=1e-5):
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 
 
-class MHAWithoutRepeatKV(mh.MultiHeadAttention):
-    def forward(self, x, cache=None):
-        H, G, K = self.n_heads, self.n_kv_heads, self.d_head
-        q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1)
-        q, k, v = mh.split_heads(q, H), mh.split_heads(k, G), mh.split_heads(v, G)
-        return self.proj(mh.merge_heads(self.attention(q, k, v)))
-
-
 GAPS = [
     ("test_attention.py", "test_softmax_keeps_one_statistic_per_row",
      {("attention", "softmax"): lambda s: torch.softmax(s, dim=0)}, "softmax over dim=0"),
@@ -556,8 +596,8 @@ GAPS = [
     ("test_modern.py", "test_rmsnorm_keeps_one_statistic_per_token",
      {("modern", "rms_norm"): lambda x, w, eps=1e-5: x * torch.rsqrt(x.pow(2).mean(dim=-1) + eps) * w},
      "keepdim forgotten"),
-    ("test_multihead.py", "test_grouped_kv_heads", {("multihead", "MultiHeadAttention"): MHAWithoutRepeatKV},
-     "repeat_kv missing"),
+    ("test_multihead.py", "test_grouped_kv_heads", {("multihead", "MultiHeadAttention"): MHASkippingCacheAndShare},
+     "the cache and shared heads skipped"),
 ]
 
 

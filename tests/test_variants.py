@@ -71,3 +71,18 @@ def test_the_float64_upcast_version_passes(test, exercise):
     if isinstance(variant, types.FunctionType) or callable(variant):
         variant = upcast(variant)
     test(InProcessStudent("solutions", overrides={(activity, piece): variant}))
+
+
+# head_entropy (notebook 03): ways a learner may rightly write it, besides the engine's entr
+HEAD_ENTROPY_VARIANTS = {
+    "xlogy": lambda w: -torch.xlogy(w, w).sum(dim=-1).mean(dim=(0, 2)),
+    "Categorical.entropy": lambda w: torch.distributions.Categorical(probs=w).entropy().mean(dim=(0, 2)),
+    "float64, 0·log 0 by where": upcast(lambda w: torch.where(w > 0, -w * w.log(), 0.0).sum(dim=-1).mean(dim=(0, 2))),
+}
+
+
+@pytest.mark.parametrize("variant", HEAD_ENTROPY_VARIANTS.values(), ids=HEAD_ENTROPY_VARIANTS)
+@pytest.mark.parametrize("test", [p.values[0] for p in GRADED_TESTS if p.values[1] == "multihead.head_entropy"],
+                         ids=lambda t: t.__name__)
+def test_correct_head_entropy_variants_pass(test, variant):
+    test(InProcessStudent("solutions", overrides={("multihead", "head_entropy"): variant}))

@@ -3,7 +3,7 @@ import torch
 
 from ..model import KVCache, MultiHeadAttention, repeat_kv  # noqa: F401  (given in the exercise file)
 
-__all__ = ["split_heads", "merge_heads", "MultiHeadAttention"]
+__all__ = ["split_heads", "merge_heads", "MultiHeadAttention", "head_entropy"]
 
 
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -14,3 +14,9 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, H, T, K) -> (B, T, H·K)."""
     return x.transpose(1, 2).flatten(2)
+
+
+def head_entropy(weights: torch.Tensor) -> torch.Tensor:
+    """(B, H, T, S) attention weights -> (H,): each head's entropy over the keys in nats,
+    0·log 0 = 0, averaged over batch and queries."""
+    return torch.special.entr(weights).sum(dim=-1).mean(dim=(0, 2))
