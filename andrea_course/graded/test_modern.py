@@ -208,8 +208,9 @@ def test_swiglu_module_matches_reference(student):
 # ----------------------------------------------------------------------------- the block
 @graded("block.Block", points=1, taught="modern")
 def test_rmsnorm_block_adds_to_the_raw_stream(student):
-    """With RMSNorm the block still adds each sublayer's output to the raw residual stream x,
-    never to the normalised x: x = x + attn(norm(x)); x = x + mlp(norm(x))."""
+    """The learner's block in a modern config (RMSNorm, SwiGLU, G = 2 key/value heads for H = 4):
+    it still adds each sublayer's output to the raw residual stream x, never to the normalised
+    x: x = x + attn(norm(x)); x = x + mlp(norm(x))."""
     cfg = ModelConfig(vocab_size=11, context_length=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2,
                       d_ff=48, norm="rmsnorm", mlp="swiglu", bias=False)
     block = student.piece("block", "Block")(cfg)
@@ -225,7 +226,7 @@ def test_rmsnorm_block_adds_to_the_raw_stream(student):
         post = ref.ln1(x + ref.attn(x))
         post = ref.ln2(post + ref.mlp(post))
     got = block(x)
-    expect_close(got.detach() if isinstance(got, torch.Tensor) else got, want, "Block(cfg with norm='rmsnorm')(x)", mistakes={
+    expect_close(got.detach() if isinstance(got, torch.Tensor) else got, want, "Block(cfg with norm='rmsnorm', mlp='swiglu', H=4, G=2)(x)", mistakes={
         "added the sublayer's output to the normalised x: add it to the raw x, "
         "x = x + attn(ln1(x)), so the residual path stays an identity": normalised,
         "post-norm order: normalise the sublayer's input, x = x + attn(ln1(x)), not the sum": post,
