@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.grading import Mismatch, expect_close, expect_equal, expect_true, graded
+from andrea_course.grading import Mismatch, expect_close, expect_true, graded
 from andrea_course import pieces
 
 V, D = 11, 6
@@ -141,19 +141,27 @@ def _nearest_mistakes(table, query, k):
 
 
 def _expect_ids(got, want, what, mistakes, scores):
-    """expect_equal on the ids, after two mistakes expect_equal cannot see: the right k ids in
-    another order, and the scores returned instead of their ids."""
-    if isinstance(got, torch.Tensor) and got.shape == want.shape:
-        if got.is_floating_point():
-            raise Mismatch(what, f"got {got.dtype} numbers, expected the integer ids of the rows", NEAREST_HINT,
-                           mistake="the similarity scores returned (topk's .values), not the ids of their rows "
-                                   "(its .indices)" if torch.allclose(got.double(), scores, atol=1e-5) else None)
-        if (sorted(got.tolist()) == sorted(want.tolist())) and not torch.equal(got.to(want.dtype), want):
-            raise Mismatch(what, f"got the ids {got.tolist()}, expected {want.tolist()}: the same tokens, "
-                                 f"another order", NEAREST_HINT,
-                           mistake="the right k tokens, but not the most similar first: order them by "
-                                   "their cosine, the largest first")
-    expect_equal(got, want, what, NEAREST_HINT, mistakes=mistakes)
+    """got must equal the ids `want` (k,), in order. A failure shows both lists of ids and names a
+    mistake when got is that mistake's ids, the right ids in another order, or the scores
+    (`scores`, (k,)) returned instead of their ids."""
+    if not isinstance(got, torch.Tensor):
+        raise Mismatch(what, f"expected a tensor of {len(want)} ids, got {type(got).__name__}", NEAREST_HINT)
+    if got.shape != want.shape:
+        raise Mismatch(what, f"shape {tuple(got.shape)}, expected ({len(want)},): one id per neighbour",
+                       NEAREST_HINT, shape_found=tuple(got.shape), shape_expected=tuple(want.shape))
+    if got.is_floating_point():
+        raise Mismatch(what, f"got {got.dtype} numbers, expected the integer ids of the rows", NEAREST_HINT,
+                       mistake="the similarity scores returned (topk's .values), not the ids of their rows "
+                               "(its .indices)" if torch.allclose(got.double(), scores, atol=1e-5) else None)
+    if torch.equal(got.long(), want):
+        return
+    ids = got.long()
+    if sorted(ids.tolist()) == sorted(want.tolist()):
+        mistake = "the right k tokens, but not the most similar first: order them by their cosine, the largest first"
+    else:
+        mistake = next((name for name, wrong in mistakes.items()
+                        if torch.equal(ids, wrong) and not torch.equal(wrong, want)), None)
+    raise Mismatch(what, f"got the ids {ids.tolist()}, expected {want.tolist()}", NEAREST_HINT, mistake=mistake)
 
 
 @graded("embeddings.nearest_tokens", points=2)
