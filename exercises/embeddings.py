@@ -59,6 +59,19 @@ def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> to
     raise NotImplementedError('embeddings.cosine_similarity: not implemented yet. Hint: Cosine similarity is the dot product of the two vectors after each is scaled to length 1: one number per pair of vectors, so the sum and both norms run over the last axis only, never over the whole tensor; keep the division away from a zero length.')
 
 
+def nearest_tokens(table: torch.Tensor, query: torch.Tensor, k: int) -> torch.Tensor:
+    """The ids of the k rows of `table` most similar to `query` by cosine similarity, most
+    similar first.
+
+    table: (V, D), query: (D,)  ->  ids: (k,) integer, in [0, V)
+    """
+    # Hint: Score every row of the table against the query with the cosine, one number per row
+    #       (V of them), so that a row's length does not count, only its direction; then keep
+    #       the k largest scores and return where they are, the most similar first.
+    # More help: hint("embeddings.nearest_tokens") in the notebook, one level at a time.
+    raise NotImplementedError('embeddings.nearest_tokens: not implemented yet. Hint: Score every row of the table against the query with the cosine, one number per row (V of them), so that a row\'s length does not count, only its direction; then keep the k largest scores and return where they are, the most similar first.')
+
+
 class Embeddings(nn.Module):
     """Token table (V, D) and learned position table (T, D); forward adds them."""
 

@@ -28,6 +28,19 @@ def gelu_erf(x: torch.Tensor) -> torch.Tensor:
     raise NotImplementedError('mlp.gelu_erf: not implemented yet. Hint: The exact GELU: x times the standard normal\'s cumulative probability at x, which the error function gives as one half of one plus erf of x over the square root of 2.')
 
 
+def gelu_grad(x: torch.Tensor) -> torch.Tensor:
+    """The slope of the exact GELU, d/dx [x·Phi(x)] = Phi(x) + x·phi(x), elementwise.
+
+    Phi is the standard normal CDF, 0.5·(1 + erf(x / sqrt(2))); phi its density,
+    exp(-x²/2) / sqrt(2·pi).  x: any shape, e.g. (B, T, F)  ->  the same shape.
+    """
+    # Hint: GELU is a product of two factors, x itself and the normal distribution's cumulative
+    #       probability at x, so its slope follows the product rule: two terms, one for each
+    #       factor. The derivative of a cumulative distribution is its density, the bell curve.
+    # More help: hint("mlp.gelu_grad") in the notebook, one level at a time.
+    raise NotImplementedError('mlp.gelu_grad: not implemented yet. Hint: GELU is a product of two factors, x itself and the normal distribution\'s cumulative probability at x, so its slope follows the product rule: two terms, one for each factor. The derivative of a cumulative distribution is its density, the bell curve.')
+
+
 class MLP(nn.Module):
     """x: (B, T, D) -> (B, T, D) through a hidden layer of width F.
 

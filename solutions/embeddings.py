@@ -64,6 +64,21 @@ def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> to
     ### END SOLUTION
 
 
+def nearest_tokens(table: torch.Tensor, query: torch.Tensor, k: int) -> torch.Tensor:
+    """The ids of the k rows of `table` most similar to `query` by cosine similarity, most
+    similar first.
+
+    table: (V, D), query: (D,)  ->  ids: (k,) integer, in [0, V)
+    """
+    ### BEGIN SOLUTION
+    ### HINT: Score every row of the table against the query with the cosine, one number per row (V of them), so that a row's length does not count, only its direction; then keep the k largest scores and return where they are, the most similar first.
+    ### API: your cosine_similarity(table, query) broadcasts the (D,) query over the V rows; torch.topk(scores, k) returns .values and .indices, largest first
+    ### LINE: return torch.topk(cosine_similarity(table, query), k).indices
+    scores = cosine_similarity(table, query)          # (V, D) with (D,) -> (V,)
+    return torch.topk(scores, k).indices              # (k,), the largest score first
+    ### END SOLUTION
+
+
 class Embeddings(nn.Module):
     """Token table (V, D) and learned position table (T, D); forward adds them."""
 

@@ -29,6 +29,22 @@ def gelu_erf(x: torch.Tensor) -> torch.Tensor:
     ### END SOLUTION
 
 
+def gelu_grad(x: torch.Tensor) -> torch.Tensor:
+    """The slope of the exact GELU, d/dx [x·Phi(x)] = Phi(x) + x·phi(x), elementwise.
+
+    Phi is the standard normal CDF, 0.5·(1 + erf(x / sqrt(2))); phi its density,
+    exp(-x²/2) / sqrt(2·pi).  x: any shape, e.g. (B, T, F)  ->  the same shape.
+    """
+    ### BEGIN SOLUTION
+    ### HINT: GELU is a product of two factors, x itself and the normal distribution's cumulative probability at x, so its slope follows the product rule: two terms, one for each factor. The derivative of a cumulative distribution is its density, the bell curve.
+    ### API: torch.erf and torch.exp, math.sqrt and math.pi; the standard normal density is exp(-x²/2) / sqrt(2·pi)
+    ### LINE: return 0.5 * (1 + torch.erf(x / math.sqrt(2))) + x * torch.exp(-0.5 * x ** 2) / math.sqrt(2 * math.pi)
+    cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))                   # Phi(x), same shape as x
+    pdf = torch.exp(-0.5 * x ** 2) / math.sqrt(2.0 * math.pi)           # phi(x) = Phi'(x)
+    return cdf + x * pdf                                                # product rule: 1·Phi + x·phi
+    ### END SOLUTION
+
+
 class MLP(nn.Module):
     """x: (B, T, D) -> (B, T, D) through a hidden layer of width F.
 

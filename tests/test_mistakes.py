@@ -302,6 +302,28 @@ def _head_entropy(plogp=lambda w: torch.special.entr(w), over=-1, reduce_keys="s
     return head_entropy
 
 
+# issue 15 item 6: the nearest tokens to a query (notebook 01), the slope of the exact GELU (notebook 04)
+def _nearest(score=lambda t, q: F.cosine_similarity(t, q[None], dim=-1), pick=lambda s, k: s.topk(k).indices):
+    """A nearest_tokens written with one typical mistake: in how it scores the rows or picks k of them."""
+    return lambda table, query, k: pick(score(table, query), k)
+
+
+def _phi(x):
+    return torch.exp(-x ** 2 / 2) / math.sqrt(2 * math.pi)
+
+
+def _gelu_grad(cdf=lambda x: 0.5 * (1 + torch.erf(x / math.sqrt(2))), pdf=_phi, sign=1):
+    """A gelu_grad written with one typical mistake: Phi(x) + sign·x·phi(x), with its Phi and phi."""
+    return lambda x: cdf(x) + sign * x * pdf(x)
+
+
+def _gelu_tanh_grad(x):
+    """The slope of the tanh form, by hand: 0.5·(1 + tanh u) + 0.5·x·(1 - tanh² u)·u'."""
+    c = math.sqrt(2 / math.pi)
+    t = torch.tanh(c * (x + 0.044715 * x ** 3))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t ** 2) * c * (1 + 3 * 0.044715 * x ** 2)
+
+
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
 MUTANTS = [
     # the optimiser (notebook 09)
@@ -494,6 +516,43 @@ MUTANTS = [
      {("multihead", "head_entropy"): _head_entropy(log_base=2)}, "log base 2"),
     ("test_multihead.py", "test_head_entropy", {("multihead", "head_entropy"): _head_entropy(per_head=False)},
      "averaged over the heads too"),
+    # issue 15 item 6: nearest_tokens (notebook 01), gelu_grad (notebook 04)
+    ("test_embeddings.py", "test_nearest_tokens_by_cosine_not_by_length",
+     {("embeddings", "nearest_tokens"): _nearest(pick=lambda s, k: s.topk(k, largest=False).indices)}, "LEAST similar"),
+    ("test_embeddings.py", "test_nearest_tokens_by_cosine_not_by_length",
+     {("embeddings", "nearest_tokens"): _nearest(pick=lambda s, k: s.argsort()[:k])}, "LEAST similar"),
+    ("test_embeddings.py", "test_nearest_tokens_by_cosine_not_by_length",
+     {("embeddings", "nearest_tokens"): _nearest(score=lambda t, q: t @ q)}, "raw dot product"),
+    ("test_embeddings.py", "test_nearest_tokens_of_a_row_starts_with_that_row",
+     {("embeddings", "nearest_tokens"): _nearest(score=lambda t, q: t @ q)}, "raw dot product"),
+    ("test_embeddings.py", "test_nearest_tokens_by_cosine_not_by_length",
+     {("embeddings", "nearest_tokens"): _nearest(score=lambda t, q: t / t.norm(dim=0) @ q / q.norm())},
+     "norm taken over the wrong axis"),
+    ("test_embeddings.py", "test_nearest_tokens_by_cosine_not_by_length",
+     {("embeddings", "nearest_tokens"): _nearest(score=lambda t, q: F.cosine_similarity(t, q.expand_as(t), dim=0))},
+     "cosine taken over the wrong axis"),
+    ("test_embeddings.py", "test_nearest_tokens_by_cosine_not_by_length",
+     {("embeddings", "nearest_tokens"): _nearest(pick=lambda s, k: s.topk(k).indices.sort().values)},
+     "not the most similar first"),
+    ("test_embeddings.py", "test_nearest_tokens_of_a_row_starts_with_that_row",
+     {("embeddings", "nearest_tokens"): _nearest(pick=lambda s, k: s.topk(k).values)}, "scores returned"),
+    ("test_mlp.py", "test_gelu_grad_is_the_slope_of_the_exact_gelu",
+     {("mlp", "gelu_grad"): _gelu_grad(pdf=lambda x: torch.zeros_like(x))}, "only Phi(x)"),
+    ("test_mlp.py", "test_gelu_grad_in_float32_keeps_the_shape",
+     {("mlp", "gelu_grad"): _gelu_grad(pdf=lambda x: torch.zeros_like(x))}, "only Phi(x)"),
+    ("test_mlp.py", "test_gelu_grad_is_the_slope_of_the_exact_gelu",
+     {("mlp", "gelu_grad"): _gelu_grad(pdf=lambda x: torch.exp(-x ** 2 / 2))}, "without its factor 1/sqrt(2·pi)"),
+    ("test_mlp.py", "test_gelu_grad_is_the_slope_of_the_exact_gelu",
+     {("mlp", "gelu_grad"): _gelu_tanh_grad}, "slope of the tanh approximation"),
+    ("test_mlp.py", "test_gelu_grad_in_float32_keeps_the_shape",
+     {("mlp", "gelu_grad"): _gelu_tanh_grad}, "slope of the tanh approximation"),
+    ("test_mlp.py", "test_gelu_grad_is_the_slope_of_the_exact_gelu",
+     {("mlp", "gelu_grad"): lambda x: (x > 0).to(x.dtype)}, "ReLU's slope"),
+    ("test_mlp.py", "test_gelu_grad_is_the_slope_of_the_exact_gelu",
+     {("mlp", "gelu_grad"): _gelu_grad(cdf=lambda x: 0.5 * (1 + torch.erf(x)))}, "erf(x) instead of erf(x / sqrt(2))"),
+    ("test_mlp.py", "test_gelu_grad_is_the_slope_of_the_exact_gelu",
+     {("mlp", "gelu_grad"): _gelu_grad(sign=-1)}, "x·phi(x) subtracted"),
+    ("test_mlp.py", "test_gelu_grad_is_the_slope_of_the_exact_gelu", {("mlp", "gelu_grad"): F.gelu}, "GELU itself"),
 ]
 
 

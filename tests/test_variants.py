@@ -15,6 +15,7 @@ import types
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from andrea_course import pieces
 from andrea_course.graded import GRADED
@@ -73,16 +74,54 @@ def test_the_float64_upcast_version_passes(test, exercise):
     test(InProcessStudent("solutions", overrides={(activity, piece): variant}))
 
 
-# head_entropy (notebook 03): ways a learner may rightly write it, besides the engine's entr
-HEAD_ENTROPY_VARIANTS = {
-    "xlogy": lambda w: -torch.xlogy(w, w).sum(dim=-1).mean(dim=(0, 2)),
-    "Categorical.entropy": lambda w: torch.distributions.Categorical(probs=w).entropy().mean(dim=(0, 2)),
-    "float64, 0·log 0 by where": upcast(lambda w: torch.where(w > 0, -w * w.log(), 0.0).sum(dim=-1).mean(dim=(0, 2))),
-}
+# ----- more correct variants, written as learners write them (issue 15 item 6's analysis pieces) -----
+
+def _nearest_by_unit_rows(table, query, k):
+    """Rows and query scaled to length 1 by hand, then a full descending sort."""
+    unit = table / table.norm(dim=-1, keepdim=True)                          # (V, D)
+    return (unit @ (query / query.norm())).argsort(descending=True)[:k]       # (k,)
 
 
-@pytest.mark.parametrize("variant", HEAD_ENTROPY_VARIANTS.values(), ids=HEAD_ENTROPY_VARIANTS)
-@pytest.mark.parametrize("test", [p.values[0] for p in GRADED_TESTS if p.values[1] == "multihead.head_entropy"],
-                         ids=lambda t: t.__name__)
-def test_correct_head_entropy_variants_pass(test, variant):
-    test(InProcessStudent("solutions", overrides={("multihead", "head_entropy"): variant}))
+def _nearest_by_normalize(table, query, k):
+    return torch.sort(F.normalize(table, dim=-1) @ F.normalize(query, dim=0), descending=True).indices[:k]
+
+
+def _gelu_grad_by_ndtr(x):
+    """Phi from torch.special.ndtr, phi from torch.distributions' log-density."""
+    return torch.special.ndtr(x) + x * torch.distributions.Normal(0.0, 1.0).log_prob(x).exp()
+
+
+def _head_entropy_by_xlogy(w):
+    return -torch.xlogy(w, w).sum(dim=-1).mean(dim=(0, 2))
+
+
+def _head_entropy_by_categorical(w):
+    return torch.distributions.Categorical(probs=w).entropy().mean(dim=(0, 2))
+
+
+_head_entropy_in_float64_by_where = upcast(lambda w: torch.where(w > 0, -w * w.log(), 0.0).sum(dim=-1).mean(dim=(0, 2)))
+_head_entropy_in_float64_by_where.__name__ = "_head_entropy_in_float64_by_where"
+
+
+def _gelu_grad_by_torch_func(x):
+    """PyTorch's own derivative of F.gelu, one scalar at a time (torch.func.grad under vmap)."""
+    return torch.func.vmap(torch.func.grad(F.gelu))(x.reshape(-1)).reshape(x.shape)
+
+
+MORE_VARIANTS = [("test_embeddings.py", "embeddings.nearest_tokens", _nearest_by_unit_rows),
+                 ("test_multihead.py", "multihead.head_entropy", _head_entropy_by_xlogy),
+                 ("test_multihead.py", "multihead.head_entropy", _head_entropy_by_categorical),
+                 ("test_multihead.py", "multihead.head_entropy", _head_entropy_in_float64_by_where),
+                 ("test_embeddings.py", "embeddings.nearest_tokens", _nearest_by_normalize),
+                 ("test_mlp.py", "mlp.gelu_grad", _gelu_grad_by_ndtr),
+                 ("test_mlp.py", "mlp.gelu_grad", _gelu_grad_by_torch_func)]
+
+
+@pytest.mark.parametrize("file, exercise, variant", MORE_VARIANTS, ids=[v.__name__[1:] for *_, v in MORE_VARIANTS])
+def test_a_learners_correct_variant_passes(file, exercise, variant):
+    student = InProcessStudent("solutions", overrides={tuple(exercise.split(".")): variant})
+    tests = [fn for name, fn in vars(_load(file)).items() if name.startswith("test_")
+             and any(m.name == "exercise" and m.args[0] == exercise for m in getattr(fn, "pytestmark", []))]
+    assert tests
+    for test in tests:
+        test(student)

@@ -1,5 +1,6 @@
 """Graded tests, activity 4 · Embeddings: table lookup, one-hot product, learned positions,
-cosine similarity and the Embeddings module.  x_t = token_table[id_t] + position_table[t]."""
+cosine similarity, the nearest tokens to a query, and the Embeddings module.
+x_t = token_table[id_t] + position_table[t]."""
 import torch
 import torch.nn.functional as F
 
@@ -102,6 +103,90 @@ def test_cosine_similarity(student):
                            "norms over the whole tensor: each pair of vectors needs its own two norms, taken over "
                            "the last axis (dim=-1) like the dot product":
                                (u * v).sum(-1) / (u.norm() * v.norm())})
+
+
+# ----- nearest_tokens: the k rows most like a query -----
+
+NEAREST_HINT = ("score every row against the query by its cosine (one score per row, V of them), then the "
+                "k largest scores, the largest first")
+
+
+def _nearest_case(seed, dtype=torch.float64):
+    """A (V, D) = (40, 8) table whose row lengths range over a factor of about 1,000 (so the
+    longest rows win a raw dot product), and a random (D,) query."""
+    g = torch.Generator().manual_seed(seed)
+    directions = torch.randn(40, 8, dtype=torch.float64, generator=g)
+    lengths = torch.exp(torch.linspace(-3.5, 3.5, 40, dtype=torch.float64))[torch.randperm(40, generator=g)]
+    table = directions / directions.norm(dim=-1, keepdim=True) * lengths[:, None]     # (V, D)
+    query = torch.randn(8, dtype=torch.float64, generator=g)                             # (D,)
+    return table.to(dtype), query.to(dtype)
+
+
+def _nearest_mistakes(table, query, k):
+    """{typical mistake: the ids it returns} for nearest_tokens(table, query, k), in float64."""
+    table, query = table.double(), query.double()
+    cos = F.cosine_similarity(table, query[None], dim=-1)                                # (V,)
+    return {
+        "the k LEAST similar: take the largest cosines (torch.topk keeps the largest by default; "
+        "argsort needs descending=True)": cos.topk(k, largest=False).indices,
+        "a raw dot product: it favours long rows; divide by the lengths (a cosine) so that only the "
+        "direction counts": (table @ query).topk(k).indices,
+        "each row divided by a norm taken over the wrong axis (dim=0, one norm per column): a row's "
+        "length is over its own D numbers, the last axis":
+            ((table / table.norm(dim=0, keepdim=True)) @ query).topk(k).indices,
+        "the cosine taken over the wrong axis (dim=0): that gives D scores, one per column, where "
+        "each of the V rows needs its own; take it over the last axis":
+            F.cosine_similarity(table, query.expand_as(table), dim=0).topk(k).indices,
+    }
+
+
+def _expect_ids(got, want, what, mistakes, scores):
+    """got must equal the ids `want` (k,), in order. A failure shows both lists of ids and names a
+    mistake when got is that mistake's ids, the right ids in another order, or the scores
+    (`scores`, (k,)) returned instead of their ids."""
+    if not isinstance(got, torch.Tensor):
+        raise Mismatch(what, f"expected a tensor of {len(want)} ids, got {type(got).__name__}", NEAREST_HINT)
+    if got.shape != want.shape:
+        raise Mismatch(what, f"shape {tuple(got.shape)}, expected ({len(want)},): one id per neighbour",
+                       NEAREST_HINT, shape_found=tuple(got.shape), shape_expected=tuple(want.shape))
+    if got.is_floating_point():
+        raise Mismatch(what, f"got {got.dtype} numbers, expected the integer ids of the rows", NEAREST_HINT,
+                       mistake="the similarity scores returned (topk's .values), not the ids of their rows "
+                               "(its .indices)" if torch.allclose(got.double(), scores, atol=1e-5) else None)
+    if torch.equal(got.long(), want):
+        return
+    ids = got.long()
+    if sorted(ids.tolist()) == sorted(want.tolist()):
+        mistake = "the right k tokens, but not the most similar first: order them by their cosine, the largest first"
+    else:
+        mistake = next((name for name, wrong in mistakes.items()
+                        if torch.equal(ids, wrong) and not torch.equal(wrong, want)), None)
+    raise Mismatch(what, f"got the ids {ids.tolist()}, expected {want.tolist()}", NEAREST_HINT, mistake=mistake)
+
+
+@graded("embeddings.nearest_tokens", points=2)
+def test_nearest_tokens_by_cosine_not_by_length(student):
+    table, query = _nearest_case(6)
+    k = 5
+    got = student.piece("embeddings", "nearest_tokens")(table, query, k)
+    cos = F.cosine_similarity(table, query[None], dim=-1)                                # (V,)
+    want = cos.topk(k)
+    _expect_ids(got, want.indices, f"nearest_tokens(table (40, 8), query (8,), k={k})",
+                _nearest_mistakes(table, query, k), want.values)
+
+
+@graded("embeddings.nearest_tokens", points=1)
+def test_nearest_tokens_of_a_row_starts_with_that_row(student):
+    """float32, the query a multiple of row 17: row 17 first (cosine 1), whatever its length."""
+    table, _ = _nearest_case(7, torch.float32)
+    query = 0.01 * table[17]
+    k = 4
+    got = student.piece("embeddings", "nearest_tokens")(table, query, k)
+    cos = F.cosine_similarity(table.double(), query.double()[None], dim=-1)
+    want = cos.topk(k)
+    _expect_ids(got, want.indices, f"nearest_tokens(table (40, 8) float32, query = 0.01·table[17], k={k})",
+                _nearest_mistakes(table, query, k), want.values)
+
 
 
 

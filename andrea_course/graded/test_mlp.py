@@ -1,5 +1,5 @@
-"""Graded tests, activity · MLP and GELU: the tanh and erf forms of GELU, and the MLP
-GELU(x·W1 + b1)·W2 + b2."""
+"""Graded tests, activity · MLP and GELU: the tanh and erf forms of GELU, the slope of the
+exact GELU, and the MLP GELU(x·W1 + b1)·W2 + b2."""
 import math
 
 import torch
@@ -39,6 +39,52 @@ def test_gelu_erf(student):
         "erf(x·sqrt(2)) instead of erf(x / sqrt(2))": 0.5 * X * (1 + torch.erf(X * math.sqrt(2))),
         "the factor 0.5 is missing": X * (1 + torch.erf(X / math.sqrt(2))),
     })
+
+
+# ----- the slope of the exact GELU: d/dx [x·Phi(x)] = Phi(x) + x·phi(x) -----
+
+GRAD_HINT = ("GELU(x) = x·Phi(x) is a product of two factors: by the product rule, one term per factor; "
+             "the derivative of Phi, a cumulative distribution, is the standard normal density")
+
+
+def _autograd_slope(x, approximate="none"):
+    """d F.gelu(x) / dx by autograd, in float64 (x of any shape)."""
+    x = x.detach().double().requires_grad_()
+    return torch.autograd.grad(F.gelu(x, approximate=approximate).sum(), x)[0]
+
+
+def _slope_mistakes(x):
+    """{typical mistake: what it gives} for gelu_grad(x), in float64."""
+    x = x.double()
+    cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))                    # Phi(x)
+    bell = torch.exp(-0.5 * x ** 2)                                   # phi(x)·sqrt(2·pi)
+    return {
+        "only Phi(x): the product rule gives a second term, x times the derivative of Phi (the normal "
+        "density phi(x))": cdf,
+        "the normal density without its factor 1/sqrt(2·pi): phi(x) = exp(-x²/2) / sqrt(2·pi)": cdf + x * bell,
+        "the slope of the tanh approximation; asked: the exact erf GELU's, Phi(x) + x·phi(x)":
+            _autograd_slope(x, approximate="tanh"),
+        "ReLU's slope, a step from 0 to 1: GELU's slope is smooth and below 0 for some negative x": (x > 0).double(),
+        "erf(x) instead of erf(x / sqrt(2)) in Phi: Phi is the CDF of the standard normal":
+            0.5 * (1 + torch.erf(x)) + x * bell / math.sqrt(2 * math.pi),
+        "x·phi(x) subtracted: the product rule adds its two terms": cdf - x * bell / math.sqrt(2 * math.pi),
+        "GELU itself, not its slope": F.gelu(x),
+    }
+
+
+@graded("mlp.gelu_grad", points=2)
+def test_gelu_grad_is_the_slope_of_the_exact_gelu(student):
+    got = student.piece("mlp", "gelu_grad")(X)
+    expect_close(got, _autograd_slope(X), "gelu_grad(x)", hint=GRAD_HINT, mistakes=_slope_mistakes(X))
+
+
+@graded("mlp.gelu_grad", points=1)
+def test_gelu_grad_in_float32_keeps_the_shape(student):
+    """A (B, T, F) = (2, 3, 16) float32 input: the same shape back, within float32's tolerance."""
+    x = torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(8)) * 2.5           # (B, T, F)
+    got = student.piece("mlp", "gelu_grad")(x)
+    expect_close(got, _autograd_slope(x).float(), "gelu_grad(x) on a (2, 3, 16) float32 x", hint=GRAD_HINT,
+                 mistakes={name: wrong.float() for name, wrong in _slope_mistakes(x).items()})
 
 
 CFG = ModelConfig(vocab_size=16, context_length=8, d_model=8, n_layers=1, n_heads=2, d_ff=32)

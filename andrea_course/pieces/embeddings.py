@@ -4,7 +4,7 @@ import torch.nn.functional as F
 
 from ..model import Embeddings
 
-__all__ = ["embed_lookup", "embed_onehot", "add_positions", "cosine_similarity", "Embeddings"]
+__all__ = ["embed_lookup", "embed_onehot", "add_positions", "cosine_similarity", "nearest_tokens", "Embeddings"]
 
 
 def embed_lookup(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -25,3 +25,9 @@ def add_positions(tok: torch.Tensor, position_table: torch.Tensor, start: int = 
 def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """(..., D), (..., D) -> (...)."""
     return F.cosine_similarity(u, v, dim=-1, eps=eps)
+
+
+def nearest_tokens(table: torch.Tensor, query: torch.Tensor, k: int) -> torch.Tensor:
+    """table (V, D), query (D,) -> the ids (k,) of the k rows of largest cosine with query, largest first."""
+    scores = F.cosine_similarity(table, query.unsqueeze(0), dim=-1)     # (V,)
+    return scores.topk(k).indices                                       # (k,)

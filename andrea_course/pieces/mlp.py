@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from .. import ops
 from ..model import MLP
 
-__all__ = ["gelu_tanh", "gelu_erf", "MLP"]
+__all__ = ["gelu_tanh", "gelu_erf", "gelu_grad", "MLP"]
 
 gelu_tanh = ops.gelu
 
@@ -13,3 +13,10 @@ gelu_tanh = ops.gelu
 def gelu_erf(x: torch.Tensor) -> torch.Tensor:
     """The exact GELU, x·Phi(x)."""
     return F.gelu(x)
+
+
+def gelu_grad(x: torch.Tensor) -> torch.Tensor:
+    """d GELU(x) / dx for the exact GELU, as PyTorch's own backward of F.gelu computes it (any shape)."""
+    x = x.detach().requires_grad_()
+    with torch.enable_grad():
+        return torch.autograd.grad(F.gelu(x).sum(), x)[0]
