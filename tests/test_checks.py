@@ -224,8 +224,9 @@ def test_a_forgotten_keepdim_is_named_with_the_learners_line(tmp_path, capsys, m
 
 
 def test_a_notebook_checks_only_what_it_has_taught(capsys):
-    """check() in notebook 03 leaves out the KV-cache and grouped-head tests of multi-head attention
-    (taught in 07) and says so; check(..., upto="modern") and the grader run them."""
+    """check() in notebook 03 leaves out the KV-cache test of multi-head attention (taught in 06)
+    and its grouped-head tests (taught in 07) and says so; check(..., upto="modern") and the
+    grader run them all."""
     from andrea_course.notebook import run_graded
     later = {"test_multihead_attention_with_a_kv_cache", "test_grouped_kv_heads_with_a_kv_cache", "test_grouped_kv_heads"}
     ex = "multihead.MultiHeadAttention"
@@ -233,14 +234,14 @@ def test_a_notebook_checks_only_what_it_has_taught(capsys):
     in_07 = run_graded(ex, impl="solutions", upto="modern")
     grader = run_graded(ex, impl="solutions")
     names = lambda r: {o.name for o in r.outcomes}
-    assert in_03.passed and names(in_03) and not names(in_03) & later and sorted(in_03.later) == ["modern"] * 3
+    assert in_03.passed and names(in_03) and not names(in_03) & later and sorted(in_03.later) == ["model", "modern", "modern"]
     assert in_07.passed and later <= names(in_07) and not in_07.later
     assert names(grader) == names(in_07)
     check(ex, impl="solutions")
     out = capsys.readouterr().out
     assert out.startswith(f"[PASSED] {ex}: "), out
     assert all(f"      {name}\n" in out for name in names(in_03)) and not any(name in out for name in later)
-    assert "3 more graded tests check what notebook 07_modern teaches" in out and "upto='modern'" in out
+    assert "3 more graded tests check what notebooks 06_model and 07_modern teach" in out and "upto='modern'" in out
     check(ex, impl="solutions", upto="nowhere")
     assert "upto='nowhere' is not an activity of the course" in capsys.readouterr().out
 

@@ -130,7 +130,7 @@ def test_post_norm_block(student):
         "the second sublayer left unnormalised: x = ln2(x + mlp(x))": no_second_norm})
 
 
-@graded("block.Block", points=1, taught="modern")
+@graded("block.Block", points=1, taught="model")
 def test_block_passes_the_cache_on(student):
     """Fed in two parts through a KV cache, the block gives what one pass over the whole
     sequence gives: it must hand its cache to the attention."""

@@ -136,7 +136,7 @@ def check_with_cache(student, cfg, what):
                  "earlier one: attend to everything it returns", mistakes={SKIPPED: fresh})
 
 
-@graded("multihead.MultiHeadAttention", points=2, taught="modern")
+@graded("multihead.MultiHeadAttention", points=2, taught="model")
 def test_multihead_attention_with_a_kv_cache(student):
     check_with_cache(student, CFG, "MultiHeadAttention(D=12, H=3) fed 3 positions, then 2, through a KV cache")
 

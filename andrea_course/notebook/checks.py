@@ -8,8 +8,8 @@ on Linux), and shows one box. It never raises, except KeyboardInterrupt: the lea
 stops the cell, after a box that says so.
 
 A notebook checks only what it has taught: check() and use() run the tests of ideas taught up to
-the exercise's own notebook, and a test marked @graded(..., taught="modern") runs from notebook
-07 on (check("multihead.MultiHeadAttention", upto="modern")) and in the grader, which runs every
+the exercise's own notebook, and a test marked @graded(..., taught="model") runs from notebook
+06 on (check("multihead.MultiHeadAttention", upto="model")) and in the grader, which runs every
 test. The boxes point to hint("activity.piece") for more help (hints.py).
 """
 from __future__ import annotations
@@ -244,9 +244,11 @@ def _later(result: CheckResult) -> list[tuple[str, str]]:
         return []
     n = len(result.later)
     where = sorted(set(result.later), key=lambda a: LESSONS.index(a) if a in LESSONS else len(LESSONS))
-    notebooks = ", ".join(f"{LESSONS.index(a) + 1:02d}_{a}" if a in LESSONS else a for a in where)
-    return [("later", f"{n} more graded test{'s' * (n != 1)} check{'s' * (n == 1)} what notebook {notebooks} "
-                      f"teaches: {'they run' if n != 1 else 'it runs'} there "
+    names = [f"{LESSONS.index(a) + 1:02d}_{a}" if a in LESSONS else a for a in where]
+    notebooks = (f"notebook {names[0]} teaches" if len(names) == 1 else
+                 f"notebooks {', '.join(names[:-1])} and {names[-1]} teach")
+    return [("later", f"{n} more graded test{'s' * (n != 1)} check{'s' * (n == 1)} what {notebooks}: "
+                      f"{'they run' if n != 1 else 'it runs'} there "
                       f"(check({result.exercise!r}, upto={where[-1]!r})) and in the grader")]
 
 
