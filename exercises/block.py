@@ -56,6 +56,25 @@ def make_mlp(cfg) -> nn.Module:
     return SwiGLU(cfg) if cfg.mlp == "swiglu" else MLP(cfg)
 
 
+def dropout(x: torch.Tensor, p: float, training: bool, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Inverted dropout, what the block's self.drop (nn.Dropout) does to each sublayer's output.
+
+    x: any shape, e.g. (B, T, D)  ->  the same shape and dtype.
+    While training: each element independently becomes 0 with probability p, and the elements
+    kept are divided by 1 - p, so that every element keeps its expected value. p = 1 drops
+    everything (zeros, no NaN). Not training, or p = 0: x unchanged. The random numbers come
+    from `generator` (torch's global one when it is None), so a seeded generator gives the same mask.
+    """
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    # Hint: Outside training dropout does nothing. In training draw one uniform random number
+    #       per element of x from the generator, keep the elements whose number is at least p
+    #       (so each survives with probability 1 - p), zero the rest and divide the survivors by
+    #       1 - p; when p is 1 nothing survives and there is nothing to divide.
+    # More help: hint("block.dropout") in the notebook, one level at a time.
+    raise NotImplementedError('block.dropout: not implemented yet. Hint: Outside training dropout does nothing. In training draw one uniform random number per element of x from the generator, keep the elements whose number is at least p (so each survives with probability 1 - p), zero the rest and divide the survivors by 1 - p; when p is 1 nothing survives and there is nothing to divide.')
+
+
 class Block(nn.Module):
     """Pre-norm transformer block.  x: (B, T, D) -> (B, T, D).
 

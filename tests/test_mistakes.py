@@ -324,6 +324,21 @@ def _gelu_tanh_grad(x):
     return 0.5 * (1 + t) + 0.5 * x * (1 - t ** 2) * c * (1 + 3 * 0.044715 * x ** 2)
 
 
+# issue 15 item 6: dropout (notebook 05)
+def _dropout(scale=None, keep_with_p=False, in_eval=False, at_1=True, mask_shape=None,
+             use_generator=True):
+    """A dropout written with one typical mistake, chosen by the switches."""
+    def dropout(x, p, training, generator=None):
+        if not (training or in_eval) or p == 0:
+            return x
+        if p == 1 and at_1:
+            return torch.zeros_like(x)
+        u = torch.rand(mask_shape(x) if mask_shape else x.shape, generator=generator if use_generator else None)
+        keep = u < p if keep_with_p else u >= p
+        return x * keep / (1 - p) if scale is None else x * keep * scale(p)
+    return dropout
+
+
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
 MUTANTS = [
     # the optimiser (notebook 09)
@@ -553,6 +568,30 @@ MUTANTS = [
     ("test_mlp.py", "test_gelu_grad_is_the_slope_of_the_exact_gelu",
      {("mlp", "gelu_grad"): _gelu_grad(sign=-1)}, "x·phi(x) subtracted"),
     ("test_mlp.py", "test_gelu_grad_is_the_slope_of_the_exact_gelu", {("mlp", "gelu_grad"): F.gelu}, "GELU itself"),
+    # issue 15 item 6: dropout (notebook 05)
+    ("test_block.py", "test_dropout_zeroes_or_scales_each_element", {("block", "dropout"): _dropout(scale=lambda p: 1.0)},
+     "survivors not scaled"),
+    ("test_block.py", "test_dropout_zeroes_or_scales_each_element", {("block", "dropout"): _dropout(scale=lambda p: 1 - p)},
+     "multiplied by 1 - p instead of divided"),
+    ("test_block.py", "test_dropout_keeps_the_mean", {("block", "dropout"): _dropout(scale=lambda p: 1.0)},
+     "survivors not scaled"),
+    ("test_block.py", "test_dropout_keeps_the_mean", {("block", "dropout"): _dropout(scale=lambda p: 1 - p)},
+     "multiplied by 1 - p instead of divided"),
+    ("test_block.py", "test_dropout_zeroes_a_fraction_p", {("block", "dropout"): _dropout(keep_with_p=True)},
+     "kept with probability p instead of 1 - p"),
+    ("test_block.py", "test_dropout_zeroes_a_fraction_p",
+     {("block", "dropout"): lambda x, p, training, generator=None: x if training else x * 0}, "nothing dropped in training"),
+    ("test_block.py", "test_dropout_does_nothing_outside_training_or_at_p_0", {("block", "dropout"): _dropout(in_eval=True)},
+     "dropout applied when not training"),
+    ("test_block.py", "test_dropout_at_p_1_gives_zeros", {("block", "dropout"): _dropout(at_1=False)}, "p = 1 not handled"),
+    ("test_block.py", "test_dropout_at_p_1_gives_zeros", {("block", "dropout"): _dropout(at_1=False, scale=lambda p: 1 / (1 - p))},
+     "p = 1 not handled"),
+    ("test_block.py", "test_dropout_draws_one_number_per_element",
+     {("block", "dropout"): _dropout(mask_shape=lambda x: x.shape[1:])}, "the same mask for every row of the batch"),
+    ("test_block.py", "test_dropout_draws_one_number_per_element",
+     {("block", "dropout"): _dropout(mask_shape=lambda x: (x.shape[0], 1, x.shape[2]))}, "the same mask for every position"),
+    ("test_block.py", "test_dropout_follows_its_generator", {("block", "dropout"): _dropout(use_generator=False)},
+     "generator ignored"),
 ]
 
 

@@ -108,13 +108,31 @@ def _gelu_grad_by_torch_func(x):
     return torch.func.vmap(torch.func.grad(F.gelu))(x.reshape(-1)).reshape(x.shape)
 
 
+def _dropout_bernoulli(x, p, training, generator=None):
+    """keep ~ Bernoulli(1 - p), drawn by torch.bernoulli."""
+    if not training or p == 0:
+        return x
+    keep = torch.bernoulli(torch.full_like(x, 1 - p), generator=generator)
+    return x * keep / (1 - p) if p < 1 else x * keep
+
+
+def _dropout_masked_fill(x, p, training, generator=None):
+    """drop where a uniform number is below p, then scale what is left; a copy even when nothing changes."""
+    if not training:
+        return x.clone()
+    drop = torch.rand(x.shape, generator=generator, dtype=torch.float64) < p
+    return x.masked_fill(drop, 0.0) * (1 / (1 - p) if p < 1 else 0.0)
+
+
 MORE_VARIANTS = [("test_embeddings.py", "embeddings.nearest_tokens", _nearest_by_unit_rows),
                  ("test_multihead.py", "multihead.head_entropy", _head_entropy_by_xlogy),
                  ("test_multihead.py", "multihead.head_entropy", _head_entropy_by_categorical),
                  ("test_multihead.py", "multihead.head_entropy", _head_entropy_in_float64_by_where),
                  ("test_embeddings.py", "embeddings.nearest_tokens", _nearest_by_normalize),
                  ("test_mlp.py", "mlp.gelu_grad", _gelu_grad_by_ndtr),
-                 ("test_mlp.py", "mlp.gelu_grad", _gelu_grad_by_torch_func)]
+                 ("test_mlp.py", "mlp.gelu_grad", _gelu_grad_by_torch_func),
+                 ("test_block.py", "block.dropout", _dropout_bernoulli),
+                 ("test_block.py", "block.dropout", _dropout_masked_fill)]
 
 
 @pytest.mark.parametrize("file, exercise, variant", MORE_VARIANTS, ids=[v.__name__[1:] for *_, v in MORE_VARIANTS])

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.grading import expect_close, expect_runs, expect_true, graded
+from andrea_course.grading import expect_close, expect_equal, expect_runs, expect_true, graded
 from andrea_course import pieces
 
 
@@ -196,3 +196,140 @@ def test_layer_norm_keeps_one_statistic_per_token(student):
         if case.shape[-2] == case.shape[-1]:
             mistakes[LN_KEEPDIM] = _layer_norm_without_keepdim(case, w, b)
         expect_close(got, F.layer_norm(case, (16,), w, b, eps=1e-5), what, mistakes=mistakes)
+
+
+# ----- dropout (issue 15 item 6) -----
+# dropout draws a random mask, which no test can expect bit for bit: the tests hold its output to
+# properties every correct dropout has, on 65,536 elements drawn from a seeded generator.
+
+DROP_SHAPE = (4, 64, 256)                          # (B, T, D)
+N_DROP = 4 * 64 * 256
+SIGMAS = 6       # a bound of 6 standard deviations: a correct dropout exceeds it with probability about 2e-9
+DROP_HINT = ("in training, each element is zeroed with probability p and every element kept is divided by 1 - p; "
+             "outside training nothing happens")
+NOT_SCALED = "survivors not scaled: divide the elements you keep by 1 - p, so that each keeps its expected value"
+MULTIPLIED = "survivors multiplied by 1 - p instead of divided by it"
+NOTHING_DROPPED = "nothing dropped in training: zero each element with probability p when training is True"
+KEPT_WITH_P = ("kept with probability p instead of 1 - p: p is the probability of being DROPPED, so an element "
+               "survives when its random number is at least p")
+
+
+def _dropout(student, x, p, training=True, seed=0):
+    return student.piece("block", "dropout")(x, p, training, torch.Generator().manual_seed(seed))
+
+
+def _drop_input(seed=60, dtype=torch.float32):
+    """(B, T, D) = (4, 64, 256) values around 1.5, none of them 0: a 0 in the output is a dropped element."""
+    return (torch.rand(DROP_SHAPE, generator=torch.Generator().manual_seed(seed)) + 1.0).to(dtype)
+
+
+def _bound(p, n=N_DROP):
+    """SIGMAS standard deviations of the fraction of n elements that Bernoulli(p) draws pick."""
+    return SIGMAS * (p * (1 - p) / n) ** 0.5
+
+
+@graded("block.dropout", points=2)
+def test_dropout_zeroes_or_scales_each_element(student):
+    """Every output element is 0 or x / (1 - p), at p = 0.1 and 0.3, in x's dtype."""
+    x = _drop_input()
+    for p in (0.1, 0.3):
+        what = f"dropout(x, p={p}, training=True): the elements not zeroed"
+        got = _dropout(student, x, p)
+        kept = got != 0 if isinstance(got, torch.Tensor) and got.shape == x.shape else torch.ones_like(x, dtype=torch.bool)
+        expect_close(got, torch.where(kept, x / (1 - p), 0.0), what, hint=DROP_HINT,
+                     mistakes={NOTHING_DROPPED: x, NOT_SCALED: torch.where(kept, x, 0.0), MULTIPLIED: torch.where(kept, x * (1 - p), 0.0)})
+        expect_equal(got.dtype, x.dtype, f"dropout(x, p={p}, training=True).dtype",
+                     "the output has x's dtype: a bool mask multiplied into x takes x's dtype")
+
+
+@graded("block.dropout", points=2)
+def test_dropout_zeroes_a_fraction_p(student):
+    """The fraction of the 65,536 elements set to 0 lies within 6 standard deviations of p."""
+    x = _drop_input(seed=61)
+    for p in (0.1, 0.3):
+        got = _dropout(student, x, p, seed=1)
+        frac = (got == 0).double().mean() if isinstance(got, torch.Tensor) else got
+        expect_close(frac, torch.tensor(p, dtype=torch.float64),
+                     f"the fraction of the {N_DROP:,} elements that dropout(x, p={p}) sets to 0 (a correct dropout "
+                     f"lands within {SIGMAS} standard deviations of p, ±{_bound(p):.4f})",
+                     atol=_bound(p), rtol=0.0, hint=DROP_HINT,
+                     mistakes={KEPT_WITH_P: torch.tensor(1 - p, dtype=torch.float64),
+                               NOTHING_DROPPED: torch.tensor(0.0, dtype=torch.float64)})
+
+
+@graded("block.dropout", points=1)
+def test_dropout_keeps_the_mean(student):
+    """Inverted dropout keeps every element's expected value: the mean of dropout(x) over 65,536
+    elements equal to 2 is 2, within 6 standard deviations."""
+    x = torch.full(DROP_SHAPE, 2.0)
+    for p in (0.1, 0.3):
+        got = _dropout(student, x, p, seed=2)
+        mean = got.double().mean() if isinstance(got, torch.Tensor) else got
+        sd = 2.0 * (p / (1 - p) / N_DROP) ** 0.5                  # of the mean: each element is 2/(1-p) or 0
+        expect_close(mean, torch.tensor(2.0, dtype=torch.float64),
+                     f"the mean of dropout(x, p={p}, training=True) for {N_DROP:,} elements equal to 2",
+                     atol=SIGMAS * sd, rtol=0.0, hint=DROP_HINT,
+                     mistakes={NOT_SCALED: torch.tensor(2.0 * (1 - p), dtype=torch.float64),
+                               MULTIPLIED: torch.tensor(2.0 * (1 - p) ** 2, dtype=torch.float64),
+                               KEPT_WITH_P: torch.tensor(2.0 * p / (1 - p), dtype=torch.float64)})
+
+
+@graded("block.dropout", points=1)
+def test_dropout_does_nothing_outside_training_or_at_p_0(student):
+    x = _drop_input(seed=62)
+    for p, training in ((0.3, False), (1.0, False), (0.0, True)):
+        got = _dropout(student, x, p, training, seed=3)
+        applied = (torch.where(got == 0, 0.0, x / (1 - p)) if p < 1 and isinstance(got, torch.Tensor)
+                   and got.shape == x.shape else torch.zeros_like(x))
+        expect_close(got, x, f"dropout(x, p={p}, training={training})",
+                     hint="when not training, or when p is 0, dropout gives x back unchanged",
+                     mistakes={"dropout applied when not training: outside training (model.eval(), generation) "
+                               "it must return x unchanged": applied})
+
+
+P_IS_1 = ("p = 1 not handled: dividing by 1 - p = 0 gives 0/0 = NaN in a tensor (ZeroDivisionError with a Python "
+          "float); when p is 1 every element is dropped: return zeros")
+
+
+@graded("block.dropout", points=1)
+def test_dropout_at_p_1_gives_zeros(student):
+    x = _drop_input(seed=63)
+    what, hint = "dropout(x, p=1.0, training=True)", "p = 1 drops every element, and there is no 1 / (1 - p) to scale by"
+    got = expect_runs(lambda: _dropout(student, x, 1.0, seed=4), what, hint=hint,
+                      mistakes={P_IS_1: lambda: x / (1 / (1 - 1.0))})
+    expect_close(got, torch.zeros_like(x), what, hint=hint, mistakes={P_IS_1: torch.full_like(x, float("nan"))})
+
+
+def _same_mask_along(dropped: torch.Tensor, dim: int) -> bool:
+    """Whether every slice of the 0/1 mask along `dim` is the same (for a correct dropout on 16,384
+    elements per slice at p = 0.5, two slices agree everywhere with probability 2^-16384)."""
+    first = dropped.narrow(dim, 0, 1)
+    return bool((dropped == first).all())
+
+
+@graded("block.dropout", points=1)
+def test_dropout_draws_one_number_per_element(student):
+    """At p = 0.5 each element is dropped on its own: no two rows of the batch, and no two
+    positions, share one mask."""
+    got = _dropout(student, torch.ones(DROP_SHAPE), 0.5, seed=5)
+    expect_close(got, torch.where(got == 0, 0.0, 2.0) if isinstance(got, torch.Tensor) and got.shape == DROP_SHAPE
+                 else torch.full(DROP_SHAPE, 2.0), "dropout(ones of (B, T, D) = (4, 64, 256), p=0.5)", hint=DROP_HINT)
+    what = "the dropout mask of ones of shape (B, T, D) = (4, 64, 256), p=0.5"
+    for dim, name in ((0, "row of the batch (B)"), (1, "position (T)")):
+        expect_true(not _same_mask_along(got == 0, dim), what, f"every {name} has the same mask",
+                    "draw a random number for every element of x: the mask has x's full shape",
+                    mistake=f"the same mask for every {name}: draw the random numbers with x's full shape, not one "
+                            f"slice broadcast over the others")
+
+
+@graded("block.dropout", points=1)
+def test_dropout_follows_its_generator(student):
+    """Two generators with the same seed give the same mask; different seeds, different masks."""
+    x = _drop_input(seed=64)
+    first, again, other = (_dropout(student, x, 0.5, seed=s) for s in (7, 7, 8))
+    expect_close(again, first, "dropout(x, p=0.5) twice, each with a generator seeded 7",
+                 hint="take every random number from the generator you are given",
+                 mistakes={"generator ignored: pass generator=generator to the call that draws the random "
+                           "numbers, so that a seeded generator gives the same mask": again})
+    expect_true(not torch.equal(first, other), "dropout(x, p=0.5) with generators seeded 7 and 8",
+                "both gave the same mask", "take the random numbers from the generator you are given")

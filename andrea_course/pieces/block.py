@@ -1,12 +1,23 @@
 """Activity 7.2 · The transformer block, as the engine computes it."""
 import torch
+import torch.nn.functional as F
 
 from .. import ops
 from ..model import Block, KVCache, LayerNorm, make_mlp, make_norm  # noqa: F401  (given in the exercise file)
 
-__all__ = ["layer_norm", "Block", "PostNormBlock"]
+__all__ = ["layer_norm", "dropout", "Block", "PostNormBlock"]
 
 layer_norm = ops.layer_norm
+
+
+def dropout(x: torch.Tensor, p: float, training: bool, generator: torch.Generator | None = None) -> torch.Tensor:
+    """PyTorch's own F.dropout, what the engine's nn.Dropout runs. F.dropout takes no generator:
+    a given one seeds torch's global generator, forked so that the global draws are left as they were."""
+    if generator is None:
+        return F.dropout(x, p, training)
+    with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []):
+        torch.manual_seed(int(torch.randint(2 ** 62, (), generator=generator)))
+        return F.dropout(x, p, training)
 
 
 class PostNormBlock(Block):
