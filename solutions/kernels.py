@@ -1,4 +1,4 @@
-"""Activity 8 · Triton kernels: the GELU and LayerNorm forward passes as GPU kernels.
+"""Activity 8 · Triton kernels: the GELU, LayerNorm and row-softmax forward passes as GPU kernels.
 
 A kernel is one program written for one block of data; the launch runs it once per block,
 `grid` times, in parallel. Each program finds its block from `tl.program_id(0)`, loads it
@@ -6,10 +6,11 @@ with a mask (the last block is usually ragged), computes, and stores its result.
 
     GELU(x) = 0.5·x·(1 + tanh(sqrt(2/pi)·(x + 0.044715·x³)))          elementwise
     LN(x)   = (x - mean)/sqrt(var + eps)·gamma + beta                   per row of D
+    softmax(x) = exp(x - max) / Σ exp(x - max)                          per row
 
 Without a GPU this file sets TRITON_INTERPRET=1 before any kernel is defined: the same kernels
-then run, slowly, in Triton's interpreter on CPU tensors. These two kernels are the package's
-own: andrea_course.kernels launches them in ANDREA's forward pass (docs/kernels.md).
+then run, slowly, in Triton's interpreter on CPU tensors. andrea_course/kernels/ holds the
+package's own copies of these kernels, with their backward passes (docs/kernels.md).
 
 The launchers below are written for you. They take the kernel as a default argument, bound
 when this file is loaded, so they always launch the kernel defined in this file.
@@ -130,3 +131,51 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                     x2.stride(0), D, eps, HAS_BIAS=bias is not None,
                     BLOCK_D=triton.next_power_of_2(D))
     return y.view_as(x), mean, rstd
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
+    """The softmax of one row of x (program r handles row r): y = exp(x - max) / Σ exp(x - max).
+
+    x_ptr: rows of n_cols values, row r starting at x_ptr + r·x_row_stride; y_ptr likewise with
+    y_row_stride. The two strides differ when x's rows are a slice of a wider matrix: step each
+    tensor by its own. BLOCK >= n_cols is a power of two, so the lanes n_cols ... BLOCK - 1 are
+    padding: mask them, and load them as a value that neither wins the max nor adds to the sum.
+    Subtract the row's maximum before exp (exp of 89 already overflows fp32); compute in fp32,
+    store in y's dtype.
+    """
+    ### BEGIN SOLUTION
+    ### HINT: One program, one row: load the row through its own row stride, with the padding lanes masked and filled with minus infinity (exp of it is 0, and it never wins the max), in fp32; subtract the row's maximum, exponentiate, divide by the row's sum, and store in y's dtype through y's row stride, masked.
+    ### API: tl.program_id(0), tl.arange(0, BLOCK), tl.load(..., mask=mask, other=float("-inf")), .to(tl.float32), tl.max(x, axis=0), tl.exp, tl.sum(e, axis=0), tl.store(..., mask=mask)
+    ### LINE: x = tl.load(x_ptr + row * x_row_stride + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32); e = tl.exp(x - tl.max(x, axis=0)); y = e / tl.sum(e, axis=0)
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols                                     # the padding lanes of the block
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))                        # each <= 1; padding: exp(-inf) = 0
+    y = e / tl.sum(e, axis=0)
+    tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    ### END SOLUTION
+
+
+def softmax(x: torch.Tensor, kernel=softmax_kernel) -> torch.Tensor:
+    """Launch `kernel` (your softmax_kernel) once per row of x (..., n_cols): softmax over the last axis.
+
+    x's rows may be strided (x = logits[:, :V], a slice of a wider matrix): they go to the kernel
+    as they are, with their row stride; only a last axis that is not contiguous is copied. A
+    checking launcher, for learning: y starts as NaN, so a row the kernel never writes shows, and
+    it has a block of NaN after its end; a kernel that stores past the last row writes there, and
+    this launcher says so.
+    """
+    n_cols = x.shape[-1]
+    x2 = x.reshape(-1, n_cols)                               # (rows, n_cols): a view whenever x's rows allow
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    rows, block = x2.shape[0], triton.next_power_of_2(n_cols)
+    y_pad = torch.full((rows * n_cols + block,), float("nan"), dtype=x.dtype, device=x.device)
+    y = y_pad[:rows * n_cols].view(rows, n_cols)             # (rows, n_cols), row stride n_cols
+    kernel[(rows,)](x2, y, x2.stride(0), y.stride(0), n_cols, BLOCK=block)
+    if not torch.isnan(y_pad[rows * n_cols:]).all():
+        raise RuntimeError("softmax_kernel wrote past the last row of y: its stores need mask=cols < n_cols, "
+                           "and y's rows are y_row_stride apart")
+    return y.view(x.shape)

@@ -2,6 +2,7 @@
 implementation (a mutant), must make its graded test fail with a Mismatch that names it.
 Also: the reference passes every graded test, and the untouched exercises fail every one
 with "not implemented yet" and the exercise's name, without an error at collection."""
+import functools
 import importlib.util
 import math
 import os
@@ -46,6 +47,14 @@ def _load(file):
 
 
 MODULES = {f: _load(f) for f in GRADED_FILES}
+
+
+@functools.cache
+def _module(file):
+    """A graded file's tests: GRADED_FILES loaded above; test_kernels.py, which needs Triton, on first use."""
+    if file not in MODULES and importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed")
+    return MODULES[file] if file in MODULES else _load(file)
 
 
 def _graded_tests():
@@ -339,6 +348,13 @@ def _dropout(scale=None, keep_with_p=False, in_eval=False, at_1=True, mask_shape
     return dropout
 
 
+# issue 15 item 6: the row-softmax kernel (notebook 08)
+def _softmax_kernel(**switches):
+    """The exercise's softmax(x) launching a softmax kernel with one typical mistake (tests/softmax_kernels.py,
+    imported on first use: it needs Triton)."""
+    return lambda x: importlib.import_module("softmax_kernels").softmax_with(**switches)(x)
+
+
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
 MUTANTS = [
     # the optimiser (notebook 09)
@@ -592,15 +608,29 @@ MUTANTS = [
      {("block", "dropout"): _dropout(mask_shape=lambda x: (x.shape[0], 1, x.shape[2]))}, "the same mask for every position"),
     ("test_block.py", "test_dropout_follows_its_generator", {("block", "dropout"): _dropout(use_generator=False)},
      "generator ignored"),
+    # issue 15 item 6: the row-softmax kernel (notebook 08)
+    ("test_kernels.py", "test_softmax_kernel_large_scores", {("kernels", "softmax"): _softmax_kernel(SHIFT=False)},
+     "no max subtraction"),
+    ("test_kernels.py", "test_softmax_kernel_ragged_row", {("kernels", "softmax"): _softmax_kernel(PAD_NEG_INF=False)},
+     "padding loaded as 0.0 instead of -inf"),
+    ("test_kernels.py", "test_softmax_kernel_strided_rows", {("kernels", "softmax"): _softmax_kernel(X_STRIDE_IS_N=True)},
+     "x's rows stepped by n_cols"),
+    ("test_kernels.py", "test_softmax_kernel_matches_torch", {("kernels", "softmax"): _softmax_kernel(NORMALISE=False)},
+     "not normalised"),
+    ("test_kernels.py", "test_softmax_kernel_ragged_row", {("kernels", "softmax"): _softmax_kernel(STORE_MASK=False)},
+     "missing mask on the store"),
 ]
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",     # the softmax kernel without its max
+                            "ignore:invalid value encountered:RuntimeWarning")
 @pytest.mark.parametrize("file, test, overrides, named", MUTANTS,
                          ids=[f"{t}[{n}]" for _, t, _, n in MUTANTS])
 def test_the_graded_test_names_the_mistake(file, test, overrides, named):
+    test_fn = getattr(_module(file), test)
     student = InProcessStudent("solutions", overrides=overrides)
     with pytest.raises(Mismatch) as failure:
-        getattr(MODULES[file], test)(student)
+        test_fn(student)
     assert failure.value.mistake and named in failure.value.mistake, (
         f"{test} failed without naming the mistake {named!r}:\n{failure.value}")
     assert named in str(failure.value)

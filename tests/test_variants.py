@@ -143,3 +143,22 @@ def test_a_learners_correct_variant_passes(file, exercise, variant):
     assert tests
     for test in tests:
         test(student)
+
+
+def _softmax_kernel_variant(name):
+    """The exercise's softmax(x) launching another correct kernel: the engine's, or one of
+    tests/softmax_kernels.py (exp written as exp2, the sum's reciprocal multiplied in)."""
+    import softmax_kernels                     # tests/softmax_kernels.py: it needs Triton
+    if name == "engine":
+        kernel = pieces.get("kernels", "softmax_kernel")
+        return lambda x: softmax_kernels.launcher()(x, kernel=kernel)
+    return softmax_kernels.softmax_with(**{name: True})
+
+
+@pytest.mark.parametrize("variant", ["engine", "EXP2", "RECIPROCAL"])
+def test_other_correct_softmax_kernels_pass(variant):
+    pytest.importorskip("triton")
+    tests = [fn for fn, exercise in (p.values for p in _graded(["test_kernels.py"])) if exercise == "kernels.softmax_kernel"]
+    assert len(tests) >= 4
+    for test in tests:
+        test(InProcessStudent("solutions", overrides={("kernels", "softmax"): _softmax_kernel_variant(variant)}))

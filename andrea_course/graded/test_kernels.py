@@ -1,7 +1,8 @@
-"""Graded tests, activity 9 · Triton kernels: the GELU and LayerNorm forward kernels a learner
-writes in exercises/kernels.py, run through their given launchers `gelu(x)` and
-`layer_norm(x, w, b, eps)`, against PyTorch's GELU and LayerNorm. Without a GPU the kernels run
-in Triton's interpreter (solutions/kernels.py and exercises/kernels.py set TRITON_INTERPRET).
+"""Graded tests, activity 9 · Triton kernels: the GELU, LayerNorm and row-softmax forward kernels a
+learner writes in exercises/kernels.py, run through their given launchers `gelu(x)`,
+`layer_norm(x, w, b, eps)` and `softmax(x)`, against PyTorch's GELU, LayerNorm and softmax.
+Without a GPU the kernels run in Triton's interpreter (solutions/kernels.py and
+exercises/kernels.py set TRITON_INTERPRET).
 """
 import math
 import os
@@ -11,7 +12,8 @@ import torch
 
 if not torch.cuda.is_available():          # Triton reads it when it is first imported: before importorskip
     os.environ.setdefault("TRITON_INTERPRET", "1")
-pytest.importorskip("triton")
+triton = pytest.importorskip("triton")
+import torch.nn.functional as F                                                                 # noqa: E402
 
 from andrea_course.grading import Mismatch, expect_close, expect_equal, expect_true, graded  # noqa: E402
 
@@ -166,3 +168,86 @@ def test_layer_norm_kernel_half_precision(student):
     """fp16 rows of ANDREA's width: y in fp16, statistics in fp32."""
     x, w, b = ln_inputs(4, 768, dtype=torch.float16, seed=2)
     check_layer_norm(student, x, w, b, 1e-5, "layer_norm(x) in fp16")
+
+
+# ----- row softmax ----------------------------------------------------------------------
+
+SOFTMAX_HINT = ("one program per row: load the row through its row stride, padding lanes masked so that they "
+                "count in neither the max nor the sum; subtract the max, exponentiate, divide by the row's sum")
+NO_MAX = ("no max subtraction: exp of a large score overflows to inf, and inf / inf is NaN; subtract the row's "
+          "maximum before exp (the softmax does not change)")
+PAD_ZERO = ("padding loaded as 0.0 instead of -inf: each padding lane adds exp(0 - max) to the row's sum (and 0 "
+            "can win the max); load it as -inf, whose exp is 0")
+NOT_NORMALISED = "not normalised: divide exp(x - max) by its sum over the row"
+ROW_STRIDE = ("x's rows stepped by n_cols instead of x_row_stride: x's rows are x_row_stride elements apart, "
+              "more than n_cols when x is a slice of a wider matrix")
+
+
+def call_softmax(softmax, x, store_mistake):
+    """Run the learner's kernel; its launcher refuses a kernel that stores past the last row of y."""
+    try:
+        return softmax(x)
+    except RuntimeError as exc:
+        if "past the last row" not in str(exc):
+            raise
+        raise Mismatch("softmax(x)", "the kernel wrote past the last row of y",
+                       "stores take the same mask as loads, and step through y by y's own row stride",
+                       mistake=store_mistake) from None
+
+
+def softmax_mistakes(x):
+    """{typical mistake: the output it gives} for x (..., n_cols), in x's dtype."""
+    n = x.shape[-1]
+    x64 = x.double()
+    e32 = x.float().exp()                                  # fp32, as the kernel computes: overflows above 88.7
+    return {NO_MAX: (e32 / e32.sum(-1, keepdim=True)).to(x.dtype),
+            PAD_ZERO: torch.softmax(F.pad(x64, (0, triton.next_power_of_2(n) - n)), -1)[..., :n].to(x.dtype),
+            NOT_NORMALISED: (x64 - x64.amax(-1, keepdim=True)).exp().to(x.dtype)}
+
+
+def check_softmax(student, x, what, extra_mistakes=None):
+    softmax = student.piece("kernels", "softmax")
+    got = call_softmax(softmax, x, None if not x.is_contiguous() else
+                       "missing mask on the store: the padding lanes of each row write past its end")
+    expect_equal(getattr(got, "dtype", None), x.dtype, f"{what}.dtype", "store y.to(y_ptr.dtype.element_ty)")
+    expect_close(got, torch.softmax(x.double(), -1).to(x.dtype), what, hint=SOFTMAX_HINT,
+                 mistakes={**softmax_mistakes(x), **(extra_mistakes or {})})
+
+
+def softmax_inputs(*shape, scale=3.0, shift=0.0, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * scale + shift).to(DEVICE, dtype)
+
+
+@graded("kernels.softmax_kernel", points=2)
+def test_softmax_kernel_matches_torch(student):
+    """Rows of 256 (a power of two: no padding), fp32 and fp16, 2-D and 3-D."""
+    check_softmax(student, softmax_inputs(8, 256), "softmax(x) for x of shape (8, 256)")
+    check_softmax(student, softmax_inputs(2, 3, 256, seed=1, dtype=torch.float16),
+                  "softmax(x) for fp16 x of shape (2, 3, 256)")
+
+
+@graded("kernels.softmax_kernel", points=1)
+def test_softmax_kernel_ragged_row(student):
+    """n_cols = 300 in a block of 512: 212 padding lanes per row that must stay out of the max and the sum."""
+    check_softmax(student, softmax_inputs(6, 300, scale=2.0, shift=-1.0, seed=2), "softmax(x) for rows of 300")
+
+
+@graded("kernels.softmax_kernel", points=1)
+def test_softmax_kernel_large_scores(student):
+    """Scores near +10,000 and -10,000: exp overflows to inf (or underflows to 0) unless the max goes first."""
+    x = softmax_inputs(4, 256, seed=3)
+    x[:2] += 1e4
+    x[2:] -= 1e4
+    check_softmax(student, x, "softmax(x) for rows of scores near +10,000 and -10,000")
+
+
+@graded("kernels.softmax_kernel", points=1)
+def test_softmax_kernel_strided_rows(student):
+    """x = wide[:, :300], the first 300 columns of a (6, 320) matrix, as logits over a vocabulary
+    padded to a multiple of 64 are: row r starts 320 elements after row r - 1, not 300."""
+    wide = softmax_inputs(6, 320, seed=4)
+    x = wide[:, :300]                                      # (6, 300), row stride 320
+    read_by_n = wide.reshape(-1)[:6 * 300].view(6, 300)    # what row * n_cols reads
+    check_softmax(student, x, "softmax(x) for x = wide[:, :300], rows 320 apart",
+                  extra_mistakes={ROW_STRIDE: torch.softmax(read_by_n.double(), -1).to(x.dtype)})
