@@ -200,7 +200,9 @@ def test_layer_norm_keeps_one_statistic_per_token(student):
 
 # ----- dropout (issue 15 item 6) -----
 # dropout draws a random mask, which no test can expect bit for bit: the tests hold its output to
-# properties every correct dropout has, on 65,536 elements drawn from a seeded generator.
+# properties every correct dropout has, on 65,536 elements drawn from a seeded generator, one
+# property per test so that one mistake costs in one test. (That the mean is kept follows from the
+# first two; notebook 05 shows it.)
 
 DROP_SHAPE = (4, 64, 256)                          # (B, T, D)
 N_DROP = 4 * 64 * 256
@@ -258,23 +260,6 @@ def test_dropout_zeroes_a_fraction_p(student):
 
 
 @graded("block.dropout", points=1)
-def test_dropout_keeps_the_mean(student):
-    """Inverted dropout keeps every element's expected value: the mean of dropout(x) over 65,536
-    elements equal to 2 is 2, within 6 standard deviations."""
-    x = torch.full(DROP_SHAPE, 2.0)
-    for p in (0.1, 0.3):
-        got = _dropout(student, x, p, seed=2)
-        mean = got.double().mean() if isinstance(got, torch.Tensor) else got
-        sd = 2.0 * (p / (1 - p) / N_DROP) ** 0.5                  # of the mean: each element is 2/(1-p) or 0
-        expect_close(mean, torch.tensor(2.0, dtype=torch.float64),
-                     f"the mean of dropout(x, p={p}, training=True) for {N_DROP:,} elements equal to 2",
-                     atol=SIGMAS * sd, rtol=0.0, hint=DROP_HINT,
-                     mistakes={NOT_SCALED: torch.tensor(2.0 * (1 - p), dtype=torch.float64),
-                               MULTIPLIED: torch.tensor(2.0 * (1 - p) ** 2, dtype=torch.float64),
-                               KEPT_WITH_P: torch.tensor(2.0 * p / (1 - p), dtype=torch.float64)})
-
-
-@graded("block.dropout", points=1)
 def test_dropout_does_nothing_outside_training_or_at_p_0(student):
     x = _drop_input(seed=62)
     for p, training in ((0.3, False), (1.0, False), (0.0, True)):
@@ -312,9 +297,10 @@ def test_dropout_draws_one_number_per_element(student):
     """At p = 0.5 each element is dropped on its own: no two rows of the batch, and no two
     positions, share one mask."""
     got = _dropout(student, torch.ones(DROP_SHAPE), 0.5, seed=5)
-    expect_close(got, torch.where(got == 0, 0.0, 2.0) if isinstance(got, torch.Tensor) and got.shape == DROP_SHAPE
-                 else torch.full(DROP_SHAPE, 2.0), "dropout(ones of (B, T, D) = (4, 64, 256), p=0.5)", hint=DROP_HINT)
     what = "the dropout mask of ones of shape (B, T, D) = (4, 64, 256), p=0.5"
+    expect_true(isinstance(got, torch.Tensor) and got.shape == DROP_SHAPE, what,
+                f"expected a tensor of x's shape {DROP_SHAPE}, got {getattr(got, 'shape', type(got).__name__)}",
+                "dropout returns a tensor of x's shape")
     for dim, name in ((0, "row of the batch (B)"), (1, "position (T)")):
         expect_true(not _same_mask_along(got == 0, dim), what, f"every {name} has the same mask",
                     "draw a random number for every element of x: the mask has x's full shape",
