@@ -187,15 +187,16 @@ def _clip(text: str) -> str:
     return shown
 
 
-def _is_unwritten(exc: BaseException | None) -> bool:
-    """A generated exercise stub raised (possibly wrapped by the test)."""
+def _stub_error(exc: BaseException | None) -> NotImplementedError | None:
+    """The generated exercise stub's error, when that is what raised (possibly wrapped by the
+    test, or by Triton's interpreter, whose InterpreterError carries it as its cause)."""
     seen = 0
     while exc is not None and seen < 5:
         if isinstance(exc, NotImplementedError) and STUB_MARK in str(exc):
-            return True
+            return exc
         exc = exc.__cause__ or exc.__context__
         seen += 1
-    return False
+    return None
 
 
 def _fmt_shape(shape) -> str:
@@ -219,8 +220,9 @@ def describe(item, call, rep, folder: Path) -> Outcome:
     exc = call.excinfo.value if call.excinfo is not None else None
     name = item.name
     printed = _clip((getattr(rep, "capstdout", "") or "") + (getattr(rep, "capstderr", "") or ""))
-    if _is_unwritten(exc):
-        msg = str(exc)
+    stub = _stub_error(exc)
+    if stub is not None:
+        msg = str(stub)
         return Outcome(name, "unwritten", msg, [], msg.split("Hint:", 1)[1].strip() if "Hint:" in msg else "")
     hints, mistakes = _test_advice(getattr(item, "function", None))
     if isinstance(exc, Mismatch):
