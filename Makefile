@@ -41,11 +41,12 @@ lab: $(LAB_STAMP)
 # In a learner's release (no solutions/) `make grade` grades your exercises/ instead.
 # Two workers (test processes or notebook kernels) on two cores, one torch thread each:
 # threads fighting over the cores made small-tensor training cells 5-20x slower.
+# The unit tests end with their 15 slowest: a slow CI run shows where its time went.
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadscope
 NOKEY  := $(abspath build/release)
 test: $(ALL_STAMP)
 	@test -d solutions || { echo "this is a learner's release (no solutions/): run 'make grade' to grade your exercises"; exit 2; }
-	ANDREA_IMPL=solutions $(PYTEST) -m "not browser" tests andrea_course/graded instructor/hidden_tests
+	ANDREA_IMPL=solutions $(PYTEST) -m "not browser" --durations=15 tests andrea_course/graded instructor/hidden_tests
 	ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks
 	$(BIN)/andrea-release --force $(NOKEY)
 	cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY) OMP_NUM_THREADS=1 $(abspath $(BIN))/python -m pytest \
