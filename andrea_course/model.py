@@ -233,6 +233,20 @@ class Block(nn.Module):
         return x
 
 
+# ----------------------------------------------------------------------------- sampling
+def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,
+                generator: torch.Generator | None) -> torch.Tensor:
+    """logits: (B, V) -> next ids: (B, 1). Temperature 0: the most likely token."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, num_samples=1, generator=generator)
+
+
 # ----------------------------------------------------------------------------- the model
 class ANDREA(nn.Module):
     """The whole model.  ids: (B, T) int -> logits: (B, T, V) [, mean cross-entropy loss].
@@ -310,6 +324,7 @@ class ANDREA(nn.Module):
         return logits, self.cross_entropy(logits, targets)
 
     kv_cache = KVCache      # the cache new_caches builds; a learner's once it passes (overlay.SLOTS)
+    sampler = staticmethod(sample_next)   # draws each token generate adds; a learner's sample_next once it passes
 
     def new_caches(self, batch: int, max_len: int | None = None) -> list[KVCache]:
         """One empty cache (self.kv_cache) per block, for generation."""
@@ -355,7 +370,7 @@ class ANDREA(nn.Module):
             else:                                                  # feed only what is new
                 logits = self(ids[:, caches[0].pos:], caches=caches)
             logits = logits[:, -1, :].float()                      # (B, V)
-            ids = torch.cat([ids, sample_next(logits, temperature, top_k, generator)], dim=1)
+            ids = torch.cat([ids, self.sampler(logits, temperature, top_k, generator)], dim=1)   # (B, T + 1)
         return ids
 
 
@@ -376,22 +391,11 @@ class ANDREA(nn.Module):
 
 def given_model_methods():
     """What a learner's ANDREA (exercises/model.py) is given rather than written: the engine's
-    reset_parameters, output_weight, new_caches, generate, and kv_cache, the cache class
-    new_caches builds (the engine's KVCache; the overlay sets a learner's on the model)."""
-    return ANDREA.reset_parameters, ANDREA.output_weight, ANDREA.new_caches, ANDREA.generate, ANDREA.kv_cache
-
-
-def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,
-                generator: torch.Generator | None) -> torch.Tensor:
-    """logits: (B, V) -> next ids: (B, 1). Temperature 0: the most likely token."""
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
-    if top_k is not None:
-        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
-    return torch.multinomial(probs, num_samples=1, generator=generator)
+    reset_parameters, output_weight, new_caches, generate; kv_cache, the cache class new_caches
+    builds, and sampler, the function generate draws each token with (the engine's KVCache and
+    sample_next; the overlay sets a learner's on the model)."""
+    return (ANDREA.reset_parameters, ANDREA.output_weight, ANDREA.new_caches, ANDREA.generate, ANDREA.kv_cache,
+            ANDREA.__dict__["sampler"])
 
 
 def check_inputs(ids, targets, cfg: ModelConfig, start: int = 0) -> None:

@@ -39,8 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent      # the course's checkout (edit
 STUB_MARK = "not implemented yet"                  # every generated exercise stub's message says this
 COURSE_FOLDERS = ("solutions", "exercises")
 
-# The learner's pieces the model is built from:  exercise -> the engine class it replaces, or
-# the name of the op slot (backends.py) its function fills.
+# The learner's pieces the model is built from:  exercise -> the engine class it replaces, the
+# name of the op slot (backends.py) its function fills, or the engine function generate() draws
+# tokens with (ANDREA.sampler).
 SLOTS: dict[str, type | str] = {
     "embeddings.Embeddings":        engine.Embeddings,
     "attention.attention":          "attention",
@@ -54,6 +55,7 @@ SLOTS: dict[str, type | str] = {
     "modern.SwiGLU":                engine.SwiGLU,
     "model.ANDREA":                 engine.ANDREA,     # its forward runs the engine's model
     "model.KVCache":                engine.KVCache,    # the class model.new_caches builds
+    "model.sample_next":            engine.sample_next,  # what model.generate draws each token with
 }
 
 # The learner's classes written for learned positions: with cfg.position = "rope" the engine's
@@ -283,7 +285,8 @@ def plug_in(model: nn.Module, impl) -> None:
     """Replace the engine's pieces in `model` (just built) by the learner's that pass their
     graded tests: op slots by name, module classes by name (the engine's initial weights are
     copied into the learner's module), the model's own forward, the KV cache class that
-    model.new_caches builds (so generate() runs the learner's cache). Fills model.pieces."""
+    model.new_caches builds (so generate() runs the learner's cache), and the sampler generate()
+    draws each token with. Fills model.pieces."""
     status = passing(impl, SLOTS)
     if model.cfg.position != "learned":
         for exercise in LEARNED_POSITIONS_ONLY:
@@ -303,6 +306,8 @@ def plug_in(model: nn.Module, impl) -> None:
             model.forward = types.MethodType(mine.forward, model)
         elif target is engine.KVCache:
             model.kv_cache = mine
+        elif target is engine.sample_next:
+            model.sampler = mine
         else:
             classes[target] = (exercise, mine)
     _swap_modules(model, classes, model.cfg, status)

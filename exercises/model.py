@@ -53,7 +53,7 @@ class ANDREA(nn.Module):
         return logits, self.cross_entropy(logits, targets)
 
     # Given: the rest of the model is the engine's own (andrea_course/model.py).
-    reset_parameters, output_weight, new_caches, generate, kv_cache = given_model_methods()
+    reset_parameters, output_weight, new_caches, generate, kv_cache, sampler = given_model_methods()
 
 
 def count_parameters(cfg) -> dict:

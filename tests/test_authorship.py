@@ -67,6 +67,6 @@ def test_the_engines_kv_cache_handed_in_as_ones_own_is_refused(tmp_path):
     without_update = exercise[:exercise.index("    def update(")]          # update ends the file
     inherited = _model_submission(tmp_path, without_update.replace("class KVCache:", "class KVCache(_Engine):")
                                   .replace("import torch\n", "import torch\nfrom andrea_course.model import given_model_methods as _g\n"
-                                           "_Engine = _g()[-1]\n", 1))
+                                           "_Engine = _g()[4]\n", 1))
     with pytest.raises(ImplementationError, match="does not define its own methods"):
         inherited.isolated("model", "KVCache")

@@ -148,7 +148,7 @@ def test_the_answer_key_is_graded_like_any_learner():
     assert model.blocks[0].attn.attention.__code__.co_filename.endswith("solutions/attention.py")
 
 
-def test_every_slot_names_an_engine_class_or_an_op_slot():
+def test_every_slot_names_an_engine_class_or_function_or_an_op_slot():
     for exercise, target in SLOTS.items():
         activity, piece = exercise.split(".")
         assert piece in andrea_course.pieces.names(activity), exercise
@@ -174,3 +174,23 @@ def test_the_model_builds_the_learners_kv_cache_once_it_passes():
     assert ANDREA(CFG, impl="exercises").kv_cache is andrea_course.model.KVCache
     ids = _ids(CFG)[:, :2]
     torch.testing.assert_close(model.generate(ids, 3, temperature=0), model.generate(ids, 3, temperature=0, use_cache=False))
+
+
+def test_generate_draws_with_the_learners_sample_next_once_it_passes():
+    """model.sample_next fills model.sampler: generate draws every token with the learner's
+    function, and with the same generator state the tokens are the engine's."""
+    if not (ROOT / "solutions").is_dir():
+        pytest.skip("no solutions/ (a student release)")
+    model = ANDREA(CFG, impl="solutions").eval()
+    assert model.pieces["model.sample_next"] == "yours"
+    assert model.sampler.__module__.startswith("_andrea_learner_")
+    assert ANDREA(CFG, impl="exercises").sampler is andrea_course.model.sample_next
+    calls = []
+    mine = model.sampler
+    model.sampler = lambda *args: calls.append(args[1:3]) or mine(*args)
+    ids = _ids(CFG)[:, :2]
+    got = model.generate(ids, 4, temperature=0.8, top_k=5, generator=torch.Generator().manual_seed(3))
+    assert calls == [(0.8, 5)] * 4
+    engine = ANDREA(CFG).eval()
+    engine.load_state_dict(model.state_dict())
+    assert torch.equal(got, engine.generate(ids, 4, temperature=0.8, top_k=5, generator=torch.Generator().manual_seed(3)))
