@@ -162,19 +162,11 @@ def _run(cmd, cwd=None, env=None, check=True) -> subprocess.CompletedProcess:
     return done
 
 
-# pip gives up on a registry request that sends nothing for PIP_DEFAULT_TIMEOUT seconds and then
-# retries it; this machine sets 180 s and pip retries 5 times, so one stalled request can hold an
-# install for 15 minutes before pip goes on to the next index (twice in four fresh-clone runs the
-# Colab test took 993 s instead of about 110). 20 s without a byte is a stall; 2 retries.
-PIP_PATIENCE = {"PIP_DEFAULT_TIMEOUT": "20", "PIP_RETRIES": "2"}
-
-
 def _env(**extra) -> dict:
-    """The environment of a learner's process: no course variables, one torch thread, a pip
-    that does not wait long on a stalled registry connection."""
+    """The environment of a learner's process: no course variables, one torch thread."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("ANDREA_", "PYTEST_", "VIRTUAL_ENV")) and k not in ("PYTHONPATH", "TRITON_INTERPRET")}
-    env.update(OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", **PIP_PATIENCE, **extra)
+    env.update(OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", **extra)
     return env
 
 
