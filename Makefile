@@ -12,7 +12,7 @@ PIP       := $(BIN)/python -m pip install -q --disable-pip-version-check
 LAB_STAMP := $(VENV)/.lab-installed
 ALL_STAMP := $(VENV)/.installed
 
-.PHONY: lab test grade setup exercises train bench clean
+.PHONY: lab test test-nightly grade setup exercises train bench clean
 setup: $(ALL_STAMP)
 
 # What a learner needs: torch, the course (editable) with JupyterLab, widgets, plots, pytest for
@@ -38,20 +38,28 @@ lab: $(LAB_STAMP)
 # reference solutions and once with the untouched exercises in the learner's release
 # (andrea-release: no solutions/, no hidden tests; everything must still run there); then every
 # notebook in a real JupyterLab in headless Chromium (skipped when Chromium is absent).
+# Each stage prints its time. Tests marked `nightly` (fresh virtual environments for each extra,
+# the larger memory profiles: minutes each) run with `make test-nightly`, not here.
 # In a learner's release (no solutions/) `make grade` grades your exercises/ instead.
 # Two workers (test processes or notebook kernels) on two cores, one torch thread each:
 # threads fighting over the cores made small-tensor training cells 5-20x slower.
 # The unit tests end with their 15 slowest: a slow CI run shows where its time went.
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadscope
 NOKEY  := $(abspath build/release)
+# $(call stage,NAME,COMMAND): run COMMAND, then say how long it took (and stop make if it failed)
+stage = @start=$$(date +%s); echo "== stage $(1)"; $(2); rc=$$?; \
+	echo "== stage $(1): $$(( $$(date +%s) - start )) s$$( [ $$rc = 0 ] || echo ", FAILED (exit $$rc)")"; exit $$rc
 test: $(ALL_STAMP)
 	@test -d solutions || { echo "this is a learner's release (no solutions/): run 'make grade' to grade your exercises"; exit 2; }
-	ANDREA_IMPL=solutions $(PYTEST) -m "not browser" --durations=15 tests andrea_course/graded instructor/hidden_tests
-	ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks
-	$(BIN)/andrea-release --force $(NOKEY)
-	cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY) OMP_NUM_THREADS=1 $(abspath $(BIN))/python -m pytest \
-		-n 2 --dist loadscope -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
-	$(BIN)/python -m pytest -m browser tests/test_browser.py
+	$(call stage,unit and graded tests,ANDREA_IMPL=solutions $(PYTEST) -m "not browser and not nightly" --durations=15 tests andrea_course/graded instructor/hidden_tests)
+	$(call stage,notebooks with the answer key,ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks)
+	$(call stage,notebooks with the untouched exercises in the release,$(BIN)/andrea-release --force $(NOKEY) && cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY) OMP_NUM_THREADS=1 $(abspath $(BIN))/python -m pytest -n 2 --dist loadscope -p no:cacheprovider --nbval-lax --nbval-current-env notebooks)
+	$(call stage,notebooks in a browser,$(BIN)/python -m pytest -m browser tests/test_browser.py)
+
+# Minutes each: every extra in its own fresh virtual environment (the simulated Colab among them),
+# and the memory profiles of bf16, activation checkpointing, the modern block and ANDREA-120M.
+test-nightly: $(ALL_STAMP)
+	$(call stage,nightly tests,ANDREA_IMPL=solutions $(PYTEST) -m nightly --durations=15 tests)
 
 grade: $(LAB_STAMP)
 	ANDREA_IMPL=exercises $(BIN)/python -m pytest -q andrea_course/graded

@@ -31,7 +31,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from .overlay import ROOT, STUB_MARK
+from .paths import ROOT, STUB_MARK
 
 SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"
 HINTS = Path(__file__).resolve().parent / "data" / "hints.json"

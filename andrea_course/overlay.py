@@ -33,11 +33,9 @@ from pathlib import Path
 import torch.nn as nn
 
 from . import authorship, pieces
+from .paths import COURSE_FOLDERS, ROOT, STUB_MARK  # noqa: F401  (STUB_MARK: read here by older callers)
 from . import model as engine
 
-ROOT = Path(__file__).resolve().parent.parent      # the course's checkout (editable install)
-STUB_MARK = "not implemented yet"                  # every generated exercise stub's message says this
-COURSE_FOLDERS = ("solutions", "exercises")
 
 # The learner's pieces the model is built from:  exercise -> the engine class it replaces, the
 # name of the op slot (backends.py) its function fills, or the engine function generate() draws

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from . import __version__
 from .exercises import BEGIN, generate
-from .overlay import ROOT, unwritten_pieces
+from .paths import ROOT
+from .overlay import unwritten_pieces
 from . import pieces
 
 INSTRUCTOR_ONLY = ("solutions/", "instructor/", "tests/", ".ci/", "tools/train_shipped_model.py")

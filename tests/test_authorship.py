@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from andrea_course.grading.student import InProcessStudent
-from andrea_course.overlay import ROOT, ImplementationError, Overlay
+from andrea_course.paths import ROOT
+from andrea_course.overlay import ImplementationError, Overlay
 
 EXERCISES = ROOT / "exercises"
 

@@ -100,6 +100,28 @@ def test_an_infinite_loop_is_stopped_and_named(check_mode, graded_dir, tmp_path,
     assert chosen is not None and "ran longer than 1.5 s in test_softmax_values" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("body", [
+    "    while True:\n        e = e + 0\n",
+    # swallows the first interrupt, then loops again: the watchdog fires again
+    "    try:\n        while True:\n            e = e + 0\n    except KeyboardInterrupt:\n        pass\n"
+    "    while True:\n        e = e + 0\n",
+], ids=["loop", "swallows-one-interrupt"])
+def test_a_loop_is_stopped_when_the_process_started_with_sigint_ignored(body, graded_dir, tmp_path, capsys,
+                                                                          monkeypatch):
+    """A background job of a non-interactive shell (nohup ... &, some CI agents) starts with SIGINT
+    ignored; the thread mode's watchdog must stop the learner's loop all the same."""
+    monkeypatch.setenv("ANDREA_CHECK_MODE", "thread")
+    monkeypatch.setenv("ANDREA_CHECK_TIMEOUT", "1.5")
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        check("attention.softmax", impl=_softmax_ending(tmp_path, body), tests_dir=graded_dir)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN      # put back as it was
+    finally:
+        signal.signal(signal.SIGINT, old)
+    out = capsys.readouterr().out
+    assert "your code ran longer than 1.5 s: an infinite loop?" in out, out
+
+
 def test_an_interrupt_stops_the_cell_after_its_box(check_mode, graded_dir, tmp_path, capsys, monkeypatch):
     """Ctrl-C or the stop button during a check: a box that says so, then KeyboardInterrupt
     (the next cell must not run). Never 'no graded test is marked'."""
@@ -265,7 +287,7 @@ def test_taught_must_name_a_later_notebook():
 def test_the_lessons_follow_the_notebooks():
     """LESSONS (the order taught= and upto= read) is the order of notebooks/NN_<activity>.ipynb."""
     from andrea_course.grading.markers import LESSONS
-    from andrea_course.overlay import ROOT
+    from andrea_course.paths import ROOT
     stems = [p.stem.split("_", 1)[1] for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))]
     taught = [s for s in stems if s in LESSONS]
     assert taught == [a for a in LESSONS if a in taught] and len(taught) >= 7, (stems, LESSONS)

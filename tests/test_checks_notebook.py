@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from andrea_course.exercises import SOLUTIONS
-from andrea_course.overlay import ROOT
+from andrea_course.paths import ROOT
 
 
 LIMIT = 2        # seconds per graded test in this notebook ($ANDREA_CHECK_TIMEOUT)

@@ -51,7 +51,7 @@ def _from_step_2(run, to):
     return to
 
 
-@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
+@pytest.mark.parametrize("mode", ["ddp", pytest.param("fsdp", marks=pytest.mark.nightly)])   # FSDP also in test_rehearsal
 def test_two_processes_match_one_and_resume_on_one_and_on_four(tmp_path, data_dir, one_process, mode):  # noqa: F811
     extra = ["--fsdp"] if mode == "fsdp" else []
     config = _config_file(tmp_path, data_dir, batch_size=2, **RUN)

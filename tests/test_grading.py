@@ -31,7 +31,7 @@ from andrea_course.grading.plugin import Credit, sign
 from andrea_course.grading.runner import Course, grade, read_jsonl, snapshot
 from andrea_course.grading.sandbox import UID_BASE, Cgroup, Limits, probe
 from andrea_course.exercises import EXERCISES, SOLUTIONS
-from andrea_course.overlay import ROOT
+from andrea_course.paths import ROOT
 
 FIXTURES = Path(__file__).parent / "grading_fixtures"
 TESTS = ["test_embed_lookup", "test_softmax", "test_scale_scores", "test_gelu_tanh", "test_mlp_module",

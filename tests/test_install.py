@@ -4,7 +4,8 @@ Fast: every notebook carries the Colab badge and set-up cell that tools/nb.py wr
 address of pyproject.toml; the README's links agree; the set-up keeps a learner's edited files
 when it updates the course; reveal() needs no widget; andrea-make-exercises --version.
 
-Slow (marked `slow`), each in a fresh virtual environment (no system site-packages; pip's own
+Slow (marked `slow`; all but the plain install also `nightly`, run by `make test-nightly`, not by
+`make test`), each in a fresh virtual environment (no system site-packages; pip's own
 cache is reused; --no-compile): the first cell on a simulated Colab, each extra alone doing what
 it is for, and a non-editable `pip install` from a folder outside the repository. torch is always
 installed as torch==2.13.0 (the build on this machine's disk; a bare `torch>=2.4` would fetch a
@@ -30,6 +31,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 TORCH = "torch==2.13.0"
+CELL_TIMEOUT = 300                                  # seconds: a stuck cell fails the test, says which
 PARALLEL = 3                                        # venv builds at once (pip waits on disk a lot)
 
 
@@ -291,12 +293,19 @@ def _execute(nb, python: Path, cwd: Path, jupyter_dir: Path, monkeypatch) -> lis
     if not (jupyter_dir / "kernels" / "sim").is_dir():
         _run([python, "-m", "ipykernel", "install", "--prefix", jupyter_dir.parent.parent, "--name", "sim"])
     monkeypatch.setenv("JUPYTER_PATH", str(jupyter_dir))          # where the kernel "sim" is found
-    nbclient.NotebookClient(nb, kernel_name="sim", timeout=900,
-                            resources={"metadata": {"path": str(cwd)}}).execute(env=_env())
+    client = nbclient.NotebookClient(nb, kernel_name="sim", timeout=CELL_TIMEOUT, startup_timeout=120,
+                                     resources={"metadata": {"path": str(cwd)}})
+    try:
+        client.execute(env=_env())
+    except nbclient.exceptions.CellTimeoutError as exc:
+        raise AssertionError(f"a cell of {nb.metadata.get('name', 'the notebook')} ran longer than "
+                             f"{CELL_TIMEOUT} s in the simulated Colab (every cell takes seconds when "
+                             f"nothing is stuck): {str(exc).splitlines()[0]}") from None
     return ["".join(o.get("text", "") for o in c.get("outputs", [])) for c in nb.cells if c.cell_type == "code"]
 
 
 @pytest.mark.slow
+@pytest.mark.nightly
 @pytest.mark.venv("colab")
 def test_colab_first_cell_keeps_colabs_packages_and_runs_notebook_01(venvs, origin, tmp_path, monkeypatch):
     """Colab, simulated: a venv with its own torch, numpy and ipywidgets 7 and a kernel; a fake
@@ -357,6 +366,7 @@ def _notebook_imports() -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.nightly
 @pytest.mark.venv("notebooks")
 def test_notebooks_extra_opens_and_checks_every_notebook(venvs, tmp_path):
     """[notebooks] alone: JupyterLab starts, every module a notebook imports is there, and
@@ -375,6 +385,7 @@ def test_notebooks_extra_opens_and_checks_every_notebook(venvs, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.nightly
 @pytest.mark.venv("kernels")
 def test_kernels_extra_runs_a_triton_kernel(venvs, tmp_path):
     python = python_of(venvs, "kernels")
@@ -389,6 +400,7 @@ def test_kernels_extra_runs_a_triton_kernel(venvs, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.nightly
 @pytest.mark.venv("train")
 def test_train_extra_prepares_trains_logs_and_reads_a_dataset(venvs, tmp_path):
     """[train] alone: andrea-prepare on text files and on a `datasets` dataset (a local one: no
@@ -416,6 +428,7 @@ def test_train_extra_prepares_trains_logs_and_reads_a_dataset(venvs, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.nightly
 @pytest.mark.venv("hf")
 def test_hf_extra_exports_to_transformers(venvs, tmp_path):
     python = python_of(venvs, "hf")
@@ -432,6 +445,7 @@ def test_hf_extra_exports_to_transformers(venvs, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.nightly
 @pytest.mark.venv("test")
 def test_test_extra_runs_graded_tests(venvs, tmp_path):
     """[test] alone: pytest runs graded tests against the reference; xdist, hypothesis and nbval
@@ -445,6 +459,7 @@ def test_test_extra_runs_graded_tests(venvs, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.nightly
 @pytest.mark.venv("browser")
 def test_browser_extra_brings_playwright(venvs, tmp_path):
     python = python_of(venvs, "browser")

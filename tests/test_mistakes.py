@@ -21,7 +21,7 @@ from andrea_course.grading.student import InProcessStudent
 from andrea_course.exercises import exercise_pieces
 from andrea_course import pieces
 from andrea_course.graded import GRADED
-from andrea_course.overlay import ROOT, STUB_MARK
+from andrea_course.paths import ROOT, STUB_MARK
 
 GRADED_FILES = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_mlp.py",
                 "test_block.py", "test_model.py", "test_modern.py", "test_optim.py"]

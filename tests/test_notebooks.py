@@ -17,7 +17,7 @@ import pytest
 from andrea_course.exercises import exercise_pieces
 from andrea_course import pieces
 from andrea_course.exercises import SOLUTIONS
-from andrea_course.overlay import ROOT
+from andrea_course.paths import ROOT
 from andrea_course.notebook import check, quiz, reveal, run_graded_many, use
 from andrea_course.notebook._display import render_html
 

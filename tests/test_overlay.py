@@ -10,8 +10,8 @@ import torch
 
 import andrea_course
 from andrea_course import ANDREA, ModelConfig, backends, ops
-from andrea_course.overlay import (ROOT, SLOTS, STUB_MARK, ImplementationError, Overlay, impl_from_env,
-                                   resolve)
+from andrea_course.paths import ROOT, STUB_MARK
+from andrea_course.overlay import SLOTS, ImplementationError, Overlay, impl_from_env, resolve
 
 EXERCISES = ROOT / "exercises"
 CFG = ModelConfig(vocab_size=17, context_length=8, d_model=16, n_layers=1, n_heads=2, d_ff=32)

@@ -84,10 +84,13 @@ def _measured_peak(tc) -> int:
 
 @pytest.mark.parametrize("name,B,T,dtype,checkpointing", [
     ("andrea-tiny", 8, 256, "fp32", False),          # the CPU run's own settings
-    ("andrea-tiny", 8, 256, "bf16", False),          # autocast: bf16 copies of matmul inputs and weights
-    ("andrea-tiny", 8, 256, "bf16", True),           # activation checkpointing
-    ("andrea-tiny-modern", 8, 256, "bf16", False),   # RMSNorm, SwiGLU, grouped KV heads, tied head
-    pytest.param("andrea-120m", 1, 64, "fp32", False, marks=pytest.mark.slow),   # weights, gradients, AdamW
+    # autocast: bf16 copies of matmul inputs and weights; activation checkpointing; RMSNorm,
+    # SwiGLU, grouped KV heads, a tied head; weights, gradients and AdamW at full size.
+    # 30 to 60 s each on one core (the profiler records every allocation's stack): nightly.
+    pytest.param("andrea-tiny", 8, 256, "bf16", False, marks=pytest.mark.nightly),
+    pytest.param("andrea-tiny", 8, 256, "bf16", True, marks=pytest.mark.nightly),
+    pytest.param("andrea-tiny-modern", 8, 256, "bf16", False, marks=pytest.mark.nightly),
+    pytest.param("andrea-120m", 1, 64, "fp32", False, marks=pytest.mark.nightly),
 ])
 def test_peak_memory_of_a_step_matches_the_memory_profiler(name, B, T, dtype, checkpointing):
     from andrea_course import ModelConfig

@@ -15,7 +15,7 @@ import math
 
 import pytest
 
-from andrea_course.overlay import ROOT
+from andrea_course.paths import ROOT
 from andrea_course.notebook.quizzes import (MAX_TRIES, as_question, grade, parse_number, parse_shape, quiz,
                                             quiz_html, quiz_widget, seal, sealed_source, shuffled, unseal)
 

@@ -2,7 +2,7 @@
 nothing of the answer key; it refuses to overwrite or to leak."""
 import pytest
 
-from andrea_course.overlay import ROOT
+from andrea_course.paths import ROOT
 from andrea_course.release import ReleaseError, build, main, verify
 
 pytestmark = pytest.mark.skipif(not (ROOT / "solutions").is_dir(), reason="no solutions/ (a learner's release)")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from andrea_course.overlay import ROOT
+from andrea_course.paths import ROOT
 
 pytestmark = pytest.mark.slow
 

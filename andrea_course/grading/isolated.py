@@ -54,7 +54,8 @@ import zipfile
 import torch
 
 from ..config import ModelConfig
-from ..overlay import ROOT, ImplementationError, resolve
+from ..paths import ROOT
+from ..overlay import ImplementationError, resolve
 from .sandbox import SANDBOX_ROOT, Cgroup, Limits, Sandbox
 
 HEADER = struct.Struct("<Q")

@@ -40,7 +40,8 @@ import traceback
 from pathlib import Path
 
 from ..graded import GRADED
-from ..overlay import ROOT, resolve
+from ..paths import ROOT
+from ..overlay import resolve
 from .gradescope import Results, TestResult, to_gradescope, write_json
 from .plugin import sign
 from .sandbox import UID_BASE, Cgroup, Limits, Sandbox, probe

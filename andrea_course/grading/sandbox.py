@@ -32,7 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..overlay import ROOT
+from ..paths import ROOT
 
 UID_BASE = 2_000_000_000          # sandbox uids (root grader): UID_BASE + the grading run's pid
 SANDBOX_ROOT = "/submission"      # where the submission's files appear inside

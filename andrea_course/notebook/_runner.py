@@ -35,7 +35,8 @@ import _thread
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..overlay import ROOT, STUB_MARK, resolve
+from ..paths import ROOT, STUB_MARK
+from ..overlay import resolve
 
 LIMIT_ENV = "ANDREA_CHECK_TIMEOUT"
 DEFAULT_LIMIT = 30.0            # seconds per graded test; the slowest course test takes a few
@@ -396,10 +397,11 @@ def run_tests(paths, exercises, impl_name: str, tests_dir: Path, limit: float | 
     Run.stopped."""
     limit = time_limit() if limit is None else float(limit)
     work = lambda emit: _pytest(list(paths), exercises, impl_name, Path(tests_dir), emit, upto)
-    if mode() == "fork":
-        _warm()
-        return _forked(work, limit, resolve(impl_name))
-    return _here(work, limit, resolve(impl_name))
+    with _interruptible():
+        if mode() == "fork":
+            _warm()
+            return _forked(work, limit, resolve(impl_name))
+        return _here(work, limit, resolve(impl_name))
 
 
 _warmed: list = []
@@ -530,10 +532,45 @@ def _dump_stack(pid: int, dump, folder: Path) -> str:
 
 
 # ---- in this process, with a watchdog thread
+REARM = 1.0          # seconds between the watchdog's interrupts when learner code swallows one
+
+
+def _raise_in(thread_id: int, exc: type) -> bool:
+    """Raise `exc` in another thread at its next Python instruction (CPython's
+    PyThreadState_SetAsyncExc): what stops a loop when no signal can reach the main thread."""
+    try:
+        import ctypes
+        done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc))
+    except (ImportError, AttributeError, OSError):
+        return False
+    return done == 1
+
+
+@contextlib.contextmanager
+def _interruptible():
+    """While a check runs, SIGINT raises KeyboardInterrupt in the main thread, whatever the process
+    inherited: a background job of a non-interactive shell (`nohup ... &`, some CI agents) starts
+    with SIGINT ignored, and then `_thread.interrupt_main()` would do nothing. Put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.getsignal(signal.SIGINT)
+    swap = old in (signal.SIG_IGN, signal.SIG_DFL, None)
+    if swap:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if swap:
+            signal.signal(signal.SIGINT, old)
+
+
 def _here(work, limit: float, folder: Path) -> Run:
     run = Run()
     state = {"deadline": time.monotonic() + max(limit, BOOT_LIMIT), "fired": False, "over": False}
     lock = threading.Lock()
+    target = threading.get_ident()              # the thread that runs the tests (and the learner's code)
+    on_main = threading.current_thread() is threading.main_thread()
 
     def emit(msg):
         with lock:
@@ -541,7 +578,17 @@ def _here(work, limit: float, folder: Path) -> Run:
             if msg[0] == "start":
                 state["deadline"] = time.monotonic() + limit
 
+    def stop():
+        """Interrupt the tests' thread: a signal on the main thread (it also breaks a blocking
+        sleep), else an exception raised at the thread's next Python instruction."""
+        if on_main:
+            _thread.interrupt_main()
+        else:
+            _raise_in(target, KeyboardInterrupt)
+
     def watchdog():
+        # Fires at the deadline, then again every REARM seconds until the tests' thread has left
+        # the learner's code: one interrupt can be swallowed (an `except BaseException` in a loop).
         while True:
             time.sleep(0.05)
             with lock:
@@ -549,8 +596,8 @@ def _here(work, limit: float, folder: Path) -> Run:
                     return
                 if time.monotonic() > state["deadline"]:
                     state["fired"] = True
-                    _thread.interrupt_main()
-                    return
+                    state["deadline"] = time.monotonic() + REARM
+                    stop()
 
     dog = threading.Thread(target=watchdog, daemon=True)
     dog.start()
