@@ -1,23 +1,28 @@
 """Generate exercises/ from solutions/: one source of truth for every piece.
 
-In a solution file a region carries three levels of hint, one line each:
+In a solution file a region carries a one-line summary and three levels of hint, one line each:
 
         ### BEGIN SOLUTION
-        ### HINT: the idea, in words, with no code
-        ### API: the functions or operations to reach for
-        ### LINE: the line itself (or its key expression)
+        ### SUMMARY: what the piece does, in one short line (the stub and the check box show it)
+        ### HINT: level 1, the idea: how to think about it, in words, with no code
+        ### API: level 2, what to reach for, with an example on other data: `EXPR` gives `VALUE`
+        ### LINE: level 3, the line itself (or its key expression)
         <reference code>
         ### END SOLUTION
 
-and becomes, in the exercise file, a stub that gives only the idea:
+Each "`EXPR` gives `VALUE`" in an API line is run by tests/test_exercises.py and must come out as
+VALUE, e.g. `torch.tensor([[1., 3.], [2., 2.]]).amax(dim=-1, keepdim=True)` gives `[[3.], [2.]]`.
+The region becomes, in the exercise file, a stub that gives the summary only:
 
-        # Hint: the idea, in words, with no code
+        # Hint: what the piece does, in one short line
         # More help: hint("attention.softmax") in the notebook, one level at a time.
-        raise NotImplementedError("attention.softmax: not implemented yet. Hint: the idea, ...")
+        raise NotImplementedError("attention.softmax: not implemented yet. Hint: what the piece does, ...")
 
-The other levels and the reference code of each piece go to andrea_course/data/hints.json
-(sealed like a quiz's answers: reading the file does not show them at a glance), which
-notebook.hint() and notebook.reveal_piece() read at run time, without solutions/.
+The stub's comment, its NotImplementedError message and the amber box of check() (which quotes
+the message) all say the summary, word for word; the three levels of hint are new words, each
+more than the last. They and the reference code of each piece go to andrea_course/data/hints.json
+(sealed like a quiz's answers: reading the file does not show them at a glance; the summary is in
+the open), which notebook.hint() and notebook.reveal_piece() read at run time, without solutions/.
 
 Run `andrea-make-exercises` (or `make exercises`) after editing a solution; a test fails when
 exercises/ or hints.json differs from what this generates.
@@ -37,7 +42,8 @@ SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"
 HINTS = Path(__file__).resolve().parent / "data" / "hints.json"
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-LEVELS = {"idea": "### HINT:", "api": "### API:", "line": "### LINE:"}   # in the order hint() gives them
+LEVELS = {"summary": "### SUMMARY:", "idea": "### HINT:", "api": "### API:", "line": "### LINE:"}
+HINT_LEVELS = ("idea", "api", "line")                     # what hint() gives, one more each call
 HEADER = ('# GENERATED from solutions/{name} by `make exercises`. Write your code where a\n'
           '# `raise NotImplementedError` stands, then delete that line.\n')
 
@@ -63,8 +69,8 @@ def _qualnames(tree: ast.AST) -> list[tuple[int, int, str]]:
 
 
 def regions(source: str) -> list[dict]:
-    """Every solution region: its lines, indentation, the piece it sits in, its three hint
-    levels (idea, api, line) and its reference code."""
+    """Every solution region: its lines, indentation, the piece it sits in, its summary, its
+    three hint levels (idea, api, line) and its reference code."""
     lines = source.splitlines()
     spans = _qualnames(ast.parse(source))
     found, start = [], None
@@ -99,8 +105,8 @@ def _level(body: list[str], marker: str, where: str) -> str:
     found = [b.strip()[len(marker):].strip() for b in body if b.strip().startswith(marker)]
     if len(found) != 1 or not found[0]:
         missing = "has no" if not found else ("has more than one" if len(found) > 1 else "has an empty")
-        raise RegionError(f"{where} {missing} '{marker} ...' line: every region gives three levels of hint, "
-                          f"one line each: {', '.join(m + ' ...' for m in LEVELS.values())}")
+        raise RegionError(f"{where} {missing} '{marker} ...' line: every region gives a summary and three "
+                          f"levels of hint, one line each: {', '.join(m + ' ...' for m in LEVELS.values())}")
     return found[0]
 
 
@@ -110,12 +116,13 @@ def piece_of(activity: str, qualname: str) -> str:
 
 
 def stub_lines(activity: str, region: dict) -> list[str]:
-    """The stub that stands for a region in the exercise file: the idea, never the code."""
+    """The stub that stands for a region in the exercise file: the summary, never a level of hint
+    nor the code."""
     piece, indent = piece_of(activity, region["qualname"]), region["indent"]
-    message = f"{activity}.{region['qualname']}: {STUB_MARK}. Hint: {region['idea']}"
-    idea = textwrap.wrap(region["idea"], width=100 - len(indent), initial_indent=f"{indent}# Hint: ",
-                         subsequent_indent=f"{indent}#       ")
-    return [*idea, f'{indent}# More help: hint("{piece}") in the notebook, one level at a time.',
+    message = f"{activity}.{region['qualname']}: {STUB_MARK}. Hint: {region['summary']}"
+    summary = textwrap.wrap(region["summary"], width=100, initial_indent=f"{indent}# Hint: ",
+                            subsequent_indent=f"{indent}#       ")
+    return [*summary, f'{indent}# More help: hint("{piece}") in the notebook, one level at a time.',
             f"{indent}raise NotImplementedError({_quoted(message)})"]
 
 
@@ -169,10 +176,10 @@ def generate(solutions: Path | None = None) -> dict[str, str]:
 
 
 def hints(solutions: Path | None = None) -> dict[str, dict]:
-    """{"activity.piece": {"idea": ..., "sealed": token}} for every exercise piece: the idea in
-    the open (the stub says it too); the API, the line and the reference code sealed (see
-    notebook.quizzes.seal). A piece with several regions (ANDREA's __init__ and forward) gives
-    each level region by region."""
+    """{"activity.piece": {"summary": ..., "sealed": token}} for every exercise piece: the summary
+    in the open (the stub says it too); the idea, the API, the line and the reference code sealed
+    (see notebook.quizzes.seal). A piece with several regions (ANDREA's __init__ and forward)
+    gives each level region by region."""
     from .notebook.quizzes import seal
 
     solutions = SOLUTIONS if solutions is None else Path(solutions)
@@ -188,7 +195,7 @@ def hints(solutions: Path | None = None) -> dict[str, dict]:
         else:
             levels = {k: "\n".join(f"in {r['qualname']}: {r[k]}" for r in rs) for k in LEVELS}
             levels["code"] = "\n\n".join(f"# in {r['qualname']}\n{r['code']}" for r in rs)
-        out[piece] = {"idea": levels.pop("idea"), "sealed": seal(piece, levels)}
+        out[piece] = {"summary": levels.pop("summary"), "sealed": seal(piece, levels)}
     return out
 
 

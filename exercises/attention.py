@@ -20,31 +20,27 @@ def average_past(x: torch.Tensor) -> torch.Tensor:
 
     x: (..., T, D)  ->  (..., T, D)
     """
-    # Hint: for each position i, take the rows 0..i (i + 1 of them, i itself included) and
-    #       average them; the future rows never enter.
+    # Hint: Each position's output: the mean of itself and every position before it.
     # More help: hint("attention.average_past") in the notebook, one level at a time.
-    raise NotImplementedError('attention.average_past: not implemented yet. Hint: for each position i, take the rows 0..i (i + 1 of them, i itself included) and average them; the future rows never enter.')
+    raise NotImplementedError('attention.average_past: not implemented yet. Hint: Each position\'s output: the mean of itself and every position before it.')
 
 
 def causal_average_weights(T: int) -> torch.Tensor:
     """The (T, T) float32 matrix W with W @ x == average_past(x): row i holds 1/(i + 1) in its
     first i + 1 columns and 0 after them, so every row sums to 1.
     """
-    # Hint: start from a lower-triangular matrix of ones (row i has i + 1 ones, the diagonal
-    #       included), then divide each row by its own sum.
+    # Hint: The (T, T) matrix that does average_past as one matrix product.
     # More help: hint("attention.causal_average_weights") in the notebook, one level at a time.
-    raise NotImplementedError('attention.causal_average_weights: not implemented yet. Hint: start from a lower-triangular matrix of ones (row i has i + 1 ones, the diagonal included), then divide each row by its own sum.')
+    raise NotImplementedError('attention.causal_average_weights: not implemented yet. Hint: The (T, T) matrix that does average_past as one matrix product.')
 
 
 def causal_softmax_weights(T: int) -> torch.Tensor:
     """The same (T, T) weights from a softmax: scores all 0 (every position equally interesting),
     the future set to -inf, then a softmax over each row. Later the zeros become Q·Kᵀ.
     """
-    # Hint: scores of zeros; hide every future position (j > i) behind minus infinity, whose
-    #       exponential is 0; a softmax over each row then shares the weight equally among the i
-    #       + 1 positions left.
+    # Hint: The same weights again, this time from a masked softmax of zero scores.
     # More help: hint("attention.causal_softmax_weights") in the notebook, one level at a time.
-    raise NotImplementedError('attention.causal_softmax_weights: not implemented yet. Hint: scores of zeros; hide every future position (j > i) behind minus infinity, whose exponential is 0; a softmax over each row then shares the weight equally among the i + 1 positions left.')
+    raise NotImplementedError('attention.causal_softmax_weights: not implemented yet. Hint: The same weights again, this time from a masked softmax of zero scores.')
 
 
 def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -52,11 +48,9 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
     q: (..., T, K), k: (..., S, K)  ->  (..., T, S),  scores[i, j] = q_i · k_j
     """
-    # Hint: Score every query against every key with a dot product: a matrix product of the
-    #       queries with the keys turned on their side, swapping only the last two axes
-    #       (positions and head width) so that batch and head axes stay where they are.
+    # Hint: Every query's dot product with every key: a (T, S) table of scores.
     # More help: hint("attention.attention_scores") in the notebook, one level at a time.
-    raise NotImplementedError('attention.attention_scores: not implemented yet. Hint: Score every query against every key with a dot product: a matrix product of the queries with the keys turned on their side, swapping only the last two axes (positions and head width) so that batch and head axes stay where they are.')
+    raise NotImplementedError('attention.attention_scores: not implemented yet. Hint: Every query\'s dot product with every key: a (T, S) table of scores.')
 
 
 def scale_scores(scores: torch.Tensor, d_head: int) -> torch.Tensor:
@@ -64,11 +58,9 @@ def scale_scores(scores: torch.Tensor, d_head: int) -> torch.Tensor:
 
     scores: (..., T, S)  ->  (..., T, S)
     """
-    # Hint: A dot product of two random K-wide vectors grows like the square root of K; divide
-    #       the scores by that, so the softmax that follows does not saturate as heads get
-    #       wider.
+    # Hint: Divide the scores by the square root of the head width.
     # More help: hint("attention.scale_scores") in the notebook, one level at a time.
-    raise NotImplementedError('attention.scale_scores: not implemented yet. Hint: A dot product of two random K-wide vectors grows like the square root of K; divide the scores by that, so the softmax that follows does not saturate as heads get wider.')
+    raise NotImplementedError('attention.scale_scores: not implemented yet. Hint: Divide the scores by the square root of the head width.')
 
 
 def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
@@ -77,12 +69,9 @@ def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
     Without a cache S = T and the rule is j <= i (lower triangle, diagonal included).
     With S - T earlier keys cached, query i sits at position i + (S - T): allowed j <= i + S - T.
     """
-    # Hint: Query i may see key j unless j lies in its future. With S - T keys already cached,
-    #       query i sits at position i + S - T. Compare a column of query positions with a row
-    #       of key positions: broadcasting gives the whole T by S table of True and False at
-    #       once.
+    # Hint: A (T, S) table of True where query i may look at key j.
     # More help: hint("attention.causal_mask") in the notebook, one level at a time.
-    raise NotImplementedError('attention.causal_mask: not implemented yet. Hint: Query i may see key j unless j lies in its future. With S - T keys already cached, query i sits at position i + S - T. Compare a column of query positions with a row of key positions: broadcasting gives the whole T by S table of True and False at once.')
+    raise NotImplementedError('attention.causal_mask: not implemented yet. Hint: A (T, S) table of True where query i may look at key j.')
 
 
 def apply_causal_mask(scores: torch.Tensor) -> torch.Tensor:
@@ -90,11 +79,9 @@ def apply_causal_mask(scores: torch.Tensor) -> torch.Tensor:
 
     scores: (..., T, S)  ->  (..., T, S).  Mask *before* the softmax.
     """
-    # Hint: Build the mask for the last two sizes of the scores and write minus infinity
-    #       wherever a query may not look: after the softmax those keys get exactly zero weight,
-    #       and the rows still sum to one.
+    # Hint: Hide every future key from its query by giving its score minus infinity.
     # More help: hint("attention.apply_causal_mask") in the notebook, one level at a time.
-    raise NotImplementedError('attention.apply_causal_mask: not implemented yet. Hint: Build the mask for the last two sizes of the scores and write minus infinity wherever a query may not look: after the softmax those keys get exactly zero weight, and the rows still sum to one.')
+    raise NotImplementedError('attention.apply_causal_mask: not implemented yet. Hint: Hide every future key from its query by giving its score minus infinity.')
 
 
 def softmax(scores: torch.Tensor) -> torch.Tensor:
@@ -102,12 +89,9 @@ def softmax(scores: torch.Tensor) -> torch.Tensor:
 
     scores: (..., T, S)  ->  (..., T, S).  Subtract the row maximum first so exp never overflows.
     """
-    # Hint: Each query's row of scores becomes weights that are positive and sum to one:
-    #       exponentiate, then divide each row by its own sum, over the keys (the last axis).
-    #       Subtract each row's largest score first (the result is the same, but exp cannot
-    #       overflow), and keep the reduced axis so each row's statistic lines up with its row.
+    # Hint: Turn each row of scores into positive weights that sum to one.
     # More help: hint("attention.softmax") in the notebook, one level at a time.
-    raise NotImplementedError('attention.softmax: not implemented yet. Hint: Each query\'s row of scores becomes weights that are positive and sum to one: exponentiate, then divide each row by its own sum, over the keys (the last axis). Subtract each row\'s largest score first (the result is the same, but exp cannot overflow), and keep the reduced axis so each row\'s statistic lines up with its row.')
+    raise NotImplementedError('attention.softmax: not implemented yet. Hint: Turn each row of scores into positive weights that sum to one.')
 
 
 def weighted_sum(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -115,10 +99,9 @@ def weighted_sum(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 
     weights: (..., T, S), v: (..., S, K)  ->  (..., T, K)
     """
-    # Hint: Each query's output is the average of the value vectors, weighted by that query's
-    #       row of attention weights: one matrix product does it for every query.
+    # Hint: Each query's output: the values mixed by that query's row of weights.
     # More help: hint("attention.weighted_sum") in the notebook, one level at a time.
-    raise NotImplementedError('attention.weighted_sum: not implemented yet. Hint: Each query\'s output is the average of the value vectors, weighted by that query\'s row of attention weights: one matrix product does it for every query.')
+    raise NotImplementedError('attention.weighted_sum: not implemented yet. Hint: Each query\'s output: the values mixed by that query\'s row of weights.')
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True) -> torch.Tensor:
@@ -126,11 +109,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 
     q: (..., T, K), k: (..., S, K), v: (..., S, K)  ->  (..., T, K)
     """
-    # Hint: Chain your four steps in order: the scores, scaled by the square root of the head
-    #       width, masked only when causal, turned into weights by the softmax, then the
-    #       weighted sum of the values.
+    # Hint: Scaled dot-product attention from your four steps, masked only when causal.
     # More help: hint("attention.attention") in the notebook, one level at a time.
-    raise NotImplementedError('attention.attention: not implemented yet. Hint: Chain your four steps in order: the scores, scaled by the square root of the head width, masked only when causal, turned into weights by the softmax, then the weighted sum of the values.')
+    raise NotImplementedError('attention.attention: not implemented yet. Hint: Scaled dot-product attention from your four steps, masked only when causal.')
 
 
 class AttentionHead(nn.Module):
@@ -146,7 +127,6 @@ class AttentionHead(nn.Module):
         self.w_v = nn.Linear(d_model, d_head, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Hint: A head projects the same input three ways, into queries, keys and values,
-        #       with its three linear layers, and runs causal attention on them.
+        # Hint: Project x to queries, keys and values, then attend causally.
         # More help: hint("attention.AttentionHead") in the notebook, one level at a time.
-        raise NotImplementedError('attention.AttentionHead.forward: not implemented yet. Hint: A head projects the same input three ways, into queries, keys and values, with its three linear layers, and runs causal attention on them.')
+        raise NotImplementedError('attention.AttentionHead.forward: not implemented yet. Hint: Project x to queries, keys and values, then attend causally.')

@@ -22,12 +22,9 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     x: (..., D), weight (gamma) and bias (beta): (D,)  ->  (..., D).
     The variance is the biased one (divide by D, not D - 1), and eps goes inside the sqrt.
     """
-    # Hint: Normalise each position's vector on its own: subtract its mean and divide by its
-    #       standard deviation, both taken over that vector's D features, keeping the reduced
-    #       axis so they line up with the vector. Use the biased variance (divide by D), put eps
-    #       inside the square root, then scale by gamma and shift by beta when there is one.
+    # Hint: Normalise each token's features to mean 0 and variance 1, then scale and shift.
     # More help: hint("block.layer_norm") in the notebook, one level at a time.
-    raise NotImplementedError('block.layer_norm: not implemented yet. Hint: Normalise each position\'s vector on its own: subtract its mean and divide by its standard deviation, both taken over that vector\'s D features, keeping the reduced axis so they line up with the vector. Use the biased variance (divide by D), put eps inside the square root, then scale by gamma and shift by beta when there is one.')
+    raise NotImplementedError('block.layer_norm: not implemented yet. Hint: Normalise each token\'s features to mean 0 and variance 1, then scale and shift.')
 
 
 class LayerNorm(nn.Module):
@@ -67,12 +64,9 @@ def dropout(x: torch.Tensor, p: float, training: bool, generator: torch.Generato
     """
     if not 0 <= p <= 1:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
-    # Hint: Outside training dropout does nothing. In training draw one uniform random number
-    #       per element of x from the generator, keep the elements whose number is at least p
-    #       (so each survives with probability 1 - p), zero the rest and divide the survivors by
-    #       1 - p; when p is 1 nothing survives and there is nothing to divide.
+    # Hint: Inverted dropout: in training zero each element with probability p, rescale the rest.
     # More help: hint("block.dropout") in the notebook, one level at a time.
-    raise NotImplementedError('block.dropout: not implemented yet. Hint: Outside training dropout does nothing. In training draw one uniform random number per element of x from the generator, keep the elements whose number is at least p (so each survives with probability 1 - p), zero the rest and divide the survivors by 1 - p; when p is 1 nothing survives and there is nothing to divide.')
+    raise NotImplementedError('block.dropout: not implemented yet. Hint: Inverted dropout: in training zero each element with probability p, rescale the rest.')
 
 
 class Block(nn.Module):
@@ -91,11 +85,9 @@ class Block(nn.Module):
         self.drop = nn.Dropout(dropout)      # a run-time switch: ANDREA(..., dropout=p) sets it
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        # Hint: Pre-norm: each sublayer reads a normalised copy of the stream, and its
-        #       output, through dropout, is added to the raw stream, which itself is never
-        #       normalised. Attention first (hand it the cache), then the MLP.
+        # Hint: Pre-norm: attention, then the MLP, each added back to the stream.
         # More help: hint("block.Block") in the notebook, one level at a time.
-        raise NotImplementedError('block.Block.forward: not implemented yet. Hint: Pre-norm: each sublayer reads a normalised copy of the stream, and its output, through dropout, is added to the raw stream, which itself is never normalised. Attention first (hand it the cache), then the MLP.')
+        raise NotImplementedError('block.Block.forward: not implemented yet. Hint: Pre-norm: attention, then the MLP, each added back to the stream.')
 
 
 class PostNormBlock(Block):
@@ -105,9 +97,6 @@ class PostNormBlock(Block):
     """
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        # Hint: Post-norm, as in the original Transformer: each sublayer reads the stream as
-        #       it is, its output goes through dropout and is added to the stream, and the
-        #       sum is normalised. Attention with the first norm, then the MLP with the
-        #       second.
+        # Hint: Post-norm: add each sublayer's output to the stream, then normalise the sum.
         # More help: hint("block.PostNormBlock") in the notebook, one level at a time.
-        raise NotImplementedError('block.PostNormBlock.forward: not implemented yet. Hint: Post-norm, as in the original Transformer: each sublayer reads the stream as it is, its output goes through dropout and is added to the stream, and the sum is normalised. Attention with the first norm, then the MLP with the second.')
+        raise NotImplementedError('block.PostNormBlock.forward: not implemented yet. Hint: Post-norm: add each sublayer\'s output to the stream, then normalise the sum.')

@@ -31,10 +31,9 @@ def pair_counts(words: dict) -> dict:
 
     Overlapping pairs all count: the word (7, 7, 7) seen twice gives {(7, 7): 4}.
     """
-    # Hint: Every neighbouring pair inside a word occurs as often as the word does: walk each
-    #       word's adjacent pairs and add the word's count to each pair's tally.
+    # Hint: Count every pair of neighbouring tokens, each word weighted by its count.
     # More help: hint("bpe.pair_counts") in the notebook, one level at a time.
-    raise NotImplementedError('bpe.pair_counts: not implemented yet. Hint: Every neighbouring pair inside a word occurs as often as the word does: walk each word\'s adjacent pairs and add the word\'s count to each pair\'s tally.')
+    raise NotImplementedError('bpe.pair_counts: not implemented yet. Hint: Count every pair of neighbouring tokens, each word weighted by its count.')
 
 
 def merge_pair(word: tuple, pair: tuple, new_id: int) -> tuple:
@@ -42,32 +41,26 @@ def merge_pair(word: tuple, pair: tuple, new_id: int) -> tuple:
 
     merge_pair((7, 7, 7), (7, 7), 256) == (256, 7): after a merge, scanning goes on after it.
     """
-    # Hint: Walk the word from left to right: where the pair starts, write the new id and step
-    #       over both symbols; anywhere else copy the symbol and step over one. Going left to
-    #       right, overlapping occurrences merge the leftmost first.
+    # Hint: The word with every occurrence of the pair replaced by the new id.
     # More help: hint("bpe.merge_pair") in the notebook, one level at a time.
-    raise NotImplementedError('bpe.merge_pair: not implemented yet. Hint: Walk the word from left to right: where the pair starts, write the new id and step over both symbols; anywhere else copy the symbol and step over one. Going left to right, overlapping occurrences merge the leftmost first.')
+    raise NotImplementedError('bpe.merge_pair: not implemented yet. Hint: The word with every occurrence of the pair replaced by the new id.')
 
 
 def most_frequent_pair(counts: dict):
     """The pair with the highest count; among equal counts, the one with the smallest tie_key.
     None when there is no pair left."""
-    # Hint: The most frequent pair wins and, among pairs with the same count, the tie rule
-    #       decides: one ordering key made of the count and the tie rule settles both. No
-    #       counts, no pair.
+    # Hint: The most counted pair, ties broken by tie_key; None when there is none.
     # More help: hint("bpe.most_frequent_pair") in the notebook, one level at a time.
-    raise NotImplementedError('bpe.most_frequent_pair: not implemented yet. Hint: The most frequent pair wins and, among pairs with the same count, the tie rule decides: one ordering key made of the count and the tie rule settles both. No counts, no pair.')
+    raise NotImplementedError('bpe.most_frequent_pair: not implemented yet. Hint: The most counted pair, ties broken by tie_key; None when there is none.')
 
 
 def train_bpe(text: str, n_merges: int) -> list:
     """The first n_merges merges learned on `text`: [(a, b), ...], merge r makes token 256 + r.
     Stops early when no pair is left."""
     words = split_words(text)
-    # Hint: Repeat: count the pairs, take the most frequent, give it the next free id (256 plus
-    #       the merges so far) and merge it everywhere; stop early when nothing is left to
-    #       merge. Two words can become the same word after a merge: add their counts.
+    # Hint: Learn up to n_merges merges: count, pick the best pair, merge it, repeat.
     # More help: hint("bpe.train_bpe") in the notebook, one level at a time.
-    raise NotImplementedError('bpe.train_bpe: not implemented yet. Hint: Repeat: count the pairs, take the most frequent, give it the next free id (256 plus the merges so far) and merge it everywhere; stop early when nothing is left to merge. Two words can become the same word after a merge: add their counts.')
+    raise NotImplementedError('bpe.train_bpe: not implemented yet. Hint: Learn up to n_merges merges: count, pick the best pair, merge it, repeat.')
 
 
 def encode(text: str, merges: list) -> list:
@@ -76,11 +69,9 @@ def encode(text: str, merges: list) -> list:
     rank = {tuple(pair): r for r, pair in enumerate(merges)}
     ids = []
     for word in words_in_order(text):
-        # Hint: Apply the learned merges in the order they were learned: among the word's
-        #       neighbouring pairs that have a rank, merge the one learned first, and repeat
-        #       until no pair has a rank.
+        # Hint: Merge the word's pairs, earliest-learned merge first, until no merge applies.
         # More help: hint("bpe.encode") in the notebook, one level at a time.
-        raise NotImplementedError('bpe.encode: not implemented yet. Hint: Apply the learned merges in the order they were learned: among the word\'s neighbouring pairs that have a rank, merge the one learned first, and repeat until no pair has a rank.')
+        raise NotImplementedError('bpe.encode: not implemented yet. Hint: Merge the word\'s pairs, earliest-learned merge first, until no merge applies.')
         ids.extend(word)
     return ids
 
@@ -88,8 +79,6 @@ def encode(text: str, merges: list) -> list:
 def decode(ids: list, merges: list) -> str:
     """The text of token ids: every token's bytes, joined, read as UTF-8 (broken characters
     become U+FFFD)."""
-    # Hint: Rebuild the bytes of every id: the 256 base ids are single bytes, and each merged id
-    #       is the bytes of its two parts joined. Join the bytes of all the ids and decode them
-    #       as UTF-8, replacing what does not decode.
+    # Hint: The text of a list of ids: every token's bytes, joined, decoded as UTF-8.
     # More help: hint("bpe.decode") in the notebook, one level at a time.
-    raise NotImplementedError('bpe.decode: not implemented yet. Hint: Rebuild the bytes of every id: the 256 base ids are single bytes, and each merged id is the bytes of its two parts joined. Join the bytes of all the ids and decode them as UTF-8, replacing what does not decode.')
+    raise NotImplementedError('bpe.decode: not implemented yet. Hint: The text of a list of ids: every token\'s bytes, joined, decoded as UTF-8.')

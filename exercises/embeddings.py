@@ -14,10 +14,9 @@ def embed_lookup(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 
     table: (V, D) float, ids: (B, T) integer in [0, V)  ->  (B, T, D)
     """
-    # Hint: Each id names one row of the table: the embedding of a token is the row at its id,
-    #       taken for every id at once.
+    # Hint: Give every id its row of the table, for the whole batch at once.
     # More help: hint("embeddings.embed_lookup") in the notebook, one level at a time.
-    raise NotImplementedError('embeddings.embed_lookup: not implemented yet. Hint: Each id names one row of the table: the embedding of a token is the row at its id, taken for every id at once.')
+    raise NotImplementedError('embeddings.embed_lookup: not implemented yet. Hint: Give every id its row of the table, for the whole batch at once.')
 
 
 def embed_onehot(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -26,12 +25,9 @@ def embed_onehot(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     table: (V, D), ids: (B, T)  ->  (B, T, D).  Slow and memory-hungry, but it shows that an
     embedding is a linear layer whose input is a one-hot vector.
     """
-    # Hint: A one-hot vector with its 1 at position id, multiplied by the table, picks out row
-    #       id: the lookup written as a matrix product. The one-hot vectors must be as long as
-    #       the vocabulary, not as the largest id that happens to appear, and of the table's
-    #       dtype.
+    # Hint: The same lookup, as a one-hot matrix times the table.
     # More help: hint("embeddings.embed_onehot") in the notebook, one level at a time.
-    raise NotImplementedError('embeddings.embed_onehot: not implemented yet. Hint: A one-hot vector with its 1 at position id, multiplied by the table, picks out row id: the lookup written as a matrix product. The one-hot vectors must be as long as the vocabulary, not as the largest id that happens to appear, and of the table\'s dtype.')
+    raise NotImplementedError('embeddings.embed_onehot: not implemented yet. Hint: The same lookup, as a one-hot matrix times the table.')
 
 
 def add_positions(tok: torch.Tensor, position_table: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -40,10 +36,9 @@ def add_positions(tok: torch.Tensor, position_table: torch.Tensor, start: int = 
     tok: (B, T, D), position_table: (T_max, D)  ->  (B, T, D).
     `start` is the position of the first token (non-zero when earlier tokens are cached).
     """
-    # Hint: The T new tokens sit at positions start, start + 1, and so on up to start + T - 1:
-    #       take those rows of the position table and add them to every sequence of the batch.
+    # Hint: Add to each token the learned vector of its position, counting from start.
     # More help: hint("embeddings.add_positions") in the notebook, one level at a time.
-    raise NotImplementedError('embeddings.add_positions: not implemented yet. Hint: The T new tokens sit at positions start, start + 1, and so on up to start + T - 1: take those rows of the position table and add them to every sequence of the batch.')
+    raise NotImplementedError('embeddings.add_positions: not implemented yet. Hint: Add to each token the learned vector of its position, counting from start.')
 
 
 def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -51,12 +46,9 @@ def cosine_similarity(u: torch.Tensor, v: torch.Tensor, eps: float = 1e-8) -> to
 
     u: (..., D), v: (..., D)  ->  (...)
     """
-    # Hint: Cosine similarity is the dot product of the two vectors after each is scaled to
-    #       length 1: one number per pair of vectors, so the sum and both norms run over the
-    #       last axis only, never over the whole tensor; keep the division away from a zero
-    #       length.
+    # Hint: The cosine of the angle between u and v, one number per pair of vectors.
     # More help: hint("embeddings.cosine_similarity") in the notebook, one level at a time.
-    raise NotImplementedError('embeddings.cosine_similarity: not implemented yet. Hint: Cosine similarity is the dot product of the two vectors after each is scaled to length 1: one number per pair of vectors, so the sum and both norms run over the last axis only, never over the whole tensor; keep the division away from a zero length.')
+    raise NotImplementedError('embeddings.cosine_similarity: not implemented yet. Hint: The cosine of the angle between u and v, one number per pair of vectors.')
 
 
 def nearest_tokens(table: torch.Tensor, query: torch.Tensor, k: int) -> torch.Tensor:
@@ -65,11 +57,9 @@ def nearest_tokens(table: torch.Tensor, query: torch.Tensor, k: int) -> torch.Te
 
     table: (V, D), query: (D,)  ->  ids: (k,) integer, in [0, V)
     """
-    # Hint: Score every row of the table against the query with the cosine, one number per row
-    #       (V of them), so that a row's length does not count, only its direction; then keep
-    #       the k largest scores and return where they are, the most similar first.
+    # Hint: The ids of the k rows closest in direction to the query, best first.
     # More help: hint("embeddings.nearest_tokens") in the notebook, one level at a time.
-    raise NotImplementedError('embeddings.nearest_tokens: not implemented yet. Hint: Score every row of the table against the query with the cosine, one number per row (V of them), so that a row\'s length does not count, only its direction; then keep the k largest scores and return where they are, the most similar first.')
+    raise NotImplementedError('embeddings.nearest_tokens: not implemented yet. Hint: The ids of the k rows closest in direction to the query, best first.')
 
 
 class Embeddings(nn.Module):
@@ -83,8 +73,7 @@ class Embeddings(nn.Module):
 
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         """ids: (B, T) -> x: (B, T, D), using embed_lookup and add_positions."""
-        # Hint: The module only wires your two functions together: look each id up in the
-        #       token table, then add the position vectors, counting positions from start.
+        # Hint: Token vectors plus position vectors, with your two functions.
         # More help: hint("embeddings.Embeddings") in the notebook, one level at a time.
-        raise NotImplementedError('embeddings.Embeddings.forward: not implemented yet. Hint: The module only wires your two functions together: look each id up in the token table, then add the position vectors, counting positions from start.')
+        raise NotImplementedError('embeddings.Embeddings.forward: not implemented yet. Hint: Token vectors plus position vectors, with your two functions.')
         return self.drop(x)

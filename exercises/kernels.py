@@ -49,12 +49,9 @@ def gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
     (upcast right after loading) and store in y's dtype. Triton has no tl.tanh here:
     tanh(z) = 2·sigmoid(2z) - 1.
     """
-    # Hint: Each program handles one block of BLOCK consecutive elements: its indices come from
-    #       its program id; a mask guards the ragged tail of the last block on every load and
-    #       store; the arithmetic runs in fp32; tanh is written with a sigmoid; the result is
-    #       stored in the output's own dtype.
+    # Hint: GELU (tanh form) of one block of BLOCK elements, masked at the end.
     # More help: hint("kernels.gelu_kernel") in the notebook, one level at a time.
-    raise NotImplementedError('kernels.gelu_kernel: not implemented yet. Hint: Each program handles one block of BLOCK consecutive elements: its indices come from its program id; a mask guards the ragged tail of the last block on every load and store; the arithmetic runs in fp32; tanh is written with a sigmoid; the result is stored in the output\'s own dtype.')
+    raise NotImplementedError('kernels.gelu_kernel: not implemented yet. Hint: GELU (tanh form) of one block of BLOCK elements, masked at the end.')
 
 
 def gelu(x: torch.Tensor, kernel=gelu_kernel, block: int = 1024) -> torch.Tensor:
@@ -89,13 +86,9 @@ def layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, stride, D,
     lanes D ... BLOCK_D - 1 are padding: mask them, and keep them out of every sum.
     The variance is the biased one (divide by D) and eps goes inside the square root.
     """
-    # Hint: One program normalises one row: load the row's D values in fp32 (the block is padded
-    #       to a power of two; the padding is masked and loaded as zero), take the mean, zero
-    #       the padding lanes of the centred row before squaring, take the biased variance, and
-    #       store the mean and the reciprocal standard deviation for the backward pass along
-    #       with the normalised, scaled and shifted row.
+    # Hint: LayerNorm of one row, padding kept out; store mean, 1/std and the row.
     # More help: hint("kernels.layer_norm_kernel") in the notebook, one level at a time.
-    raise NotImplementedError('kernels.layer_norm_kernel: not implemented yet. Hint: One program normalises one row: load the row\'s D values in fp32 (the block is padded to a power of two; the padding is masked and loaded as zero), take the mean, zero the padding lanes of the centred row before squaring, take the biased variance, and store the mean and the reciprocal standard deviation for the backward pass along with the normalised, scaled and shifted row.')
+    raise NotImplementedError('kernels.layer_norm_kernel: not implemented yet. Hint: LayerNorm of one row, padding kept out; store mean, 1/std and the row.')
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float = 1e-5,
@@ -127,12 +120,9 @@ def softmax_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.c
     Subtract the row's maximum before exp (exp of 89 already overflows fp32); compute in fp32,
     store in y's dtype.
     """
-    # Hint: One program, one row: load the row through its own row stride, with the padding
-    #       lanes masked and filled with minus infinity (exp of it is 0, and it never wins the
-    #       max), in fp32; subtract the row's maximum, exponentiate, divide by the row's sum,
-    #       and store in y's dtype through y's row stride, masked.
+    # Hint: Softmax of one row, read and written through each tensor's own row stride.
     # More help: hint("kernels.softmax_kernel") in the notebook, one level at a time.
-    raise NotImplementedError('kernels.softmax_kernel: not implemented yet. Hint: One program, one row: load the row through its own row stride, with the padding lanes masked and filled with minus infinity (exp of it is 0, and it never wins the max), in fp32; subtract the row\'s maximum, exponentiate, divide by the row\'s sum, and store in y\'s dtype through y\'s row stride, masked.')
+    raise NotImplementedError('kernels.softmax_kernel: not implemented yet. Hint: Softmax of one row, read and written through each tensor\'s own row stride.')
 
 
 def softmax(x: torch.Tensor, kernel=softmax_kernel) -> torch.Tensor:

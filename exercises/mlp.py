@@ -13,19 +13,16 @@ import torch.nn as nn
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     """GELU in its tanh form (GPT-2's, and ANDREA's): 0.5·x·(1 + tanh(sqrt(2/pi)·(x + 0.044715·x³)))."""
-    # Hint: GELU weighs x by the chance that a standard normal variable is below x; this version
-    #       approximates that chance with a tanh of a cubic in x, using the constants: the
-    #       square root of 2 over pi, and 0.044715 on the cube.
+    # Hint: GELU with the tanh approximation, elementwise.
     # More help: hint("mlp.gelu_tanh") in the notebook, one level at a time.
-    raise NotImplementedError('mlp.gelu_tanh: not implemented yet. Hint: GELU weighs x by the chance that a standard normal variable is below x; this version approximates that chance with a tanh of a cubic in x, using the constants: the square root of 2 over pi, and 0.044715 on the cube.')
+    raise NotImplementedError('mlp.gelu_tanh: not implemented yet. Hint: GELU with the tanh approximation, elementwise.')
 
 
 def gelu_erf(x: torch.Tensor) -> torch.Tensor:
     """The exact GELU: x·Phi(x) with Phi the standard normal CDF, 0.5·(1 + erf(x / sqrt(2)))."""
-    # Hint: The exact GELU: x times the standard normal's cumulative probability at x, which the
-    #       error function gives as one half of one plus erf of x over the square root of 2.
+    # Hint: The exact GELU: x times the standard normal's cumulative probability at x.
     # More help: hint("mlp.gelu_erf") in the notebook, one level at a time.
-    raise NotImplementedError('mlp.gelu_erf: not implemented yet. Hint: The exact GELU: x times the standard normal\'s cumulative probability at x, which the error function gives as one half of one plus erf of x over the square root of 2.')
+    raise NotImplementedError('mlp.gelu_erf: not implemented yet. Hint: The exact GELU: x times the standard normal\'s cumulative probability at x.')
 
 
 def gelu_grad(x: torch.Tensor) -> torch.Tensor:
@@ -34,11 +31,9 @@ def gelu_grad(x: torch.Tensor) -> torch.Tensor:
     Phi is the standard normal CDF, 0.5·(1 + erf(x / sqrt(2))); phi its density,
     exp(-x²/2) / sqrt(2·pi).  x: any shape, e.g. (B, T, F)  ->  the same shape.
     """
-    # Hint: GELU is a product of two factors, x itself and the normal distribution's cumulative
-    #       probability at x, so its slope follows the product rule: two terms, one for each
-    #       factor. The derivative of a cumulative distribution is its density, the bell curve.
+    # Hint: The slope of the exact GELU at every element.
     # More help: hint("mlp.gelu_grad") in the notebook, one level at a time.
-    raise NotImplementedError('mlp.gelu_grad: not implemented yet. Hint: GELU is a product of two factors, x itself and the normal distribution\'s cumulative probability at x, so its slope follows the product rule: two terms, one for each factor. The derivative of a cumulative distribution is its density, the bell curve.')
+    raise NotImplementedError('mlp.gelu_grad: not implemented yet. Hint: The slope of the exact GELU at every element.')
 
 
 class MLP(nn.Module):
@@ -54,7 +49,6 @@ class MLP(nn.Module):
         self.gelu = gelu_tanh
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Hint: Widen each position's vector from D to F, apply the GELU, then project back
-        #       down to D: three layers the module already holds, in that order.
+        # Hint: Widen to F, apply GELU, project back to D.
         # More help: hint("mlp.MLP") in the notebook, one level at a time.
-        raise NotImplementedError('mlp.MLP.forward: not implemented yet. Hint: Widen each position\'s vector from D to F, apply the GELU, then project back down to D: three layers the module already holds, in that order.')
+        raise NotImplementedError('mlp.MLP.forward: not implemented yet. Hint: Widen to F, apply GELU, project back to D.')

@@ -29,12 +29,9 @@ class ANDREA(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
-        # Hint: The model holds four parts: the embeddings, a list of L blocks registered as
-        #       submodules (so their weights are the model's), a final norm of the config's
-        #       kind, and an output head from D to V without a bias, which a model with tied
-        #       embeddings does not have (the token table serves instead).
+        # Hint: Build the four parts: embeddings, L blocks, a final norm, an output head.
         # More help: hint("model.ANDREA") in the notebook, one level at a time.
-        raise NotImplementedError('model.ANDREA.__init__: not implemented yet. Hint: The model holds four parts: the embeddings, a list of L blocks registered as submodules (so their weights are the model\'s), a final norm of the config\'s kind, and an output head from D to V without a bias, which a model with tied embeddings does not have (the token table serves instead).')
+        raise NotImplementedError('model.ANDREA.__init__: not implemented yet. Hint: Build the four parts: embeddings, L blocks, a final norm, an output head.')
         self.cross_entropy = cross_entropy
         self.reset_parameters()
 
@@ -42,12 +39,9 @@ class ANDREA(nn.Module):
                 caches: list | None = None):
         start = caches[0].pos if caches else 0
         check_inputs(ids, targets, self.cfg, start)
-        # Hint: Embed the ids at their positions (counting from where the caches left off),
-        #       pass the stream through every block in turn, each with its own cache when
-        #       there are caches, apply the final norm, and project onto the vocabulary with
-        #       the output weight.
+        # Hint: Embed, run every block, normalise, and score every token of the vocabulary.
         # More help: hint("model.ANDREA") in the notebook, one level at a time.
-        raise NotImplementedError('model.ANDREA.forward: not implemented yet. Hint: Embed the ids at their positions (counting from where the caches left off), pass the stream through every block in turn, each with its own cache when there are caches, apply the final norm, and project onto the vocabulary with the output weight.')
+        raise NotImplementedError('model.ANDREA.forward: not implemented yet. Hint: Embed, run every block, normalise, and score every token of the vocabulary.')
         if targets is None:
             return logits
         return logits, self.cross_entropy(logits, targets)
@@ -66,13 +60,9 @@ def count_parameters(cfg) -> dict:
     V, T, D, L = cfg.vocab_size, cfg.context_length, cfg.d_model, cfg.n_layers
     H, G, K, F_ = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_ff
     b = 1 if cfg.bias else 0
-    # Hint: Count each part from the sizes alone: a linear layer has inputs times outputs
-    #       weights, plus one bias per output when the config has biases; the attention
-    #       projection makes queries for H heads but keys and values for only G; a LayerNorm has
-    #       a gain and, with biases, a shift, an RMSNorm only a gain; the SwiGLU MLP has three
-    #       matrices, the GELU MLP two; then add the parts up.
+    # Hint: Count ANDREA's parameters part by part, from the config's sizes alone.
     # More help: hint("model.count_parameters") in the notebook, one level at a time.
-    raise NotImplementedError('model.count_parameters: not implemented yet. Hint: Count each part from the sizes alone: a linear layer has inputs times outputs weights, plus one bias per output when the config has biases; the attention projection makes queries for H heads but keys and values for only G; a LayerNorm has a gain and, with biases, a shift, an RMSNorm only a gain; the SwiGLU MLP has three matrices, the GELU MLP two; then add the parts up.')
+    raise NotImplementedError('model.count_parameters: not implemented yet. Hint: Count ANDREA\'s parameters part by part, from the config\'s sizes alone.')
 
 
 # ----- generation -----
@@ -87,12 +77,9 @@ def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,
     k-th largest is kept); softmax into probabilities; draw one token per row with
     torch.multinomial(probs, num_samples=1, generator=generator).
     """
-    # Hint: temperature 0 means no randomness: the largest logit. Otherwise divide the logits by
-    #       the temperature (below 1 sharpens, above 1 flattens), hide everything below the k-th
-    #       largest so softmax gives it probability 0, turn the logits into probabilities, and
-    #       draw one token per row.
+    # Hint: Draw the next token of every row: greedy at temperature 0, else sampled.
     # More help: hint("model.sample_next") in the notebook, one level at a time.
-    raise NotImplementedError('model.sample_next: not implemented yet. Hint: temperature 0 means no randomness: the largest logit. Otherwise divide the logits by the temperature (below 1 sharpens, above 1 flattens), hide everything below the k-th largest so softmax gives it probability 0, turn the logits into probabilities, and draw one token per row.')
+    raise NotImplementedError('model.sample_next: not implemented yet. Hint: Draw the next token of every row: greedy at temperature 0, else sampled.')
 
 
 class KVCache:
@@ -113,8 +100,6 @@ class KVCache:
         T = k.shape[2]
         if self.pos + T > self.k.shape[2]:
             raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
-        # Hint: the new positions go after the ones already cached (the position axis is
-        #       axis 2), then the count of cached positions grows by T; return the buffers
-        #       up to that count, old and new together.
+        # Hint: Store the new keys and values after the cached ones; return all of them.
         # More help: hint("model.KVCache") in the notebook, one level at a time.
-        raise NotImplementedError('model.KVCache.update: not implemented yet. Hint: the new positions go after the ones already cached (the position axis is axis 2), then the count of cached positions grows by T; return the buffers up to that count, old and new together.')
+        raise NotImplementedError('model.KVCache.update: not implemented yet. Hint: Store the new keys and values after the cached ones; return all of them.')

@@ -33,11 +33,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.
 
     x: (..., D), weight (gamma): (D,)  ->  (..., D).  No mean is subtracted and there is no bias.
     """
-    # Hint: RMSNorm divides each vector by its root mean square over its D features (no mean is
-    #       subtracted) and scales by gamma. Compute in at least fp32, since bf16 loses the sum
-    #       of squares (float64 stays float64), and return the input's dtype.
+    # Hint: Divide each vector by its root mean square and scale by gamma, in fp32 or wider.
     # More help: hint("modern.rms_norm") in the notebook, one level at a time.
-    raise NotImplementedError('modern.rms_norm: not implemented yet. Hint: RMSNorm divides each vector by its root mean square over its D features (no mean is subtracted) and scales by gamma. Compute in at least fp32, since bf16 loses the sum of squares (float64 stays float64), and return the input\'s dtype.')
+    raise NotImplementedError('modern.rms_norm: not implemented yet. Hint: Divide each vector by its root mean square and scale by gamma, in fp32 or wider.')
 
 
 class RMSNorm(nn.Module):
@@ -57,11 +55,9 @@ def swiglu_hidden_dim(d_model: int, multiple_of: int = 256) -> int:
     """F that gives SwiGLU's three matrices the classic MLP's two-matrix budget:
     3·D·F = 2·D·4D  =>  F = 8D/3, rounded up to a multiple of `multiple_of`
     (D = 768 gives 2,048; D = 4096 gives 11,008)."""
-    # Hint: SwiGLU has three matrices where the GELU MLP has two, so to keep the parameter count
-    #       its width is two thirds of 4D, that is 8D over 3, rounded up to the next multiple of
-    #       multiple_of so the matrices suit the hardware.
+    # Hint: SwiGLU's hidden width: 8D over 3, rounded up to a multiple of multiple_of.
     # More help: hint("modern.swiglu_hidden_dim") in the notebook, one level at a time.
-    raise NotImplementedError('modern.swiglu_hidden_dim: not implemented yet. Hint: SwiGLU has three matrices where the GELU MLP has two, so to keep the parameter count its width is two thirds of 4D, that is 8D over 3, rounded up to the next multiple of multiple_of so the matrices suit the hardware.')
+    raise NotImplementedError('modern.swiglu_hidden_dim: not implemented yet. Hint: SwiGLU\'s hidden width: 8D over 3, rounded up to a multiple of multiple_of.')
 
 
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -69,11 +65,9 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 
     gate, up: (..., F)  ->  (..., F).  Swish(z) = z·sigmoid(z) (torch calls it silu).
     """
-    # Hint: A gated unit: the Swish of the gate (the gate times its own sigmoid) decides,
-    #       element by element, how much of the up value passes. The Swish goes on the gate
-    #       only.
+    # Hint: Swish of the gate times the value, element by element.
     # More help: hint("modern.swiglu") in the notebook, one level at a time.
-    raise NotImplementedError('modern.swiglu: not implemented yet. Hint: A gated unit: the Swish of the gate (the gate times its own sigmoid) decides, element by element, how much of the up value passes. The Swish goes on the gate only.')
+    raise NotImplementedError('modern.swiglu: not implemented yet. Hint: Swish of the gate times the value, element by element.')
 
 
 class SwiGLU(nn.Module):
@@ -90,10 +84,9 @@ class SwiGLU(nn.Module):
         self.swiglu = swiglu
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Hint: Project x twice to the hidden width, once for the gate and once for the
-        #       value, combine the two with your swiglu, and project back down to D.
+        # Hint: Gate and value projections, combined by swiglu, projected back to D.
         # More help: hint("modern.SwiGLU") in the notebook, one level at a time.
-        raise NotImplementedError('modern.SwiGLU.forward: not implemented yet. Hint: Project x twice to the hidden width, once for the gate and once for the value, combine the two with your swiglu, and project back down to D.')
+        raise NotImplementedError('modern.SwiGLU.forward: not implemented yet. Hint: Gate and value projections, combined by swiglu, projected back to D.')
 
 
 def kv_cache_bytes(cfg, batch: int = 1, seq_len: int | None = None, bytes_per_value: int = 2) -> int:
@@ -103,11 +96,9 @@ def kv_cache_bytes(cfg, batch: int = 1, seq_len: int | None = None, bytes_per_va
     bytes_per_value: 2 for bf16/fp16, 4 for fp32.  Grouped heads divide it by H/G.
     """
     S = cfg.context_length if seq_len is None else seq_len
-    # Hint: Every block caches a key and a value vector for every sequence, every cached
-    #       position and every key/value head: multiply those counts by the head width and by
-    #       the bytes per value. Only the G key/value heads are cached, not the H query heads.
+    # Hint: The bytes a full KV cache takes, for a batch of sequences.
     # More help: hint("modern.kv_cache_bytes") in the notebook, one level at a time.
-    raise NotImplementedError('modern.kv_cache_bytes: not implemented yet. Hint: Every block caches a key and a value vector for every sequence, every cached position and every key/value head: multiply those counts by the head width and by the bytes per value. Only the G key/value heads are cached, not the H query heads.')
+    raise NotImplementedError('modern.kv_cache_bytes: not implemented yet. Hint: The bytes a full KV cache takes, for a batch of sequences.')
 
 
 def rope_frequencies(d_head: int, T: int, theta: float = 10000.0):
@@ -117,11 +108,9 @@ def rope_frequencies(d_head: int, T: int, theta: float = 10000.0):
     pair 0 once a position, the last pair almost not at all. Position t turns pair i by the
     angle t·theta^(-2i/K).
     """
-    # Hint: one frequency per pair of features, falling from 1 geometrically with the pair's
-    #       index over the head's width; the angle is position times frequency (a table of T
-    #       rows and K/2 columns); return its cosine and sine.
+    # Hint: RoPE's angle for every position and feature pair, as a cosine and a sine table.
     # More help: hint("modern.rope_frequencies") in the notebook, one level at a time.
-    raise NotImplementedError('modern.rope_frequencies: not implemented yet. Hint: one frequency per pair of features, falling from 1 geometrically with the pair\'s index over the head\'s width; the angle is position times frequency (a table of T rows and K/2 columns); return its cosine and sine.')
+    raise NotImplementedError('modern.rope_frequencies: not implemented yet. Hint: RoPE\'s angle for every position and feature pair, as a cosine and a sine table.')
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -133,11 +122,9 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int
     holds); cos, sin: (T_max, K/2) from rope_frequencies  ->  (..., T, K), in x's dtype.
     Computed in at least fp32 (float64 stays float64).
     """
-    # Hint: split the last axis into its two halves; take the rows of cos and sin for the
-    #       positions start .. start + T - 1; turn each pair (first half, second half) by its
-    #       angle as a 2-D rotation; join the halves back and return x's dtype.
+    # Hint: Rotate each feature pair of x by its position's angle, in x's dtype.
     # More help: hint("modern.apply_rope") in the notebook, one level at a time.
-    raise NotImplementedError('modern.apply_rope: not implemented yet. Hint: split the last axis into its two halves; take the rows of cos and sin for the positions start .. start + T - 1; turn each pair (first half, second half) by its angle as a 2-D rotation; join the halves back and return x\'s dtype.')
+    raise NotImplementedError('modern.apply_rope: not implemented yet. Hint: Rotate each feature pair of x by its position\'s angle, in x\'s dtype.')
 
 
 def rope_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
@@ -149,9 +136,6 @@ def rope_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch
     rope_frequencies. Returns (y, k_all, v_all): y (B, H, T, K), and the keys and values of all
     S0 + T positions, (B, H, S0 + T, K), to keep for the next call.
     """
-    # Hint: position lives in the scores, so turn the queries and the new keys (never the
-    #       values), each by its own position, which starts after the cached ones; the cached
-    #       keys were turned when they were new, so append the new keys and values to them
-    #       untouched; then attend causally.
+    # Hint: RoPE attention after a cache: turn q and the new k, append, attend causally.
     # More help: hint("modern.rope_attention") in the notebook, one level at a time.
-    raise NotImplementedError('modern.rope_attention: not implemented yet. Hint: position lives in the scores, so turn the queries and the new keys (never the values), each by its own position, which starts after the cached ones; the cached keys were turned when they were new, so append the new keys and values to them untouched; then attend causally.')
+    raise NotImplementedError('modern.rope_attention: not implemented yet. Hint: RoPE attention after a cache: turn q and the new k, append, attend causally.')

@@ -20,20 +20,16 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     First view the last axis as (H, K), *then* move H in front of T. Reshaping straight to
     (B, H, T, K) would mix positions and heads.
     """
-    # Hint: The last axis holds the H heads side by side, each K wide. First cut that axis into
-    #       H pieces of K, leaving the positions where they are, then move the head axis in
-    #       front of the positions. Reshaping straight to the final shape would mix positions
-    #       and heads.
+    # Hint: Cut the features into H heads of width K and put the heads before the positions.
     # More help: hint("multihead.split_heads") in the notebook, one level at a time.
-    raise NotImplementedError('multihead.split_heads: not implemented yet. Hint: The last axis holds the H heads side by side, each K wide. First cut that axis into H pieces of K, leaving the positions where they are, then move the head axis in front of the positions. Reshaping straight to the final shape would mix positions and heads.')
+    raise NotImplementedError('multihead.split_heads: not implemented yet. Hint: Cut the features into H heads of width K and put the heads before the positions.')
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, H, T, K) -> (B, T, H·K): concatenate the heads' outputs, the inverse of split_heads."""
-    # Hint: Undo split_heads: move the positions back in front of the heads, then lay the H
-    #       heads side by side again along one axis of width H times K.
+    # Hint: Undo split_heads: the heads side by side again, one axis of width H times K.
     # More help: hint("multihead.merge_heads") in the notebook, one level at a time.
-    raise NotImplementedError('multihead.merge_heads: not implemented yet. Hint: Undo split_heads: move the positions back in front of the heads, then lay the H heads side by side again along one axis of width H times K.')
+    raise NotImplementedError('multihead.merge_heads: not implemented yet. Hint: Undo split_heads: the heads side by side again, one axis of width H times K.')
 
 
 class MultiHeadAttention(nn.Module):
@@ -68,12 +64,9 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """Project to q, k, v; split into heads; self.cache_and_share(k, v, cache); attend; merge; W_O."""
         H, G, K = self.n_heads, self.n_kv_heads, self.d_head
-        # Hint: One projection gives the queries of H heads and the keys and values of G
-        #       heads: cut it into those three parts and split each into heads. Hand k and v
-        #       to the given cache_and_share (one line), let attention run over all heads at
-        #       once, merge the heads and mix them with the output projection.
+        # Hint: q, k, v from one projection; attend with every head; merge; mix with W_O.
         # More help: hint("multihead.MultiHeadAttention") in the notebook, one level at a time.
-        raise NotImplementedError('multihead.MultiHeadAttention.forward: not implemented yet. Hint: One projection gives the queries of H heads and the keys and values of G heads: cut it into those three parts and split each into heads. Hand k and v to the given cache_and_share (one line), let attention run over all heads at once, merge the heads and mix them with the output projection.')
+        raise NotImplementedError('multihead.MultiHeadAttention.forward: not implemented yet. Hint: q, k, v from one projection; attend with every head; merge; mix with W_O.')
 
 
 def head_entropy(weights: torch.Tensor) -> torch.Tensor:
@@ -84,10 +77,6 @@ def head_entropy(weights: torch.Tensor) -> torch.Tensor:
     and the queries, one number per head: 0 for a head that puts all its weight on one key,
     log(i + 1) at row i for a head that spreads its weight evenly over the past.
     """
-    # Hint: Each query's row of weights is a distribution over the keys; its entropy is minus
-    #       the sum, over those keys, of each weight times its natural logarithm. A masked key
-    #       has weight exactly zero and must add nothing, yet the logarithm of zero is minus
-    #       infinity and zero times that is NaN: reach for an operation that treats that product
-    #       as zero. Then average over the batch and the queries, keeping one number per head.
+    # Hint: One entropy per head, in nats, averaged over the batch and the queries.
     # More help: hint("multihead.head_entropy") in the notebook, one level at a time.
-    raise NotImplementedError('multihead.head_entropy: not implemented yet. Hint: Each query\'s row of weights is a distribution over the keys; its entropy is minus the sum, over those keys, of each weight times its natural logarithm. A masked key has weight exactly zero and must add nothing, yet the logarithm of zero is minus infinity and zero times that is NaN: reach for an operation that treats that product as zero. Then average over the batch and the queries, keeping one number per head.')
+    raise NotImplementedError('multihead.head_entropy: not implemented yet. Hint: One entropy per head, in nats, averaged over the batch and the queries.')

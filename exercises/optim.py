@@ -28,12 +28,9 @@ def lr_at(step: int, lr: float, min_lr: float, warmup_steps: int, max_steps: int
     step; the last warm-up step reaches lr). Then a cosine from lr down to min_lr, reached
     exactly at step max_steps; every step after max_steps keeps min_lr.
     """
-    # Hint: two phases. During warm-up the rate grows in equal steps and the last warm-up step
-    #       reaches the peak (step 0 already counts). After it, measure how far you are from the
-    #       end of warm-up to max_steps as a fraction between 0 and 1 (never above 1), and
-    #       follow half a cosine wave from the peak down to min_lr.
+    # Hint: Linear warm-up to lr, then half a cosine down to min_lr, then min_lr.
     # More help: hint("optim.lr_at") in the notebook, one level at a time.
-    raise NotImplementedError('optim.lr_at: not implemented yet. Hint: two phases. During warm-up the rate grows in equal steps and the last warm-up step reaches the peak (step 0 already counts). After it, measure how far you are from the end of warm-up to max_steps as a fraction between 0 and 1 (never above 1), and follow half a cosine wave from the peak down to min_lr.')
+    raise NotImplementedError('optim.lr_at: not implemented yet. Hint: Linear warm-up to lr, then half a cosine down to min_lr, then min_lr.')
 
 
 def adamw_step(param: torch.Tensor, grad: torch.Tensor, m: torch.Tensor, v: torch.Tensor, step: int,
@@ -43,9 +40,6 @@ def adamw_step(param: torch.Tensor, grad: torch.Tensor, m: torch.Tensor, v: torc
     param, grad, m, v: tensors of one shape (m and v start as zeros); step: this update's number,
     counted from 1 (the bias correction's t). Returns (param, m, v), the new values.
     """
-    # Hint: first update the two running means, of the gradient and of its square; divide each
-    #       by one minus its beta to the power step (they started at zero); shrink the weights
-    #       by the fraction lr times weight_decay, without going through the gradient; then step
-    #       against the corrected mean divided by the root of the corrected square plus eps.
+    # Hint: One AdamW update of one tensor; returns the new param, m and v.
     # More help: hint("optim.adamw_step") in the notebook, one level at a time.
-    raise NotImplementedError('optim.adamw_step: not implemented yet. Hint: first update the two running means, of the gradient and of its square; divide each by one minus its beta to the power step (they started at zero); shrink the weights by the fraction lr times weight_decay, without going through the gradient; then step against the corrected mean divided by the root of the corrected square plus eps.')
+    raise NotImplementedError('optim.adamw_step: not implemented yet. Hint: One AdamW update of one tensor; returns the new param, m and v.')

@@ -21,8 +21,9 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
     The variance is the biased one (divide by D, not D - 1), and eps goes inside the sqrt.
     """
     ### BEGIN SOLUTION
-    ### HINT: Normalise each position's vector on its own: subtract its mean and divide by its standard deviation, both taken over that vector's D features, keeping the reduced axis so they line up with the vector. Use the biased variance (divide by D), put eps inside the square root, then scale by gamma and shift by beta when there is one.
-    ### API: .mean(dim=-1, keepdim=True), ** 2, torch.sqrt, * weight, + bias
+    ### SUMMARY: Normalise each token's features to mean 0 and variance 1, then scale and shift.
+    ### HINT: Each token is normalised on its own, with statistics of its D features only: centre it by its average, then divide by the square root of the average squared deviation (the biased variance, over D and not D - 1) plus eps. Keep those statistics as a trailing axis of size one so they line up with the token. Then multiply by gamma and, if there is one, add beta.
+    ### API: .mean(dim=-1, keepdim=True) averages over the last axis and keeps it with size 1; ** 2 squares; torch.sqrt; an optional bias is tested with is None. `torch.tensor([[1., 3.], [2., 6.]]).mean(dim=-1, keepdim=True)` gives `[[2.], [4.]]`; `torch.tensor([1., 3.]).var(correction=0)` gives `1.0`
     ### LINE: mean = x.mean(dim=-1, keepdim=True); var = ((x - mean) ** 2).mean(dim=-1, keepdim=True); y = (x - mean) / torch.sqrt(var + eps) * weight; add bias unless it is None
     mean = x.mean(dim=-1, keepdim=True)                        # (..., 1)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)         # (..., 1), biased
@@ -70,8 +71,9 @@ def dropout(x: torch.Tensor, p: float, training: bool, generator: torch.Generato
     if not 0 <= p <= 1:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
     ### BEGIN SOLUTION
-    ### HINT: Outside training dropout does nothing. In training draw one uniform random number per element of x from the generator, keep the elements whose number is at least p (so each survives with probability 1 - p), zero the rest and divide the survivors by 1 - p; when p is 1 nothing survives and there is nothing to divide.
-    ### API: torch.rand(x.shape, generator=generator, device=x.device); a comparison gives a bool mask; x * mask; torch.zeros_like(x)
+    ### SUMMARY: Inverted dropout: in training zero each element with probability p, rescale the rest.
+    ### HINT: Nothing happens outside training. In training every element gets its own coin: draw a uniform number in [0, 1) for it from the given generator and keep the element when that number is p or more, which happens with probability 1 - p. Scale the kept elements up by one over 1 - p so the average is unchanged; p equal to 1 is the one case where that scale does not exist, and everything is zero. Build a new tensor rather than changing x in place.
+    ### API: torch.rand(shape, generator=g, device=d) draws uniform numbers in [0, 1); comparing with a number gives a bool mask, and multiplying by a bool mask zeroes where it is False; torch.zeros_like. `g = torch.Generator().manual_seed(0); torch.rand(3, generator=g).shape` gives `(3,)`; `torch.tensor([2., 4., 6.]) * (torch.tensor([0.9, 0.1, 0.5]) >= 0.3) / 0.5` gives `[4., 0., 12.]`
     ### LINE: keep = torch.rand(x.shape, generator=generator, device=x.device) >= p; return x * keep / (1 - p)
     if not training or p == 0:
         return x
@@ -99,8 +101,9 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         ### BEGIN SOLUTION
-        ### HINT: Pre-norm: each sublayer reads a normalised copy of the stream, and its output, through dropout, is added to the raw stream, which itself is never normalised. Attention first (hand it the cache), then the MLP.
-        ### API: self.ln1, self.attn(h, cache), self.drop, self.ln2, self.mlp
+        ### SUMMARY: Pre-norm: attention, then the MLP, each added back to the stream.
+        ### HINT: Think of x as a running total that the two sublayers add corrections to. Each sublayer reads a normalised copy of the total, through its own norm, and its output passes through dropout before being added to the total itself, which is never normalised. Attention goes first, and it is the one that receives the cache.
+        ### API: self.ln1 and self.ln2 are the norms, self.attn (input and cache) and self.mlp the sublayers, self.drop the dropout module; reassigning x to x plus a correction keeps what x was. `h = torch.tensor([1., 2.]); h = h + torch.relu(h - 1.5); h` gives `[1., 2.5]`
         ### LINE: x = x + self.drop(self.attn(self.ln1(x), cache)); x = x + self.drop(self.mlp(self.ln2(x)))
         x = x + self.drop(self.attn(self.ln1(x), cache))
         x = x + self.drop(self.mlp(self.ln2(x)))
@@ -116,8 +119,9 @@ class PostNormBlock(Block):
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         ### BEGIN SOLUTION
-        ### HINT: Post-norm, as in the original Transformer: each sublayer reads the stream as it is, its output goes through dropout and is added to the stream, and the sum is normalised. Attention with the first norm, then the MLP with the second.
-        ### API: self.attn(x, cache), self.drop, self.ln1, self.mlp, self.ln2
+        ### SUMMARY: Post-norm: add each sublayer's output to the stream, then normalise the sum.
+        ### HINT: The original 2017 layout puts the norm on the main road instead of the side road: each sublayer reads the stream unnormalised, its output goes through dropout and is added to the stream, and then the whole sum is normalised before moving on. The first norm follows attention (which takes the cache), the second follows the MLP.
+        ### API: The parts of Block, used in another order: self.attn (input and cache), self.mlp, self.drop, self.ln1, self.ln2; here a norm wraps the sum. `F.layer_norm(torch.tensor([1., 2.]) + torch.tensor([2., 3.]), (2,))` gives `[-1., 1.]`
         ### LINE: x = self.ln1(x + self.drop(self.attn(x, cache))); x = self.ln2(x + self.drop(self.mlp(x)))
         x = self.ln1(x + self.drop(self.attn(x, cache)))
         x = self.ln2(x + self.drop(self.mlp(x)))

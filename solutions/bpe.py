@@ -30,9 +30,10 @@ def pair_counts(words: dict) -> dict:
     Overlapping pairs all count: the word (7, 7, 7) seen twice gives {(7, 7): 4}.
     """
     ### BEGIN SOLUTION
-    ### HINT: Every neighbouring pair inside a word occurs as often as the word does: walk each word's adjacent pairs and add the word's count to each pair's tally.
-    ### API: collections.Counter, zip(word, word[1:])
-    ### LINE: for word, n in words.items(): for pair in zip(word, word[1:]): counts[pair] += n
+    ### SUMMARY: Count every pair of neighbouring tokens, each word weighted by its count.
+    ### HINT: A word that appears n times contributes each of its neighbouring pairs n times, not once. Slide a window of two along each word one step at a time, so that overlapping pairs (three equal tokens in a row hold two of them) all count, and add the word's count to the tally of every pair you see.
+    ### API: Counter (collections.Counter) starts every key at 0 and adds up; zip(seq, seq[1:]) yields neighbouring pairs; dict(counter) gives a plain dict. `list(zip('abc', 'abc'[1:]))` gives `[('a', 'b'), ('b', 'c')]`; `c = Counter(); c['x'] += 3; c['x'] += 2; dict(c)` gives `{'x': 5}`
+    ### LINE: counts = Counter(); for word, n in words.items(): for pair in zip(word, word[1:]): counts[pair] += n; return dict(counts)
     counts = Counter()
     for word, n in words.items():
         for pair in zip(word, word[1:]):
@@ -47,9 +48,10 @@ def merge_pair(word: tuple, pair: tuple, new_id: int) -> tuple:
     merge_pair((7, 7, 7), (7, 7), 256) == (256, 7): after a merge, scanning goes on after it.
     """
     ### BEGIN SOLUTION
-    ### HINT: Walk the word from left to right: where the pair starts, write the new id and step over both symbols; anywhere else copy the symbol and step over one. Going left to right, overlapping occurrences merge the leftmost first.
-    ### API: a while loop over an index, list.append, tuple(list)
-    ### LINE: if i + 1 < len(word) and (word[i], word[i + 1]) == pair: out.append(new_id); i += 2; else: out.append(word[i]); i += 1
+    ### SUMMARY: The word with every occurrence of the pair replaced by the new id.
+    ### HINT: Scan with a position that you move yourself. At each position, if this symbol and the next one form the pair, emit the new id and jump two ahead, so that a symbol a merge has used is not used again; otherwise emit the symbol and move one ahead. Make sure a next symbol exists before you look at it, and return a tuple, like the word you were given.
+    ### API: A while loop over an index you advance by hand; list.append; tuple() of a list; two tuples compare with ==. `acc = []; acc.append(5); acc.append(6); tuple(acc)` gives `(5, 6)`; `('a', 'b') == tuple('ab')` gives `True`
+    ### LINE: out, i = [], 0; while i < len(word): if i + 1 < len(word) and (word[i], word[i + 1]) == pair: out.append(new_id); i += 2; else: out.append(word[i]); i += 1; return tuple(out)
     out, i = [], 0
     while i < len(word):
         if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
@@ -66,9 +68,10 @@ def most_frequent_pair(counts: dict):
     """The pair with the highest count; among equal counts, the one with the smallest tie_key.
     None when there is no pair left."""
     ### BEGIN SOLUTION
-    ### HINT: The most frequent pair wins and, among pairs with the same count, the tie rule decides: one ordering key made of the count and the tie rule settles both. No counts, no pair.
-    ### API: min with a key function, tie_key(p), -counts[p]
-    ### LINE: return min(counts, key=lambda p: (-counts[p], tie_key(p))) if counts else None
+    ### SUMMARY: The most counted pair, ties broken by tie_key; None when there is none.
+    ### HINT: Choosing the best pair is choosing the smallest value of one combined sort key: first the count, made negative so that the most frequent comes first, then the tie rule, which only decides among equal counts. An empty tally has no best pair at all, so answer nothing in that case.
+    ### API: min(iterable, key=f) picks the item with the smallest f(item); tuples compare element by element, so a key of two parts sorts by the first, then the second; tie_key is given. `min(['bb', 'a', 'cc'], key=lambda w: (-len(w), w))` gives `'bb'`
+    ### LINE: if not counts: return None; return min(counts, key=lambda p: (-counts[p], tie_key(p)))
     if not counts:
         return None
     return min(counts, key=lambda p: (-counts[p], tie_key(p)))
@@ -80,9 +83,10 @@ def train_bpe(text: str, n_merges: int) -> list:
     Stops early when no pair is left."""
     words = split_words(text)
     ### BEGIN SOLUTION
-    ### HINT: Repeat: count the pairs, take the most frequent, give it the next free id (256 plus the merges so far) and merge it everywhere; stop early when nothing is left to merge. Two words can become the same word after a merge: add their counts.
-    ### API: pair_counts, most_frequent_pair, merge_pair, collections.Counter
-    ### LINE: pair = most_frequent_pair(pair_counts(words)); new_id = 256 + len(merges); merged[merge_pair(word, pair, new_id)] += n for every word; merges.append(pair)
+    ### SUMMARY: Learn up to n_merges merges: count, pick the best pair, merge it, repeat.
+    ### HINT: Each round is your three functions in a row: tally the pairs of the current words, choose the winner, and rewrite every word with the winner replaced by a fresh id, 256 plus the number of merges learned so far. If the tally comes back empty, stop before n_merges. Distinct words stay distinct after a merge (the fresh id stands for that pair only), so each merged word keeps its count.
+    ### API: pair_counts, most_frequent_pair and merge_pair are yours; a dict comprehension rebuilds a dict with new keys; len(list) counts the merges so far. `{k.upper(): v for k, v in {'ab': 2, 'c': 1}.items()}` gives `{'AB': 2, 'C': 1}`
+    ### LINE: pair = most_frequent_pair(pair_counts(words)); stop if it is None; new_id = 256 + len(merges); merged[merge_pair(word, pair, new_id)] += n for every word and its count n; words = merged; merges.append(pair)
     merges = []
     for _ in range(n_merges):
         pair = most_frequent_pair(pair_counts(words))
@@ -105,8 +109,9 @@ def encode(text: str, merges: list) -> list:
     ids = []
     for word in words_in_order(text):
         ### BEGIN SOLUTION
-        ### HINT: Apply the learned merges in the order they were learned: among the word's neighbouring pairs that have a rank, merge the one learned first, and repeat until no pair has a rank.
-        ### API: zip(word, word[1:]), min with key=rank.__getitem__, merge_pair(word, pair, 256 + rank[pair])
+        ### SUMMARY: Merge the word's pairs, earliest-learned merge first, until no merge applies.
+        ### HINT: A merge's rank is when it was learned, and encoding replays training's order: among the neighbouring pairs the word has right now, find those that were ever merged, apply the one with the lowest rank everywhere in the word, and look again, since a merge can create new pairs. Stop when no neighbouring pair has a rank, or a single token is left.
+        ### API: zip(word, word[1:]) for neighbours; a list comprehension with an if keeps those found in the dict rank; min(pairs, key=rank.get) picks the lowest rank; merge r made token 256 + r; merge_pair is yours. `min([('a', 'b'), ('b', 'c')], key={('b', 'c'): 0, ('a', 'b'): 1}.get)` gives `('b', 'c')`
         ### LINE: pairs = [p for p in zip(word, word[1:]) if p in rank]; stop if none; pair = min(pairs, key=rank.__getitem__); word = merge_pair(word, pair, 256 + rank[pair])
         while len(word) > 1:
             pairs = [p for p in zip(word, word[1:]) if p in rank]
@@ -123,8 +128,9 @@ def decode(ids: list, merges: list) -> str:
     """The text of token ids: every token's bytes, joined, read as UTF-8 (broken characters
     become U+FFFD)."""
     ### BEGIN SOLUTION
-    ### HINT: Rebuild the bytes of every id: the 256 base ids are single bytes, and each merged id is the bytes of its two parts joined. Join the bytes of all the ids and decode them as UTF-8, replacing what does not decode.
-    ### API: bytes([b]), list.append, b''.join, .decode('utf-8', errors='replace')
+    ### SUMMARY: The text of a list of ids: every token's bytes, joined, decoded as UTF-8.
+    ### HINT: Build the byte string of every token once: the first 256 tokens are single bytes, and merge r made token 256 + r out of two earlier tokens, so its bytes are theirs joined, which you can fill in order. Then glue the bytes of all the ids together and decode the whole at once, with broken sequences replaced rather than raising: one character can span several tokens.
+    ### API: bytes([n]) is the one-byte string of n; + joins two byte strings and b''.join(list) many; .decode('utf-8', errors='replace'). `b''.join([bytes([104]), bytes([105])]).decode('utf-8')` gives `'hi'`; `bytes([255]).decode('utf-8', errors='replace') == chr(65533)` gives `True`
     ### LINE: table = [bytes([b]) for b in range(256)]; for a, b in merges: table.append(table[a] + table[b]); return b''.join(table[i] for i in ids).decode('utf-8', errors='replace')
     table = [bytes([b]) for b in range(256)]
     for a, b in merges:

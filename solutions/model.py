@@ -28,8 +28,9 @@ class ANDREA(nn.Module):
         super().__init__()
         self.cfg = cfg
         ### BEGIN SOLUTION
-        ### HINT: The model holds four parts: the embeddings, a list of L blocks registered as submodules (so their weights are the model's), a final norm of the config's kind, and an output head from D to V without a bias, which a model with tied embeddings does not have (the token table serves instead).
-        ### API: Embeddings(cfg), nn.ModuleList, Block(cfg), make_norm(cfg), nn.Linear(D, V, bias=False)
+        ### SUMMARY: Build the four parts: embeddings, L blocks, a final norm, an output head.
+        ### HINT: Create the parts in the order the data flows through them: the embedding layer; then L blocks in a container that registers each one as a submodule (a plain Python list would hide their weights from the optimiser and from saving); then the final norm of the configured kind; then a bias-free linear head from D to V, unless the embeddings are tied, in which case there is no head at all.
+        ### API: The classes Embeddings and Block and the function make_norm each take the config; nn.ModuleList(iterable) registers every module it holds; nn.Linear(inputs, outputs, bias=False); cfg.n_layers, cfg.d_model, cfg.vocab_size, cfg.tie_embeddings. `len(list(nn.ModuleList(nn.Linear(2, 2) for _ in range(3)).parameters()))` gives `6`; `nn.Linear(4, 2, bias=False).weight.shape` gives `(2, 4)`
         ### LINE: self.embed = Embeddings(cfg); self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers)); self.ln_f = make_norm(cfg); self.head = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.embed = Embeddings(cfg)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
@@ -44,8 +45,9 @@ class ANDREA(nn.Module):
         start = caches[0].pos if caches else 0
         check_inputs(ids, targets, self.cfg, start)
         ### BEGIN SOLUTION
-        ### HINT: Embed the ids at their positions (counting from where the caches left off), pass the stream through every block in turn, each with its own cache when there are caches, apply the final norm, and project onto the vocabulary with the output weight.
-        ### API: self.embed(ids, start), enumerate(self.blocks), block(x, cache), self.ln_f, self.output_weight(), @ and .T
+        ### SUMMARY: Embed, run every block, normalise, and score every token of the vocabulary.
+        ### HINT: Follow one stream of vectors from ids to logits: the embeddings place the ids at their positions, which start after whatever the caches already hold; every block updates the stream in turn, block number i with cache number i when caches were given; the final norm prepares it; and a product with the output weight, turned on its side, gives one score per vocabulary entry.
+        ### API: self.embed takes the ids and the start position; enumerate over self.blocks gives each block with its number; self.ln_f; self.output_weight() returns the (V, D) matrix that scores tokens, tied or not; @ and .T. `[(i, m.out_features) for i, m in enumerate(nn.ModuleList([nn.Linear(1, 5), nn.Linear(5, 2)]))]` gives `[(0, 5), (1, 2)]`; `(torch.ones(1, 2) @ torch.tensor([[1., 2.], [3., 4.], [5., 6.]]).T).shape` gives `(1, 3)`
         ### LINE: x = self.embed(ids, start); for i, block in enumerate(self.blocks): x = block(x, caches[i] if caches else None); logits = self.ln_f(x) @ self.output_weight().T
         x = self.embed(ids, start)                                   # (B, T, D)
         for i, block in enumerate(self.blocks):
@@ -72,8 +74,9 @@ def count_parameters(cfg) -> dict:
     H, G, K, F_ = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_ff
     b = 1 if cfg.bias else 0
     ### BEGIN SOLUTION
-    ### HINT: Count each part from the sizes alone: a linear layer has inputs times outputs weights, plus one bias per output when the config has biases; the attention projection makes queries for H heads but keys and values for only G; a LayerNorm has a gain and, with biases, a shift, an RMSNorm only a gain; the SwiGLU MLP has three matrices, the GELU MLP two; then add the parts up.
-    ### API: the sizes V, T, D, L, H, G, K, F_ and b given above; cfg.norm, cfg.mlp, cfg.tie_embeddings
+    ### SUMMARY: Count ANDREA's parameters part by part, from the config's sizes alone.
+    ### HINT: Count by kind of layer. A linear map from n inputs to m outputs holds n times m weights, plus m biases when the config has biases. The attention's fused projection makes queries for H heads but keys and values for only G heads, and its output projection is D by D. A LayerNorm holds a gain and, with biases, a shift; an RMSNorm only a gain. The SwiGLU MLP has three matrices and the GELU MLP two. An untied head is one more V by D matrix; then add everything up.
+    ### API: The sizes V, T, D, L, H, G, K, F_ and b (1 with biases, else 0) are set above; cfg.norm is 'layernorm' or 'rmsnorm', cfg.mlp 'gelu' or 'swiglu', cfg.tie_embeddings a bool. Check a formula against a real layer: `sum(p.numel() for p in nn.Linear(10, 4).parameters())` gives `44`; `sum(p.numel() for p in nn.LayerNorm(6).parameters())` gives `12`
     ### LINE: qkv_out = (H + 2 * G) * K; attention = D * qkv_out + b * qkv_out + D * D + b * D; mlp = 3 * D * F_ + b * (2 * F_ + D) for SwiGLU, else 2 * D * F_ + b * (F_ + D); block = attention + mlp + 2 * norm
     norm = D + (D * b if cfg.norm == "layernorm" else 0)        # gamma (+ beta)
     qkv_out = (H + 2 * G) * K
@@ -105,9 +108,10 @@ def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,
     torch.multinomial(probs, num_samples=1, generator=generator).
     """
     ### BEGIN SOLUTION
-    ### HINT: temperature 0 means no randomness: the largest logit. Otherwise divide the logits by the temperature (below 1 sharpens, above 1 flattens), hide everything below the k-th largest so softmax gives it probability 0, turn the logits into probabilities, and draw one token per row.
-    ### API: logits.argmax(dim=-1, keepdim=True); torch.topk(logits, k, dim=-1).values[:, -1:]; logits.masked_fill(..., float('-inf')); torch.softmax(..., dim=-1); torch.multinomial(probs, num_samples=1, generator=generator)
-    ### LINE: logits = logits / temperature; kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]; logits = logits.masked_fill(logits < kth, float('-inf')); return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
+    ### SUMMARY: Draw the next token of every row: greedy at temperature 0, else sampled.
+    ### HINT: Temperature 0 is the limit of ever sharper distributions, so it is no draw at all: take the largest logit, one column per row. Otherwise dividing by the temperature sharpens the distribution below 1 and flattens it above 1; top-k keeps only the k largest logits of each row (ties with the k-th stay, and a k beyond the vocabulary keeps everything) by pushing the rest to minus infinity; the softmax then gives probabilities, and one draw per row from them, with the given generator, picks the token.
+    ### API: t.argmax(dim=-1, keepdim=True); torch.topk(t, k, dim=-1).values holds the k largest of each row, the largest first, so [:, -1:] is the k-th as a column; t.masked_fill(t < column, float('-inf')); torch.softmax(t, dim=-1); torch.multinomial(p, 1, generator=g) draws one index per row. `torch.tensor([[1., 5., 3.]]).argmax(dim=-1, keepdim=True)` gives `[[1]]`; `torch.topk(torch.tensor([[4., 9., 1., 7.]]), 2, dim=-1).values[:, -1:]` gives `[[7.]]`; `torch.multinomial(torch.tensor([[0., 1., 0.]]), num_samples=1)` gives `[[1]]`
+    ### LINE: if temperature == 0: return logits.argmax(dim=-1, keepdim=True); logits = logits / temperature; kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]; logits = logits.masked_fill(logits < kth, float('-inf')); return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)                     # (B, 1)
     logits = logits / temperature                                      # (B, V)
@@ -138,8 +142,9 @@ class KVCache:
         if self.pos + T > self.k.shape[2]:
             raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
         ### BEGIN SOLUTION
-        ### HINT: the new positions go after the ones already cached (the position axis is axis 2), then the count of cached positions grows by T; return the buffers up to that count, old and new together.
-        ### API: slice assignment self.k[:, :, a:b] = k (and the same for v); self.pos += T; slicing self.k[:, :, :self.pos]
+        ### SUMMARY: Store the new keys and values after the cached ones; return all of them.
+        ### HINT: The buffers are allocated once for the longest sequence, and a counter says how many positions are filled. New positions go into the next free slots along the position axis, the third one; then the counter moves on by their number, and what you hand back is every filled slot, old and new: a view of the buffers up to the counter.
+        ### API: Slice assignment writes into a tensor in place, buf[:, :, a:b] = new; buf[:, :, :n] is a view of the first n positions; an int attribute grows with +=. `buf = torch.zeros(1, 1, 5); buf[:, :, 1:3] = torch.tensor([7., 8.]); buf[:, :, :3]` gives `[[[0., 7., 8.]]]`
         ### LINE: self.k[:, :, self.pos:self.pos + T] = k; self.v[:, :, self.pos:self.pos + T] = v; self.pos += T; return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
         self.k[:, :, self.pos:self.pos + T] = k                       # (B, G, T, K) into the buffer
         self.v[:, :, self.pos:self.pos + T] = v

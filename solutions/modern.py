@@ -32,9 +32,10 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.
     x: (..., D), weight (gamma): (D,)  ->  (..., D).  No mean is subtracted and there is no bias.
     """
     ### BEGIN SOLUTION
-    ### HINT: RMSNorm divides each vector by its root mean square over its D features (no mean is subtracted) and scales by gamma. Compute in at least fp32, since bf16 loses the sum of squares (float64 stays float64), and return the input's dtype.
-    ### API: torch.promote_types(x.dtype, torch.float32), .to(dtype), .pow(2).mean(dim=-1, keepdim=True), torch.rsqrt
-    ### LINE: xw = x.to(wide); y = xw * torch.rsqrt(xw.pow(2).mean(dim=-1, keepdim=True) + eps); return (y * weight.to(wide)).to(x.dtype)
+    ### SUMMARY: Divide each vector by its root mean square and scale by gamma, in fp32 or wider.
+    ### HINT: Measure each token's size as the square root of the average of its squared features (with eps added under the root), divide the token by it, and multiply by gamma: nothing is subtracted and nothing is added. Squares of bf16 numbers added up in bf16 lose precision, so widen the input to at least fp32 (a float64 input stays float64) before the arithmetic, and hand the result back in the input's own type.
+    ### API: torch.promote_types(a, b) gives the wider of two dtypes; .to(dtype); .pow(2).mean(dim=-1, keepdim=True); torch.rsqrt(t) is one over the square root. `torch.promote_types(torch.bfloat16, torch.float32)` gives `torch.float32`; `torch.rsqrt(torch.tensor([4., 0.25]))` gives `[0.5, 2.]`; `torch.tensor([[3., 4.]]).pow(2).mean(dim=-1, keepdim=True)` gives `[[12.5]]`
+    ### LINE: wide = torch.promote_types(x.dtype, torch.float32); xw = x.to(wide); y = xw * torch.rsqrt(xw.pow(2).mean(dim=-1, keepdim=True) + eps); return (y * weight.to(wide)).to(x.dtype)
     wide = torch.promote_types(x.dtype, torch.float32)                    # bf16/fp16 lose the sum of squares
     xw = x.to(wide)
     y = xw * torch.rsqrt(xw.pow(2).mean(dim=-1, keepdim=True) + eps)     # one reduction: mean(x²)
@@ -60,8 +61,9 @@ def swiglu_hidden_dim(d_model: int, multiple_of: int = 256) -> int:
     3·D·F = 2·D·4D  =>  F = 8D/3, rounded up to a multiple of `multiple_of`
     (D = 768 gives 2,048; D = 4096 gives 11,008)."""
     ### BEGIN SOLUTION
-    ### HINT: SwiGLU has three matrices where the GELU MLP has two, so to keep the parameter count its width is two thirds of 4D, that is 8D over 3, rounded up to the next multiple of multiple_of so the matrices suit the hardware.
-    ### API: math.ceil, integer multiplication
+    ### SUMMARY: SwiGLU's hidden width: 8D over 3, rounded up to a multiple of multiple_of.
+    ### HINT: Balance the budgets: the classic MLP spends two D by 4D matrices, SwiGLU three D by F ones, and setting the totals equal makes F two thirds of 4D. That is rarely a round number, so round it up, never down, to the next multiple of the given step, which suits the hardware's tiles.
+    ### API: math.ceil rounds a float up to an int; rounding n up to a multiple of m is m times the ceiling of n over m. `math.ceil(7 / 2)` gives `4`; `64 * math.ceil(100 / 64)` gives `128`
     ### LINE: return multiple_of * math.ceil(8 * d_model / 3 / multiple_of)
     return multiple_of * math.ceil(8 * d_model / 3 / multiple_of)
     ### END SOLUTION
@@ -73,8 +75,9 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     gate, up: (..., F)  ->  (..., F).  Swish(z) = z·sigmoid(z) (torch calls it silu).
     """
     ### BEGIN SOLUTION
-    ### HINT: A gated unit: the Swish of the gate (the gate times its own sigmoid) decides, element by element, how much of the up value passes. The Swish goes on the gate only.
-    ### API: torch.sigmoid or F.silu, elementwise *
+    ### SUMMARY: Swish of the gate times the value, element by element.
+    ### HINT: The gate is a soft switch: through Swish (a number times its own sigmoid) it stays close to itself for large positive values and goes to nearly zero for negative ones, and that factor scales the value element by element. Only the gate goes through Swish; the value is used as it is.
+    ### API: F.silu(t) is t times its sigmoid (so is t * torch.sigmoid(t)); * multiplies elementwise. `F.silu(torch.tensor([0., 2.]))` gives `[0., 1.7616]`; `torch.tensor([0., 2.]) * torch.sigmoid(torch.tensor([0., 2.]))` gives `[0., 1.7616]`
     ### LINE: return F.silu(gate) * up
     return F.silu(gate) * up
     ### END SOLUTION
@@ -95,8 +98,9 @@ class SwiGLU(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ### BEGIN SOLUTION
-        ### HINT: Project x twice to the hidden width, once for the gate and once for the value, combine the two with your swiglu, and project back down to D.
-        ### API: self.w_gate, self.w_up, self.swiglu, self.w_down
+        ### SUMMARY: Gate and value projections, combined by swiglu, projected back to D.
+        ### HINT: Two projections of the same input widen it to F, one producing the gate and one the value; your gating function combines them element by element, and the third projection brings the result back down to the model's width.
+        ### API: self.w_gate, self.w_up and self.w_down are nn.Linear layers, each called on a tensor; self.swiglu takes the gate, then the value. `nn.Linear(3, 5)(torch.zeros(2, 3)).shape` gives `(2, 5)`
         ### LINE: return self.w_down(self.swiglu(self.w_gate(x), self.w_up(x)))
         return self.w_down(self.swiglu(self.w_gate(x), self.w_up(x)))   # (B, T, D) -> (B, T, F) -> (B, T, D)
         ### END SOLUTION
@@ -110,8 +114,9 @@ def kv_cache_bytes(cfg, batch: int = 1, seq_len: int | None = None, bytes_per_va
     """
     S = cfg.context_length if seq_len is None else seq_len
     ### BEGIN SOLUTION
-    ### HINT: Every block caches a key and a value vector for every sequence, every cached position and every key/value head: multiply those counts by the head width and by the bytes per value. Only the G key/value heads are cached, not the H query heads.
-    ### API: cfg.n_layers, cfg.kv_heads, cfg.d_head, and S (seq_len, or the context length by default, given above)
+    ### SUMMARY: The bytes a full KV cache takes, for a batch of sequences.
+    ### HINT: List what is stored and multiply: in each of the L blocks, both a key and a value, for each sequence of the batch, each cached position and each key/value head, a vector as wide as a head, every number taking the given bytes. Query heads are never stored, which is why grouping the key/value heads shrinks the cache.
+    ### API: cfg.n_layers, cfg.kv_heads (G), cfg.d_head (K) and S (set above from seq_len or the context length) are ints; a product of ints is an int. Bytes of a tensor are its count of numbers times the bytes of one: `torch.zeros(3, 4, 5, dtype=torch.float16).nbytes` gives `120`
     ### LINE: return 2 * cfg.n_layers * batch * cfg.kv_heads * S * cfg.d_head * bytes_per_value
     return 2 * cfg.n_layers * batch * cfg.kv_heads * S * cfg.d_head * bytes_per_value
     ### END SOLUTION
@@ -125,9 +130,10 @@ def rope_frequencies(d_head: int, T: int, theta: float = 10000.0):
     angle t·theta^(-2i/K).
     """
     ### BEGIN SOLUTION
-    ### HINT: one frequency per pair of features, falling from 1 geometrically with the pair's index over the head's width; the angle is position times frequency (a table of T rows and K/2 columns); return its cosine and sine.
-    ### API: torch.arange(0, d_head, 2, dtype=torch.float32), theta ** (-...), torch.outer(positions, freqs), .cos(), .sin()
-    ### LINE: angles = torch.outer(torch.arange(T, dtype=torch.float32), theta ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head))
+    ### SUMMARY: RoPE's angle for every position and feature pair, as a cosine and a sine table.
+    ### HINT: Each pair of features turns at its own speed: pair 0 by one radian per position, and every later pair more slowly, the speeds falling geometrically so that the last pair barely moves; pair i's speed is theta raised to minus 2i over K. A position's angle for a pair is the position times that speed: lay them out as a table with a row per position and a column per pair, then take its cosine and its sine.
+    ### API: torch.arange(0, n, 2, dtype=torch.float32) counts 0, 2, 4 and so on; a number ** a tensor powers elementwise; torch.outer(a, b) is the table of every product; .cos(), .sin(). `torch.arange(0, 6, 2, dtype=torch.float32)` gives `[0., 2., 4.]`; `100.0 ** -torch.tensor([0., 0.5, 1.])` gives `[1., 0.1, 0.01]`; `torch.outer(torch.tensor([0., 1., 2.]), torch.tensor([1., 10.]))` gives `[[0., 0.], [1., 10.], [2., 20.]]`
+    ### LINE: inv_freq = theta ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head); angles = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq); return angles.cos(), angles.sin()
     inv_freq = theta ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)   # (K/2,): exponent 2i/K
     angles = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)              # (T, K/2)
     return angles.cos(), angles.sin()
@@ -144,9 +150,10 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int
     Computed in at least fp32 (float64 stays float64).
     """
     ### BEGIN SOLUTION
-    ### HINT: split the last axis into its two halves; take the rows of cos and sin for the positions start .. start + T - 1; turn each pair (first half, second half) by its angle as a 2-D rotation; join the halves back and return x's dtype.
-    ### API: x[..., :half], cos[start:start + T], torch.cat([...], dim=-1), torch.promote_types(x.dtype, torch.float32), .to(x.dtype)
-    ### LINE: torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).to(x.dtype)
+    ### SUMMARY: Rotate each feature pair of x by its position's angle, in x's dtype.
+    ### HINT: Features pair up across the two halves of a head, so cut the last axis in half: the first half holds one coordinate of every pair, the second half the other. The T positions are start onwards, so take those rows of the cosine and sine tables. Turning a point by an angle mixes its two coordinates with that angle's cosine and sine; do it for all pairs at once, put the halves back together, and hand back the input's type, having computed in fp32 or wider.
+    ### API: x[..., :h] and x[..., h:] are the halves of the last axis; cos[a:b] picks rows; torch.cat([u, w], dim=-1) joins; torch.promote_types and .to(dtype) widen and narrow. A quarter turn takes the point (1, 0) to (0, 1): `c, s, p, q = 0., 1., torch.tensor([1.]), torch.tensor([0.]); torch.cat([p * c - q * s, p * s + q * c], dim=-1)` gives `[0., 1.]`
+    ### LINE: T, half = x.shape[-2], x.shape[-1] // 2; c, s = cos[start:start + T], sin[start:start + T]; x1, x2 = x[..., :half].to(wide), x[..., half:].to(wide); return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).to(x.dtype)
     T, half = x.shape[-2], x.shape[-1] // 2
     c, s = cos[start:start + T], sin[start:start + T]                 # (T, K/2): positions start .. start + T - 1
     wide = torch.promote_types(x.dtype, torch.float32)
@@ -165,9 +172,10 @@ def rope_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cos: torch
     S0 + T positions, (B, H, S0 + T, K), to keep for the next call.
     """
     ### BEGIN SOLUTION
-    ### HINT: position lives in the scores, so turn the queries and the new keys (never the values), each by its own position, which starts after the cached ones; the cached keys were turned when they were new, so append the new keys and values to them untouched; then attend causally.
-    ### API: start = past_k.shape[-2]; apply_rope(x, cos, sin, start); torch.cat([...], dim=-2); attention(q, k, v)
-    ### LINE: q, k = apply_rope(q, cos, sin, start), apply_rope(k, cos, sin, start)
+    ### SUMMARY: RoPE attention after a cache: turn q and the new k, append, attend causally.
+    ### HINT: Where a token sits must show up in the query-key scores, so the queries and the new keys are turned by their positions; values carry content, not place, and are never turned. The new positions continue from the number already cached, and the cached keys were turned when they were new, so they are appended to as they are. Causal attention over everything so far finishes the job, and the grown keys and values go back to the caller.
+    ### API: The size of past_k's position axis (its second to last) is the count cached; apply_rope takes x, cos, sin and start; torch.cat([old, new], dim=-2) appends along positions; attention is causal by default and handles more keys than queries. `torch.cat([torch.zeros(1, 2, 3), torch.ones(1, 1, 3)], dim=-2).shape` gives `(1, 3, 3)`
+    ### LINE: start = past_k.shape[-2]; q, k = apply_rope(q, cos, sin, start), apply_rope(k, cos, sin, start); k_all, v_all = torch.cat([past_k, k], dim=-2), torch.cat([past_v, v], dim=-2); return attention(q, k_all, v_all), k_all, v_all
     start = past_k.shape[-2]                                          # S0: positions already cached
     q, k = apply_rope(q, cos, sin, start), apply_rope(k, cos, sin, start)
     k_all, v_all = torch.cat([past_k, k], dim=-2), torch.cat([past_v, v], dim=-2)   # (B, H, S0 + T, K)

@@ -19,8 +19,9 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     (B, H, T, K) would mix positions and heads.
     """
     ### BEGIN SOLUTION
-    ### HINT: The last axis holds the H heads side by side, each K wide. First cut that axis into H pieces of K, leaving the positions where they are, then move the head axis in front of the positions. Reshaping straight to the final shape would mix positions and heads.
-    ### API: .view(B, T, H, K), .transpose(1, 2)
+    ### SUMMARY: Cut the features into H heads of width K and put the heads before the positions.
+    ### HINT: Along the feature axis the heads sit one after another, K features each. Reading that axis as two axes, heads by width, keeps every number where it is in memory; only then exchange the head axis and the position axis. Going straight to the final shape in one step would fill it in memory order and slice positions across heads.
+    ### API: .view(sizes) reads the same memory with new sizes (one axis becomes two); .transpose(a, b) swaps two axes. `torch.arange(12).view(2, 3, 2).transpose(0, 1).shape` gives `(3, 2, 2)`; `torch.arange(6).view(2, 3).transpose(0, 1)` gives `[[0, 3], [1, 4], [2, 5]]`
     ### LINE: return x.view(B, T, n_heads, HK // n_heads).transpose(1, 2)
     B, T, HK = x.shape
     return x.view(B, T, n_heads, HK // n_heads).transpose(1, 2)
@@ -30,8 +31,9 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(B, H, T, K) -> (B, T, H·K): concatenate the heads' outputs, the inverse of split_heads."""
     ### BEGIN SOLUTION
-    ### HINT: Undo split_heads: move the positions back in front of the heads, then lay the H heads side by side again along one axis of width H times K.
-    ### API: .transpose(1, 2), .reshape(B, T, H * K) (after a transpose the memory is not contiguous, so .view refuses)
+    ### SUMMARY: Undo split_heads: the heads side by side again, one axis of width H times K.
+    ### HINT: Walk split_heads backwards: first bring the positions back in front of the heads, then fuse the head axis and the width axis into one. The swap leaves the memory in the old order, so the fusing step needs an operation that is willing to copy, or an explicit copy first.
+    ### API: .transpose(1, 2) swaps heads and positions; .reshape(sizes) copies when it must, while .view refuses a tensor that a transpose left non-contiguous (.contiguous() first would make it possible). `torch.arange(6).view(2, 3).transpose(0, 1).is_contiguous()` gives `False`; `torch.arange(6).view(2, 3).transpose(0, 1).reshape(6)` gives `[0, 3, 1, 4, 2, 5]`
     ### LINE: return x.transpose(1, 2).reshape(B, T, H * K)
     B, H, T, K = x.shape
     return x.transpose(1, 2).reshape(B, T, H * K)
@@ -71,8 +73,9 @@ class MultiHeadAttention(nn.Module):
         """Project to q, k, v; split into heads; self.cache_and_share(k, v, cache); attend; merge; W_O."""
         H, G, K = self.n_heads, self.n_kv_heads, self.d_head
         ### BEGIN SOLUTION
-        ### HINT: One projection gives the queries of H heads and the keys and values of G heads: cut it into those three parts and split each into heads. Hand k and v to the given cache_and_share (one line), let attention run over all heads at once, merge the heads and mix them with the output projection.
-        ### API: self.qkv(x).split([H * K, G * K, G * K], dim=-1), split_heads(t, n), self.cache_and_share(k, v, cache), self.attention(q, k, v), merge_heads, self.proj
+        ### SUMMARY: q, k, v from one projection; attend with every head; merge; mix with W_O.
+        ### HINT: The fused projection's output is three blocks laid end to end along the features: H heads' worth of queries, then G heads' worth of keys, then G of values. Cut it at those two boundaries, give each block its head axis, let the given cache-and-share method deal with the cache and with sharing key/value heads, run attention on all heads together, put the heads back side by side and mix them with the output projection.
+        ### API: t.split([a, b, c], dim=-1) cuts the last axis into pieces of those sizes; split_heads and merge_heads are yours; self.cache_and_share, self.attention and self.proj are the module's. `[p.tolist() for p in torch.arange(7).split([3, 2, 2], dim=-1)]` gives `[[0, 1, 2], [3, 4], [5, 6]]`
         ### LINE: q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1); q, k, v = split_heads(q, H), split_heads(k, G), split_heads(v, G); k, v = self.cache_and_share(k, v, cache); return self.proj(merge_heads(self.attention(q, k, v)))
         q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1)   # (B, T, H·K), (B, T, G·K) x2
         q, k, v = split_heads(q, H), split_heads(k, G), split_heads(v, G)  # (B, H|G, T, K)
@@ -91,8 +94,9 @@ def head_entropy(weights: torch.Tensor) -> torch.Tensor:
     log(i + 1) at row i for a head that spreads its weight evenly over the past.
     """
     ### BEGIN SOLUTION
-    ### HINT: Each query's row of weights is a distribution over the keys; its entropy is minus the sum, over those keys, of each weight times its natural logarithm. A masked key has weight exactly zero and must add nothing, yet the logarithm of zero is minus infinity and zero times that is NaN: reach for an operation that treats that product as zero. Then average over the batch and the queries, keeping one number per head.
-    ### API: torch.xlogy(w, w) is w·log w with 0 where w = 0 (or torch.special.entr(w), which is -w·log w); .sum(dim=-1) over the keys; .mean(dim=(0, 2)) over batch and queries
+    ### SUMMARY: One entropy per head, in nats, averaged over the batch and the queries.
+    ### HINT: Treat each query's weights as a probability distribution over the keys and measure how spread it is: the sum over keys of weight times log weight, negated. Zero weights are the trap: the logarithm of zero is minus infinity and zero times that is not a number, while such a key should add nothing, so use an operation defined to give zero there. Then average away the batch axis and the query axis, keeping the head axis.
+    ### API: torch.xlogy(a, b) computes a·log(b) and gives 0 wherever a is 0 (torch.special.entr(w) gives -w·log w directly); .sum(dim=-1); .mean(dim=(0, 2)) averages over two axes at once. `torch.xlogy(torch.tensor([0., 0.5]), torch.tensor([0., 0.5]))` gives `[0., -0.3466]`; `torch.ones(2, 3, 4).mean(dim=(0, 2)).shape` gives `(3,)`
     ### LINE: return -torch.xlogy(weights, weights).sum(dim=-1).mean(dim=(0, 2))
     per_query = -torch.xlogy(weights, weights).sum(dim=-1)            # (B, H, T)
     return per_query.mean(dim=(0, 2))                                  # (H,)

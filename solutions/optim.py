@@ -27,9 +27,10 @@ def lr_at(step: int, lr: float, min_lr: float, warmup_steps: int, max_steps: int
     exactly at step max_steps; every step after max_steps keeps min_lr.
     """
     ### BEGIN SOLUTION
-    ### HINT: two phases. During warm-up the rate grows in equal steps and the last warm-up step reaches the peak (step 0 already counts). After it, measure how far you are from the end of warm-up to max_steps as a fraction between 0 and 1 (never above 1), and follow half a cosine wave from the peak down to min_lr.
-    ### API: math.cos, math.pi, min(1.0, ...); progress = (step - warmup_steps) / (max_steps - warmup_steps)
-    ### LINE: min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * progress))
+    ### SUMMARY: Linear warm-up to lr, then half a cosine down to min_lr, then min_lr.
+    ### HINT: Two phases. While warming up the rate climbs in equal increments, and this course counts step 0 as the first increment, so the rate at step s is s + 1 warm-up shares of lr and the last warm-up step lands exactly on lr (starting from a rate of 0 is the other common convention, not a mistake, but not the one graded here). After warm-up turn the step into a progress fraction, 0 at the end of warm-up and 1 at max_steps, capped at 1, and let half a cosine period carry the rate from lr down to min_lr.
+    ### API: math.cos and math.pi; min(1.0, f) caps a fraction; half a cosine from a down to b over a fraction p is b plus (a - b) times (1 + cos(πp)) / 2. `[round(0.5 * (1 + math.cos(math.pi * p)), 3) for p in (0, 0.5, 1)]` gives `[1.0, 0.5, 0.0]`; `min(1.0, 12 / 10)` gives `1.0`
+    ### LINE: if step < warmup_steps: return lr * (step + 1) / warmup_steps; progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps)); return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * progress))
     if step < warmup_steps:
         return lr * (step + 1) / warmup_steps
     progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))   # 0 .. 1
@@ -45,9 +46,10 @@ def adamw_step(param: torch.Tensor, grad: torch.Tensor, m: torch.Tensor, v: torc
     counted from 1 (the bias correction's t). Returns (param, m, v), the new values.
     """
     ### BEGIN SOLUTION
-    ### HINT: first update the two running means, of the gradient and of its square; divide each by one minus its beta to the power step (they started at zero); shrink the weights by the fraction lr times weight_decay, without going through the gradient; then step against the corrected mean divided by the root of the corrected square plus eps.
-    ### API: beta1, beta2 = betas; m * beta1 + (1 - beta1) * grad; grad * grad; beta1 ** step; .sqrt()
-    ### LINE: param = param * (1 - lr * weight_decay) - lr * m_hat / (v_hat.sqrt() + eps)
+    ### SUMMARY: One AdamW update of one tensor; returns the new param, m and v.
+    ### HINT: Keep two running averages: of the gradient (its direction) and of its square (its typical size). Both start at zero, so early on they are too small; dividing each by one minus its decay rate to the power of the step number corrects that. Weight decay is a separate, plain shrink of the weights by the fraction lr times weight_decay, never added to the gradient. The step itself is lr times the corrected average over the square root of the corrected square, with eps added to that root.
+    ### API: Unpack the pair betas into two numbers; a running average is beta times the old value plus (1 - beta) times the new one; ** raises to a power; .sqrt() is elementwise. `m = torch.tensor([0.]); m = 0.9 * m + (1 - 0.9) * torch.tensor([2.]); m / (1 - 0.9 ** 1)` gives `[2.]`
+    ### LINE: m = beta1 * m + (1 - beta1) * grad; v = beta2 * v + (1 - beta2) * grad * grad; m_hat, v_hat = m / (1 - beta1 ** step), v / (1 - beta2 ** step); param = param * (1 - lr * weight_decay) - lr * m_hat / (v_hat.sqrt() + eps)
     beta1, beta2 = betas
     m = beta1 * m + (1 - beta1) * grad                         # running mean of g
     v = beta2 * v + (1 - beta2) * grad * grad                  # running mean of g²

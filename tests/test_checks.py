@@ -222,9 +222,10 @@ def test_hint_gives_one_more_level_each_call_and_reveal_piece_says_it_is_the_ans
 
 
 @pytest.mark.parametrize("exercise", ["attention.softmax", "kernels.softmax_kernel"])
-def test_the_amber_box_gives_only_the_idea_and_points_to_hint(capsys, exercise):
+def test_the_amber_box_gives_only_the_summary_and_points_to_hint(capsys, exercise):
     """Also for a Triton kernel's stub, whose error reaches the test wrapped in Triton's
-    InterpreterError: the box quotes the stub's own words, not the wrapper's repr of them."""
+    InterpreterError: the box quotes the stub's own words (the one-line summary), not the
+    wrapper's repr of them, and no level of hint."""
     from andrea_course.notebook.hints import levels
     if exercise.startswith("kernels."):
         pytest.importorskip("triton")
@@ -233,9 +234,9 @@ def test_the_amber_box_gives_only_the_idea_and_points_to_hint(capsys, exercise):
     out = capsys.readouterr().out
     assert out.startswith(f"[NOT WRITTEN YET] {exercise}"), out
     hint_line = next(line for line in out.splitlines() if line.strip().startswith("hint:"))
-    assert " ".join(hint_line.split()[1:]) == " ".join(found["idea"].split()), hint_line
+    assert " ".join(hint_line.split()[1:]) == " ".join(found["summary"].split()), hint_line
     assert f'hint("{exercise}")' in out
-    assert found["api"] not in out and found["line"] not in out
+    assert found["idea"] not in out and found["api"] not in out and found["line"] not in out
 
 
 def test_a_forgotten_keepdim_is_named_with_the_learners_line(tmp_path, capsys, monkeypatch):

@@ -1,7 +1,8 @@
-"""exercises/ and data/hints.json are what the generator makes of solutions/, every solution region
-has three levels of hint (the idea, in words without code; the API; the line) and the exercises
-hold only the idea,
-every exercise file imports, and every exercise piece has at least one graded test."""
+"""exercises/ and data/hints.json are what the generator makes of solutions/; every solution region
+has a one-line summary (what the stub and the check box say) and three levels of hint that each
+say more than the stub: the idea in new words and without code, the API with an example on other
+data that runs and holds no line of the solution, then the line; every exercise file imports, and
+every exercise piece has at least one graded test."""
 import ast
 import functools
 import json
@@ -42,8 +43,8 @@ def test_no_exercise_file_without_a_solution():
     assert {p.name for p in EXERCISES.glob("*.py")} <= set(generate())
 
 
-# What gives a line of code away; the idea (### HINT:) holds none of it. Shapes such as
-# (B, T, D), numbers and arithmetic in words ("start + T - 1", "8D over 3") are fine.
+# What gives a line of code away; the idea (### HINT:) and the summary hold none of it. Shapes such
+# as (B, T, D), numbers and arithmetic in words ("start + T - 1", "8D over 3") are fine.
 CODE_IN_WORDS = {
     "a call, like f(x)": r"[A-Za-z_]\w*\(",
     "an attribute or method, like x.mean or torch.exp": r"\b[A-Za-z_]\w*\.[A-Za-z_]",
@@ -52,22 +53,148 @@ CODE_IN_WORDS = {
     "an operator only code uses (@, **, //, ~)": r"@|\*\*|//|~",
     "code in backticks": r"`",
 }
+SHARED_WORDS = 7          # a run of this many words of a hint level found in the stub: not new words
+EXAMPLE = re.compile(r"`([^`]+)` gives `([^`]+)`")
 
 
 def _code_in(idea: str) -> list[str]:
     return [what for what, pattern in CODE_IN_WORDS.items() if re.search(pattern, idea)]
 
 
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def _shared_run(level: str, stub: str, n: int = SHARED_WORDS) -> str | None:
+    """The first run of n consecutive words of `level` that `stub` also holds, else None."""
+    words, there = _words(level), " " + " ".join(_words(stub)) + " "
+    for i in range(len(words) - n + 1):
+        run = " ".join(words[i:i + n])
+        if f" {run} " in there:
+            return run
+    return None
+
+
+def _squeeze(text: str) -> str:
+    return re.sub(r"\s+", "", text).replace('"', "'")
+
+
+def _solution_lines(region: dict) -> list[str]:
+    """The statements of a region's reference code and of its LINE level, each also without its
+    `return` or assignment target, squeezed of spaces: what level 2 must not hold. Statements too
+    short to give anything away (`break`, `return x`, `Counter()`) are left out."""
+    found = []
+    statements = [line.split("  #")[0].strip() for line in region["code"].splitlines()]
+    statements += [part.strip() for part in region["line"].split(";")]
+    for st in statements:
+        st = re.sub(r"^(return|if|elif|while|for)\s+", "", st).rstrip(":")
+        parts = [st] + ([st.split("=", 1)[1]] if re.match(r"^[\w\[\]., :]+\s*[-+*/]?=\s*[^=]", st) else [])
+        found += [_squeeze(p) for p in parts if len(_squeeze(p)) >= 10]
+    return found
+
+
+def _stub_of(activity: str, region: dict) -> str:
+    """The exercise text a learner reads for one region: the whole piece it stands in (the
+    signature, the docstring, the stub's comment and message), from the generated file."""
+    text = generate()[f"{activity}.py"]
+    tree = ast.parse(text)
+    top = region["qualname"].split(".")[0]
+    node = next(n for n in tree.body if getattr(n, "name", None) == top)
+    return "\n".join(text.splitlines()[node.lineno - 1:node.end_lineno])
+
+
+def _all_regions():
+    return [(a, r) for a in ACTIVITIES for r in regions((SOLUTIONS / f"{a}.py").read_text(encoding="utf-8"))]
+
+
+def _rid(case):
+    return f"{case[0]}.{case[1]['qualname']}"
+
+
 @pytest.mark.parametrize("activity", ACTIVITIES)
-def test_every_solution_region_has_three_levels_of_hint_and_the_idea_holds_no_code(activity):
+def test_every_solution_region_has_a_summary_and_three_levels_of_hint_and_the_idea_holds_no_code(activity):
     found = regions((SOLUTIONS / f"{activity}.py").read_text(encoding="utf-8"))
     assert found, f"solutions/{activity}.py has no solution region"
     for r in found:
         where = f"solutions/{activity}.py, the region in {r['qualname']}"
+        assert all(r[k] for k in ("summary", "idea", "api", "line")), f"{where}: a level is empty"
         assert len(r["idea"].split()) >= 12, f"{where}: the idea says too little to teach: {r['idea']!r}"
-        assert not _code_in(r["idea"]), f"{where}: the idea (### HINT:) gives code away: {_code_in(r['idea'])}: {r['idea']!r}"
-        assert r["api"] and r["line"] and r["api"] != r["line"], f"{where}: ### API: and ### LINE: must differ"
-        assert r["line"] not in r["idea"] and r["api"] not in r["idea"], where
+        for level in ("summary", "idea"):
+            assert not _code_in(r[level]), (f"{where}: the {level} gives code away: {_code_in(r[level])}: "
+                                            f"{r[level]!r}")
+        width = 100 - len(r["indent"]) - len("# Hint: ")
+        assert len(r["summary"]) <= width, (f"{where}: the summary is one line of the stub, at most {width} "
+                                            f"characters here; it has {len(r['summary'])}")
+        texts = {k: _squeeze(r[k]) for k in ("summary", "idea", "api", "line")}
+        for a in texts:
+            for b in texts:
+                assert a == b or texts[a] not in texts[b], f"{where}: the {a} level is inside the {b} level"
+
+
+@pytest.mark.parametrize("case", _all_regions(), ids=_rid)
+def test_hint_level_1_is_new_words_not_the_stub(case):
+    """The idea says what the stub (its docstring, comment and message) does not: no run of
+    SHARED_WORDS words of it is in the piece's exercise text, nor in the summary."""
+    activity, r = case
+    stub = _stub_of(activity, r)
+    assert r["summary"] in stub, "the stub carries the summary"
+    run = _shared_run(r["idea"], stub)
+    assert run is None, f"{_rid(case)}: hint level 1 repeats the stub: {run!r}"
+
+
+@pytest.mark.parametrize("case", _all_regions(), ids=_rid)
+def test_hint_level_2_shows_the_api_on_other_data_and_holds_no_line_of_the_solution(case):
+    activity, r = case
+    api = _squeeze(r["api"])
+    leaks = [line for line in _solution_lines(r) if line in api]
+    assert not leaks, f"{_rid(case)}: hint level 2 holds a line of the solution: {leaks}"
+    assert EXAMPLE.search(r["api"]), (f"{_rid(case)}: hint level 2 has no example "
+                                      f"(\"`EXPR` gives `VALUE`\", on other data): {r['api']!r}")
+    assert _shared_run(r["api"], _stub_of(activity, r)) is None, f"{_rid(case)}: hint level 2 repeats the stub"
+
+
+def _run_example(code: str):
+    """Run an example's code: statements, then the value of the last expression."""
+    import collections
+    import math
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    tree = ast.parse(code)
+    scope = {"torch": torch, "nn": nn, "F": F, "math": math, "Counter": collections.Counter}
+    *body, last = tree.body
+    exec(compile(ast.Module(body=body, type_ignores=[]), "<example>", "exec"), scope)
+    assert isinstance(last, ast.Expr), f"the example {code!r} must end with an expression"
+    return eval(compile(ast.Expression(last.value), "<example>", "eval"), scope)
+
+
+def _same(got, want, shown: str) -> bool:
+    """Whether an example's result is the VALUE shown, to the decimals shown."""
+    import torch
+    if isinstance(got, torch.Tensor) or (isinstance(want, (list, float)) and not isinstance(got, (str, bytes))):
+        decimals = max((len(d) for d in re.findall(r"\.(\d+)", shown)), default=0)
+        try:
+            g = torch.as_tensor(got, dtype=torch.float64)
+            w = torch.as_tensor(want, dtype=torch.float64)
+        except (TypeError, ValueError):
+            return got == want
+        return g.shape == w.shape and bool(torch.allclose(g, w, rtol=0, atol=0.5 * 10 ** -decimals + 1e-12,
+                                                          equal_nan=True))
+    if isinstance(got, tuple) and isinstance(want, list):
+        want = tuple(want)
+    return got == want
+
+
+EXAMPLES = [(f"{a}.{r['qualname']}", m.group(1), m.group(2)) for a, r in _all_regions()
+            for m in EXAMPLE.finditer(r["api"])]
+
+
+@pytest.mark.parametrize("piece, code, shown", EXAMPLES, ids=[f"{e[0]}:{i}" for i, e in enumerate(EXAMPLES)])
+def test_every_example_of_hint_level_2_gives_what_it_says(piece, code, shown):
+    got = _run_example(code)
+    import torch
+    want = eval(shown, {"inf": float("inf"), "nan": float("nan"), "torch": torch})
+    assert _same(got, want, shown), f"{piece}: `{code}` gives {got!r}, not {shown}"
 
 
 def test_the_rule_for_code_in_words_is_fair():
@@ -80,28 +207,45 @@ def test_the_rule_for_code_in_words_is_fair():
         assert not _code_in(words), words
 
 
+def test_the_rules_for_new_words_and_solution_lines_can_fail():
+    """A level that copies the stub, or an example that is the solution's own line, is caught."""
+    r = dict(code="z = scores - scores.amax(dim=-1, keepdim=True)\nreturn z.exp()", line="return z.exp() / s",
+             api="`scores - scores.amax(dim=-1, keepdim=True)` gives `[0.]`")
+    assert _solution_lines(r) and any(line in _squeeze(r["api"]) for line in _solution_lines(r))
+    assert _shared_run("then divide each row of the scores by its own sum, over the keys",
+                       "# Hint: exponentiate, then divide each row of the scores by its own sum")
+    assert _shared_run("a different way of saying it entirely, in other words", "divide each row") is None
+    assert _same(_run_example("t = torch.zeros(3); t[1] = 2.5; t"), [0.0, 2.5, 0.0], "[0., 2.5, 0.]")
+    assert not _same(_run_example("torch.tensor([0.17])"), [0.1], "[0.1]")
+
+
 def test_a_region_without_every_level_is_refused():
-    source = ("def softmax(scores):\n    ### BEGIN SOLUTION\n    ### HINT: normalise each row of scores\n"
+    source = ("def softmax(scores):\n    ### BEGIN SOLUTION\n    ### SUMMARY: normalise the rows\n"
+              "    ### HINT: normalise each row of scores\n"
               "    ### LINE: return e / e.sum(-1, keepdim=True)\n    return scores\n    ### END SOLUTION\n")
     with pytest.raises(RegionError, match=r"line 2: the region in softmax has no '### API: \.\.\.' line"):
         regions(source)
     with pytest.raises(RegionError, match="more than one '### HINT:"):
         regions(source.replace("### LINE:", "### HINT: again\n    ### API: torch.exp\n    ### LINE:"))
+    with pytest.raises(RegionError, match=r"has no '### SUMMARY: \.\.\.' line"):
+        regions(source.replace("    ### SUMMARY: normalise the rows\n", "").replace(
+            "### LINE:", "### API: torch.exp\n    ### LINE:"))
 
 
-def test_the_exercises_never_hold_the_api_or_the_line():
+def test_the_exercises_hold_the_summary_and_no_level_of_hint():
     texts = {p.name: p.read_text(encoding="utf-8") for p in EXERCISES.glob("*.py")}
     messages = {name: " ".join(n.value for n in ast.walk(ast.parse(text))
                                if isinstance(n, ast.Constant) and isinstance(n.value, str)) for name, text in texts.items()}
     for activity in ACTIVITIES:
         for r in regions((SOLUTIONS / f"{activity}.py").read_text(encoding="utf-8")):
-            for level in ("api", "line"):
+            for level in ("idea", "api", "line"):
                 leaks = [name for name, text in texts.items() if r[level] in text]
                 assert not leaks, f"{activity}.{r['qualname']}: its {level} level appears in exercises/{leaks}"
-            assert r["idea"] in messages[f"{activity}.py"], f"{activity}.{r['qualname']}: the stub lacks its idea"
+            assert f"Hint: {r['summary']}" in messages[f"{activity}.py"], (
+                f"{activity}.{r['qualname']}: the stub's message lacks its summary")
 
 
-def test_hints_json_is_generated_from_the_solutions_and_seals_all_but_the_idea():
+def test_hints_json_is_generated_from_the_solutions_and_seals_all_but_the_summary():
     committed = HINTS.read_text(encoding="utf-8")
     assert committed == hints_text(), ("andrea_course/data/hints.json differs from what solutions/ generates: "
                                        "run `make exercises` and commit the result")
@@ -110,12 +254,17 @@ def test_hints_json_is_generated_from_the_solutions_and_seals_all_but_the_idea()
     assert set(table) == pieces_
     for activity in ACTIVITIES:
         for r in regions((SOLUTIONS / f"{activity}.py").read_text(encoding="utf-8")):
-            assert r["line"] not in committed and r["api"] not in committed and r["code"] not in committed
+            for level in ("idea", "api", "line", "code"):
+                assert r[level] not in committed, f"{activity}.{r['qualname']}: its {level} is readable in hints.json"
     from andrea_course.notebook.hints import levels
+    for piece in pieces_:
+        found = levels(piece)
+        assert set(found) == {"summary", "idea", "api", "line", "code"} and all(found.values()), piece
     softmax = levels("attention.softmax")
     assert "keepdim=True" in softmax["api"] and "amax" in softmax["line"] and "return e / e.sum" in softmax["code"]
     both = levels("model.ANDREA")             # two regions: __init__ and forward
     assert "in ANDREA.__init__:" in both["idea"] and "# in ANDREA.forward" in both["code"]
+    assert "in ANDREA.forward:" in both["summary"]
 
 
 @pytest.mark.parametrize("activity", ACTIVITIES)

@@ -234,7 +234,7 @@ def _sections(bad: list[Outcome]) -> list[tuple[str, list]]:
 
 
 def _more_help(exercise: str) -> tuple[str, str]:
-    return ("more help", f'hint("{exercise}"): what to reach for, then the line (one more each call); '
+    return ("more help", f'hint("{exercise}"): the idea, then what to reach for, then the line (one more each call); '
                          f'reveal_piece("{exercise}"): the answer')
 
 

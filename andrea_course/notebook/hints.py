@@ -1,13 +1,15 @@
 """hint() and reveal_piece(): more help on one exercise piece, on request.
 
-    hint("attention.softmax")          # 1st call: the idea; 2nd: what to reach for; 3rd: the line
+    hint("attention.softmax")          # 1st call: the idea; 2nd: what to reach for, with an
+                                       # example on other data; 3rd: the line
     reveal_piece("attention.softmax")  # the reference code of that one piece: the answer
 
-The stub in exercises/ and the check box give only the idea. The three levels and the reference
-code come from andrea_course/data/hints.json, which `andrea-make-exercises` generates from the
-answer key (solutions/ is not needed at run time); all but the idea are sealed there like a
-quiz's answers, so that opening the file does not show them at a glance (obfuscation, not a
-safe: it is a self-study aid). Both return None and never raise.
+The stub in exercises/ and the check box give a one-line summary only; each level of hint says
+something they do not. The summary, the three levels and the reference code come from
+andrea_course/data/hints.json, which `andrea-make-exercises` generates from the answer key
+(solutions/ is not needed at run time); all but the summary are sealed there like a quiz's
+answers, so that opening the file does not show them at a glance (obfuscation, not a safe: it
+is a self-study aid). Both return None and never raise.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def _table() -> dict:
 
 
 def levels(exercise: str) -> dict:
-    """{"idea", "api", "line", "code"} of one exercise piece ("activity.piece"). Raises KeyError
+    """{"summary", "idea", "api", "line", "code"} of one exercise piece ("activity.piece"). Raises KeyError
     (with the known names) for an unknown piece, OSError when the hints are not installed."""
     table = _table()
     if exercise not in table:
@@ -39,7 +41,7 @@ def levels(exercise: str) -> dict:
                        (f"; did you mean {' or '.join(map(repr, close))}?" if close else
                         f"; write it as 'activity.piece', e.g. 'attention.softmax'"))
     entry = table[exercise]
-    return {"idea": entry["idea"], **_open(exercise, entry["sealed"])["a"]}
+    return {"summary": entry["summary"], **_open(exercise, entry["sealed"])["a"]}
 
 
 def _failed(exercise: str, exc: Exception) -> None:
