@@ -1,17 +1,21 @@
 """The quiz rules (issue 15, item 7), over EVERY quiz in every notebook, and the quiz mechanics.
 
-Rules: no answer (index or text) and no explanation in a quiz cell's source, only a sealed
-token that opens to one of the options; the right option is the strictly longest in at most a
-third of a notebook's questions; the right answers do not all sit at one position; every
-notebook's quiz has a "predict the number or the shape" item. Mechanics: options shuffled per
-learner, deterministically; no answer at the first wrong try; the answer after MAX_TRIES wrong
-tries or on request; numbers and shapes read the way a learner types them.
+Rules: no answer (index or text), no explanation and no "why" in a quiz cell's source, only a
+sealed token that opens to one of the options; every wrong option of every question has one
+sentence of why it is wrong, which does not give the answer away; the right option is the
+strictly longest in at most a third of a notebook's questions; the right answers do not all sit
+at one position; every notebook's quiz has a "predict the number or the shape" item.
+Mechanics: options shuffled per learner, deterministically; no answer at the first wrong try,
+but the why of the option chosen; the answer after MAX_TRIES wrong tries or on request; numbers
+and shapes read the way a learner types them; without widgets, every why beside the answer.
+The answers that the code can compute are checked against it in tests/test_quiz_answers.py.
 """
 from __future__ import annotations
 
 import ast
 import json
 import math
+import re
 
 import pytest
 
@@ -53,6 +57,16 @@ def test_every_quiz_follows_the_rules(path):
             questions.append(opened)
             if opened.kind == "choice":
                 assert opened.answer in opened.options
+                wrong = [o for o in opened.options if o != opened.answer]
+                missing = [o for o in wrong if not opened.why.get(o, "").strip()]
+                assert not missing, (f"{path.name}: {q['question']!r}: wrong options without one sentence "
+                                     f"of why they are wrong: {missing}")
+                for o, why in opened.why.items():
+                    assert why not in src, f"{path.name}: the why of {o!r} is readable in the cell"
+                    assert not re.search(rf"(?<![\w.,]){re.escape(opened.answer)}(?![\w,])", why), (
+                        f"{path.name}: the why of {o!r} gives the answer away")
+                    assert len(why) < 240 and why.rstrip()[-1] in ".!?)", (
+                        f"{path.name}: the why of {o!r} is one short sentence, ending with a stop: {why!r}")
             if opened.explain:
                 assert opened.explain not in src, f"{path.name}: the explanation of {q['question']!r} is readable"
     choices = [q for q in questions if q.kind == "choice"]
@@ -75,33 +89,40 @@ def test_the_course_has_enough_predict_items_and_few_tells():
 
 # ------------------------------------------------------------------ mechanics
 Q = {"question": "Why divide by sqrt(K)?", "options": ["speed", "keep scores near unit scale", "masking"],
-     "answer": 1, "explain": "dot products grow like sqrt(K)."}
+     "answer": 1, "explain": "dot products grow like sqrt(K).",
+     "why": {"speed": "One division per score costs time; it saves none.",
+             "masking": "The mask is a separate step, before the softmax."}}
 SHAPE = {"question": "Shape of q after split_heads?", "predict": "shape", "answer": (2, 12, 16, 64),
          "explain": "(B, H, T, K)."}
 NUMBER = {"question": "How many parameters?", "predict": "number", "answer": 98820096, "tolerance": 0.001}
 
 
 def test_sealing_hides_and_keeps_the_answer():
-    token = seal(Q["question"], "keep scores near unit scale", Q["explain"])
-    assert "unit scale" not in token and "sqrt" not in token
+    token = seal(Q["question"], "keep scores near unit scale", Q["explain"], why=Q["why"])
+    assert "unit scale" not in token and "sqrt" not in token and "separate" not in token
     sealed = {"question": Q["question"], "options": Q["options"], "sealed": token}
     q = as_question(sealed)
-    assert q.answer == "keep scores near unit scale" and q.explain == Q["explain"]
+    assert q.answer == "keep scores near unit scale" and q.explain == Q["explain"] and q.why == Q["why"]
     with pytest.raises(ValueError, match="does not open|not one of the options"):
         as_question({**sealed, "question": "an edited question"})
     assert unseal([sealed])[0]["answer"] == "keep scores near unit scale"
+    assert unseal([sealed])[0]["why"] == Q["why"]
     source = sealed_source([Q, SHAPE, NUMBER])
     assert "unit scale\"" not in source.split("options")[0] and "explain" not in source and "answer" not in source
+    assert "why" not in source and "separate step" not in source
     cell = ast.parse(source).body[0].value
     assert [as_question(d).answer for d in ast.literal_eval(cell.args[0])] == [
         "keep scores near unit scale", (2, 12, 16, 64), 98820096.0]
 
 
-def test_no_answer_at_the_first_wrong_try():
+def test_no_answer_at_the_first_wrong_try_but_why_that_option_is_wrong():
     right, text = grade(Q, "speed", tries=1)
     assert not right and "Try again" in text and "unit scale" not in text and "sqrt" not in text
+    assert Q["why"]["speed"] in text
+    assert Q["why"]["masking"] in grade(Q, 2, tries=1)[1]                  # an option's index works too
     right, text = grade(Q, "masking", tries=MAX_TRIES)
     assert not right and "keep scores near unit scale" in text and "sqrt(K)" in text
+    assert Q["why"]["masking"] in text
     assert grade(Q, None, give_up=True)[1].startswith("The answer: keep scores near unit scale.")
     assert grade(Q, "keep scores near unit scale") == (True, "Right. dot products grow like sqrt(K).")
     assert grade(Q, None)[0] is False
@@ -132,6 +153,12 @@ def test_options_are_shuffled_per_learner_and_stay_put():
 
 
 def test_malformed_questions_are_refused_in_one_line():
+    with pytest.raises(ValueError, match="why must map wrong options"):
+        as_question({"question": "q", "options": ["a", "b"], "answer": 0, "why": {"a": "the answer has no why"}})
+    with pytest.raises(ValueError, match="why must map wrong options"):
+        as_question({"question": "q", "options": ["a", "b"], "answer": 0, "why": {"c": "not an option"}})
+    with pytest.raises(ValueError, match="no options and no why"):
+        as_question({"question": "q", "predict": "number", "answer": 1, "why": {"2": "too large"}})
     with pytest.raises(ValueError, match="not one of the options"):
         as_question({"question": "q", "options": ["a", "b"], "answer": "c"})
     with pytest.raises(ValueError, match="has no answer"):
@@ -152,6 +179,7 @@ def test_the_widget_retries_then_explains():
     radio.value = "speed"
     check.click()
     assert "Try again" in feedback.value and "unit scale" not in feedback.value
+    assert "it saves none" in feedback.value
     radio.value = "keep scores near unit scale"
     check.click()
     assert "Right." in feedback.value and "sqrt(K)" in feedback.value
@@ -164,10 +192,12 @@ def test_the_widget_retries_then_explains():
     assert "The answer: (2, 12, 16, 64)." in feedback.value
 
 
-def test_without_widgets_the_quiz_is_html_or_text(capsys):
+def test_without_widgets_the_quiz_is_html_or_text_and_says_why_each_wrong_option_is_wrong(capsys):
     html = quiz_html([Q, SHAPE], who="ada")
     assert html.count("<details>") == 2 and "Predict the shape" in html
+    assert "Why not the others" in html and "it saves none" in html and "before the softmax" in html
     assert quiz([Q, SHAPE]) is None
     out = capsys.readouterr().out
     assert "1. Why divide by sqrt(K)?" in out and "keep scores near unit scale -- dot products" in out
+    assert out.count("   not ") == 2 and "it saves none" in out
     assert "2. Shape of q after split_heads? (predict the shape)" in out and "answer: (2, 12, 16, 64)" in out

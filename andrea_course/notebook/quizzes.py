@@ -4,14 +4,17 @@
   learner's name, $ANDREA_LEARNER or the login, and the question).
 - The answer and its explanation are sealed: the cell holds an opaque token, not the index, so
   reading the cell does not give the answer away (it is obfuscation, not a safe: a self-check).
-- A wrong answer says "not quite, try again"; the answer and the explanation come after a
-  right answer, after MAX_TRIES wrong ones, or when the learner clicks "Show the answer".
+- A wrong option gets one sentence of why it is wrong (its own "why", without the answer) and
+  a "try again"; the answer and the explanation come after a right answer, after MAX_TRIES
+  wrong ones, or when the learner clicks "Show the answer". Without widgets the HTML and the
+  printed forms show every wrong option's why beside the answer.
 - "Predict" items ask for a number or a shape, typed in a box, checked to a tolerance.
 
-A question: {"question": str, "options": [str, ...], "sealed": seal(question, answer, explain)},
+A question: {"question": str, "options": [str, ...], "sealed": seal(question, answer, explain, why=...)},
 or, to predict: {"question": str, "predict": "number" | "shape", "sealed": seal(...)}. While
-writing a notebook, plain {"answer": ..., "explain": ...} works too; sealed_source() turns such
-a list into the cell's source, unseal() back. tests/test_quiz.py holds the course's quiz rules.
+writing a notebook, plain {"answer": ..., "explain": ..., "why": {wrong option: why}} works too;
+sealed_source() turns such a list into the cell's source, unseal() back. tests/test_quiz.py
+holds the course's quiz rules.
 """
 from __future__ import annotations
 
@@ -26,14 +29,14 @@ import os
 import operator
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._display import in_notebook
 
 MAX_TRIES = 2                    # wrong answers before the answer is shown
 SALT = "andrea-quiz-1"
 KINDS = ("choice", "number", "shape")
-FIELDS = {"question", "options", "answer", "explain", "sealed", "predict", "tolerance"}
+FIELDS = {"question", "options", "answer", "explain", "why", "sealed", "predict", "tolerance"}
 
 
 @dataclass
@@ -44,6 +47,7 @@ class Question:
     explain: str = ""                # shown once the question is answered or given up
     kind: str = "choice"             # choice | number | shape
     tolerance: float = 0.0           # relative, for numbers
+    why: dict = field(default_factory=dict)   # wrong option -> one sentence of why it is wrong
 
     @property
     def answer_text(self) -> str:
@@ -63,11 +67,14 @@ def _stream(question: str, n: int) -> bytes:
     return out[:n]
 
 
-def seal(question: str, answer, explain: str = "", tolerance: float | None = None) -> str:
-    """The token that stands for (answer, explain) in a quiz cell; `question` keys it."""
+def seal(question: str, answer, explain: str = "", tolerance: float | None = None,
+         why: dict | None = None) -> str:
+    """The token that stands for (answer, explain, why) in a quiz cell; `question` keys it."""
     data = {"a": list(answer) if isinstance(answer, tuple) else answer, "e": explain}
     if tolerance:
         data["t"] = tolerance
+    if why:
+        data["w"] = dict(why)
     raw = json.dumps(data, ensure_ascii=False).encode()
     return base64.urlsafe_b64encode(bytes(b ^ k for b, k in zip(raw, _stream(question, len(raw))))).decode()
 
@@ -94,9 +101,10 @@ def as_question(q) -> Question:
     text = str(q["question"])
     if "sealed" in q:
         data = _open(text, q["sealed"])
-        answer, explain, tolerance = data["a"], data.get("e", ""), data.get("t", 0.0)
+        answer, explain, tolerance, why = data["a"], data.get("e", ""), data.get("t", 0.0), data.get("w", {})
     elif "answer" in q:
         answer, explain, tolerance = q["answer"], str(q.get("explain", "")), q.get("tolerance", 0.0)
+        why = q.get("why", {})
     else:
         raise ValueError(f"{text!r} has no answer: give 'sealed' (or, while writing, 'answer')")
     kind = "choice" if "predict" not in q else q["predict"]
@@ -110,9 +118,12 @@ def as_question(q) -> Question:
             answer = options[answer]
         if answer not in options:
             raise ValueError(f"answer {answer!r} is not one of the options of {text!r}")
-        return Question(text, options, answer, str(explain))
-    if "options" in q:
-        raise ValueError(f"a predict item has no options: {text!r}")
+        if not isinstance(why, dict) or set(why) - set(options) or answer in why:
+            raise ValueError(f"why must map wrong options of {text!r} to a sentence each; "
+                             f"got keys {sorted(why) if isinstance(why, dict) else why!r}")
+        return Question(text, options, answer, str(explain), why={o: str(w) for o, w in why.items()})
+    if "options" in q or why:
+        raise ValueError(f"a predict item has no options and no why: {text!r}")
     if kind == "shape":
         return Question(text, [], tuple(int(s) for s in answer), str(explain), "shape")
     return Question(text, [], float(answer), str(explain), "number", float(tolerance or 0.0))
@@ -199,9 +210,12 @@ def grade(q, given, tries: int = 1, give_up: bool = False) -> tuple[bool, str]:
         return False, f"{exc}: type {'a number' if q.kind == 'number' else 'a shape such as (2, 3, 4)'}."
     if right:
         return True, ("Right." + (f" {q.explain}" if q.explain else ""))
-    if tries >= MAX_TRIES:
-        return False, f"Not quite. The answer: {q.answer_text}." + (f" {q.explain}" if q.explain else "")
     nudge = ""
+    if q.kind == "choice":
+        chosen = q.options[given] if isinstance(given, int) and not isinstance(given, bool) else given
+        nudge = f" {q.why[chosen]}" if q.why.get(chosen) else ""
+    if tries >= MAX_TRIES:
+        return False, f"Not quite.{nudge} The answer: {q.answer_text}." + (f" {q.explain}" if q.explain else "")
     if q.kind == "number":
         nudge = " Yours is too large." if parse_number(given) > q.answer else " Yours is too small."
     elif q.kind == "shape":
@@ -256,12 +270,15 @@ def quiz_html(questions, who: str | None = None) -> str:
     parts = ['<div class="andrea-quiz" style="font-family:sans-serif;font-size:14px">']
     for i, q in enumerate(map(as_question, questions), 1):
         parts.append(f"<p><b>{i}. {_html.escape(q.question)}</b></p>")
+        options = shuffled(q, who) if q.kind == "choice" else []
         if q.kind == "choice":
-            parts.append("<ol type='a'>" + "".join(f"<li>{_html.escape(o)}</li>" for o in shuffled(q, who)) + "</ol>")
+            parts.append("<ol type='a'>" + "".join(f"<li>{_html.escape(o)}</li>" for o in options) + "</ol>")
         else:
             parts.append(f"<p><i>Predict the {q.kind}, write it down, then open the answer.</i></p>")
+        whys = "".join(f"<li>{'abcdefghij'[j]}) {_html.escape(q.why[o])}</li>"
+                       for j, o in enumerate(options) if q.why.get(o))
         parts.append(f"<details><summary>the answer</summary>{_html.escape(grade(q, None, give_up=True)[1])}"
-                     f"</details>")
+                     + (f"<p>Why not the others:</p><ul>{whys}</ul>" if whys else "") + "</details>")
     parts.append("</div>")
     return "".join(parts)
 
@@ -285,6 +302,9 @@ def quiz(questions) -> None:
             print(f"   {'abcdefghij'[j]}) {o}")
         label = f"{'abcdefghij'[options.index(q.answer)]}) " if q.kind == "choice" else ""
         print(f"   answer: {label}{q.answer_text}" + (f" -- {q.explain}" if q.explain else ""))
+        for j, o in enumerate(options):
+            if q.why.get(o):
+                print(f"   not {'abcdefghij'[j]}): {q.why[o]}")
     return None
 
 
@@ -303,6 +323,8 @@ def unseal(questions) -> list[dict]:
                 d["tolerance"] = q.tolerance
         d["answer"] = q.answer if q.kind != "number" or not float(q.answer).is_integer() else int(q.answer)
         d["explain"] = q.explain
+        if q.why:
+            d["why"] = {o: q.why[o] for o in q.options if o in q.why}
         out.append(d)
     return out
 
@@ -313,7 +335,7 @@ def sealed_source(questions, width: int = 100) -> str:
     lines = ["quiz(["]
     for raw in questions:
         q = as_question(raw)
-        token = seal(q.question, q.answer, q.explain, q.tolerance or None)
+        token = seal(q.question, q.answer, q.explain, q.tolerance or None, q.why or None)
         lines.append(f"    {{\"question\": {_wrap(q.question, 17, width)},")
         if q.kind == "choice":
             lines.append("     \"options\": [" + (",\n                 ".join(_wrap(o, 17, width) for o in q.options)) + "],")
