@@ -8,8 +8,11 @@ A listed pipeline (in the manner of nbgrader's generate_assignment), each step o
                  solutions/ (the answer key), instructor/ (hidden tests), tests/ (the course's
                  own tests, which grade the answer key), CI files and the tools that need them
     2. exercises regenerate exercises/ from solutions/, so every piece is a stub
-    3. notebooks check every notebook is committed without outputs
-    4. verify    nothing of the answer key is left: no solutions/, no file holding a solution
+    3. readme    README.md written for the learner's copy: the parts between
+                 <!-- instructor-only --> and <!-- /instructor-only --> left out, the parts in
+                 <!-- learner-only ... --> shown (on GitHub both markers are invisible comments)
+    4. notebooks check every notebook is committed without outputs
+    5. verify    nothing of the answer key is left: no solutions/, no file holding a solution
                  region or a hidden test, and every exercise piece a stub
 
 The graded tests (andrea_course/graded/) ship with the package, so a learner checks their work
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -66,8 +70,35 @@ def exercises(root: Path, out: Path) -> list[str]:
     return sorted(files)
 
 
+INSTRUCTOR_TEXT = re.compile(r"<!-- instructor-only -->.*?<!-- /instructor-only -->\n?", re.S)
+LEARNER_TEXT = re.compile(r"<!-- learner-only\n(.*?)-->\n?", re.S)
+# What the learner's README must not mention: their copy has none of it.
+NOT_IN_THE_COPY = re.compile(r"\bsolutions\b|instructor/|hidden.tests|andrea-release|make exercises|\.ci/|tests/")
+
+
+def readme_for_learners(text: str) -> str:
+    """README.md as the learner's copy shows it: instructor-only parts out, learner-only parts in.
+    Raises ReleaseError when a marker is left unpaired or the result still names what the copy
+    does not hold (solutions, hidden tests, the release tool, the course's own tests)."""
+    text = LEARNER_TEXT.sub(lambda m: m.group(1), INSTRUCTOR_TEXT.sub("", text))
+    if "instructor-only" in text or "learner-only" in text:
+        raise ReleaseError("README.md has an unpaired <!-- instructor-only --> or <!-- learner-only marker")
+    found = sorted({m.group(0) for m in NOT_IN_THE_COPY.finditer(text)})
+    if found:
+        raise ReleaseError(f"README.md would tell learners about {found}, which their copy does not have: "
+                           f"put those lines between <!-- instructor-only --> and <!-- /instructor-only -->")
+    return text
+
+
+def readme(root: Path, out: Path) -> list[str]:
+    """3. The README of the learner's copy (see readme_for_learners)."""
+    path = out / "README.md"
+    path.write_text(readme_for_learners(path.read_text(encoding="utf-8")), encoding="utf-8")
+    return ["README.md"]
+
+
 def notebooks(root: Path, out: Path) -> list[str]:
-    """3. Notebooks without outputs (a saved output could hold a solution's result)."""
+    """4. Notebooks without outputs (a saved output could hold a solution's result)."""
     names = []
     for path in sorted((out / "notebooks").glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
@@ -80,7 +111,7 @@ def notebooks(root: Path, out: Path) -> list[str]:
 
 
 def verify(root: Path, out: Path) -> list[str]:
-    """4. Nothing of the answer key left."""
+    """5. Nothing of the answer key left."""
     problems = [f"{p} exists" for p in ("solutions", "instructor") if (out / p).exists()]
     for path in out.rglob("*.py"):
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -114,7 +145,7 @@ def _private_tests(source: str) -> list[str]:
                     for k in d.keywords)]
 
 
-PIPELINE = (copy, exercises, notebooks, verify)
+PIPELINE = (copy, exercises, readme, notebooks, verify)
 
 
 def build(out: str | Path, root: Path = ROOT, force: bool = False, quiet: bool = False) -> Path:
