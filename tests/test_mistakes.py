@@ -358,7 +358,7 @@ def _softmax_kernel(**switches):
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
 MUTANTS = [
     # the optimiser (notebook 09)
-    ("test_optim.py", "test_lr_warm_up", {("optim", "lr_at"): _lr(warmup_from_zero=True)}, "warm-up off by one"),
+    ("test_optim.py", "test_lr_warm_up", {("optim", "lr_at"): _lr(warmup_from_zero=True)}, "a common convention, not this course"),
     ("test_optim.py", "test_lr_cosine_reaches_min_lr_at_max_steps", {("optim", "lr_at"): _lr(to_zero=True)},
      "goes down to 0"),
     ("test_optim.py", "test_lr_cosine_reaches_min_lr_at_max_steps", {("optim", "lr_at"): _lr(over_max_steps=True)},

@@ -4,7 +4,7 @@ with RMSNorm, the KV cache's memory with grouped key/value heads, and RoPE.
     RMSNorm(x) = x / sqrt(mean(x²) + eps) ⊙ gamma                 over D, in fp32, no centring
     SwiGLU(x)  = (x·w_up ⊙ Swish(x·w_gate))·w_down,  Swish(z) = z·sigmoid(z)
 
-The seed's check:  ANDREA_IMPL=exercises .venv/bin/pytest andrea_course/graded/test_modern.py -k "rmsnorm or swiglu" -v
+Run them from a terminal:  ANDREA_IMPL=exercises .venv/bin/pytest andrea_course/graded/test_modern.py -k "rmsnorm or swiglu" -v
 """
 import torch
 import torch.nn.functional as F
@@ -63,7 +63,7 @@ def _check_rms_norm(student, x, w, eps=1e-5, what="rms_norm(x, weight)"):
 # ----------------------------------------------------------------------------- RMSNorm
 @graded("modern.rms_norm", points=2)
 def test_rmsnorm_does_not_center(student):
-    # The seed's worked example: [3, 4] has root mean square sqrt(12.5) ≈ 3.54, so RMSNorm gives
+    # The worked example of notebook 07: [3, 4] has root mean square sqrt(12.5) ≈ 3.54, so RMSNorm gives
     # about [0.85, 1.13]; LayerNorm would subtract the mean 3.5 and give [-1, 1].
     x, w = torch.tensor([[3.0, 4.0]], dtype=torch.float64), torch.ones(2, dtype=torch.float64)
     got = _check_rms_norm(student, x, w, what="rms_norm([3, 4], ones)")
@@ -159,7 +159,7 @@ def _swiglu_mistakes(gate, up):
 
 @graded("modern.swiglu", points=1)
 def test_swiglu_worked_example(student):
-    # The seed's example, F = 2: value (3, 3), gate (2, -2). Swish(2) ≈ 1.76, Swish(-2) ≈ -0.24,
+    # The example of notebook 07, F = 2: value (3, 3), gate (2, -2). Swish(2) ≈ 1.76, Swish(-2) ≈ -0.24,
     # so the same value 3 passes amplified in one place and nearly shut off in the other.
     gate = torch.tensor([2.0, -2.0], dtype=torch.float64)
     up = torch.tensor([3.0, 3.0], dtype=torch.float64)

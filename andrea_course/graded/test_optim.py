@@ -26,8 +26,9 @@ def _lr_mistakes(step, s):
     cosine = lambda p: min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * p))
     after = lambda p: cosine(p) if step >= W else _want(step, s)
     return {
-        "warm-up off by one: step 0 already takes a step, so the rate is lr·(step + 1)/warmup_steps "
-        "and the last warm-up step reaches lr": lr * step / W if step < W else _want(step, s),
+        "a warm-up that starts from 0 (lr·step/warmup_steps): a common convention, not this course's, "
+        "where step 0 already takes a step, lr·(step + 1)/warmup_steps, and the last warm-up step "
+        "reaches lr": lr * step / W if step < W else _want(step, s),
         "the cosine goes down to 0, not to min_lr: min_lr + (lr - min_lr)·(1 + cos(π·progress))/2":
             (0.5 * lr * (1 + math.cos(math.pi * min(1.0, (step - W) / max(1, M - W))))) if step >= W else _want(step, s),
         "the cosine does not reach min_lr at max_steps: progress = (step - warmup_steps)/(max_steps - warmup_steps)":
