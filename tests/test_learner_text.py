@@ -35,6 +35,7 @@ ABOUT_SOURCES = {
     "seed NNN": r"\bseeds? 0\d\d\b",
     "the seeds folder": r"\bseeds/",
     "microgpt_cuda.cu": r"microgpt_cuda",
+    "the project's issue tracker": r"\bissues? #?\d+",
 }
 SEED = re.compile(r"\bseeds?\b", re.I)
 # "seed" about random numbers: in code, with a number, with a word that says so, or on a line
@@ -165,7 +166,8 @@ def test_the_rule_catches_what_it_must_and_lets_random_seeds_through():
                 "# The seed's worked example: [3, 4] has root mean square 3.54",
                 "the seeds' typical mistakes make good wrong options",
                 "seed 002 says ANDREA trains input embedding and output projection separately",
-                "Our sources say: \"85M parameters in the trunk\""):
+                "Our sources say: \"85M parameters in the trunk\"",
+                "# ----- LayerNorm: keepdim (issue 15) -----"):
         assert problems(bad), bad
     for fine in ("torch.manual_seed(0)", "andrea-sample --prompt x --seed 1", "seed(0)", "def f(seed: int = 0):",
                  "Three runs per wiring (seeds 0, 1, 2), and within a seed the same weights and batches",

@@ -289,7 +289,7 @@ def test_attention_head(student):
                  hint="AttentionHead runs your attention(): if its tests fail, fix those first")
 
 
-# ----- softmax: the axis of the batch, and keepdim (issue 15) -----
+# ----- softmax: the axis of the batch, and keepdim -----
 
 def _softmax_by_hand(scores, keep_max=True, keep_sum=True):
     """softmax over the last axis written out, with keepdim=True switchable on the row maximum

@@ -169,7 +169,7 @@ def test_block_applies_dropout_while_training(student):
                  "use the module self.drop (an nn.Dropout), not torch.nn.functional.dropout with training=True")
 
 
-# ----- LayerNorm: keepdim (issue 15) -----
+# ----- LayerNorm: keepdim -----
 
 def _layer_norm_without_keepdim(x, w, b, eps=1e-5):
     """The mistake: mean and variance of shape (..., T), which line up with the wrong axis."""
@@ -198,7 +198,7 @@ def test_layer_norm_keeps_one_statistic_per_token(student):
         expect_close(got, F.layer_norm(case, (16,), w, b, eps=1e-5), what, mistakes=mistakes)
 
 
-# ----- dropout (issue 15 item 6) -----
+# ----- dropout -----
 # dropout draws a random mask, which no test can expect bit for bit: the tests hold its output to
 # properties every correct dropout has, on 65,536 elements drawn from a seeded generator, one
 # property per test so that one mistake costs in one test. (That the mean is kept follows from the

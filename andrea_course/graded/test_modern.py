@@ -513,7 +513,7 @@ def test_rope_attention_with_and_without_a_cache(student):
                  mistakes=_rope_attention_mistakes(*args))
 
 
-# ----------------------------------------------------------------------------- RMSNorm: keepdim (issue 15)
+# ----------------------------------------------------------------------------- RMSNorm: keepdim
 def _rms_without_keepdim(x, w, eps=1e-5):
     """The mistake: mean(x²) of shape (..., T), which lines up with the wrong axis."""
     return x * torch.rsqrt(x.pow(2).mean(dim=-1) + eps) * w

@@ -141,7 +141,7 @@ def test_multihead_attention_with_a_kv_cache(student):
     check_with_cache(student, CFG, "MultiHeadAttention(D=12, H=3) fed 3 positions, then 2, through a KV cache")
 
 
-# ----- grouped key/value heads (issue 15) -----
+# ----- grouped key/value heads -----
 
 @graded("multihead.MultiHeadAttention", points=1, taught="modern")
 def test_grouped_kv_heads(student):

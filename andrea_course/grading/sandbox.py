@@ -54,7 +54,7 @@ def course_mounts() -> list[Path]:
     """The course folders the worker reads: the package, and the untouched exercises (stand-ins
     for a missing file). The answer key (solutions/) is left out: learner code cannot read it."""
     return [p for p in (ROOT / "andrea_course", ROOT / "exercises") if p.is_dir()]
-    # While the worker still needs the reference (issue 12), adding  ROOT / "solutions"  here
+    # While the worker still needs the reference, adding  ROOT / "solutions"  here
     # would make it readable by every submission.
 
 
