@@ -179,3 +179,33 @@ def test_the_rule_catches_what_it_must_and_lets_random_seeds_through():
                  "f\"{len(seeds)} seeds each\"", "SEED = 2026", "if seed is not None:",
                  "for s in seeds for name in runs", "__all__ = [\"seed\", \"timed\"]"):
         assert not problems(fine), (fine, problems(fine))
+
+
+def _taught_later() -> set[tuple[str, str]]:
+    """(exercise, activity) of every graded test that a later notebook teaches (taught=...)."""
+    from andrea_course.graded import GRADED
+    found = set()
+    for path in GRADED.glob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "graded" and node.args:
+                taught = [k.value.value for k in node.keywords if k.arg == "taught" and isinstance(k.value, ast.Constant)]
+                if taught:
+                    found.add((node.args[0].value, taught[0]))
+    return found
+
+
+def test_a_check_that_says_later_tests_run_in_a_later_notebook_is_right():
+    """check() tells the learner that tests taught later "run there (check(..., upto=...))": some
+    notebook of that activity or a later one must make such a call (notebook 06 promised two
+    tests of model.ANDREA to notebook 07, which did not run them)."""
+    from andrea_course.grading.markers import LESSONS, later_or_same
+    calls = set()
+    for path in (ROOT / "notebooks").glob("*.ipynb"):
+        code = "\n".join("".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+                         if c["cell_type"] == "code")
+        calls |= set(re.findall(r"""\bcheck\(\s*["']([\w.]+)["']\s*,\s*upto=["'](\w+)["']""", code))
+    pairs = _taught_later()
+    assert pairs, "no graded test is taught later: the rule checks nothing"
+    broken = sorted((exercise, taught) for exercise, taught in pairs
+                    if taught in LESSONS and not any(e == exercise and later_or_same(taught, upto) for e, upto in calls))
+    assert not broken, f"tests left for a later notebook that no notebook runs (check(exercise, upto=...)): {broken}"
