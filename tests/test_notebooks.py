@@ -200,7 +200,7 @@ def test_check_unwritten_piece_is_amber(graded_dir, capsys):
     out = capsys.readouterr().out
     assert out.startswith("[NOT WRITTEN YET] attention.softmax")
     assert "the notebook uses the reference for now" in out
-    assert "hint: Each query's row of scores becomes weights" in out     # the idea, never the line
+    assert "hint: Turn each row of scores into positive weights" in out  # the summary, never a level of hint
     assert "amax" not in out and 'hint("attention.softmax")' in out
 
 
