@@ -40,7 +40,7 @@ extension): the sandbox still contains such code, and the similarity report stil
 from __future__ import annotations
 
 import ast
-import builtins
+import dis
 import importlib
 import importlib.util
 import inspect
@@ -391,25 +391,42 @@ def _refusing_code(fn: types.FunctionType, gate, filename: str) -> types.CodeTyp
 _PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes, tuple, frozenset, type(...)})
 
 
-def _code_keys(code, CODE=types.CodeType, PLAIN=_PLAIN, isinstance=isinstance, type=type, repr=repr,
-               tuple=tuple, enumerate=enumerate):
+_OP = {name: dis.opmap.get(name, -1) for name in ("CACHE", "LOAD_METHOD", "LOAD_ATTR", "LOAD_GLOBAL")}
+
+
+def _code_keys(code, CODE=types.CodeType, PLAIN=_PLAIN, CACHE=_OP["CACHE"], METHOD=_OP["LOAD_METHOD"],
+               ATTR=_OP["LOAD_ATTR"], GLOBAL=_OP["LOAD_GLOBAL"], isinstance=isinstance, type=type, repr=repr,
+               tuple=tuple, bytes=bytes, bytearray=bytearray, range=range, len=len):
     """(exact, free): `exact` is the same for code compiled from the same text at the same lines
-    (whatever the file name); `free` ignores lines, local names and the docstring, so a function
-    cut out of the engine's source and compiled alone has the engine's `free` key. Reads no
-    global name (it runs inside the worker's audit hook: see _guard_hook)."""
+    (whatever the file name); `free` ignores lines, local names, the docstring and how a call
+    of an attribute compiles (a method call, or an attribute of an imported module: the same
+    text compiles either way in CPython 3.11, by whether the module imports the name), so a
+    function cut out of the engine's source and compiled alone has the engine's `free` key.
+    Reads no global name (it runs inside the worker's audit hook: see _guard_hook)."""
     consts = []
-    for i, k in enumerate(code.co_consts):
+    for k in code.co_consts:
         if isinstance(k, CODE):
             consts.append(("code", k.co_code, k.co_names))
         elif type(k) in PLAIN:
             consts.append((type(k).__name__, repr(k)))
         else:
             consts.append(("object", type(k).__name__))
+    raw, ops = code.co_code, bytearray()
+    for i in range(0, len(raw) - 1, 2):
+        op, arg = raw[i], raw[i + 1]
+        if op == CACHE:
+            continue
+        if op == METHOD:
+            op = ATTR
+        elif op == GLOBAL:
+            arg >>= 1                                  # the low bit only says "push NULL too"
+        ops.append(op)
+        ops.append(arg)
     counts = (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)
     doc = 1 if code.co_flags & 0x2 else 0               # CO_NEWLOCALS: a function, co_consts[0] is its docstring slot
-    exact = ("exact", code.co_name, code.co_firstlineno, code.co_code, code.co_linetable, code.co_exceptiontable,
+    exact = ("exact", code.co_name, code.co_firstlineno, raw, code.co_linetable, code.co_exceptiontable,
              code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars, counts, tuple(consts))
-    free = ("free", code.co_code, code.co_names, counts, tuple(consts[doc:]))
+    free = ("free", bytes(ops), code.co_names, counts, tuple(consts[doc:]))
     return exact, free
 
 
