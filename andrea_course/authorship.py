@@ -8,9 +8,11 @@ could hand in the engine's piece as its own, and Python offers endless routes to
 engine's source...). A list of forbidden names cannot decide what code reaches; this module
 makes the engine's own version of the graded piece unusable instead:
 
-- check_source (before the file runs): a friendly early message for the plain cases, an import
-  of the course's inner modules or of an engine object under a piece's name, __import__,
-  sys.modules and the like. It never refuses honest code and is not the boundary.
+- check_source (before the file runs): a friendly early message for the plain cases: an import
+  of the course's inner modules or of the answer key, an engine object reached under the name
+  of one of the file's own pieces, __import__, sys.modules and the like. It is not the boundary,
+  so it stays narrow (an engine object of another activity, which isolation hands the learner
+  anyway, passes).
 - check_object (after it ran): a graded function is defined in the learner's file; a graded
   class defines its own forward there (a class that is not a module: its own methods). A
   Triton kernel is judged by the Python function it wraps.
@@ -98,12 +100,12 @@ def check_source(source: str, path: Path) -> None:
         tree = ast.parse(source)
     except SyntaxError:
         return                                    # loading it will report the syntax error
-    piece_names, course_aliases, problems = _piece_names(), set(), []
+    course_aliases, problems = set(), []
     # An engine object imported by name is refused under the name of a piece of this file's own
     # activity: model.py may not import the engine's KVCache, multihead.py is given it (any piece
     # it would stand in for is graded with the engine's version anyway, and check_object refuses
     # an import handed in under another name).
-    own = set(pieces.names(path.stem)) if path.stem in pieces.ACTIVITIES else piece_names
+    own = set(pieces.names(path.stem)) if path.stem in pieces.ACTIVITIES else _piece_names()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -130,8 +132,8 @@ def check_source(source: str, path: Path) -> None:
                 root = root.value
             if isinstance(root, ast.Name) and root.id == "sys" and node.attr == "modules":
                 problems.append(f"line {node.lineno} uses sys.modules")
-    for node in ast.walk(tree):                   # engine objects reached under a piece's name
-        if isinstance(node, ast.Attribute) and node.attr in piece_names:
+    for node in ast.walk(tree):                   # engine objects reached under the name of one of this file's pieces
+        if isinstance(node, ast.Attribute) and node.attr in own:
             root = node.value
             while isinstance(root, ast.Attribute):
                 root = root.value
@@ -652,7 +654,10 @@ def _spawn_rule(what: str) -> types.FunctionType:
     if spec is not None and spec.submodule_search_locations:
         triton = os.path.realpath(list(spec.submodule_search_locations)[0]) + os.sep
         for path in glob.glob(os.path.join(triton, "backends", "*", "bin", "*")):
-            st = os.stat(path)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
             allowed.add((st.st_dev, st.st_ino))
     return _private_copy(_spawn_check, (what, frozenset(allowed), triton) + _spawn_check.__defaults__[3:])
 
@@ -668,9 +673,13 @@ class Forbidden:
         self._hook = None
 
     def describe(self) -> str:
-        how = "unreadable (Landlock)" if self.kernel == "landlock" else f"refused to open ({self.kernel})"
-        return (f"{self.exercise}: the engine's {', '.join(self.labels)} refused; its source files "
-                f"{how}")
+        if self._hook is not None:
+            how = "refused to the learner's calls only (in-process)"
+        elif self.kernel == "landlock":
+            how = "refused; its source files unreadable (Landlock)"
+        else:
+            how = f"refused; its source files refused to open (no Landlock: {self.kernel})"
+        return f"{self.exercise}: the engine's {', '.join(self.labels)} {how}"
 
     def lift(self) -> None:
         for fn, code, signature in reversed(self._undo):
@@ -685,6 +694,7 @@ class Forbidden:
         self._undo.clear()
         if self._hook in _IN_PROCESS:
             _IN_PROCESS.remove(self._hook)
+        _REFUSALS.clear()
 
     def __enter__(self):
         return self
@@ -711,9 +721,9 @@ def forbid_engine(activity: str, name: str, *, learner: str | os.PathLike | None
     Without `learner` (the grading worker, before it loads the learner's file): for good, from
     any caller; the piece's engine source files become unreadable to this process and every
     process it starts (Landlock where the kernel has it, else an open() refused and other programs
-    refused). With `learner` (a folder): only calls from files in that folder (or threads started
-    while the guard is in force) are refused, no file is made unreadable, and the returned
-    guard's lift() (or `with`) undoes it. Returns None for a name that is not a graded piece.
+    refused). With `learner` (a folder): only calls from files in that folder, or from a thread
+    other than the caller's, are refused, no file is made unreadable, and the returned guard's
+    lift() (or `with`) undoes it. Returns None for a name that is not a graded piece.
     """
     exercise = f"{activity}.{name}"
     if learner is None and exercise in _DONE:
@@ -766,7 +776,10 @@ def forbid_engine(activity: str, name: str, *, learner: str | os.PathLike | None
                 denied.add((st.st_dev, st.st_ino))
             except OSError:
                 pass
-        why = _landlock_deny(files) if files else "no file"
+        try:
+            why = _landlock_deny(files) if files else "no file"
+        except (OSError, AttributeError, ValueError, TypeError) as exc:
+            why = f"{type(exc).__name__}: {exc}"
         guard.kernel = "landlock" if not why else why
         spawn = _spawn_rule(exercise)
         hook = _hook_for(exercise, exact, free, denied, protected | {id(spawn)}, spawn)
@@ -774,6 +787,7 @@ def forbid_engine(activity: str, name: str, *, learner: str | os.PathLike | None
         _gate_fork_exec(spawn)
         _DONE[exercise] = guard
     else:
+        _REFUSALS.clear()
         guard._undo = undo
         hook = _hook_for(exercise, exact, free, set(), protected, _spawn_rule(exercise))
         hook.__andrea_folder__, hook.__andrea_thread__ = folder, thread

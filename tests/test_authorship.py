@@ -135,18 +135,19 @@ def _handing_in(piece: str, route: str) -> str:
         """)
 
 
-def route_submissions(into: Path) -> dict[str, dict[str, str]]:
-    """Submissions that hand in the engine's attention pieces, one route per piece, every route
-    once: {student: {piece: route}}. The pieces no route takes are the answer key's (when this
-    checkout has it), so each student should score exactly those."""
+def route_submissions(into: Path, honest: int = 2) -> dict[str, dict[str, str]]:
+    """Submissions that hand in the engine's attention pieces through the routes, every route
+    once, `honest` pieces of each left as the learner wrote them (the answer key's, when this
+    checkout has it, which each student should then score exactly): {student: {piece: route}}."""
     routes = sorted(p.stem for p in ROUTES.glob("*.py"))
     names = list(pieces.names("attention"))
+    per = len(names) - honest
     base = (SOLUTIONS if SOLUTIONS.is_dir() else EXERCISES) / "attention.py"
     plan = {}
-    for i in range(0, len(routes), len(names)):
-        student = f"routes_{i // len(names)}"
-        chosen = dict(zip(names, routes[i:i + len(names)]))
-        folder = into / student
+    for j, i in enumerate(range(0, len(routes), per)):
+        turned = names[3 * j % len(names):] + names[:3 * j % len(names)]     # each piece routed in turn
+        chosen = dict(zip(turned, routes[i:i + per]))
+        folder = into / f"routes_{j}"
         folder.mkdir(parents=True)
         text = base.read_text() + "\n\n# ---- handed in through the routes ----\n"
         for piece, route in chosen.items():
@@ -154,7 +155,7 @@ def route_submissions(into: Path) -> dict[str, dict[str, str]]:
             for name, body in _route_module(route).items():
                 (folder / name).write_text(body)
         (folder / "attention.py").write_text(text)
-        plan[student] = chosen
+        plan[folder.name] = chosen
     return plan
 
 
@@ -291,11 +292,17 @@ def _batch(tmp: Path, students: Path, course: Course) -> dict:
 
 @pytest.mark.slow
 def test_every_route_to_the_engine_scores_only_the_learners_own_work(tmp_path, sandboxed):
-    """andrea-grade --batch over the route submissions: each piece a route hands in fails every
-    one of its tests, saying why; the pieces written by the learner (the answer key's here) keep
-    their points."""
+    """andrea-grade --batch over the route submissions and the answer key: each piece a route
+    hands in fails every one of its tests, saying why; the pieces the learner wrote (the answer
+    key's here) keep their points, and so does the answer key itself."""
     plan = route_submissions(tmp_path / "class")
+    if SOLUTIONS.is_dir():
+        shutil.copytree(SOLUTIONS, tmp_path / "class" / "answer_key")
+        plan["answer_key"] = {}
     results = _batch(tmp_path, tmp_path / "class", _course(tmp_path, ["test_attention.py"]))
+    assert all(len(set(pieces.names("attention")) - set(chosen)) >= 2 for name, chosen in plan.items()
+               if name != "answer_key")
+    assert {route for chosen in plan.values() for route in chosen.values()} == {p.stem for p in ROUTES.glob("*.py")}
     for student, chosen in plan.items():
         for test in results[student]["tests"]:
             exercise = test["name"].split(": ")[0]
@@ -330,9 +337,9 @@ PRELUDE = ("\n\n# ---- correct variants ----\nimport math\nimport torch\nimport 
 @pytest.mark.slow
 @pytest.mark.skipif(not SOLUTIONS.is_dir(), reason="a student release has no answer key")
 def test_honest_work_keeps_full_marks_under_the_guard(tmp_path, sandboxed):
-    """The answer key, and the answer key with correct variants in place of its pieces (the
-    engine's PyTorch versions typed in, tests/test_variants.py's other ways), get every point
-    from andrea-grade: the guard refuses the engine's objects, never a learner's equal code."""
+    """The answer key with correct variants in place of its pieces (the engine's PyTorch versions
+    typed in, tests/test_variants.py's other ways) gets every point from andrea-grade: the guard
+    refuses the engine's objects, never a learner's equal code. (The answer key itself: above.)"""
     import test_variants
     variants, taken = {}, {}                          # student -> {activity: [appended text]}, -> {exercise}
     written = [(exercise, textwrap.dedent(inspect.getsource(fn)).replace(f"def {fn.__name__}(",
@@ -346,7 +353,6 @@ def test_honest_work_keeps_full_marks_under_the_guard(tmp_path, sandboxed):
         taken.setdefault(student, set()).add(exercise)
         variants.setdefault(student, {}).setdefault(exercise.split(".")[0], []).append(text)
     students = tmp_path / "class"
-    shutil.copytree(SOLUTIONS, students / "answer_key")
     for student, by_activity in variants.items():
         shutil.copytree(SOLUTIONS, students / student)
         for activity, texts in by_activity.items():

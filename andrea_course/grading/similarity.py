@@ -135,12 +135,10 @@ def piece_sources(source: str, activity: str) -> dict[str, str]:
         tree = ast.parse(source)
     except SyntaxError:
         return {}
-    names, out = set(pieces.names(activity)), {}
+    names, out, lines = set(pieces.names(activity)), {}, source.splitlines(keepends=True)
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
-            text = ast.get_source_segment(source, node, padded=True)
-            if text is not None:
-                out[node.name] = text
+            out[node.name] = "".join(lines[node.lineno - 1:node.end_lineno])
     return out
 
 
