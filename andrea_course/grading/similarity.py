@@ -12,15 +12,17 @@ algorithms for document fingerprinting", 2003):
 3. winnowing: the smallest hash in every window of W consecutive k-grams is kept (the
    rightmost on ties): any run of at least K + W - 1 tokens shared by two pieces is found.
 
-The code the exercise gives (its signature, the given methods of a class: the exercise file
-itself) is the base: its fingerprints are removed from every submission's first, as MOSS's base
-file, so that what everyone was handed does not count as copying.
+Removed before judging: the code the exercise gives (its signature, a class's given methods:
+the exercise file is the base, as MOSS's base file), so that what everyone was handed does not
+count; what the engine and the answer key share (two authors writing a piece alike: the obvious
+way to write it, which a learner may find too); and, between students only, what more than
+COMMON of them share.
 
 similarity(a, b) = shared fingerprints / the fingerprints of the smaller piece, in [0, 1]: a copy
 with renamed variables and other spacing scores near 1, a copy with code added around it too,
-an independent version of the same formula low. A piece whose reference has fewer than
-MIN_FINGERPRINTS fingerprints (a one-line call of a PyTorch op) is too short to tell copying
-from writing and is never listed. The report lists pairs at or above a threshold for the
+an independent version of the same formula low. A pair where either side has fewer than
+MIN_FINGERPRINTS fingerprints left (a one-line call of a PyTorch op) is too short to tell
+copying from writing and is not judged. The report lists pairs at or above a threshold for the
 instructor; nothing is ever zeroed because of it.
 
     report = compare(students={"ana": Path("subs/ana"), ...})        # engine and answer key too
