@@ -11,5 +11,5 @@ _namespace = {"__name__": "mine"}
 exec("import torch\nimport torch.nn as nn\nfrom andrea_course import ops\n", _namespace)
 for _block in _source.split("\n\n\n"):
     if _block.startswith(("def ", "class ", "attention =")):
-        exec(_block.replace("ops.attention", "ops.attention"), _namespace)
+        exec(_block, _namespace)
 E = types.SimpleNamespace(**_namespace)
