@@ -2,11 +2,16 @@
 
     andrea-grade SUBMISSION [--out results.json] [--hidden-tests DIR] [options]
     andrea-grade --batch FOLDER --csv gradebook.csv [--out RESULTS_DIR] [--jobs N] [options]
+                 [--similarity] [--report class.html | class.md]
 
 A submission is a folder shaped like exercises/ (one .py file per activity). In a batch every
 subfolder of FOLDER is one student, graded in a sandbox of their own that shows only their own
 files, --jobs students at a time; each gets RESULTS_DIR/<student>.json (default: the CSV's
 name without .csv, plus "-results") and a row in the CSV: student, total, one column per test.
+--similarity adds a last column, "similar": the pieces that look copied from the engine, the
+answer key or a classmate (similarity.py; listed, never zeroed). --report writes the class
+report (report.py): each piece's successes, the typical mistakes, the similar pieces, the time
+per student.
 
 Exit status: 0 graded; 1 no graded test was collected; 2 bad usage, or nothing graded (no
 sandbox on this machine, a missing submission).
@@ -23,7 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .. import __version__
-from .gradescope import Results, table
+from . import similarity
+from .gradescope import Results, table, to_gradescope
+from .report import summarize, write_report
 from .runner import DEFAULT_TIMEOUT_PER_TEST, DEFAULT_TIMEOUT_TOTAL, Course, grade
 
 
@@ -61,6 +68,9 @@ def parse(argv=None) -> argparse.Namespace:
                         "process only): for a learner grading their own work; refused as root")
     p.add_argument("--batch", help="a folder with one subfolder per student")
     p.add_argument("--csv", help="with --batch: the gradebook CSV to write")
+    p.add_argument("--similarity", action="store_true",
+                   help="with --batch: a last CSV column listing the pieces that look copied (never zeroed)")
+    p.add_argument("--report", help="with --batch: the class report to write, class.html or class.md")
     p.add_argument("--quiet", action="store_true", help="print only the totals")
     args = p.parse_args(argv)
     if bool(args.batch) == bool(args.submission):
@@ -69,6 +79,10 @@ def parse(argv=None) -> argparse.Namespace:
         p.error("--batch needs --csv gradebook.csv")
     if args.csv and not args.batch:
         p.error("--csv goes with --batch")
+    if (args.report or args.similarity) and not args.batch:
+        p.error("--report and --similarity go with --batch")
+    if args.report and Path(args.report).suffix.lower() not in (".html", ".htm", ".md", ".markdown"):
+        p.error(f"--report must name a .html or a .md file, got {args.report!r}")
     if args.jobs is not None and args.jobs < 1:
         p.error(f"--jobs must be at least 1, got {args.jobs}")
     for name in ("timeout_per_test", "timeout_total"):
@@ -97,7 +111,7 @@ def main(argv=None) -> int:
         return 2
     if args.batch:
         return batch(Path(args.batch), Path(args.csv), args.out, course, options, args.quiet,
-                     jobs=args.jobs or os.cpu_count() or 1)
+                     jobs=args.jobs or os.cpu_count() or 1, similar=args.similarity, report=args.report)
     if not Path(args.submission).is_dir() and args.submission not in ("solutions", "exercises"):
         print(f"andrea-grade: submission folder {args.submission!r} does not exist", file=sys.stderr)
         if args.out:
@@ -121,7 +135,7 @@ def _status(results: Results) -> int:
 
 
 def batch(folder: Path, csv_path: Path, out_dir, course: Course, options: dict, quiet: bool,
-          jobs: int = 1) -> int:
+          jobs: int = 1, similar: bool = False, report: str | None = None) -> int:
     if not folder.is_dir():
         print(f"andrea-grade: batch folder {str(folder)!r} does not exist", file=sys.stderr)
         return 2
@@ -139,9 +153,10 @@ def batch(folder: Path, csv_path: Path, out_dir, course: Course, options: dict, 
     def one(student: Path) -> Results:
         return grade(student, out_dir / f"{student.name}.json", course=course, **options)
 
-    rows, columns, statuses = {}, [], []
+    rows, columns, statuses, graded = {}, [], [], {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for student, results in zip(students, pool.map(one, students)):
+            graded[student.name] = to_gradescope(results)
             done += 1
             print(f"[{done}/{len(students)}] " + (table(results, f"{student.name}:") if not quiet else
                                                    f"{student.name}: {results.score:g} / {results.max_score:g}"))
@@ -153,6 +168,11 @@ def batch(folder: Path, csv_path: Path, out_dir, course: Course, options: dict, 
                     columns.append(column)
                 row[column] = f"{t.score:g}"
             rows[student.name] = row
+    pairs = similarity.compare({s.name: s for s in students}) if (similar or report) else None
+    if similar:
+        columns.append("similar")
+        for name, row in rows.items():
+            row["similar"] = pairs.note(name)
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     with open(csv_path, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=["student", "total", *columns], restval="0")
@@ -161,6 +181,12 @@ def batch(folder: Path, csv_path: Path, out_dir, course: Course, options: dict, 
     minutes = (time.monotonic() - start) / 60
     print(f"{len(students)} submission(s) graded in {minutes * 60:.0f} s with {jobs} job(s) "
           f"({len(students) / max(minutes, 1e-9):.1f} students/minute): {csv_path}, {out_dir}/")
+    if pairs is not None and pairs.pairs:
+        print(f"{len(pairs.pairs)} piece(s) look copied (similarity >= {pairs.threshold:g}; no score changed):")
+        for p in pairs.pairs[:20]:
+            print(f"  {p.exercise}: {p.student} ~ {p.other} {p.score:.2f}")
+    if report:
+        print(f"class report: {write_report(report, summarize(graded, pairs))}")
     return max([s for s in statuses if s != 1] or [0])
 
 

@@ -53,6 +53,7 @@ import zipfile
 
 import torch
 
+from .. import authorship
 from ..config import ModelConfig
 from ..paths import ROOT
 from ..overlay import ImplementationError, resolve
@@ -606,6 +607,7 @@ def _worker(recv_fd: int, send_fd: int, folder: str) -> None:
         try:
             args = decode(args, lambda h, _kind: objects[h])
             if op == "load":
+                authorship.forbid_engine(*args)     # the engine's own version of this piece: refused from here on
                 result = impl.isolated(*args)
             else:
                 target = objects[hid]
@@ -623,7 +625,7 @@ def _worker(recv_fd: int, send_fd: int, folder: str) -> None:
                     raise ValueError(f"unknown request {op!r}")
             message = ("ok", wrap(result) if op != "list" else ("list", [wrap(v) for v in result]))
         except BaseException as exc:   # noqa: BLE001  (the learner's exception, reported)
-            message = ("err", type(exc).__name__, _text(exc), _where(exc, folder))
+            message = ("err", type(exc).__name__, _text(exc) + authorship.refused_note(exc), _where(exc, folder))
         try:
             reply(message)
         except BaseException as exc:   # noqa: BLE001

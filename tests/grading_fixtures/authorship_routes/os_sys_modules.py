@@ -1,0 +1,4 @@
+# sys.modules reached as an attribute of os.
+import os
+
+E = os.sys.modules["andrea_course.pieces.attention"]
