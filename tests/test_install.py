@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from andrea_course.paths import WORKSPACE_FILES, WORKSPACE_MARK
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 TORCH = "torch==2.13.0"
@@ -147,6 +149,129 @@ def test_make_exercises_version(capsys):
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip() == f"andrea-make-exercises {andrea_course.__version__}"
+
+
+# ---------------------------------------------------------------- fast: a learner's workspace (andrea-start)
+def test_the_package_lists_every_package_and_carries_the_workspace_files():
+    """pyproject.toml lists the packages (find cannot map folders): every package under
+    andrea_course/, and notebooks/ and exercises/ mapped to andrea_course/_workspace/, which
+    exists only in a built package (the repository keeps one copy)."""
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "andrea_course").rglob("__init__.py")}
+    listed = set(config["packages"])
+    assert found <= listed, f"pyproject.toml's [tool.setuptools] packages lacks {sorted(found - listed)}"
+    mapped = {f"andrea_course._workspace.{name}": name for name in WORKSPACE_FILES}
+    assert config["package-dir"] == mapped and listed - found == set(mapped), (config["package-dir"], listed - found)
+    assert config["package-data"]["andrea_course._workspace.notebooks"] == ["*.ipynb"]
+    assert not (ROOT / "andrea_course" / "_workspace").exists()
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert scripts["andrea-start"] == "andrea_course.start:main"
+
+
+def _course_files() -> dict[str, bytes]:
+    return {f"{name}/{p.name}": p.read_bytes() for name, suffix in (("notebooks", ".ipynb"), ("exercises", ".py"))
+            for p in sorted((ROOT / name).glob(f"*{suffix}"))}
+
+
+def _files_of(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != WORKSPACE_MARK}
+
+
+@pytest.fixture
+def outside(tmp_path, monkeypatch) -> Path:
+    """A process in an empty folder: in no workspace, no $ANDREA_WORKSPACE nor $ANDREA_IMPL."""
+    for name in ("ANDREA_WORKSPACE", "ANDREA_IMPL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_andrea_start_writes_a_workspace_then_adds_to_it_without_touching_a_file(outside, capsys):
+    from andrea_course.start import main
+    ws = outside / "andrea"
+    assert main([str(ws), "--no-lab"]) == 0
+    said = capsys.readouterr().out
+    course = _course_files()
+    n_notebooks = sum(k.startswith("notebooks/") for k in course)
+    assert f"ANDREA workspace: {ws} (made now: {n_notebooks} notebooks, {len(course) - n_notebooks} exercise files)" in said
+    assert {k: v for k, (v, _) in _files_of(ws).items()} == course       # the course's files, byte for byte
+    assert json.loads((ws / WORKSPACE_MARK).read_text())["course"] == "andrea-course"
+
+    # The learner works; a notebook goes missing; the course has changed notebook 01 since.
+    mine = ws / "exercises" / "embeddings.py"
+    mine.write_text(mine.read_text() + "\n# my work\n")
+    (ws / "notes.md").write_text("my notes")
+    gone = f"notebooks/{NOTEBOOKS[1].name}"
+    (ws / gone).unlink()
+    marker = json.loads((ws / WORKSPACE_MARK).read_text())
+    marker["written"][f"notebooks/{NOTEBOOKS[0].name}"] = "0" * 64     # as if written by an older course
+    (ws / WORKSPACE_MARK).write_text(json.dumps(marker))
+    before = _files_of(ws)
+
+    assert main([str(ws), "--no-lab"]) == 0
+    said = capsys.readouterr().out
+    assert f"your {len(course) - 1} course files kept as they are; added 1 new: {gone})" in said, said
+    assert f"This version of the course changed notebooks/{NOTEBOOKS[0].name}: yours is kept" in said, said
+    after = _files_of(ws)
+    assert {k: v for k, v in after.items() if k != gone} == before and after[gone][0] == course[gone]
+
+
+def test_andrea_start_refuses_a_file_and_a_folder_that_is_not_a_workspace(outside, capsys):
+    from andrea_course.start import main
+    (outside / "a_file").write_text("x")
+    (outside / "mine").mkdir()
+    (outside / "mine" / "thesis.tex").write_text("x")
+    cases = [(outside / "a_file", "is a file, not a folder"),
+             (outside / "mine", f"holds other files and is not a workspace of the course (no {WORKSPACE_MARK})"),
+             (ROOT, "is a copy of the course's repository, not a workspace")]
+    for folder, phrase in cases:
+        before = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else None
+        assert main([str(folder), "--no-lab"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("andrea-start: error: ") and phrase in err[0], err
+        assert (sorted(p.name for p in folder.iterdir()) if folder.is_dir() else None) == before
+
+
+def test_inside_a_workspace_checks_judge_its_exercises(outside, monkeypatch):
+    """From the workspace's notebooks/ (a notebook's current folder) or any folder under it, or
+    anywhere with $ANDREA_WORKSPACE: "exercises" is the workspace's exercises/."""
+    from andrea_course.notebook import notebook_impl, run_graded
+    from andrea_course.overlay import ImplementationError, resolve
+    from andrea_course.paths import workspace
+    from andrea_course.start import write_workspace
+    ws = write_workspace(outside / "andrea")["folder"]
+    monkeypatch.chdir(ws / "notebooks")
+    assert workspace() == ws and resolve("exercises") == ws / "exercises"
+    assert notebook_impl() == str(ws / "exercises")
+    assert run_graded("embeddings.embed_lookup").status == "unwritten"
+    (ws / "exercises" / "embeddings.py").write_bytes((ROOT / "solutions" / "embeddings.py").read_bytes())
+    assert run_graded("embeddings.embed_lookup").status == "passed"      # the workspace's file, not the checkout's
+
+    monkeypatch.chdir(outside)
+    assert workspace() is None and resolve("exercises") == ROOT / "exercises"   # a checkout's, outside
+    monkeypatch.setenv("ANDREA_WORKSPACE", str(ws))
+    assert workspace() == ws and notebook_impl() == str(ws / "exercises")
+    monkeypatch.setenv("ANDREA_IMPL", "solutions")
+    assert notebook_impl() == "solutions"
+    monkeypatch.setenv("ANDREA_WORKSPACE", str(outside))
+    with pytest.raises(ImplementationError, match=f"is not a workspace of the course .*andrea-start {re.escape(str(outside))}"):
+        resolve("exercises")
+
+
+def test_outside_a_workspace_an_installed_course_says_what_to_do(outside, monkeypatch, capsys):
+    """A package installed by pip (no checkout around it), run outside a workspace: check() and
+    use() say how to make one; nothing raises."""
+    from andrea_course import paths
+    from andrea_course.notebook import check, use
+    monkeypatch.setattr(paths, "is_checkout", lambda root=None: False)
+    check("embeddings.embed_lookup")
+    said = capsys.readouterr().out
+    assert said.startswith("[COULD NOT CHECK] embeddings.embed_lookup") and paths.MAKE_ONE in said, said
+    assert "Error" not in said and f"{outside} is not in a workspace of the course" in said
+    use("embeddings", "embed_lookup")
+    assert paths.MAKE_ONE in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- slow: fresh venvs
