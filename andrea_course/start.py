@@ -175,17 +175,22 @@ def main(argv=None) -> int:
     print(report(done), flush=True)
     if args.no_lab:
         return 0
-    import importlib.util
-    if importlib.util.find_spec("jupyterlab") is None:
+    if not has_jupyterlab():
         print(f"andrea-start: JupyterLab is not installed here: pip install 'andrea-course[notebooks]', "
               f"or open {done['folder'] / 'notebooks'} in your own Jupyter", file=sys.stderr)
         return FAILED
     cmd = lab_command(done["folder"])
     os.chdir(done["folder"])
-    if os.name == "posix":
-        os.execv(cmd[0], cmd)                       # JupyterLab takes this process (and its Ctrl-C)
-    import subprocess
-    return subprocess.call(cmd)
+    if os.name != "posix":
+        import subprocess
+        return subprocess.call(cmd)
+    os.execv(cmd[0], cmd)                           # JupyterLab takes this process (and its Ctrl-C)
+    return 0
+
+
+def has_jupyterlab() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("jupyterlab") is not None
 
 
 if __name__ == "__main__":

@@ -226,6 +226,22 @@ def test_andrea_start_writes_a_workspace_then_adds_to_it_without_touching_a_file
     assert {k: v for k, v in after.items() if k != gone} == before and after[gone][0] == course[gone]
 
 
+def test_andrea_start_opens_jupyterlab_on_notebook_01_in_the_workspace(outside, monkeypatch, capsys):
+    import andrea_course.start as start
+    ran = []
+    monkeypatch.setattr(start.os, "execv", lambda path, argv: ran.append((path, argv)))
+    ws = outside / "andrea"
+    assert start.main([str(ws)]) == 0
+    assert ran == [(sys.executable, [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={ws}",
+                                     str(ws / "notebooks" / NOTEBOOKS[0].name)]
+                    + (["--allow-root"] if os.geteuid() == 0 else []))]
+    assert Path.cwd() == ws
+    monkeypatch.setattr(start, "has_jupyterlab", lambda: False)
+    capsys.readouterr()
+    assert start.main([str(ws)]) == 1 and len(ran) == 1
+    assert "JupyterLab is not installed here: pip install 'andrea-course[notebooks]'" in capsys.readouterr().err
+
+
 def test_andrea_start_refuses_a_file_and_a_folder_that_is_not_a_workspace(outside, capsys):
     from andrea_course.start import main
     (outside / "a_file").write_text("x")
