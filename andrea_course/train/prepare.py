@@ -120,7 +120,7 @@ def _unicode_problem(exc: UnicodeError, encoding: str) -> str:
     """What a decoder's UnicodeError (not a bad byte: a missing byte-order mark) means, and what to do."""
     if "BOM" in str(exc):
         return (f"it does not start with the byte-order mark that {encoding} reads first; is --encoding "
-                f"right? (UTF-16 without one: --encoding utf-16-le or utf-16-be)")
+                f"right? (for {encoding} without one: --encoding {encoding}-le or {encoding}-be)")
     return f"{exc}; is --encoding right?"
 
 

@@ -179,8 +179,8 @@ def check_kernels(kernels: str, device) -> str | None:
     """Refuse (ConfigError) kernels this run cannot use; None, or a line to say before the run.
 
     The course's Triton kernels compile for a CUDA GPU. On another device they run only in
-    Triton's interpreter, far slower than PyTorch's ops: andrea-train does that
-    only when asked with TRITON_INTERPRET=1, and says so."""
+    Triton's interpreter, far slower than PyTorch's ops: andrea-train does that only when asked
+    with TRITON_INTERPRET=1, and says so."""
     if kernels != "triton":
         return None
     import importlib.util
