@@ -33,7 +33,7 @@ from pathlib import Path
 import torch.nn as nn
 
 from . import authorship, pieces
-from .paths import COURSE_FOLDERS, ROOT, STUB_MARK  # noqa: F401  (STUB_MARK: read here by older callers)
+from .paths import COURSE_FOLDERS, ROOT, STUB_MARK, WorkspaceError, course_folder  # noqa: F401  (STUB_MARK: read here by older callers)
 from . import model as engine
 
 
@@ -73,12 +73,16 @@ def impl_from_env(default: str | None = None) -> str | None:
 
 
 def resolve(impl: str | os.PathLike) -> Path:
-    """The folder of a learner's code: "solutions", "exercises" or a path to a folder."""
+    """The folder of a learner's code: "solutions", "exercises" (in a learner's workspace, its
+    exercises/: paths.py) or a path to a folder."""
     if str(impl) in COURSE_FOLDERS:
-        folder = ROOT / str(impl)
+        try:
+            folder = course_folder(str(impl))      # exercises/: the learner's workspace's, else ROOT's
+        except WorkspaceError as exc:
+            raise ImplementationError(str(exc)) from None
         if not folder.is_dir():
             why = " (a student release has no answer key)" if str(impl) == "solutions" else ""
-            raise ImplementationError(f"there is no {impl}/ folder beside the course's package at {ROOT}{why}")
+            raise ImplementationError(f"there is no {impl}/ folder in {folder.parent}{why}")
         return folder
     folder = Path(impl).expanduser().resolve()
     if not folder.is_dir():

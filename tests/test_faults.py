@@ -52,6 +52,9 @@ def w(tmp_path_factory):
     (root / "others" / "notes.doc").write_text("someone's file")
     (root / "only_images").mkdir()
     (root / "only_images" / "x.png").write_bytes(b"\x89PNG")
+    (root / "ascii.txt").write_text("Once upon a time.\n")     # an even number of bytes, no byte-order mark
+    (root / "loop").symlink_to("loop")
+    (root / "dangling").symlink_to(root / "gone")
     return root
 
 
@@ -93,6 +96,14 @@ def _no_meta(folder):
 
 def _bad_json_meta(folder):
     (folder / "meta.json").write_text("{not json")
+
+
+def _no_tokenizer(folder):
+    """The folder without its tokenizer.json, its meta.json naming a tokenizer that is not the course's."""
+    (folder / "tokenizer.json").unlink()
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["tokenizer_hash"] = "0123456789abcdef"
+    (folder / "meta.json").write_text(json.dumps(meta))
 
 
 def _tiny_data(folder):
@@ -148,6 +159,7 @@ TRAIN = [
     ("--keep-checkpoints 0", lambda w: ["--config", _cfg(w), "--keep-checkpoints", "0"], 2, "keep_checkpoints"),
     ("--total-batch-tokens not a multiple", lambda w: ["--config", _cfg(w), "--total-batch-tokens", "100"], 2, "not a multiple"),
     ("--seed -1", lambda w: ["--config", _cfg(w), "--seed", "-1"], 2, "seed (--seed) must be >= 0"),
+    ("--seed past 64 bits", lambda w: ["--config", _cfg(w), "--seed", "1180591620717411303424"], 2, "seed (--seed) must be <= 9223372036854775807, got 1180591620717411303424"),
     ("--dtype fp64", lambda w: ["--config", _cfg(w), "--dtype", "fp64"], 2, "invalid choice"),
     ("--kernels cuda", lambda w: ["--config", _cfg(w), "--kernels", "cuda"], 2, "invalid choice"),
     ("--device foo", lambda w: ["--config", _cfg(w), "--device", "foo"], 2, "is not a device"),
@@ -158,6 +170,10 @@ TRAIN = [
     ("--out holds a run", lambda w: ["--config", _cfg(w), "--out", str(w / "run")], 2, "already holds a run"),
     ("--data missing", lambda w: ["--config", _cfg(w), "--data", str(w / "nowhere")], 1, "no data folder"),
     ("--data a file", lambda w: ["--config", _cfg(w), "--data", str(w / "a_file")], 1, "(it is a file)"),
+    ("--data a loop of links", lambda w: ["--config", _cfg(w), "--data", str(w / "loop")], 1, "loop: it is a symbolic link that leads back to itself"),
+    ("--data a broken link", lambda w: ["--config", _cfg(w), "--data", str(w / "dangling")], 1, "dangling: it is a symbolic link to"),
+    ("data of a smaller tokenizer", lambda w: ["--config", _cfg(w), "--data", str(w / "small_tok_data")], 1, "of V = 267, but the model's vocabulary is V = 8449"),
+    ("data without its own tokenizer", lambda w: ["--config", _cfg(w), "--data", _data_variant(w, "d_notok", change_files=_no_tokenizer)], 1, "made with tokenizer 0123456789abcdef (V = 8449), which it does not hold"),
     ("--data without meta.json", lambda w: ["--config", _cfg(w), "--data", _data_variant(w, "d_nometa", change_files=_no_meta)], 1, "has no meta.json"),
     ("meta.json not JSON", lambda w: ["--config", _cfg(w), "--data", _data_variant(w, "d_badjson", change_files=_bad_json_meta)], 1, "not valid JSON"),
     ("meta.json without shards", lambda w: ["--config", _cfg(w), "--data", _data_variant(w, "d_noshards", lambda m: m.pop("shards"))], 1, "no 'shards'"),
@@ -207,6 +223,7 @@ SAMPLE = [
     ("--temperature nan", lambda w: ["--pretrained", "--temperature", "nan"], 2, "--temperature"),
     ("--num-samples 0", lambda w: ["--pretrained", "--num-samples", "0"], 2, "--num-samples"),
     ("--seed -1", lambda w: ["--pretrained", "--seed", "-1"], 2, "--seed"),
+    ("--seed past 64 bits", lambda w: ["--pretrained", "--seed", "1180591620717411303424"], 2, "--seed: must be a whole number from 0 to 9223372036854775807"),
     ("--prompt not UTF-8", lambda w: ["--pretrained", "--prompt", "caf\udce9"], 2, "--prompt is not valid UTF-8"),
     ("--device foo", lambda w: ["--pretrained", "--device", "foo"], 2, "is not a device"),
     ("--tokenizer missing", lambda w: ["--pretrained", "--tokenizer", str(w / "nope.json")], 1, "no tokenizer at"),
@@ -225,6 +242,7 @@ PREPARE = [
     ("latin-1 text", lambda w: [str(w / "latin1.txt"), "--out", str(w / "p3")], 1, "byte 3 (0xe9)"),
     ("UTF-16 text", lambda w: [str(w / "utf16.txt"), "--out", str(w / "p4")], 1, "byte 0 (0xff)"),
     ("a binary file", lambda w: [str(w / "picture.png"), "--out", str(w / "p5")], 1, "not valid utf-8"),
+    ("--encoding utf-16 on ASCII text", lambda w: [str(w / "ascii.txt"), "--encoding", "utf-16", "--out", str(w / "p17")], 1, "ascii.txt is not utf-16 text: it does not start with the byte-order mark"),
     ("a 0-byte file", lambda w: [str(w / "zero.txt"), "--out", str(w / "p6")], 1, "empty or blank"),
     ("a blank file", lambda w: [str(w / "blank.txt"), "--out", str(w / "p7")], 1, "empty or blank"),
     ("--shard-tokens 0", lambda w: ["--stories", "--out", str(w / "p8"), "--shard-tokens", "0"], 2, "--shard-tokens: must be a whole number >= 1"),
@@ -264,6 +282,24 @@ def test_bad_input_is_refused_in_one_line(w, capsys, prog, main, name, argv, sta
     assert lines[0].startswith(f"{prog}: ") and "Traceback" not in err
     assert out == ""                                  # nothing sampled or printed before the refusal
     assert sorted(p.name for p in (w / "data").iterdir()) == before     # the prepared folder untouched
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU runs the Triton kernels compiled")
+def test_triton_kernels_without_a_gpu_are_refused_unless_interpreted(w, capsys, monkeypatch):
+    """On the CPU the kernels run only in Triton's interpreter: refused in one line (exit 2,
+    nothing written) unless TRITON_INTERPRET=1 asks for it, and then said before the run."""
+    from andrea_course.train.settings import check_kernels
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    out = w / "runs" / "triton_on_cpu"
+    code = _exit_status(train_main, ["--config", _cfg(w), "--kernels", "triton", "--out", str(out)])
+    printed, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and printed == "" and not out.exists(), (code, err)
+    assert lines[0].startswith("andrea-train: error: --kernels triton needs a CUDA GPU, and this run is on cpu")
+    assert "--kernels torch" in lines[0] and "TRITON_INTERPRET=1" in lines[0]
+    assert check_kernels("torch", torch.device("cpu")) is None
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert "run in Triton's interpreter" in check_kernels("triton", torch.device("cpu"))
 
 
 def _exit_status(main, args) -> int:

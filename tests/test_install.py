@@ -2,14 +2,21 @@
 
 Fast: every notebook carries the Colab badge and set-up cell that tools/nb.py writes, with the
 address of pyproject.toml; the README's links agree; the set-up keeps a learner's edited files
-when it updates the course; reveal() needs no widget; andrea-make-exercises --version.
+when it updates the course; reveal() needs no widget; andrea-make-exercises --version; the
+package lists its packages and carries the workspace's files; andrea-start writes and reuses a
+workspace, and checks inside one judge its exercises.
 
 Slow (marked `slow`; all but the plain install also `nightly`, run by `make test-nightly`, not by
 `make test`), each in a fresh virtual environment (no system site-packages; pip's own
 cache is reused; --no-compile): the first cell on a simulated Colab, each extra alone doing what
-it is for, and a non-editable `pip install` from a folder outside the repository. torch is always
-installed as torch==2.13.0 (the build on this machine's disk; a bare `torch>=2.4` would fetch a
-CUDA build). One fixture builds every venv the selected tests need, in parallel threads.
+it is for, a non-editable `pip install` from a folder outside the repository, and the same with
+[notebooks] then andrea-start and notebook 01 in the workspace. torch is installed as
+torch==2.13.0 (the build on this machine's disk; a bare `torch>=2.4` would fetch a CUDA build).
+One fixture builds every venv the selected tests need, in parallel threads.
+
+Nightly, the torch range: the lowest torch and Triton pyproject.toml allows, on the oldest
+Python it allows, and the newest the package index serves, on the newest Python here, each in
+its own venv (CUDA builds of several GB each: PyPI has no CPU build of torch for Linux).
 """
 from __future__ import annotations
 
@@ -22,11 +29,14 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import venv
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from andrea_course.paths import WORKSPACE_FILES, WORKSPACE_MARK
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -149,6 +159,145 @@ def test_make_exercises_version(capsys):
     assert capsys.readouterr().out.strip() == f"andrea-make-exercises {andrea_course.__version__}"
 
 
+# ---------------------------------------------------------------- fast: a learner's workspace (andrea-start)
+def test_the_package_lists_every_package_and_carries_the_workspace_files():
+    """pyproject.toml lists the packages (find cannot map folders): every package under
+    andrea_course/, and notebooks/ and exercises/ mapped to andrea_course/_workspace/, which
+    exists only in a built package (the repository keeps one copy)."""
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "andrea_course").rglob("__init__.py")}
+    listed = set(config["packages"])
+    assert found <= listed, f"pyproject.toml's [tool.setuptools] packages lacks {sorted(found - listed)}"
+    mapped = {f"andrea_course._workspace.{name}": name for name in WORKSPACE_FILES}
+    assert config["package-dir"] == mapped and listed - found == set(mapped), (config["package-dir"], listed - found)
+    assert config["package-data"]["andrea_course._workspace.notebooks"] == ["*.ipynb"]
+    assert not (ROOT / "andrea_course" / "_workspace").exists()
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert scripts["andrea-start"] == "andrea_course.start:main"
+
+
+def _course_files() -> dict[str, bytes]:
+    return {f"{name}/{p.name}": p.read_bytes() for name, suffix in (("notebooks", ".ipynb"), ("exercises", ".py"))
+            for p in sorted((ROOT / name).glob(f"*{suffix}"))}
+
+
+def _files_of(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != WORKSPACE_MARK}
+
+
+@pytest.fixture
+def outside(tmp_path, monkeypatch) -> Path:
+    """A process in an empty folder: in no workspace, no $ANDREA_WORKSPACE nor $ANDREA_IMPL."""
+    for name in ("ANDREA_WORKSPACE", "ANDREA_IMPL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_andrea_start_writes_a_workspace_then_adds_to_it_without_touching_a_file(outside, capsys):
+    from andrea_course.start import main
+    ws = outside / "andrea"
+    assert main([str(ws), "--no-lab"]) == 0
+    said = capsys.readouterr().out
+    course = _course_files()
+    n_notebooks = sum(k.startswith("notebooks/") for k in course)
+    assert f"ANDREA workspace: {ws} (made now: {n_notebooks} notebooks, {len(course) - n_notebooks} exercise files)" in said
+    assert {k: v for k, (v, _) in _files_of(ws).items()} == course       # the course's files, byte for byte
+    assert json.loads((ws / WORKSPACE_MARK).read_text())["course"] == "andrea-course"
+
+    # The learner works; a notebook goes missing; the course has changed notebook 01 since.
+    mine = ws / "exercises" / "embeddings.py"
+    mine.write_text(mine.read_text() + "\n# my work\n")
+    (ws / "notes.md").write_text("my notes")
+    gone = f"notebooks/{NOTEBOOKS[1].name}"
+    (ws / gone).unlink()
+    marker = json.loads((ws / WORKSPACE_MARK).read_text())
+    marker["written"][f"notebooks/{NOTEBOOKS[0].name}"] = "0" * 64     # as if written by an older course
+    (ws / WORKSPACE_MARK).write_text(json.dumps(marker))
+    before = _files_of(ws)
+
+    assert main([str(ws), "--no-lab"]) == 0
+    said = capsys.readouterr().out
+    assert f"your {len(course) - 1} course files kept as they are; added 1 new: {gone})" in said, said
+    assert f"This version of the course changed notebooks/{NOTEBOOKS[0].name}: yours is kept" in said, said
+    after = _files_of(ws)
+    assert {k: v for k, v in after.items() if k != gone} == before and after[gone][0] == course[gone]
+
+
+def test_andrea_start_opens_jupyterlab_on_notebook_01_in_the_workspace(outside, monkeypatch, capsys):
+    import andrea_course.start as start
+    ran = []
+    monkeypatch.setattr(start.os, "execv", lambda path, argv: ran.append((path, argv)))
+    ws = outside / "andrea"
+    assert start.main([str(ws)]) == 0
+    assert ran == [(sys.executable, [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={ws}",
+                                     str(ws / "notebooks" / NOTEBOOKS[0].name)]
+                    + (["--allow-root"] if os.geteuid() == 0 else []))]
+    assert Path.cwd() == ws
+    monkeypatch.setattr(start, "has_jupyterlab", lambda: False)
+    capsys.readouterr()
+    assert start.main([str(ws)]) == 1 and len(ran) == 1
+    assert "JupyterLab is not installed here: pip install 'andrea-course[notebooks]'" in capsys.readouterr().err
+
+
+def test_andrea_start_refuses_a_file_and_a_folder_that_is_not_a_workspace(outside, capsys):
+    from andrea_course.start import main
+    (outside / "a_file").write_text("x")
+    (outside / "mine").mkdir()
+    (outside / "mine" / "thesis.tex").write_text("x")
+    cases = [(outside / "a_file", "is a file, not a folder"),
+             (outside / "mine", f"holds other files and is not a workspace of the course (no {WORKSPACE_MARK})"),
+             (ROOT, "is a copy of the course's repository, not a workspace")]
+    for folder, phrase in cases:
+        before = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else None
+        assert main([str(folder), "--no-lab"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("andrea-start: error: ") and phrase in err[0], err
+        assert (sorted(p.name for p in folder.iterdir()) if folder.is_dir() else None) == before
+
+
+def test_inside_a_workspace_checks_judge_its_exercises(outside, monkeypatch):
+    """From the workspace's notebooks/ (a notebook's current folder) or any folder under it, or
+    anywhere with $ANDREA_WORKSPACE: "exercises" is the workspace's exercises/."""
+    from andrea_course.notebook import notebook_impl, run_graded
+    from andrea_course.overlay import ImplementationError, resolve
+    from andrea_course.paths import workspace
+    from andrea_course.start import write_workspace
+    ws = write_workspace(outside / "andrea")["folder"]
+    monkeypatch.chdir(ws / "notebooks")
+    assert workspace() == ws and resolve("exercises") == ws / "exercises"
+    assert notebook_impl() == str(ws / "exercises")
+    assert run_graded("embeddings.embed_lookup").status == "unwritten"
+    (ws / "exercises" / "embeddings.py").write_bytes((ROOT / "solutions" / "embeddings.py").read_bytes())
+    assert run_graded("embeddings.embed_lookup").status == "passed"      # the workspace's file, not the checkout's
+
+    monkeypatch.chdir(outside)
+    assert workspace() is None and resolve("exercises") == ROOT / "exercises"   # a checkout's, outside
+    monkeypatch.setenv("ANDREA_WORKSPACE", str(ws))
+    assert workspace() == ws and notebook_impl() == str(ws / "exercises")
+    monkeypatch.setenv("ANDREA_IMPL", "solutions")
+    assert notebook_impl() == "solutions"
+    monkeypatch.setenv("ANDREA_WORKSPACE", str(outside))
+    with pytest.raises(ImplementationError, match=f"is not a workspace of the course .*andrea-start {re.escape(str(outside))}"):
+        resolve("exercises")
+
+
+def test_outside_a_workspace_an_installed_course_says_what_to_do(outside, monkeypatch, capsys):
+    """A package installed by pip (no checkout around it), run outside a workspace: check() and
+    use() say how to make one; nothing raises."""
+    from andrea_course import paths
+    from andrea_course.notebook import check, use
+    monkeypatch.setattr(paths, "is_checkout", lambda root=None: False)
+    check("embeddings.embed_lookup")
+    said = capsys.readouterr().out
+    assert said.startswith("[COULD NOT CHECK] embeddings.embed_lookup") and paths.MAKE_ONE in said, said
+    assert "Error" not in said and f"{outside} is not in a workspace of the course" in said
+    use("embeddings", "embed_lookup")
+    assert paths.MAKE_ONE in capsys.readouterr().out
+
+
 # ---------------------------------------------------------------- slow: fresh venvs
 def _working_tree_files() -> list[str]:
     listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
@@ -181,6 +330,7 @@ def _env(**extra) -> dict:
 VENVS = {
     "colab": [TORCH, "numpy", "ipywidgets==7.7.1", "ipykernel", "matplotlib"],
     "plain": ["{src}"],                            # non-editable; {src} is deleted afterwards
+    "workspace": ["{src}[notebooks]"],             # non-editable, as a learner without a clone
     "notebooks": ["-e", "{src}[notebooks]"],
     "kernels": ["-e", "{src}[kernels]"],
     "train": ["-e", "{src}[train]"],
@@ -207,7 +357,7 @@ def origin(tmp_path_factory) -> Path:
 
 def _build(name: str, base: Path, origin_repo: Path, shared_torch) -> Path:
     """A fresh venv `base/name` with VENVS[name] installed; returns its python."""
-    folder, src = base / name, base / f"{name}-src"
+    folder, src, started = base / name, base / f"{name}-src", time.monotonic()
     if any("{src}" in a for a in VENVS[name]):
         _run(["git", "clone", "-q", origin_repo.as_uri(), src])
     own_pip = name == "colab"
@@ -218,8 +368,9 @@ def _build(name: str, base: Path, origin_repo: Path, shared_torch) -> Path:
         Path(site, "_shared_torch.pth").write_text(str(shared_torch.result()) + "\n")
     pip = [python, "-m", "pip"] if own_pip else [*PIP[:3], "--python", python]
     _run([*pip, *PIP[3:], *[a.replace("{src}", str(src)) for a in VENVS[name]]], env=_env())
-    if name == "plain":
-        shutil.rmtree(src)                  # nothing may read the source folder at run time
+    if "-e" not in VENVS[name] and src.exists():
+        shutil.rmtree(src)                  # a non-editable install: nothing may read the source folder
+    print(f"venv {name}: built in {time.monotonic() - started:.0f} s")    # pytest -s shows it
     return python
 
 
@@ -286,9 +437,9 @@ def _colab_notebook(path: Path, origin_repo: Path, content: Path, upto: int | No
     return nb
 
 
-def _execute(nb, python: Path, cwd: Path, jupyter_dir: Path, monkeypatch) -> list[str]:
+def _execute(nb, python: Path, cwd: Path, jupyter_dir: Path, monkeypatch, **env) -> list[str]:
     """Run `nb` in a kernel of `python` (nbclient raises on the first failing cell); the text
-    each code cell printed."""
+    each code cell printed or displayed (a check's box as its plain text)."""
     nbclient = pytest.importorskip("nbclient")
     if not (jupyter_dir / "kernels" / "sim").is_dir():
         _run([python, "-m", "ipykernel", "install", "--prefix", jupyter_dir.parent.parent, "--name", "sim"])
@@ -296,12 +447,13 @@ def _execute(nb, python: Path, cwd: Path, jupyter_dir: Path, monkeypatch) -> lis
     client = nbclient.NotebookClient(nb, kernel_name="sim", timeout=CELL_TIMEOUT, startup_timeout=120,
                                      resources={"metadata": {"path": str(cwd)}})
     try:
-        client.execute(env=_env())
+        client.execute(env=_env(**env))
     except nbclient.exceptions.CellTimeoutError as exc:
         raise AssertionError(f"a cell of {nb.metadata.get('name', 'the notebook')} ran longer than "
                              f"{CELL_TIMEOUT} s in the simulated Colab (every cell takes seconds when "
                              f"nothing is stuck): {str(exc).splitlines()[0]}") from None
-    return ["".join(o.get("text", "") for o in c.get("outputs", [])) for c in nb.cells if c.cell_type == "code"]
+    return ["".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in c.get("outputs", []))
+            for c in nb.cells if c.cell_type == "code"]
 
 
 @pytest.mark.slow
@@ -484,3 +636,106 @@ def test_plain_install_outside_the_repository_builds_trains_and_samples(venvs, t
         text = _run([bin_ / "andrea-sample", *source, "--prompt", "Once upon a time", "--max-new-tokens", "8"],
                     env=_env(), cwd=tmp_path).stdout
         assert text.strip().startswith("Once upon a time"), text
+
+
+@pytest.mark.slow
+@pytest.mark.nightly
+@pytest.mark.venv("workspace")
+def test_pip_install_then_andrea_start_runs_notebook_01_on_the_untouched_exercises(venvs, tmp_path, monkeypatch):
+    """A learner without a clone: `pip install FOLDER[notebooks]` (not editable; the folder is
+    deleted afterwards), `andrea-start ws --no-lab`, then notebook 01 runs from ws/notebooks in a
+    kernel of that venv, and every check judges the workspace's untouched exercises."""
+    python = python_of(venvs, "workspace")
+    installed = time.monotonic()
+    ws = tmp_path / "ws"
+    said = _run([python.parent / "andrea-start", ws, "--no-lab"], cwd=tmp_path, env=_env()).stdout
+    course = _course_files()
+    assert f"ANDREA workspace: {ws} (made now:" in said, said
+    assert {k: v for k, (v, _) in _files_of(ws).items()} == course       # the installed package's copies
+    shipped = _venv_run(python, "from andrea_course.paths import course_files; print(course_files('notebooks'))", tmp_path)
+    assert "site-packages" in shipped, shipped
+
+    nb = __import__("nbformat").read(ws / "notebooks" / NOTEBOOKS[0].name, as_version=4)
+    printed = "\n".join(_execute(nb, python, ws / "notebooks", tmp_path / "jupyter" / "share" / "jupyter", monkeypatch))
+    checks = re.findall(r'^check\("([a-z_]+\.[A-Za-z_]+)"', "\n".join(c.source for c in nb.cells if c.cell_type == "code"), re.M)
+    assert len(checks) >= 5 and f"checking the code in: {ws / 'exercises'}" in printed, printed[:2000]
+    for exercise in checks:
+        assert f"[NOT WRITTEN YET] {exercise}: the notebook uses the reference for now" in printed, exercise
+    assert printed.count(f"checked: {ws / 'exercises'}; write it in exercises/") == len(checks)
+    assert "using the engine's (yours is not written yet)" in printed and "[COULD NOT CHECK]" not in printed
+    print(f"andrea-start and notebook 01: {time.monotonic() - installed:.0f} s")    # pytest -s shows it
+
+
+# ---------------------------------------------------------------- nightly: the torch and Triton range
+def _floor(name: str) -> str:
+    """The lowest version of `name` that pyproject.toml allows (its one `name>=X`)."""
+    found = set(re.findall(rf'"{name}>=([0-9][0-9.]*)', (ROOT / "pyproject.toml").read_text(encoding="utf-8")))
+    assert len(found) == 1, f"pyproject.toml should state one floor for {name}, found {sorted(found)}"
+    return found.pop()
+
+
+def _interpreter(version: str) -> Path | None:
+    """A Python `version` ("3.10") on this machine: pythonX.Y on PATH, else pyenv's."""
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates = [shutil.which(f"python{version}"), *sorted(root.glob(f"versions/{version}.*/bin/python{version}"))]
+    for candidate in filter(None, candidates):
+        done = subprocess.run([str(candidate), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                              capture_output=True, text=True)
+        if done.returncode == 0 and done.stdout.strip() == version:
+            return Path(candidate)
+    return None
+
+
+def _newest_python() -> str:
+    """The newest Python 3 on this machine, from 3.14 down to this one."""
+    this = sys.version_info[1]
+    return next((f"3.{m}" for m in range(14, this, -1) if _interpreter(f"3.{m}")), f"3.{this}")
+
+
+# Each end of the range: which Python, and what pip installs in a fresh venv, step by step
+# ("{src}": the course, editable; PIP_CONSTRAINT=/dev/null lifts a machine's pip constraints,
+# e.g. a cap on torch, for these installs only). The lowest end: the floors pyproject.toml
+# states, torch first, then Triton without its dependencies, as beside a CPU build of torch
+# (which requires no Triton; PyPI's CUDA build of torch 2.4 pins Triton 3.0.0). The newest end:
+# what pip resolves with no pins, on the newest Python here.
+TORCH_RANGE = {
+    "lowest": lambda: (re.search(r'requires-python = ">=([0-9.]+)"', (ROOT / "pyproject.toml").read_text()).group(1),
+                       [[f"torch=={_floor('torch')}", "-e", "{src}[colab]"],
+                        ["--no-deps", f"triton=={_floor('triton')}"]]),
+    "newest": lambda: (_newest_python(), [["-e", "{src}[notebooks]"]]),
+}
+RANGE_NOTEBOOK = "08_kernels.ipynb"          # Triton's interpreter, torch's ops, plots, checks
+
+
+@pytest.mark.slow
+@pytest.mark.nightly
+@pytest.mark.parametrize("end", sorted(TORCH_RANGE))
+def test_torch_range_runs_the_graded_tests_and_a_notebook(end, origin, tmp_path, monkeypatch):
+    """Both ends of the torch and Triton range pyproject.toml allows, each in a fresh venv:
+    every graded test passes against the reference and notebook 08 runs top to bottom with its
+    checks passing. Downloads several GB (CUDA builds of torch: PyPI has no CPU build of most)."""
+    version, steps = TORCH_RANGE[end]()
+    python = _interpreter(version)
+    if python is None:
+        pytest.skip(f"no Python {version} on this machine for the {end} end of the range")
+    src, folder = tmp_path / "src", tmp_path / "venv"
+    _run(["git", "clone", "-q", origin.as_uri(), src])
+    _run([python, "-m", "venv", folder])
+    venv_python = folder / "bin" / "python"
+    for step in steps:
+        _run([venv_python, "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check",
+              *[a.replace("{src}", str(src)) for a in step]], env=_env(PIP_CONSTRAINT=os.devnull))
+    versions = _venv_run(venv_python, "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, "
+                                      "triton.__version__)", tmp_path).split()
+    print(f"{end}: Python {versions[0]}, torch {versions[1]}, Triton {versions[2]}")     # pytest -s shows it
+
+    graded = _run([venv_python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "andrea_course/graded"], cwd=src,
+                  env=_env(ANDREA_IMPL="solutions", TRITON_INTERPRET="1"), check=False)
+    tail = graded.stdout[-3000:]
+    assert graded.returncode == 0 and re.search(r"\b\d+ passed", tail) and " failed" not in tail, (versions, tail)
+
+    nb = __import__("nbformat").read(src / "notebooks" / RANGE_NOTEBOOK, as_version=4)
+    printed = "\n".join(_execute(nb, venv_python, src / "notebooks", tmp_path / "jupyter" / "share" / "jupyter",
+                                 monkeypatch, ANDREA_IMPL="solutions", TRITON_INTERPRET="1"))
+    assert "[PASSED]" in printed and "[COULD NOT CHECK]" not in printed and "[NOT YET RIGHT]" not in printed, (
+        versions, printed[-3000:])

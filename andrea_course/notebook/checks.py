@@ -22,7 +22,8 @@ from pathlib import Path
 from .. import pieces
 from ..graded import GRADED
 from ..grading.markers import LESSONS
-from ..overlay import Overlay, impl_from_env, resolve
+from ..overlay import ImplementationError, Overlay, impl_from_env, resolve
+from ..paths import WorkspaceError, workspace
 from ._display import box
 from ._runner import Outcome, Run, run_tests, syntax_error_text, time_limit
 
@@ -31,8 +32,16 @@ DEFAULT_IMPL = "exercises"     # in a notebook the learner's own exercises are t
 
 
 def notebook_impl() -> str:
-    """Whose code a notebook checks: $ANDREA_IMPL if set, else the learner's exercises/."""
-    return impl_from_env(DEFAULT_IMPL)
+    """Whose code a notebook checks: $ANDREA_IMPL if set, else the learner's exercises/: the
+    workspace's, by its path, when the notebook runs in one (paths.workspace())."""
+    chosen = impl_from_env()
+    if chosen:
+        return chosen
+    try:
+        found = workspace()
+    except WorkspaceError:                           # a bad $ANDREA_WORKSPACE: check() says so
+        found = None
+    return str(found / DEFAULT_IMPL) if found is not None else DEFAULT_IMPL
 
 
 @dataclass
@@ -314,6 +323,8 @@ def check(exercise: str, *, impl: str | os.PathLike | None = None,
         result = run_graded(exercise, impl, tests_dir, upto=_upto(exercise, upto))
     except KeyboardInterrupt:
         result = CheckResult(exercise, str(impl or notebook_impl()), interrupted=True)
+    except ImplementationError as exc:               # no exercises/ to check (outside a workspace, say)
+        result = CheckResult(exercise, str(impl or notebook_impl()), error=str(exc))
     except Exception as exc:                         # noqa: BLE001 - a check must not break a notebook
         result = CheckResult(exercise, str(impl or notebook_impl()), error=f"{type(exc).__name__}: {exc}")
     try:

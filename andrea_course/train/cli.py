@@ -12,6 +12,9 @@ import os
 import sys
 
 USAGE, FAILED, INTERRUPTED = 2, 1, 130
+# The largest seed: torch's generators take 64-bit seeds, and a run adds its step (or a sample
+# its number) to the seed, so the seed itself stays below 2**63.
+MAX_SEED = 2**63 - 1
 
 
 class UsageError(ValueError):
@@ -112,3 +115,7 @@ def natural_int(text: str) -> int:
 def natural_float(text: str) -> float:
     import math
     return _number(float, text, lambda v: math.isfinite(v) and v >= 0, "must be a finite number >= 0")
+
+
+def seed_int(text: str) -> int:
+    return _number(int, text, lambda v: 0 <= v <= MAX_SEED, f"must be a whole number from 0 to {MAX_SEED} (2**63 - 1)")

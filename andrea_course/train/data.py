@@ -12,6 +12,7 @@ uint16 holds ids up to 65,535, plenty for V = 8,449, and halves the disk and mem
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -66,18 +67,18 @@ class TokenData:
     """Train and val tokens, from a prepared folder or from arrays."""
 
     def __init__(self, train: Split, val: Split, vocab_size: int, eot_id: int, tokenizer_hash: str,
-                 source: str, fingerprint: str):
+                 source: str, fingerprint: str, tokenizer_file: Path | None = None):
         self.train, self.val = train, val
         self.vocab_size, self.eot_id, self.tokenizer_hash, self.source = vocab_size, eot_id, tokenizer_hash, source
         self.fingerprint = fingerprint      # the same tokens give the same string, wherever the folder is
+        self.tokenizer_file = tokenizer_file    # the tokenizer.json that reads these ids (None: one given in memory)
 
     @classmethod
     def from_folder(cls, folder: str | os.PathLike) -> "TokenData":
         folder = Path(folder)
         meta_path = folder / "meta.json"
         if not folder.is_dir():
-            raise DataError(f"no data folder {folder}" + (" (it is a file)" if folder.exists() else "")
-                            + f": prepare one with `andrea-prepare TEXT... --out {folder}`")
+            raise DataError(_not_a_folder(folder))
         if not meta_path.is_file():
             raise DataError(f"{folder} has no meta.json: prepare it with `andrea-prepare TEXT... --out {folder}`")
         try:
@@ -98,22 +99,29 @@ class TokenData:
                                     f"({2 * shard['tokens']} bytes): truncated or from another preparation")
                 parts.append(np.memmap(path, dtype=DTYPE, mode="r") if size else np.zeros(0, DTYPE))
             splits[name] = Split(parts)
+        from .tokenizer import TOKENIZER_FILE, load_tokenizer
         own = folder / "tokenizer.json"
         if own.is_file():
-            from .tokenizer import load_tokenizer
             if load_tokenizer(own).hash != meta["tokenizer_hash"]:
                 raise DataError(f"{own} is not the tokenizer {meta_path} was made with "
                                 f"(hash {meta['tokenizer_hash']}): prepare the folder again")
+        elif meta["tokenizer_hash"] != (course := load_tokenizer()).hash:
+            # Without its own tokenizer.json the ids can only be read with the course's tokenizer:
+            # a run would keep that one, and sample with a tokenizer that is not its data's.
+            raise DataError(f"{folder} was made with tokenizer {meta['tokenizer_hash']} (V = {meta['vocab_size']}), "
+                            f"which it does not hold (no tokenizer.json), and it is not the course's "
+                            f"({course.hash}, V = {course.vocab_size}): prepare the folder again with andrea-prepare")
         fingerprint = meta.get("sha256") or _sha256_json({k: meta[k] for k in ("tokenizer_hash", "tokens", "shards")})
         return cls(splits["train"], splits["val"], meta["vocab_size"], meta["eot_id"],
-                   meta["tokenizer_hash"], str(folder), fingerprint)
+                   meta["tokenizer_hash"], str(folder), fingerprint,
+                   tokenizer_file=own if own.is_file() else TOKENIZER_FILE)
 
     @classmethod
     def from_corpus(cls, tokenizer=None) -> "TokenData":
         """The shipped stories, tokenized in memory (a second or two, once per process), split
         by the same rule as prepare."""
         from .corpus import load_corpus
-        from .tokenizer import load_tokenizer
+        from .tokenizer import TOKENIZER_FILE, load_tokenizer
         tok = tokenizer or load_tokenizer()
         if tok.hash not in _CORPUS_TOKENS:
             encoded = tok.encode_ordinary_batch(load_corpus())
@@ -126,12 +134,35 @@ class TokenData:
             _CORPUS_TOKENS[tok.hash] = train, val, _sha256_json(digest)
         train, val, fingerprint = _CORPUS_TOKENS[tok.hash]
         return cls(Split([train]), Split([val]), tok.vocab_size, tok.eot_id, tok.hash, "the shipped stories",
-                   fingerprint)
+                   fingerprint, tokenizer_file=None if tokenizer else TOKENIZER_FILE)
 
     def check_vocab(self, vocab_size: int) -> None:
-        if self.vocab_size > vocab_size:
-            raise DataError(f"the data ({self.source}) was tokenized with V = {self.vocab_size} but the model's "
-                            f"vocabulary has only {vocab_size} entries")
+        """Refuse data whose tokenizer is not the model's: a model reads ids 0..V-1 of one
+        tokenizer, and its run keeps the data's tokenizer to sample with (andrea-sample), so the
+        two V must be equal. A bigger V cannot be read; a smaller one trains rows of the
+        embedding that no id reaches, and leaves a run whose own tokenizer cannot sample it."""
+        if self.vocab_size != vocab_size:
+            raise DataError(f"the data ({self.source}) was made with tokenizer {self.tokenizer_hash} of "
+                            f"V = {self.vocab_size}, but the model's vocabulary is V = {vocab_size}: prepare "
+                            f"the data with a tokenizer of V = {vocab_size} (andrea-prepare --tokenizer FILE; "
+                            f"the course's by default), or give the model vocab_size {self.vocab_size}")
+
+
+def _not_a_folder(folder: Path) -> str:
+    """Why `folder` is no data folder (missing, a file, a broken link, a loop of links), and what to do."""
+    prepare = f": prepare one with `andrea-prepare TEXT... --out {folder}`"
+    try:
+        os.stat(folder)
+    except OSError as exc:
+        point = ": point --data at a folder written by andrea-prepare"
+        if exc.errno == errno.ELOOP:
+            return f"no data folder {folder}: it is a symbolic link that leads back to itself (a loop of links){point}"
+        if folder.is_symlink():
+            return f"no data folder {folder}: it is a symbolic link to {os.readlink(folder)}, which does not exist{point}"
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+            return f"no data folder {folder}: {(exc.strerror or str(exc)).lower()}{point}"
+        return f"no data folder {folder}{prepare}"
+    return f"no data folder {folder} (it is a file){prepare}"
 
 
 def _sha256_json(obj) -> str:

@@ -104,6 +104,8 @@ def check_text(path: Path, encoding: str = "utf-8") -> bool:
                         else "is --encoding right?")
                 raise ValueError(f"{path} is not valid {encoding} text: byte {at} (0x{bad}) cannot be decoded; "
                                  f"{hint}") from exc
+            except UnicodeError as exc:           # e.g. utf-16 and utf-32 want a byte-order mark first
+                raise ValueError(f"{path} is not {encoding} text: {_unicode_problem(exc, encoding)}") from exc
             has_text = has_text or bool(text.strip())
             offset += len(block)
         try:
@@ -112,6 +114,14 @@ def check_text(path: Path, encoding: str = "utf-8") -> bool:
             raise ValueError(f"{path} is not valid {encoding} text: it ends inside a character "
                              f"(byte {offset}); truncated?") from exc
     return has_text
+
+
+def _unicode_problem(exc: UnicodeError, encoding: str) -> str:
+    """What a decoder's UnicodeError (not a bad byte: a missing byte-order mark) means, and what to do."""
+    if "BOM" in str(exc):
+        return (f"it does not start with the byte-order mark that {encoding} reads first; is --encoding "
+                f"right? (for {encoding} without one: --encoding {encoding}-le or {encoding}-be)")
+    return f"{exc}; is --encoding right?"
 
 
 def _open_text(path: Path, encoding: str):

@@ -117,7 +117,7 @@ def _top_k(text: str) -> int | None:
 
 
 def build_parser():
-    from .cli import Parser, natural_float, natural_int, positive_int
+    from .cli import Parser, natural_float, natural_int, positive_int, seed_int
     p = Parser("andrea-sample", __doc__, epilog="Exit status: 0 done, 1 the model or tokenizer could not "
                "be loaded or written, 2 a bad argument.")
     src = p.add_mutually_exclusive_group(required=True)
@@ -127,7 +127,7 @@ def build_parser():
     p.add_argument("--max-new-tokens", type=natural_int, default=100, help="tokens to generate")
     p.add_argument("--temperature", type=natural_float, default=0.8, help="0: always the most likely token")
     p.add_argument("--top-k", type=_top_k, default=40, help="sample among the k most likely tokens (none: all)")
-    p.add_argument("--seed", type=natural_int, default=None, help="for the same text every time (default: random)")
+    p.add_argument("--seed", type=seed_int, default=None, help="for the same text every time (default: random)")
     p.add_argument("--num-samples", type=positive_int, default=1, help="samples to print")
     p.add_argument("--tokenizer", help="a tokenizer.json (default: the run's, else the course's)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: the GPU if there is one, else the CPU)")

@@ -20,11 +20,12 @@ from pathlib import Path
 
 from ..config import ConfigError, ModelConfig
 from ..presets import PRESETS, TRAIN_PRESETS
+from .cli import MAX_SEED
 
 
 def setting(default, help: str, **rule):
-    """A TrainConfig field: its default, its help text, and its rule: min (inclusive), above
-    (exclusive lower bound), below (exclusive upper bound), choices."""
+    """A TrainConfig field: its default, its help text, and its rule: min and max (inclusive),
+    above (exclusive lower bound), below (exclusive upper bound), choices."""
     return field(default=default, metadata={"help": help, **rule})
 
 
@@ -51,7 +52,7 @@ class TrainConfig:
     sample_prompt: str = setting("Once upon a time", "the samples' prompt")
     checkpoint_every: int = setting(200, "steps between checkpoints (0: only at the end and on a signal)", min=0)
     keep_checkpoints: int = setting(2, "checkpoints kept (older ones are deleted)", min=1)
-    seed: int = setting(1337, "seed of the model's initialisation and the data order", min=0)
+    seed: int = setting(1337, "seed of the model's initialisation and the data order", min=0, max=MAX_SEED)
     dtype: str = setting("auto", "autocast precision (auto: bf16 on a GPU that has it, fp16 on one "
                                  "that hasn't, fp32 on the CPU)", choices=("auto", "fp32", "bf16", "fp16"))
     compile: bool = setting(False, "torch.compile the model")
@@ -109,8 +110,8 @@ def _checked(name, value, hint, meta):
         value = float(value)
         if not math.isfinite(value):
             raise ConfigError(f"{where} must be a finite number, got {value!r}")
-    rules = [("min", lambda v, b: v >= b, ">="), ("above", lambda v, b: v > b, ">"),
-             ("below", lambda v, b: v < b, "<")]
+    rules = [("min", lambda v, b: v >= b, ">="), ("max", lambda v, b: v <= b, "<="),
+             ("above", lambda v, b: v > b, ">"), ("below", lambda v, b: v < b, "<")]
     for key, holds, sign in rules:
         if key in meta and not holds(value, meta[key]):
             raise ConfigError(f"{where} must be {sign} {meta[key]}, got {value!r}")
@@ -172,6 +173,29 @@ def _read_config_file(path: Path) -> dict:
     model = fields.get("model", "andrea-tiny")
     base = dict(TRAIN_PRESETS[model]) if isinstance(model, str) and model in TRAIN_PRESETS else {}
     return {**base, **fields}
+
+
+def check_kernels(kernels: str, device) -> str | None:
+    """Refuse (ConfigError) kernels this run cannot use; None, or a line to say before the run.
+
+    The course's Triton kernels compile for a CUDA GPU. On another device they run only in
+    Triton's interpreter, far slower than PyTorch's ops: andrea-train does that only when asked
+    with TRITON_INTERPRET=1, and says so."""
+    if kernels != "triton":
+        return None
+    import importlib.util
+    import os
+    if importlib.util.find_spec("triton") is None:
+        raise ConfigError("--kernels triton needs Triton, which is not installed: pip install "
+                          "'andrea-course[kernels]' (Linux), or train with --kernels torch")
+    if getattr(device, "type", str(device)) == "cuda":
+        return None
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        return (f"--kernels triton on {device}: the Triton kernels run in Triton's interpreter "
+                f"(TRITON_INTERPRET=1), far slower than --kernels torch")
+    raise ConfigError(f"--kernels triton needs a CUDA GPU, and this run is on {device}: train with "
+                      f"--kernels torch, or set TRITON_INTERPRET=1 to run the kernels in Triton's "
+                      f"interpreter (far slower)")
 
 
 # ----------------------------------------------------------------------------- flags and resume

@@ -35,7 +35,7 @@ from . import checkpoint as ckpt
 from . import files
 from .data import Batches, TokenData, eval_batches
 from .runlog import RunLog, read_log, trim
-from .settings import TrainConfig, add_flags, load_config, model_config, resume_differences  # noqa: F401
+from .settings import TrainConfig, add_flags, check_kernels, load_config, model_config, resume_differences  # noqa: F401
 
 
 # ----------------------------------------------------------------------------- the model
@@ -650,6 +650,9 @@ def _main(argv) -> int:
         return run_action(args, tc)
     if not args.out:
         raise UsageError("--out RUN_DIR is required to train (only --plan and --gpu-check run without it)")
+    note = check_kernels(tc.kernels, parse_device(args.device))
+    if note:
+        print(f"andrea-train: {note}", file=sys.stderr)
     out = Path(args.out)
     if not args.resume and (ckpt.checkpoints_dir(out) / ckpt.LATEST).exists():
         raise UsageError(f"{out} already holds a run: pass --resume to continue it, or choose another --out")
