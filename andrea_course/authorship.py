@@ -100,6 +100,15 @@ def check_object(obj, name: str, path: Path) -> None:
         if not codes or any(code is None or code.co_filename != where for code in codes):
             raise NotYours(f"{name} in {path.name} does not define its own {what}: write it in your file")
     elif callable(obj):
-        code = getattr(obj, "__code__", None)
+        code = _code(obj)
         if code is None or code.co_filename != where:
             raise NotYours(f"{name} is not defined in {path.name} (it comes from elsewhere): write it in your file")
+
+
+def _code(fn):
+    """A function's code object; a Triton kernel's (@triton.jit, compiled or interpreted, has no
+    __code__ of its own) is that of the Python function it wraps, `.fn`."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        code = getattr(getattr(fn, "fn", None), "__code__", None)
+    return code

@@ -57,6 +57,15 @@ def weighted_sum(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 attention = ops.attention
 
 
+def attention_by_steps(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """attention, step by step through the pieces above by their names (not a piece itself): the
+    overlay runs it with a learner's steps that pass (their softmax, ...) when their attention does not."""
+    scores = scale_scores(attention_scores(q, k), q.shape[-1])
+    if causal:
+        scores = apply_causal_mask(scores)
+    return weighted_sum(softmax(scores), v)
+
+
 class AttentionHead(nn.Module):
     """One causal head: x (B, T, D) -> (B, T, K)."""
 
