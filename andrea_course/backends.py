@@ -24,7 +24,8 @@ BACKENDS = ("torch", "triton")
 ENGINE, YOURS, TRITON, YOURS_IN_TRITON = "engine", "yours", "Triton kernel", "yours in Triton"
 WHO = (ENGINE, YOURS, TRITON, YOURS_IN_TRITON)
 
-#  slot            torch: PyTorch's fused op           triton: the course's kernel
+#  slot            torch: PyTorch's fused op           triton: the course's kernel (a slot without
+#                                                       one runs its torch function under both)
 TABLE: dict[str, dict[str, str]] = {
     "attention":     {"torch": "andrea_course.ops:attention",     "triton": "andrea_course.kernels.attention:attention"},
     "layer_norm":    {"torch": "andrea_course.ops:layer_norm",    "triton": "andrea_course.kernels.layernorm:layer_norm"},
@@ -45,7 +46,7 @@ def op(slot: str, backend: str = "torch"):
     check_backend(backend)
     if slot not in TABLE:
         raise KeyError(f"no op slot {slot!r}; slots: {', '.join(TABLE)}")
-    module, _, name = TABLE[slot][backend].partition(":")
+    module, _, name = TABLE[slot].get(backend, TABLE[slot]["torch"]).partition(":")
     return getattr(importlib.import_module(module), name)
 
 
@@ -81,8 +82,7 @@ def apply(model: nn.Module, backend: str, carriers: Mapping[type, tuple[str, ...
         for slot in slots_of(module, carriers):
             if slot in fns:
                 setattr(module, slot, fns[slot])
-    default = TRITON if backend == "triton" else ENGINE
-    return {slot: mine[slot][1] if slot in mine else (default if slot in TABLE else ENGINE)
+    return {slot: mine[slot][1] if slot in mine else (TRITON if backend != "torch" and backend in TABLE.get(slot, {}) else ENGINE)
             for slot in sorted(carried, key=_order)}
 
 

@@ -104,9 +104,14 @@ TRITON_KERNELS: dict[str, str] = {
 # Given classes of the exercise files that carry slots as the engine's class of the same name does.
 GIVEN_CLASSES: dict[str, type] = {"block.LayerNorm": engine.LayerNorm, "modern.RMSNorm": engine.RMSNorm}
 
-# The learner's classes written for learned positions: with cfg.position = "rope" the engine's
-# run instead (its Embeddings has no position table; its attention turns q and k).
-LEARNED_POSITIONS_ONLY = ("embeddings.Embeddings", "multihead.MultiHeadAttention")
+# What the learner's classes are written for: {config field: the value they compute}. In a model
+# with another value the engine's class runs instead, and model.pieces says why (RoPE: the engine's
+# Embeddings has no position table and its attention turns q and k; the learner's add learned
+# positions). A model option a learner's class does not compute adds its field here.
+WRITTEN_FOR: dict[str, dict[str, object]] = {
+    "embeddings.Embeddings": {"position": "learned"},
+    "multihead.MultiHeadAttention": {"position": "learned"},
+}
 
 _counter = itertools.count()
 
@@ -347,11 +352,12 @@ def build(cfg: ModelConfig | str, impl: str | os.PathLike | None = None, *,
                          "grading layer: grading.passing.learner_model(cfg, impl) runs them and builds the model")
     overlay = Overlay(impl)
     status = _statuses(overlay, exercises, accept)
-    if model.cfg.position != "learned":
-        for exercise in LEARNED_POSITIONS_ONLY:
-            if status.get(exercise) == YOURS:
-                status[exercise] = (f"engine: position={model.cfg.position!r} needs the engine's rotary "
-                                    f"attention; yours adds learned positions")
+    for exercise, written_for in WRITTEN_FOR.items():
+        other = {k: v for k, v in written_for.items() if getattr(model.cfg, k) != v}
+        if status.get(exercise) == YOURS and other:
+            field, value = next(iter(other.items()))
+            status[exercise] = (f"engine: {field}={getattr(model.cfg, field)!r} needs the engine's; "
+                                f"yours computes {field}={value!r}")
     overlay = Overlay(overlay.folder, accept={e for e, s in status.items() if s == YOURS})
     carriers = dict(engine.MODULE_SLOTS)
     for name, like in GIVEN_CLASSES.items():
