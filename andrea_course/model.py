@@ -20,12 +20,21 @@ H query heads, G key/value heads, K head width, F MLP width, L blocks.
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 import torch.nn as nn
 
 from . import backends, ops
 from .config import ModelConfig
+
+# Without a GPU the course's Triton kernels run in Triton's interpreter, which must be chosen before
+# anything imports Triton: torch does, on its own, the first time a meta-device model is built
+# (count_parameters, overlay.model_pieces), and Triton's library kernels made then are compiled
+# ones that an interpreted kernel cannot call. So the engine chooses it where it starts (as
+# kernels/_common.py does for a kernel file imported on its own).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 # ----------------------------------------------------------------------------- embeddings

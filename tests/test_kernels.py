@@ -239,3 +239,19 @@ def test_cached_generation_matches_torch_path():
     out_ref = ref.generate(prompt, max_new_tokens=4, temperature=0)
     out_tri = tri.generate(prompt, max_new_tokens=4, temperature=0)
     expect_equal(out_tri, out_ref, "greedy tokens with the KV cache")
+
+
+@pytest.mark.skipif(CUDA, reason="the interpreter is chosen only without a GPU")
+def test_the_interpreter_is_chosen_before_anything_imports_triton():
+    """In a fresh process without TRITON_INTERPRET: a meta-device model first (torch imports
+    Triton then, for its own use), the Triton path after it still runs in the interpreter."""
+    import subprocess
+    import sys
+    from andrea_course.paths import ROOT
+    code = ("import torch\nfrom andrea_course import ANDREA, ModelConfig, count_parameters\n"
+            "cfg = ModelConfig(vocab_size=17, context_length=8, d_model=16, n_layers=1, n_heads=2, d_ff=32)\n"
+            "count_parameters(cfg)\n"
+            "print(tuple(ANDREA(cfg, kernels='triton')(torch.zeros(1, 3, dtype=torch.long)).shape))\n")
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "(1, 3, 17)", run.stderr[-1500:]
