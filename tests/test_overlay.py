@@ -364,3 +364,25 @@ def test_without_a_learners_kernel_the_packages_run(tmp_path):
     assert model.pieces["kernels.gelu_kernel"] == "engine: no file"
     from andrea_course.kernels.attention import attention
     assert model.blocks[0].attn.attention is attention
+
+
+@needs_answer_key
+def test_use_hands_back_a_learners_passing_triton_kernel(tmp_path, capsys):
+    """A @triton.jit kernel has no __code__: the authorship check reads the function it wraps
+    (.fn), so notebook 08's use("kernels", "gelu_kernel") gives the learner's own kernel once it
+    passes, and the package's kernel handed in under the learner's name is still refused."""
+    import shutil
+
+    from andrea_course import authorship
+    from andrea_course.kernels.gelu import gelu_kernel as package_kernel
+    from andrea_course.notebook import use
+    folder = shutil.copytree(ROOT / "solutions", tmp_path / "mine")
+    chosen = use("kernels", "gelu_kernel", impl=folder)
+    assert "using yours" in capsys.readouterr().out
+    assert chosen.fn.__code__.co_filename == str(folder / "kernels.py")
+    x = torch.linspace(-4, 4, 301)
+    launcher = Overlay(folder).module("kernels").gelu
+    torch.testing.assert_close(launcher(x, kernel=chosen), torch.nn.functional.gelu(x, approximate="tanh"),
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(authorship.NotYours, match="comes from elsewhere"):
+        authorship.check_object(package_kernel, "gelu_kernel", folder / "kernels.py")
