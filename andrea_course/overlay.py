@@ -360,8 +360,6 @@ def build(cfg: ModelConfig | str, impl: str | os.PathLike | None = None, *,
                                 f"yours computes {field}={value!r}")
     overlay = Overlay(overlay.folder, accept={e for e, s in status.items() if s == YOURS})
     carriers = dict(engine.MODULE_SLOTS)
-    for name, like in GIVEN_CLASSES.items():
-        _carries(carriers, _learner(overlay, name), like)
     classes = {}
     for exercise, target in SLOTS.items():
         if status.get(exercise) != YOURS:
@@ -376,6 +374,10 @@ def build(cfg: ModelConfig | str, impl: str | os.PathLike | None = None, *,
         elif isinstance(target, type):
             classes[target] = (exercise, mine)
             _carries(carriers, mine, target)
+    for name, like in GIVEN_CLASSES.items():          # in the learner's files their classes loaded
+        activity, cls = name.split(".")
+        if f"{overlay.package}.{activity}" in sys.modules:
+            _carries(carriers, getattr(sys.modules[f"{overlay.package}.{activity}"], cls, None), like)
     _swap_modules(model, classes, model.cfg, status)
     model.set_dropout(dropout)
     mine = _slot_functions(overlay, status, exercises, kernels)
@@ -389,6 +391,11 @@ def _statuses(overlay: "Overlay", exercises, accept) -> dict[str, str]:
     """{piece: "yours" | "engine: <why>"} from the grading layer's verdict, never using a piece
     that is not written or whose file does not load."""
     given = dict(accept) if isinstance(accept, Mapping) else {e: YOURS for e in accept}
+    unknown = sorted(e for e in given if e.partition(".")[0] not in pieces.ACTIVITIES
+                     or e.partition(".")[2] not in pieces.names(e.partition(".")[0]))
+    if unknown:
+        raise ValueError(f"accept names {unknown[0]!r}, which is no piece of the course: name pieces as "
+                         f"'activity.piece', e.g. 'attention.softmax'")
     status = {}
     for exercise in exercises:
         activity, piece = exercise.split(".")

@@ -386,3 +386,10 @@ def test_use_hands_back_a_learners_passing_triton_kernel(tmp_path, capsys):
                                rtol=1e-5, atol=1e-5)
     with pytest.raises(authorship.NotYours, match="comes from elsewhere"):
         authorship.check_object(package_kernel, "gelu_kernel", folder / "kernels.py")
+
+
+def test_build_refuses_a_verdict_on_no_piece(tmp_path):
+    with pytest.raises(ValueError, match="accept names 'attention.softmx', which is no piece of the course"):
+        build(CFG, "exercises", accept={"attention.softmx"})
+    model = build(CFG, "exercises", accept={"optim.lr_at": "yours"})    # a piece the model is not built from
+    assert "optim.lr_at" not in model.pieces
