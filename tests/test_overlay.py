@@ -393,3 +393,14 @@ def test_build_refuses_a_verdict_on_no_piece(tmp_path):
         build(CFG, "exercises", accept={"attention.softmx"})
     model = build(CFG, "exercises", accept={"optim.lr_at": "yours"})    # a piece the model is not built from
     assert "optim.lr_at" not in model.pieces
+
+
+@needs_answer_key
+def test_passing_reports_any_piece_of_the_course(tmp_path):
+    """The trainer asks for pieces the model is not built from (optim's, bpe's): passing() runs
+    their graded tests like any other's."""
+    folder = _submission(tmp_path / "sub", {"optim": (ROOT / "solutions" / "optim.py").read_text(encoding="utf-8")})
+    assert passing(folder, ["optim.lr_at", "optim.adamw_step", "bpe.encode"]) == {
+        "optim.lr_at": "yours", "optim.adamw_step": "yours", "bpe.encode": "engine: no file"}
+    with pytest.raises(KeyError, match="no piece 'optim.lr'"):
+        passing(folder, ["optim.lr"])
