@@ -41,7 +41,6 @@ import types
 from collections.abc import Mapping
 from pathlib import Path
 
-import torch
 import torch.nn as nn
 
 from . import authorship, backends, pieces
@@ -300,11 +299,14 @@ def _install_finder() -> None:
 # ----------------------------------------------------------------------------- the model
 def model_pieces(cfg: ModelConfig | str, kernels: str = "torch") -> tuple[str, ...]:
     """The learner's pieces a model of `cfg` is built from: those whose class or slot its
-    modules have (read off a model built on the meta device), each after the steps it calls,
-    and with kernels="triton" the Triton kernels that do their job. model.pieces lists these."""
+    modules have, each after the steps it calls, and with kernels="triton" the Triton kernels
+    that do their job. model.pieces lists these. The modules are read off a model with the same
+    options at the smallest sizes (built in microseconds; a meta-device model would make torch
+    import its compiler, seconds, the first time)."""
     backends.check_backend(kernels)
-    with torch.device("meta"):
-        shape = engine.ANDREA(cfg)
+    cfg = ModelConfig.preset(cfg) if isinstance(cfg, str) else cfg
+    shape = engine.ANDREA(cfg.replace(vocab_size=2, context_length=2, d_model=2 * cfg.n_heads,
+                                      n_layers=min(cfg.n_layers, 2), d_ff=2))
     types_ = {type(m) for m in shape.modules()}
     slots = {s for m in shape.modules() for s in backends.slots_of(m, engine.MODULE_SLOTS)}
     out: list[str] = []
