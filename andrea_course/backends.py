@@ -1,22 +1,31 @@
-"""Back-ends of the hot operations, by name: one row per op slot, one column per back-end.
+"""Back-ends of the hot operations, by name: one row per op slot, one column per back-end; and
+apply(), which fills every slot of a model by module type.
 
-A slot's name is also the attribute that holds it in every module of the model (model.py):
-MultiHeadAttention.attention, LayerNorm.layer_norm, RMSNorm.rms_norm, MLP.gelu,
-SwiGLU.swiglu and ANDREA.cross_entropy. apply(model, "triton") walks the model's modules and
-sets each of those attributes to that back-end's function, the way Liger-Kernel's
-apply_liger_kernel_to_* swaps its kernels in by name. All back-ends compute the same thing.
+A *slot* is a function a module calls through an attribute of the slot's name
+(MultiHeadAttention.attention, LayerNorm.layer_norm, RMSNorm.rms_norm, MLP.gelu, SwiGLU.swiglu,
+ANDREA.cross_entropy, and Rotary's rope_frequencies, apply_rope, rope_attention). Which module
+types carry which slots is a table the caller passes in (model.MODULE_SLOTS, with the overlay's
+additions for a learner's classes): apply() never guesses from attribute names. It sets each slot
+of TABLE to a back-end's function, as Liger-Kernel's apply_liger_kernel_to_* swaps its kernels
+in; `mine` puts another function in a slot (a learner's piece, overlay.py), and a slot that no
+module of the model carries is refused. All back-ends compute the same thing.
 
 Adding a kernel: its file in kernels/, one row here, its tests, its bench line (docs/architecture.md).
 """
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 
 import torch.nn as nn
 
 BACKENDS = ("torch", "triton")
+# What apply() reports, per slot: which code runs it.
+ENGINE, YOURS, TRITON, YOURS_IN_TRITON = "engine", "yours", "Triton kernel", "yours in Triton"
+WHO = (ENGINE, YOURS, TRITON, YOURS_IN_TRITON)
 
-#  slot            torch: PyTorch's fused op           triton: the course's kernel
+#  slot            torch: PyTorch's fused op           triton: the course's kernel (a slot without
+#                                                       one runs its torch function under both)
 TABLE: dict[str, dict[str, str]] = {
     "attention":     {"torch": "andrea_course.ops:attention",     "triton": "andrea_course.kernels.attention:attention"},
     "layer_norm":    {"torch": "andrea_course.ops:layer_norm",    "triton": "andrea_course.kernels.layernorm:layer_norm"},
@@ -27,21 +36,55 @@ TABLE: dict[str, dict[str, str]] = {
 }
 
 
-def op(slot: str, backend: str = "torch"):
-    """The function of one slot on one back-end (imported on first use: Triton only when asked)."""
+def check_backend(backend: str) -> None:
     if backend not in BACKENDS:
         raise ValueError(f"kernels must be one of {BACKENDS}, got {backend!r}")
+
+
+def op(slot: str, backend: str = "torch"):
+    """The function of one slot on one back-end (imported on first use: Triton only when asked)."""
+    check_backend(backend)
     if slot not in TABLE:
         raise KeyError(f"no op slot {slot!r}; slots: {', '.join(TABLE)}")
-    module, _, name = TABLE[slot][backend].partition(":")
+    module, _, name = TABLE[slot].get(backend, TABLE[slot]["torch"]).partition(":")
     return getattr(importlib.import_module(module), name)
 
 
-def apply(model: nn.Module, backend: str, keep: dict | None = None) -> None:
-    """Set every op-slot attribute in model's modules to `backend`'s function; slots in `keep`
-    ({slot: function}) get that function instead (a learner's own op, see overlay.py)."""
-    fns = {slot: (keep or {}).get(slot) or op(slot, backend) for slot in TABLE}
+def slots_of(module: nn.Module, carriers: Mapping[type, tuple[str, ...]]) -> tuple[str, ...]:
+    """The slots a module carries: those of the first of its classes (its own, then its bases)
+    that `carriers` names."""
+    for cls in type(module).__mro__:
+        if cls in carriers:
+            return carriers[cls]
+    return ()
+
+
+def apply(model: nn.Module, backend: str, carriers: Mapping[type, tuple[str, ...]],
+          mine: Mapping[str, tuple[Callable, str]] | None = None) -> dict[str, str]:
+    """Fill every slot that a module of `model` carries (by its type, `carriers`): with
+    mine[slot] = (function, who) where given, else, for an op slot of TABLE, with `backend`'s
+    function; any other slot keeps the function its module was built with (the engine's).
+    Returns {slot: who runs it} for every slot the model carries ("engine", "Triton kernel", or
+    mine's "yours" / "yours in Triton"). A slot of `mine` that no module carries is refused."""
+    check_backend(backend)
+    mine = dict(mine or {})
+    bad = [who for _, who in mine.values() if who not in WHO]
+    if bad:
+        raise ValueError(f"who runs a slot must be one of {WHO}, got {bad[0]!r}")
+    carried = {slot for m in model.modules() for slot in slots_of(m, carriers)}
+    stray = sorted(set(mine) - carried)
+    if stray:
+        raise ValueError(f"no module of this {type(model).__name__} carries the slot {stray[0]!r}; "
+                         f"its slots: {', '.join(sorted(carried))}")
+    fns = {slot: op(slot, backend) for slot in carried & TABLE.keys()}
+    fns.update({slot: fn for slot, (fn, _) in mine.items()})
     for module in model.modules():
-        for slot, fn in fns.items():
-            if slot in module.__dict__:           # an attribute set in the module's __init__
-                setattr(module, slot, fn)
+        for slot in slots_of(module, carriers):
+            if slot in fns:
+                setattr(module, slot, fns[slot])
+    return {slot: mine[slot][1] if slot in mine else (TRITON if backend != "torch" and backend in TABLE.get(slot, {}) else ENGINE)
+            for slot in sorted(carried, key=_order)}
+
+
+def _order(slot: str):
+    return (list(TABLE).index(slot) if slot in TABLE else len(TABLE), slot)

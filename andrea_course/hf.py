@@ -122,14 +122,14 @@ def config_from_hf(hf_config) -> ModelConfig:
                        norm_eps=c.layer_norm_epsilon, tie_embeddings=bool(c.tie_word_embeddings))
 
 
-def from_hf(hf_model, impl=None) -> nn.Module:
-    """ANDREA (built with `impl`, see andrea_course.ANDREA) with a GPT2LMHeadModel's weights."""
+def from_hf(hf_model) -> nn.Module:
+    """The engine's ANDREA with a GPT2LMHeadModel's weights."""
     from .model import ANDREA
 
     cfg = config_from_hf(hf_model.config)
     theirs = hf_model.state_dict()
     p = next(hf_model.parameters())
-    model = ANDREA(cfg, impl=impl, dropout=hf_model.config.resid_pdrop).to(device=p.device, dtype=p.dtype)
+    model = ANDREA(cfg, dropout=hf_model.config.resid_pdrop).to(device=p.device, dtype=p.dtype)
     absent = [h for _, h, _ in name_map(cfg) if h not in theirs]
     if absent:
         raise ValueError(f"from_hf: the GPT-2 model lacks {absent}")

@@ -6,11 +6,13 @@
         x = x + MLP(norm(x))                                  MLP (GELU) or SwiGLU
     logits = norm_f(x) · Wᵀ                                   W: the head, or the token table when tied
 
-Every sizes and switch comes from a ModelConfig (config.py). The hot operations are called
-through attributes named like their slot in backends.py (self.attention, self.layer_norm,
-self.rms_norm, self.gelu, self.swiglu, self.cross_entropy): PyTorch's fused ops by default
-(ops.py), the course's Triton kernels with kernels="triton". A learner's pieces replace these
-classes and ops by name when the model is built with impl= (overlay.py).
+Every size and switch comes from a ModelConfig (config.py). The hot operations and the rotary
+steps are called through *slots*, attributes named like the slot (self.attention, self.gelu, ...)
+that the module types listed in MODULE_SLOTS carry; backends.apply fills them, by module type:
+PyTorch's fused ops by default (ops.py), the course's Triton kernels with kernels="triton".
+Parameters are initialised by module type too (reset_parameters): every Linear, every Norm, the
+residual projections by the mark residual() sets. The engine knows nothing of learners: the
+overlay (overlay.build, a layer above) builds this model and puts a learner's pieces in it.
 
 Notation: B batch, T positions, S key/value positions attended, V vocabulary, D width,
 H query heads, G key/value heads, K head width, F MLP width, L blocks.
@@ -18,12 +20,21 @@ H query heads, G key/value heads, K head width, F MLP width, L blocks.
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 import torch.nn as nn
 
 from . import backends, ops
 from .config import ModelConfig
+
+# Without a GPU the course's Triton kernels run in Triton's interpreter, which must be chosen before
+# anything imports Triton: torch does, on its own, the first time a meta-device model is built
+# (count_parameters, overlay.model_pieces), and Triton's library kernels made then are compiled
+# ones that an interpreted kernel cannot call. So the engine chooses it where it starts (as
+# kernels/_common.py does for a kernel file imported on its own).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 # ----------------------------------------------------------------------------- embeddings
@@ -46,8 +57,29 @@ class Embeddings(nn.Module):
         return self.drop(x)
 
 
+# ----------------------------------------------------------------------------- init marks
+def residual(linear: nn.Linear) -> nn.Linear:
+    """Mark a projection whose output is added to the residual stream (W_O, the MLP's last
+    layer): reset_parameters scales its initial weights by 1/sqrt(2L), as GPT-2."""
+    linear.residual_projection = True
+    return linear
+
+
+def is_residual(module: nn.Module) -> bool:
+    return getattr(module, "residual_projection", False) is True
+
+
 # ----------------------------------------------------------------------------- norms
-class LayerNorm(nn.Module):
+class Norm(nn.Module):
+    """What every normalisation of the model is: reset_parameters sets its gains (`weight`) to 1
+    and its shift (`bias`, when it has one) to 0, by this type. A new normalisation subclasses it
+    (or is PyTorch's nn.LayerNorm / nn.RMSNorm) and needs nothing else to start right."""
+
+
+NORM_TYPES = (Norm, nn.LayerNorm, nn.RMSNorm)
+
+
+class LayerNorm(Norm):
     """gamma·(x - mean)/sqrt(var + eps) + beta over D; beta only with cfg.bias."""
 
     def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True):
@@ -61,7 +93,7 @@ class LayerNorm(nn.Module):
         return self.layer_norm(x, self.weight, self.bias, self.eps)
 
 
-class RMSNorm(nn.Module):
+class RMSNorm(Norm):
     """gamma·x/sqrt(mean(x²) + eps) over D, in fp32 whatever x's dtype; no bias."""
 
     def __init__(self, d_model: int, eps: float = 1e-5):
@@ -137,20 +169,59 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int
     return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).to(x.dtype)
 
 
+class Rotary(nn.Module):
+    """RoPE inside one attention module (cfg.position = "rope"); no parameters.
+
+    Its slots: rope_frequencies and apply_rope, the steps the engine turns q and k with; and
+    rope_attention, None in the engine: a whole rope_attention(q, k, v, cos, sin, past_k, past_v)
+    (activity 8's signature: turn, append to the past, attend) that, once set, runs instead of
+    the engine's steps.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.theta = cfg.rope_theta
+        self.rope_frequencies = rope_frequencies
+        self.apply_rope = apply_rope
+        self.rope_attention = None
+
+    def forward(self, attn: "MultiHeadAttention", q, k, v, cache: KVCache | None) -> torch.Tensor:
+        """q (B, H, T, K), k and v (B, G, T, K) of the T new positions -> y (B, H, T, K), through
+        attn's cache_and_share and attention; the cache keeps keys already turned."""
+        T, K = q.shape[-2], q.shape[-1]
+        start = cache.pos if cache is not None else 0                 # the positions of these T tokens
+        if self.rope_frequencies is rope_frequencies:                 # the engine's takes the device
+            cos, sin = rope_frequencies(K, start + T, self.theta, q.device)
+        else:
+            cos, sin = (t.to(q.device) for t in self.rope_frequencies(K, start + T, self.theta))
+        if self.rope_attention is None:
+            q, k = self.apply_rope(q, cos, sin, start), self.apply_rope(k, cos, sin, start)
+            k, v = attn.cache_and_share(k, v, cache)                  # (B, H, S, K)
+            return attn.attention(q, k, v)
+        # A whole rope_attention sees every query head's copy of k and v (G = H), the past included.
+        n_rep = attn.n_heads // attn.n_kv_heads
+        past_k, past_v = (cache.k[:, :, :start], cache.v[:, :, :start]) if cache is not None else (k[..., :0, :], v[..., :0, :])
+        y, k_all, v_all = self.rope_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), cos, sin,
+                                              repeat_kv(past_k, n_rep), repeat_kv(past_v, n_rep))
+        if cache is not None:                                         # one copy per key/value head, turned
+            cache.update(k_all[:, ::n_rep, start:], v_all[:, ::n_rep, start:])
+        return y
+
+
 class MultiHeadAttention(nn.Module):
     """Causal self-attention with H query heads and G <= H key/value heads.  x: (B, T, D) -> (B, T, D).
 
     qkv: one projection D -> (H + 2G)·K giving q (H heads), k and v (G heads each);
-    proj: W_O, D -> D, mixes the concatenated heads. With cfg.position = "rope", q and k (never v)
-    are turned by their positions (offset by what the cache holds) before k is cached.
+    proj: W_O, D -> D, mixes the concatenated heads. With cfg.position = "rope", `rotary` turns
+    q and k (never v) by their positions (offset by what the cache holds) before k is cached.
     """
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.d_head = cfg.n_heads, cfg.kv_heads, cfg.d_head
-        self.rope_theta = cfg.rope_theta if cfg.position == "rope" else None
         self.qkv = nn.Linear(cfg.d_model, (self.n_heads + 2 * self.n_kv_heads) * self.d_head, bias=cfg.bias)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)   # W_O
+        self.proj = residual(nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias))   # W_O
+        self.rotary = Rotary(cfg) if cfg.position == "rope" else None
         self.attention = ops.attention
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
@@ -160,12 +231,11 @@ class MultiHeadAttention(nn.Module):
         q = q.view(B, T, H, K).transpose(1, 2)                        # (B, H, T, K)
         k = k.view(B, T, G, K).transpose(1, 2)                        # (B, G, T, K)
         v = v.view(B, T, G, K).transpose(1, 2)
-        if self.rope_theta is not None:
-            start = cache.pos if cache is not None else 0             # the positions of these T tokens
-            cos, sin = rope_frequencies(K, start + T, self.rope_theta, x.device)
-            q, k = apply_rope(q, cos, sin, start), apply_rope(k, cos, sin, start)
-        k, v = self.cache_and_share(k, v, cache)                      # (B, H, S, K)
-        y = self.attention(q, k, v)                                   # (B, H, T, K)
+        if self.rotary is not None:
+            y = self.rotary(self, q, k, v, cache)                     # (B, H, T, K)
+        else:
+            k, v = self.cache_and_share(k, v, cache)                  # (B, H, S, K)
+            y = self.attention(q, k, v)                               # (B, H, T, K)
         return self.proj(y.transpose(1, 2).reshape(B, T, H * K))      # (B, T, D)
 
     def cache_and_share(self, k: torch.Tensor, v: torch.Tensor, cache: KVCache | None):
@@ -185,7 +255,7 @@ class MLP(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.fc = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)     # W1: D -> F
-        self.proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)   # W2: F -> D
+        self.proj = residual(nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias))   # W2: F -> D
         self.gelu = ops.gelu
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -199,7 +269,7 @@ class SwiGLU(nn.Module):
         super().__init__()
         self.w_gate = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
         self.w_up = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
-        self.w_down = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+        self.w_down = residual(nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias))
         self.swiglu = ops.swiglu
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -252,14 +322,14 @@ class ANDREA(nn.Module):
     """The whole model.  ids: (B, T) int -> logits: (B, T, V) [, mean cross-entropy loss].
 
     cfg: a ModelConfig or a preset's name. How it runs, none of which changes the weights:
-      impl     a learner's pieces plugged in by name: "exercises", "solutions" or a folder
-               (overlay.py); each piece is used once its graded tests pass. None: the engine alone.
-      kernels  "torch" (PyTorch's fused ops) or "triton" (the course's kernels), backends.py
+      kernels  "torch" (PyTorch's fused ops) or "triton" (the course's kernels), backends.py;
+               model.slots then says, per slot, which code runs it
       dropout  the probability of every dropout layer (0 for inference)
       init_std the scale of the initial weights (None: 1/sqrt(D))
+    A learner's pieces are put in by overlay.build (or grading.passing.learner_model), above it.
     """
 
-    def __init__(self, cfg: ModelConfig | str, impl=None, *, kernels: str = "torch",
+    def __init__(self, cfg: ModelConfig | str, *, kernels: str = "torch",
                  dropout: float = 0.0, init_std: float | None = None):
         super().__init__()
         cfg = ModelConfig.preset(cfg) if isinstance(cfg, str) else cfg
@@ -272,26 +342,29 @@ class ANDREA(nn.Module):
         self.head = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.cross_entropy = ops.cross_entropy
         self.reset_parameters(init_std)
-        self.impl = None                      # the learner's Overlay, when built with impl=
-        self.pieces: dict[str, str] = {}      # exercise -> whose code runs it (filled by the overlay)
-        self.learner_ops: dict[str, object] = {}   # op slot -> a learner's function (the overlay)
-        if impl is not None:
-            from .overlay import plug_in      # the engine's one link to the learner's code
-            plug_in(self, impl)
         self.set_dropout(dropout)
-        self.use_kernels(kernels)
+        self.kernels = kernels
+        self.slots = backends.apply(self, kernels, MODULE_SLOTS)   # {slot: "engine" | "Triton kernel"}
 
     def reset_parameters(self, init_std: float | None = None) -> None:
-        """Normal draws with std = init_std (default 1/sqrt(D)); the residual projections (W_O and
-        the MLP's last layer) also scaled by 1/sqrt(2L), as GPT-2; norm gains 1, biases 0."""
+        """Initialise every parameter by the type of the module that holds it: a Linear's weight
+        from a normal with std = init_std (default 1/sqrt(D)), scaled by 1/sqrt(2L) for a residual
+        projection (W_O and the MLP's last layer, marked by residual(), as GPT-2), its bias 0; a
+        Norm's gains 1 and shift 0; any other parameter of two or more axes (the embedding tables)
+        from the same normal. A module of no known type keeps the 1-D parameters its constructor made."""
         std = init_std if init_std is not None else 1.0 / math.sqrt(self.cfg.d_model)
-        for name, p in self.named_parameters():
-            if p.dim() == 1:
-                nn.init.ones_(p) if name.endswith(("ln1.weight", "ln2.weight", "ln_f.weight")) else nn.init.zeros_(p)
-            elif name.endswith(("attn.proj.weight", "mlp.proj.weight", "w_down.weight")):
-                nn.init.normal_(p, 0.0, std / math.sqrt(2 * self.cfg.n_layers))
-            else:
-                nn.init.normal_(p, 0.0, std)
+        for module in self.modules():
+            for name, p in module.named_parameters(recurse=False):
+                if isinstance(module, nn.Linear):
+                    if name == "bias":
+                        nn.init.zeros_(p)
+                    else:
+                        scale = 1.0 / math.sqrt(2 * self.cfg.n_layers) if is_residual(module) else 1.0
+                        nn.init.normal_(p, 0.0, std * scale)
+                elif isinstance(module, NORM_TYPES):
+                    nn.init.ones_(p) if name == "weight" else nn.init.zeros_(p)
+                elif p.dim() >= 2:
+                    nn.init.normal_(p, 0.0, std)
 
     def set_dropout(self, p: float) -> None:
         """The probability of every dropout layer (a run-time switch; 0 for inference)."""
@@ -300,12 +373,6 @@ class ANDREA(nn.Module):
         for m in self.modules():
             if isinstance(m, nn.Dropout):
                 m.p = float(p)
-
-    def use_kernels(self, kernels: str) -> None:
-        """Run the hot operations on a back-end by name ("torch" or "triton", backends.py);
-        a learner's own op (self.learner_ops) stays as written."""
-        backends.apply(self, kernels, keep=self.learner_ops)
-        self.kernels = kernels
 
     def output_weight(self) -> torch.Tensor:
         """The (V, D) matrix that maps the last hidden state to logits."""
@@ -323,8 +390,8 @@ class ANDREA(nn.Module):
             return logits
         return logits, self.cross_entropy(logits, targets)
 
-    kv_cache = KVCache      # the cache new_caches builds; a learner's once it passes (overlay.SLOTS)
-    sampler = staticmethod(sample_next)   # draws each token generate adds; a learner's sample_next once it passes
+    kv_cache = KVCache      # the cache new_caches builds (overlay.build may set a learner's on a model)
+    sampler = staticmethod(sample_next)   # draws each token generate adds (overlay.build: a learner's sample_next)
 
     def new_caches(self, batch: int, max_len: int | None = None) -> list[KVCache]:
         """One empty cache (self.kv_cache) per block, for generation."""
@@ -387,6 +454,20 @@ class ANDREA(nn.Module):
             for i, row in zip(group, done):
                 out[i] = row
         return out
+
+
+# The slots each module type carries, each held in the attribute of its name (backends.apply fills
+# them, by type: a subclass carries its base's). Function slots with a back-end are backends.TABLE's;
+# Rotary's are the engine's functions until something else is put in them.
+MODULE_SLOTS: dict[type, tuple[str, ...]] = {
+    MultiHeadAttention: ("attention",),
+    Rotary: ("rope_frequencies", "apply_rope", "rope_attention"),
+    LayerNorm: ("layer_norm",),
+    RMSNorm: ("rms_norm",),
+    MLP: ("gelu",),
+    SwiGLU: ("swiglu",),
+    ANDREA: ("cross_entropy",),
+}
 
 
 def given_model_methods():

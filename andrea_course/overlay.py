@@ -1,26 +1,36 @@
-"""A learner's pieces plugged into the engine by name.
+"""A learner's pieces put into the engine: one factory above the model, and the folders it reads.
 
 A learner's code is a folder shaped like exercises/: one file per activity (attention.py, ...),
-each defining the pieces of that activity under the exercise's names. SLOTS below lists the
-pieces the model is built from and what each replaces in the engine (model.py): a module class,
-or a hot-op slot (backends.py).
+each defining the pieces of that activity under the exercise's names. build() returns the
+engine's model (model.py) with the learner's accepted pieces in it, each replacing exactly what
+it teaches, at every level:
 
-    ANDREA(cfg, impl="exercises")       # each piece the learner's once its graded tests pass
-    model.pieces                        # {"attention.attention": "yours", "mlp.MLP": "engine: ...", ...}
+    model = build(cfg, "exercises", accept={"attention.softmax": "yours", ...})
+    model.pieces        # {"attention.softmax": "yours", "mlp.MLP": "engine: not written yet", ...}
+    model.slots         # {"attention": "yours", "gelu": "engine", ...}: which code runs each slot
 
-A piece is used only when it is written AND all its graded tests pass; a piece that is not
-written, fails its tests, or sits in a file that does not load, is the engine's, and
-model.pieces says why. The graded tests themselves see each piece isolated: Overlay.isolated()
-runs the learner's piece with the engine standing in for every other piece it calls, so one
-mistake costs points in one place only.
+Which pieces pass is not decided here: the grading layer runs their graded tests and hands the
+verdict down (grading/passing.py: learner_model(cfg, impl) = build(cfg, impl, accept=passing(...))).
+SLOTS lists what each piece fills: a module class (replaced by type, the engine's weights copied
+in), a slot (backends.py: a function a module calls by the slot's name), or what generate() and
+new_caches() use. A piece that calls other pieces (attention calls softmax, ...; STEPS) runs
+with each of them the learner's where it passes: the learner's softmax runs inside the learner's
+attention, or inside the engine's attention written step by step when the learner's attention
+does not pass. With kernels="triton" the learner's Triton kernels run in the package's
+launchers (TRITON_KERNELS).
+
+The graded tests see each piece isolated: Overlay.isolated() runs the learner's piece with the
+engine standing in for every other piece it calls, so one mistake costs points in one place only.
 
 Whose code: an explicit impl, else $ANDREA_IMPL (read in impl_from_env, and only there),
 "solutions" and "exercises" naming the course's folders. Nothing here reads solutions/ unless
-asked to grade it.
+asked to. The import hook that resolves a learner's relative imports is installed when a
+learner's folder is first used (Overlay()), never by importing the package.
 """
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -28,19 +38,24 @@ import itertools
 import os
 import sys
 import types
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch.nn as nn
 
-from . import authorship, pieces
-from .paths import COURSE_FOLDERS, ROOT, STUB_MARK, WorkspaceError, course_folder  # noqa: F401  (STUB_MARK: read here by older callers)
+from . import authorship, backends, pieces
 from . import model as engine
+from .config import ModelConfig
+from .paths import COURSE_FOLDERS, ROOT, STUB_MARK, WorkspaceError, course_folder  # noqa: F401  (STUB_MARK: read by older callers)
 
+YOURS = "yours"
 
-# The learner's pieces the model is built from:  exercise -> the engine class it replaces, the
-# name of the op slot (backends.py) its function fills, or the engine function generate() draws
-# tokens with (ANDREA.sampler).
-SLOTS: dict[str, type | str] = {
+# What each of the learner's pieces fills in the model: the engine class it replaces (module by
+# module, by type), the slot its function fills (backends.py; model.MODULE_SLOTS says which module
+# types carry it), or, for model.py's pieces, the model's forward, the cache class new_caches
+# builds (ANDREA.kv_cache) and the function generate draws each token with (ANDREA.sampler).
+# A model lists the pieces whose class or slot it has (model_pieces).
+SLOTS: dict[str, type | str | object] = {
     "embeddings.Embeddings":        engine.Embeddings,
     "attention.attention":          "attention",
     "multihead.MultiHeadAttention": engine.MultiHeadAttention,
@@ -51,14 +66,51 @@ SLOTS: dict[str, type | str] = {
     "modern.rms_norm":              "rms_norm",
     "modern.swiglu":                "swiglu",
     "modern.SwiGLU":                engine.SwiGLU,
-    "model.ANDREA":                 engine.ANDREA,     # its forward runs the engine's model
-    "model.KVCache":                engine.KVCache,    # the class model.new_caches builds
+    "modern.rope_frequencies":      "rope_frequencies",
+    "modern.apply_rope":            "apply_rope",
+    "modern.rope_attention":        "rope_attention",
+    "model.ANDREA":                 engine.ANDREA,       # its forward runs the engine's model
+    "model.KVCache":                engine.KVCache,      # the class model.new_caches builds
     "model.sample_next":            engine.sample_next,  # what model.generate draws each token with
 }
 
-# The learner's classes written for learned positions: with cfg.position = "rope" the engine's
-# run instead (its Embeddings has no position table; its attention turns q and k).
-LEARNED_POSITIONS_ONLY = ("embeddings.Embeddings", "multihead.MultiHeadAttention")
+# The pieces a piece calls by name: each is the learner's where it passes, wherever it is called
+# from (the learner's piece, or the engine's, ENGINE_BY_STEPS, written step by step).
+STEPS: dict[str, tuple[str, ...]] = {
+    "attention.attention": ("attention.attention_scores", "attention.scale_scores", "attention.apply_causal_mask",
+                            "attention.softmax", "attention.weighted_sum"),
+    "attention.apply_causal_mask": ("attention.causal_mask",),
+    "modern.rope_attention": ("modern.apply_rope", "attention.attention"),
+}
+
+# The engine's version of a piece with steps, written step by step so that a learner's steps can
+# run in it when the learner's piece itself does not pass. (The engine's rotary attention takes
+# its steps from its slots: model.Rotary.)
+ENGINE_BY_STEPS = {
+    "attention.attention": ("attention", "attention_by_steps"),
+    "attention.apply_causal_mask": ("attention", "apply_causal_mask"),
+}
+
+# kernels="triton": the pieces whose job a Triton kernel does, and the learner's kernel that the
+# package's launcher launches once it passes (the slot's Triton function in backends.TABLE; the
+# softmax, inside attention, kernels/softmax.py's).
+TRITON_KERNELS: dict[str, str] = {
+    "mlp.gelu_tanh": "kernels.gelu_kernel",
+    "block.layer_norm": "kernels.layer_norm_kernel",
+    "attention.softmax": "kernels.softmax_kernel",
+}
+
+# Given classes of the exercise files that carry slots as the engine's class of the same name does.
+GIVEN_CLASSES: dict[str, type] = {"block.LayerNorm": engine.LayerNorm, "modern.RMSNorm": engine.RMSNorm}
+
+# What the learner's classes are written for: {config field: the value they compute}. In a model
+# with another value the engine's class runs instead, and model.pieces says why (RoPE: the engine's
+# Embeddings has no position table and its attention turns q and k; the learner's add learned
+# positions). A model option a learner's class does not compute adds its field here.
+WRITTEN_FOR: dict[str, dict[str, object]] = {
+    "embeddings.Embeddings": {"position": "learned"},
+    "multihead.MultiHeadAttention": {"position": "learned"},
+}
 
 _counter = itertools.count()
 
@@ -114,6 +166,7 @@ class Overlay:
 
     def __init__(self, folder: str | os.PathLike, accept: set[str] | frozenset | None = None):
         self.folder = resolve(folder)
+        _install_finder()
         self.accept = None if accept is None else frozenset(accept)
         self.errors: dict[str, BaseException] = {}    # activity -> why its file failed to load
         self._isolated: dict[tuple[str, str], object] = {}
@@ -241,91 +294,241 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-if not any(isinstance(f, _Finder) for f in sys.meta_path):
-    sys.meta_path.insert(0, _Finder())
+def _install_finder() -> None:
+    """Put the import hook in sys.meta_path, once, when a learner's folder is first used."""
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
 
 
 # ----------------------------------------------------------------------------- the model
-_passing: dict[tuple, dict[str, str]] = {}    # (folder, its files' stamps, exercises) -> status
+def model_pieces(cfg: ModelConfig | str, kernels: str = "torch") -> tuple[str, ...]:
+    """The learner's pieces a model of `cfg` is built from: those whose class or slot its
+    modules have, each after the steps it calls, and with kernels="triton" the Triton kernels
+    that do their job. model.pieces lists these. The modules are read off a model with the same
+    options at the smallest sizes (built in microseconds; a meta-device model would make torch
+    import its compiler, seconds, the first time)."""
+    backends.check_backend(kernels)
+    cfg = ModelConfig.preset(cfg) if isinstance(cfg, str) else cfg
+    shape = engine.ANDREA(cfg.replace(vocab_size=2, context_length=2, d_model=2 * cfg.n_heads,
+                                      n_layers=min(cfg.n_layers, 2), d_ff=2))
+    types_ = {type(m) for m in shape.modules()}
+    slots = {s for m in shape.modules() for s in backends.slots_of(m, engine.MODULE_SLOTS)}
+    out: list[str] = []
+
+    def add(exercise: str) -> None:
+        for step in STEPS.get(exercise, ()):
+            add(step)
+        if exercise not in out:
+            out.append(exercise)
+
+    for exercise, target in SLOTS.items():
+        if (target in slots if isinstance(target, str) else
+                target in types_ or target in (engine.KVCache, engine.sample_next)):
+            add(exercise)
+    if kernels == "triton":
+        out += [kernel for exercise, kernel in TRITON_KERNELS.items() if exercise in out]
+    return tuple(out)
 
 
-def passing(impl: str | os.PathLike, exercises) -> dict[str, str]:
-    """{exercise: "yours" | "engine: <why>"} for the learner's pieces, by their graded tests
-    (run in this process; remembered while no file of the learner's changes)."""
+def build(cfg: ModelConfig | str, impl: str | os.PathLike | None = None, *,
+          accept: Mapping[str, str] | set | frozenset | None = None, kernels: str = "torch",
+          dropout: float = 0.0, init_std: float | None = None) -> engine.ANDREA:
+    """The engine's ANDREA for `cfg` with the learner's accepted pieces in it.
+
+    impl: the learner's folder ("exercises", "solutions" or a path); None: the engine alone.
+    accept: which of the learner's pieces pass, decided by the grading layer: a mapping
+    {"activity.piece": "yours" | "engine: <why>"} (grading.passing.passing) or a set of the
+    passing pieces. A piece that is not accepted, not written, or in a file that does not load is
+    the engine's. kernels, dropout, init_std: how the model runs (see model.ANDREA).
+
+    model.pieces: {piece: "yours" | "engine: <why>" | "not run: <why>"} for every piece of
+    model_pieces(cfg, kernels); model.slots: which code runs each slot ("engine", "yours",
+    "Triton kernel", "yours in Triton")."""
+    exercises = model_pieces(cfg, kernels)
+    model = engine.ANDREA(cfg, init_std=init_std, dropout=dropout)
+    if impl is None:
+        if accept:
+            raise ValueError("build(cfg, accept=...) without impl: name the learner's folder the accepted pieces are in")
+        model.pieces = {e: "engine: no learner's folder given" for e in exercises}
+        model.slots = backends.apply(model, kernels, engine.MODULE_SLOTS)
+        model.kernels = kernels
+        return model
+    if accept is None:
+        raise ValueError("build(cfg, impl) needs accept=, the pieces that pass their graded tests, from the "
+                         "grading layer: grading.passing.learner_model(cfg, impl) runs them and builds the model")
     overlay = Overlay(impl)
-    files = sorted(overlay.folder.glob("*.py"))
-    key = (overlay.folder, tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files), tuple(exercises))
-    if key not in _passing:
-        _passing[key] = _run_passing(overlay, list(exercises))
-    return dict(_passing[key])
-
-
-def _run_passing(overlay: Overlay, exercises: list[str]) -> dict[str, str]:
-    from .notebook.checks import run_graded_many   # the graded tests' in-process runner
-
-    out, to_run = {}, []
-    for exercise in exercises:
-        activity, piece = exercise.split(".")
-        if not overlay.path(activity).is_file():
-            out[exercise] = "engine: no file"
-        elif piece not in overlay.written(activity):
-            out[exercise] = "engine: not written yet"
-        else:
-            to_run.append(exercise)
-    for exercise, result in run_graded_many(to_run, impl=str(overlay.folder)).items() if to_run else ():
-        if result.passed:
-            out[exercise] = "yours"
-        elif result.error:
-            out[exercise] = f"engine: its graded tests could not run ({result.error.splitlines()[0]})"
-        else:
-            failing = sum(o.status != "passed" for o in result.outcomes)
-            out[exercise] = f"engine: {failing} of its {len(result.outcomes)} graded tests fail"
-    return {e: out[e] for e in exercises}
-
-
-def plug_in(model: nn.Module, impl) -> None:
-    """Replace the engine's pieces in `model` (just built) by the learner's that pass their
-    graded tests: op slots by name, module classes by name (the engine's initial weights are
-    copied into the learner's module), the model's own forward, the KV cache class that
-    model.new_caches builds (so generate() runs the learner's cache), and the sampler generate()
-    draws each token with. Fills model.pieces."""
-    status = passing(impl, SLOTS)
-    if model.cfg.position != "learned":
-        for exercise in LEARNED_POSITIONS_ONLY:
-            if status[exercise] == "yours":
-                status[exercise] = (f"engine: position={model.cfg.position!r} needs the engine's rotary "
-                                    f"positions; yours adds learned ones")
-    overlay = Overlay(impl, accept={e for e, s in status.items() if s == "yours"})
+    status = _statuses(overlay, exercises, accept)
+    for exercise, written_for in WRITTEN_FOR.items():
+        other = {k: v for k, v in written_for.items() if getattr(model.cfg, k) != v}
+        if status.get(exercise) == YOURS and other:
+            field, value = next(iter(other.items()))
+            status[exercise] = (f"engine: {field}={getattr(model.cfg, field)!r} needs the engine's; "
+                                f"yours computes {field}={value!r}")
+    overlay = Overlay(overlay.folder, accept={e for e, s in status.items() if s == YOURS})
+    carriers = dict(engine.MODULE_SLOTS)
     classes = {}
     for exercise, target in SLOTS.items():
-        if status[exercise] != "yours":
+        if status.get(exercise) != YOURS:
             continue
-        activity, piece = exercise.split(".")
-        mine = getattr(overlay.module(activity), piece)
-        if isinstance(target, str):
-            model.learner_ops[target] = mine
-        elif target is engine.ANDREA:
+        mine = _learner(overlay, exercise)
+        if target is engine.ANDREA:
             model.forward = types.MethodType(mine.forward, model)
         elif target is engine.KVCache:
             model.kv_cache = mine
         elif target is engine.sample_next:
             model.sampler = mine
-        else:
+        elif isinstance(target, type):
             classes[target] = (exercise, mine)
+            _carries(carriers, mine, target)
+    for name, like in GIVEN_CLASSES.items():          # in the learner's files their classes loaded
+        activity, cls = name.split(".")
+        if f"{overlay.package}.{activity}" in sys.modules:
+            _carries(carriers, getattr(sys.modules[f"{overlay.package}.{activity}"], cls, None), like)
     _swap_modules(model, classes, model.cfg, status)
+    model.set_dropout(dropout)
+    mine = _slot_functions(overlay, status, exercises, kernels)
+    model.slots = backends.apply(model, kernels, carriers, mine)
+    model.kernels = kernels
     model.pieces = status
-    model.impl = overlay
+    return model
+
+
+def _statuses(overlay: "Overlay", exercises, accept) -> dict[str, str]:
+    """{piece: "yours" | "engine: <why>"} from the grading layer's verdict, never using a piece
+    that is not written or whose file does not load."""
+    given = dict(accept) if isinstance(accept, Mapping) else {e: YOURS for e in accept}
+    unknown = sorted(e for e in given if e.partition(".")[0] not in pieces.ACTIVITIES
+                     or e.partition(".")[2] not in pieces.names(e.partition(".")[0]))
+    if unknown:
+        raise ValueError(f"accept names {unknown[0]!r}, which is no piece of the course: name pieces as "
+                         f"'activity.piece', e.g. 'attention.softmax'")
+    status = {}
+    for exercise in exercises:
+        activity, piece = exercise.split(".")
+        verdict = given.get(exercise, "engine: not checked")
+        if not overlay.path(activity).is_file():
+            verdict = "engine: no file"
+        elif piece not in overlay.written(activity):
+            verdict = "engine: not written yet"
+        elif verdict == YOURS:
+            overlay.module(activity)
+            if activity in overlay.errors:
+                verdict = f"engine: {str(overlay.errors[activity]).splitlines()[0]}"
+        elif not verdict.startswith("engine: "):
+            verdict = f"engine: {verdict}"
+        status[exercise] = verdict
+    return status
+
+
+def _learner(overlay: "Overlay", exercise: str):
+    activity, piece = exercise.split(".")
+    return getattr(overlay.module(activity), piece)
+
+
+def _carries(carriers: dict, cls, like: type) -> None:
+    """A learner's class carries the slots of the engine's class it stands for."""
+    if isinstance(cls, type) and cls is not like and like in carriers:
+        carriers[cls] = carriers[like]
+
+
+def _slot_functions(overlay: "Overlay", status: dict, exercises, kernels: str) -> dict[str, tuple]:
+    """{slot: (function, "yours" | "yours in Triton")} for each slot where a learner's piece
+    runs, at any depth: the learner's piece with each step it calls doing that step's job in
+    this model; or the engine's written step by step around the learner's steps that pass; or,
+    with kernels="triton", a learner's kernel in the package's launcher. Fills status with what
+    does not run, and why."""
+    triton = kernels == "triton"
+    jobs: dict[str, tuple] = {}
+
+    def job(exercise: str) -> tuple:
+        """(function or None for the slot's own, whether a learner's code runs in it, whether Triton does)."""
+        if exercise in jobs:
+            return jobs[exercise]
+        if triton and exercise in TRITON_KERNELS:
+            kernel = TRITON_KERNELS[exercise]
+            launcher = _launcher(exercise)
+            if status.get(kernel) == YOURS:
+                jobs[exercise] = (functools.partial(launcher, kernel=_learner(overlay, kernel)), True, True)
+                where = f"your {kernel}"
+            else:
+                jobs[exercise] = (launcher, False, True)
+                where = "the package's Triton kernel"
+            if status.get(exercise) == YOURS:
+                status[exercise] = f"{'not run' if jobs[exercise][1] else 'engine'}: kernels='triton' computes it with {where}"
+            return jobs[exercise]
+        parts = {step: job(step) for step in STEPS.get(exercise, ())}
+        mine = status.get(exercise) == YOURS
+        if mine:
+            fn = _learner(overlay, exercise)
+        elif any(m for _, m, _ in parts.values()) and exercise in ENGINE_BY_STEPS:
+            activity, name = ENGINE_BY_STEPS[exercise]
+            fn = getattr(pieces.module(activity), name)
+        else:
+            jobs[exercise] = (None, False, False)
+            return jobs[exercise]
+        names = {step.split(".")[1]: f if f is not None else _default(step, kernels) for step, (f, _, _) in parts.items()}
+        jobs[exercise] = (_with_globals(fn, names), True, any(t for _, _, t in parts.values()))
+        return jobs[exercise]
+
+    out = {}
+    for exercise in exercises:
+        target = SLOTS.get(exercise)
+        if isinstance(target, str):
+            fn, mine, in_triton = job(exercise)
+            if fn is not None and mine:
+                out[target] = (fn, backends.YOURS_IN_TRITON if in_triton else backends.YOURS)
+    return out
+
+
+def _default(exercise: str, kernels: str):
+    """What does a piece's job where no learner's code runs in it: its slot's back-end function,
+    or the engine's piece."""
+    slot = SLOTS.get(exercise)
+    if isinstance(slot, str) and slot in backends.TABLE:
+        return backends.op(slot, kernels)
+    return pieces.get(*exercise.split("."))
+
+
+def _launcher(exercise: str):
+    """The package's launcher of the Triton kernel that does `exercise`'s job."""
+    slot = SLOTS.get(exercise)
+    if isinstance(slot, str) and slot in backends.TABLE:
+        return backends.op(slot, "triton")
+    from .kernels.softmax import softmax
+    return softmax
+
+
+def _with_globals(fn, names: dict):
+    """fn, reading the global names in `names` as those objects (a copy of a plain function;
+    anything else, or nothing to change, as it is)."""
+    if not isinstance(fn, types.FunctionType):
+        return fn
+    changed = {k: v for k, v in names.items() if fn.__globals__.get(k) is not v}
+    if not changed:
+        return fn
+    new = types.FunctionType(fn.__code__, {**fn.__globals__, **changed}, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__, new.__qualname__, new.__module__, new.__doc__ = (
+        fn.__kwdefaults__, fn.__qualname__, fn.__module__, fn.__doc__)
+    new.__dict__.update(fn.__dict__)
+    return new
 
 
 def _swap_modules(parent: nn.Module, classes: dict, cfg, status: dict) -> None:
+    """Replace every module whose type is in `classes` by the learner's class, built for cfg with
+    the engine's weights and marks copied in; a class that cannot take them stays the engine's."""
     for name, child in parent.named_children():
-        if type(child) in classes and status[classes[type(child)][0]] == "yours":
+        if type(child) in classes and status[classes[type(child)][0]] == YOURS:
             exercise, cls = classes[type(child)]
-            new = cls(cfg)
             try:
+                new = cls(cfg)
                 new.load_state_dict(child.state_dict())
-            except RuntimeError as exc:
-                status[exercise] = f"engine: its parameters differ from the engine's ({str(exc).splitlines()[0]})"
+                for sub_name, sub in child.named_modules():
+                    if engine.is_residual(sub):
+                        engine.residual(new.get_submodule(sub_name))
+            except Exception as exc:              # noqa: BLE001 - the learner's class, built for this model
+                first = (str(exc).splitlines() or [""])[0]
+                why = "its parameters differ from the engine's" if isinstance(exc, RuntimeError) else "it could not be built"
+                status[exercise] = f"engine: {why} ({type(exc).__name__}: {first})"
                 new = child
             setattr(parent, name, new)
             child = new

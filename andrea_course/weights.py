@@ -95,13 +95,14 @@ def read_config(path: str | os.PathLike) -> ModelConfig:
         raise WeightsError(f"{path}: the stored config is invalid: {exc}") from exc
 
 
-def load_weights(path: str | os.PathLike, impl=None, *, model: nn.Module | None = None,
+def load_weights(path: str | os.PathLike, *, model: nn.Module | None = None,
                  device: str | torch.device = "cpu", **run) -> nn.Module:
     """Load a weights file.
 
-    Without `model`: build ANDREA from the file's config with `impl` (see andrea_course.ANDREA)
-    and fill it. With `model`: check that its config and every tensor's name and shape match
-    the file, say what differs if not, and fill it in place (its train/eval mode unchanged).
+    Without `model`: build the engine's ANDREA from the file's config and fill it. With `model`
+    (the engine's, or a learner's from overlay.build): check that its config and every tensor's
+    name and shape match the file, say what differs if not, and fill it in place (its train/eval
+    mode unchanged).
     Returns the model; one built here is in eval mode.
     run: how a model built here runs (kernels, dropout), e.g. kernels="triton"; the file fixes the rest.
     """
@@ -117,7 +118,7 @@ def load_weights(path: str | os.PathLike, impl=None, *, model: nn.Module | None 
     built = model is None
     if built:
         from .model import ANDREA
-        model = ANDREA(cfg, impl=impl, **run).to(device).eval()
+        model = ANDREA(cfg, **run).to(device).eval()
     elif run:
         raise WeightsError(f"load_weights(model=...) fills an existing model; set its {sorted(run)} on the model")
     else:

@@ -1,6 +1,6 @@
 # GENERATED from solutions/block.py by `make exercises`. Write your code where a
 # `raise NotImplementedError` stands, then delete that line.
-"""Activity 7 · The transformer block: a residual stream, LayerNorm before each sublayer.
+"""Activity 7.2 · The transformer block: a residual stream, LayerNorm before each sublayer.
 
     x = x + Attention(LN(x))
     x = x + MLP(LN(x))

@@ -1,6 +1,6 @@
 # GENERATED from solutions/kernels.py by `make exercises`. Write your code where a
 # `raise NotImplementedError` stands, then delete that line.
-"""Activity 8 · Triton kernels: the GELU, LayerNorm and row-softmax forward passes as GPU kernels.
+"""Activity 9 · Triton kernels: the GELU, LayerNorm and row-softmax forward passes as GPU kernels.
 
 A kernel is one program written for one block of data; the launch runs it once per block,
 `grid` times, in parallel. Each program finds its block from `tl.program_id(0)`, loads it

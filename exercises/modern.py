@@ -1,6 +1,6 @@
 # GENERATED from solutions/modern.py by `make exercises`. Write your code where a
 # `raise NotImplementedError` stands, then delete that line.
-"""Activity · The modern block: RMSNorm, SwiGLU, weight tying, grouped key/value heads.
+"""Activity 8 · The modern block: RMSNorm, SwiGLU, weight tying, grouped key/value heads.
 
 Each part answers a problem of the 2017 transformer:
 

@@ -1,6 +1,6 @@
 # GENERATED from solutions/optim.py by `make exercises`. Write your code where a
 # `raise NotImplementedError` stands, then delete that line.
-"""Activity · The optimiser: the learning-rate schedule and AdamW, what every step of
+"""Activity 10 · The optimiser: the learning-rate schedule and AdamW, what every step of
 andrea-train does once backward has filled the gradients.
 
     lr_at(step)     linear warm-up to lr over warmup_steps, then half a cosine down to min_lr

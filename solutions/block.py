@@ -1,4 +1,4 @@
-"""Activity 7 · The transformer block: a residual stream, LayerNorm before each sublayer.
+"""Activity 7.2 · The transformer block: a residual stream, LayerNorm before each sublayer.
 
     x = x + Attention(LN(x))
     x = x + MLP(LN(x))

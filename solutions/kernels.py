@@ -1,4 +1,4 @@
-"""Activity 8 · Triton kernels: the GELU, LayerNorm and row-softmax forward passes as GPU kernels.
+"""Activity 9 · Triton kernels: the GELU, LayerNorm and row-softmax forward passes as GPU kernels.
 
 A kernel is one program written for one block of data; the launch runs it once per block,
 `grid` times, in parallel. Each program finds its block from `tl.program_id(0)`, loads it

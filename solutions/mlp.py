@@ -1,4 +1,4 @@
-"""Activity · MLP and GELU: expand D -> F = 4D, a smooth non-linearity, project back F -> D.
+"""Activity 7.1 · MLP and GELU: expand D -> F = 4D, a smooth non-linearity, project back F -> D.
 
     MLP(x) = GELU(x·W1 + b1)·W2 + b2
     GELU(x) = x·Phi(x) ≈ 0.5·x·(1 + tanh(sqrt(2/pi)·(x + 0.044715·x³)))

@@ -1,4 +1,4 @@
-"""Activity · Twelve blocks make ANDREA-120M: embeddings, L pre-norm blocks, a final norm,
+"""Activity 7.3 · Twelve blocks make ANDREA-120M: embeddings, L pre-norm blocks, a final norm,
 and the output head that turns each position's vector into V logits; then generation: sampling
 the next token, and the KV cache that spares recomputing the past.
 

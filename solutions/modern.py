@@ -1,4 +1,4 @@
-"""Activity · The modern block: RMSNorm, SwiGLU, weight tying, grouped key/value heads.
+"""Activity 8 · The modern block: RMSNorm, SwiGLU, weight tying, grouped key/value heads.
 
 Each part answers a problem of the 2017 transformer:
 

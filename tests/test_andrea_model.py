@@ -1,7 +1,8 @@
 """The engine (andrea_course/model.py): shapes of every module, causality, parameter counts
 against COURSE.md, the loss at initialisation, generation with and without the KV cache, the
 fused ops against the formulas, the answer key computing what the engine computes, dropout and
-weight tying. The learner's overlay has its own tests (test_overlay.py).
+weight tying, initialisation and slots by module type. The learner's overlay has its own tests
+(test_overlay.py).
 """
 import math
 import re
@@ -9,8 +10,10 @@ import re
 import pytest
 import torch
 
-from andrea_course import ANDREA, ModelConfig, count_parameters, ops, pieces
+from andrea_course import ANDREA, ModelConfig, backends, count_parameters, ops, pieces
+from andrea_course import model as engine
 from andrea_course.config import PRESETS
+from andrea_course.grading.passing import learner_model
 from andrea_course.paths import ROOT
 
 PRESET_NAMES = ["andrea-tiny", "andrea-tiny-modern"]
@@ -243,7 +246,7 @@ def test_the_answer_key_computes_what_the_engine_computes(name):
     fused ops) gives the engine's logits and loss."""
     torch.manual_seed(0)
     engine = ANDREA(name).eval()
-    key = ANDREA(name, impl="solutions").eval()
+    key = learner_model(name, "solutions").eval()
     assert set(key.pieces.values()) == {"yours"}, key.pieces
     key.load_state_dict(engine.state_dict())
     ids, targets = rand_ids(engine.cfg, 2, 32), rand_ids(engine.cfg, 2, 32, seed=1)
@@ -283,6 +286,82 @@ def test_init_std_and_kernels_are_run_time_switches():
     assert abs(ANDREA(cfg).embed.token_table.std().item() - 1 / math.sqrt(cfg.d_model)) < 0.01
     with pytest.raises(ValueError, match=r"kernels must be one of \('torch', 'triton'\), got 'cuda'"):
         ANDREA(cfg, kernels="cuda")
+
+
+# ----------------------------------------------------------------- initialisation and slots, by module type
+def test_parameters_are_initialised_by_module_type():
+    """Every Linear's weight is drawn with std 1/sqrt(D), a residual projection's (marked by the
+    engine: W_O, the MLP's last layer) with std 1/sqrt(D)/sqrt(2L); biases 0, norm gains 1."""
+    torch.manual_seed(0)
+    for name in PRESET_NAMES:
+        cfg = ModelConfig.preset(name, n_layers=4, vocab_size=4096)
+        model = ANDREA(cfg)
+        std = 1 / math.sqrt(cfg.d_model)
+        residual = [m for m in model.modules() if engine.is_residual(m)]
+        assert len(residual) == 2 * cfg.n_layers
+        for m in model.modules():
+            if isinstance(m, torch.nn.Linear):
+                want = std / math.sqrt(2 * cfg.n_layers) if engine.is_residual(m) else std
+                assert abs(m.weight.std().item() - want) < 0.1 * want, m
+                assert m.bias is None or not m.bias.any()
+            if isinstance(m, engine.Norm):
+                assert torch.equal(m.weight, torch.ones_like(m.weight))
+                assert getattr(m, "bias", None) is None or not m.bias.any()
+
+
+class ScaleNorm(engine.Norm):
+    """A normalisation the engine does not have (one gain per feature, no centring, no
+    statistics kept): the kind of module a new model option adds."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.empty(d_model))      # left uninitialised on purpose
+        self.bias = torch.nn.Parameter(torch.empty(d_model))
+
+    def forward(self, x):
+        return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-5) * x.shape[-1] ** 0.5 * self.weight + self.bias
+
+
+def test_a_new_normalisation_starts_with_gains_1_untouched(monkeypatch):
+    """A model option that adds a normalisation (here every norm, and a qk-norm inside attention)
+    gets its gains initialised to 1 and its shift to 0 without a line of reset_parameters changed."""
+    monkeypatch.setattr(engine, "make_norm", lambda cfg: ScaleNorm(cfg.d_model))
+    original = engine.MultiHeadAttention.__init__
+
+    def with_qk_norm(self, cfg):
+        original(self, cfg)
+        self.q_norm = torch.nn.RMSNorm(cfg.d_head)                   # PyTorch's own counts as a norm too
+        torch.nn.init.zeros_(self.q_norm.weight)
+    monkeypatch.setattr(engine.MultiHeadAttention, "__init__", with_qk_norm)
+    model = ANDREA(ModelConfig.preset("andrea-tiny", n_layers=2))
+    norms = [m for m in model.modules() if isinstance(m, (ScaleNorm, torch.nn.RMSNorm))]
+    assert len(norms) == 2 * 2 + 1 + 2
+    for m in norms:
+        assert torch.equal(m.weight, torch.ones_like(m.weight)), m
+        assert getattr(m, "bias", None) is None or not m.bias.any()
+
+
+def test_slots_are_filled_by_module_type_and_reported():
+    """backends.apply sets a slot on every module whose type carries it (a subclass carries its
+    base's), never on another module with an attribute of that name, and says who runs each."""
+    cfg = ModelConfig.preset("andrea-tiny", n_layers=1)
+    model = ANDREA(cfg)
+    stranger = torch.nn.Module()
+    stranger.gelu = "not a slot"                                   # an attribute named like a slot
+    model.extra = stranger
+    class WiderMLP(engine.MLP):
+        pass
+    model.blocks[0].mlp.__class__ = WiderMLP
+    mine = lambda x: ops.gelu(x)                                   # noqa: E731
+    report = backends.apply(model, "torch", engine.MODULE_SLOTS, {"gelu": (mine, "yours")})
+    assert model.blocks[0].mlp.gelu is mine and stranger.gelu == "not a slot"
+    assert report == {"attention": "engine", "layer_norm": "engine", "gelu": "yours", "cross_entropy": "engine"}
+    assert model.slots == {"attention": "engine", "layer_norm": "engine", "gelu": "engine", "cross_entropy": "engine"}
+    modern = ANDREA(ModelConfig.preset("andrea-tiny-modern", position="rope", n_layers=1))
+    assert modern.slots == {"attention": "engine", "rms_norm": "engine", "swiglu": "engine", "cross_entropy": "engine",
+                            "apply_rope": "engine", "rope_attention": "engine", "rope_frequencies": "engine"}
+    with pytest.raises(ValueError, match="who runs a slot must be one of"):
+        backends.apply(model, "torch", engine.MODULE_SLOTS, {"gelu": (mine, "mine")})
 
 
 def test_tied_weights_are_one_tensor():
@@ -422,7 +501,7 @@ def test_a_learners_model_with_rope_keeps_the_engines_rotary_attention():
     overlay keeps the engine's and says why; the model computes what the engine computes."""
     torch.manual_seed(0)
     engine = ANDREA(ROPE).eval()
-    mine = ANDREA(ROPE, impl="solutions").eval()
+    mine = learner_model(ROPE, "solutions").eval()
     for exercise in ("embeddings.Embeddings", "multihead.MultiHeadAttention"):
         assert mine.pieces[exercise].startswith("engine: position='rope'"), mine.pieces[exercise]
     mine.load_state_dict(engine.state_dict())

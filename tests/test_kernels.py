@@ -12,7 +12,8 @@ import math
 import pytest
 import torch
 
-pytest.importorskip("triton")
+triton = pytest.importorskip("triton")
+import triton.language as tl                             # noqa: E402
 
 from andrea_course import ANDREA, ModelConfig, backends  # noqa: E402
 from andrea_course import kernels as K                   # noqa: E402
@@ -162,6 +163,29 @@ def test_attention_is_causal():
     assert not torch.allclose(out[..., 9:, :], out2[..., 9:, :])
 
 
+@triton.jit
+def _zeros_kernel(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
+    """A kernel with gelu_kernel's arguments that writes zeros: shows which kernel a launcher ran."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.zeros((BLOCK,), dtype=tl.float32).to(y_ptr.dtype.element_ty), mask=offs < n_elements)
+
+
+def test_the_launchers_launch_the_forward_kernel_they_are_given():
+    """gelu_tanh, layer_norm and softmax take the forward kernel to launch (a learner's, with
+    kernels="triton", overlay.py) and keep the package's backward: another correct kernel gives
+    the reference's output and gradients, a kernel that computes something else its own output."""
+    from softmax_kernels import _Switched
+    x = torch.randn(3, 100)
+    check_fwd_bwd(lambda t: K.softmax(t, kernel=_Switched(EXP2=True, RECIPROCAL=True)), K.softmax_reference,
+                  [x], torch.float32)
+    assert not torch.allclose(K.softmax(x, kernel=_Switched(NORMALISE=False)), K.softmax(x))
+    assert not K.gelu_tanh(x, kernel=_zeros_kernel).any() and K.gelu_tanh(x).any()
+    from andrea_course.kernels.layernorm import layer_norm_kernel
+    w, b = torch.randn(100), torch.randn(100)
+    check_fwd_bwd(lambda t, w, b: K.layer_norm(t, w, b, 1e-5, kernel=layer_norm_kernel),
+                  lambda t, w, b: K.layer_norm_reference(t, w, b, 1e-5), [torch.randn(3, 100), w, b], torch.float32)
+
+
 def test_every_op_slot_has_a_triton_kernel():
     """backends.TABLE names a Triton function for every op slot, and each imports."""
     from andrea_course import backends
@@ -184,6 +208,8 @@ def test_training_step_matches_torch_path(variant):
     ref = ANDREA(cfg, kernels="torch").to(DEVICE)
     tri = ANDREA(cfg, kernels="triton").to(DEVICE)
     tri.load_state_dict(ref.state_dict())
+    assert set(ref.slots.values()) == {"engine"}
+    assert {tri.slots[s] for s in tri.slots if "triton" in backends.TABLE.get(s, {})} == {"Triton kernel"}
     swapped = {getattr(m, a) for m in tri.modules() for a in backends.TABLE if a in m.__dict__}
     wanted = {K.attention, K.cross_entropy} | ({K.rms_norm, K.swiglu} if variant else {K.layer_norm, K.gelu_tanh})
     assert wanted <= swapped, f"not moved onto Triton: {wanted - swapped}"
@@ -213,3 +239,19 @@ def test_cached_generation_matches_torch_path():
     out_ref = ref.generate(prompt, max_new_tokens=4, temperature=0)
     out_tri = tri.generate(prompt, max_new_tokens=4, temperature=0)
     expect_equal(out_tri, out_ref, "greedy tokens with the KV cache")
+
+
+@pytest.mark.skipif(CUDA, reason="the interpreter is chosen only without a GPU")
+def test_the_interpreter_is_chosen_before_anything_imports_triton():
+    """In a fresh process without TRITON_INTERPRET: a meta-device model first (torch imports
+    Triton then, for its own use), the Triton path after it still runs in the interpreter."""
+    import subprocess
+    import sys
+    from andrea_course.paths import ROOT
+    code = ("import torch\nfrom andrea_course import ANDREA, ModelConfig, count_parameters\n"
+            "cfg = ModelConfig(vocab_size=17, context_length=8, d_model=16, n_layers=1, n_heads=2, d_ff=32)\n"
+            "count_parameters(cfg)\n"
+            "print(tuple(ANDREA(cfg, kernels='triton')(torch.zeros(1, 3, dtype=torch.long)).shape))\n")
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "(1, 3, 17)", run.stderr[-1500:]

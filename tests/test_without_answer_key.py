@@ -39,10 +39,10 @@ def test_the_engine_builds_counts_and_trains_without_the_answer_key(copy):
     code = """
 import andrea_course, torch
 from pathlib import Path
-from andrea_course import ANDREA, count_parameters
+from andrea_course import ANDREA, count_parameters, learner_model
 assert Path(andrea_course.__file__).resolve().is_relative_to(Path.cwd().resolve()), andrea_course.__file__
 assert count_parameters("andrea-120m")["total"] == 98_820_096
-model = ANDREA("andrea-tiny", impl="exercises")
+model = learner_model("andrea-tiny", "exercises")
 assert set(model.pieces.values()) == {"engine: not written yet"}, model.pieces
 ids = torch.randint(0, 8449, (2, 16))
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -52,11 +52,11 @@ for _ in range(3):
     opt.zero_grad(); loss.backward(); opt.step(); losses.append(loss.item())
 assert losses[-1] < losses[0], losses
 try:
-    ANDREA("andrea-tiny", impl="solutions")
+    learner_model("andrea-tiny", "solutions")
 except andrea_course.ImplementationError as exc:
     assert "student release" in str(exc), exc
 else:
-    raise AssertionError("impl='solutions' worked without solutions/")
+    raise AssertionError("learner_model(cfg, 'solutions') worked without solutions/")
 print("ok")
 """
     run = _run(copy, "-c", code)

@@ -1,4 +1,4 @@
-"""Graded tests, activity 7 · The transformer block: LayerNorm from its formula, the pre-norm
+"""Graded tests, activity 7.2 · The transformer block: LayerNorm from its formula, the pre-norm
 block x = x + Attn(LN(x)); x = x + MLP(LN(x)), and the 2017 post-norm block."""
 import torch
 import torch.nn.functional as F

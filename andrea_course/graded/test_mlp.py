@@ -1,4 +1,4 @@
-"""Graded tests, activity · MLP and GELU: the tanh and erf forms of GELU, the slope of the
+"""Graded tests, activity 7.1 · MLP and GELU: the tanh and erf forms of GELU, the slope of the
 exact GELU, and the MLP GELU(x·W1 + b1)·W2 + b2."""
 import math
 

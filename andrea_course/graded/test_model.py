@@ -1,4 +1,4 @@
-"""Graded tests, activity · Twelve blocks make ANDREA-120M: assembling the model and
+"""Graded tests, activity 7.3 · Twelve blocks make ANDREA-120M: assembling the model and
 counting its parameters."""
 import torch
 import torch.nn.functional as F

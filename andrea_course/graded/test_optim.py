@@ -1,4 +1,4 @@
-"""Graded tests, activity 11 · the optimiser: the learning-rate schedule (against the trainer's
+"""Graded tests, activity 10 · the optimiser: the learning-rate schedule (against the trainer's
 own lr_at) and one AdamW step (against torch.optim.AdamW on the same tensors, several steps).
 
     lr_at(step, lr, min_lr, warmup_steps, max_steps)

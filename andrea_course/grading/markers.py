@@ -2,11 +2,9 @@
 taught in a later notebook, that notebook's activity."""
 import pytest
 
-VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+from ..lessons import ACTIVITIES as LESSONS, later_or_same  # noqa: F401  (the lesson table's order: taught=, upto=)
 
-# The activities in the order the notebooks teach them (notebooks/NN_<activity>.ipynb; bpe and
-# optim are taught in 09_capstone). Only `taught=` and check(..., upto=) read this order.
-LESSONS = ("embeddings", "attention", "multihead", "mlp", "block", "model", "modern", "kernels", "bpe", "optim")
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 
 
 def graded(exercise: str, points: float = 1, visibility: str = "visible", taught: str | None = None):
@@ -34,10 +32,3 @@ def graded(exercise: str, points: float = 1, visibility: str = "visible", taught
         return pytest.mark.exercise(exercise)(fn)
     return mark
 
-
-def later_or_same(first: str, then: str) -> bool:
-    """Whether the notebook of activity `then` comes at or after that of `first` (False when
-    either is not in LESSONS, unless they are the same)."""
-    if first == then:
-        return True
-    return first in LESSONS and then in LESSONS and LESSONS.index(then) >= LESSONS.index(first)

@@ -2,7 +2,8 @@
 
 One program per row, the whole row in one block of BLOCK = next_power_of_2(n_cols) lanes (n_cols
 up to a few thousand). Forward: softmax_kernel (the learner writes the same kernel, with the same
-arguments, in exercises/kernels.py). Backward: dx = y·(dy - Σ dy·y).
+arguments, in exercises/kernels.py; softmax(x, kernel=theirs) launches it, with this file's
+backward). Backward: dx = y·(dy - Σ dy·y).
 """
 import torch
 import triton
@@ -35,11 +36,11 @@ def softmax_backward_kernel(y_ptr, dy_ptr, dx_ptr, y_row_stride, dy_row_stride, 
 
 class SoftmaxFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x):
+    def forward(ctx, x, kernel):
         x2 = rows_of(x)                                            # (rows, n_cols)
         rows, n_cols = x2.shape
         y = torch.empty((rows, n_cols), dtype=x.dtype, device=x.device)
-        softmax_kernel[(rows,)](x2, y, x2.stride(0), y.stride(0), n_cols, BLOCK=triton.next_power_of_2(n_cols))
+        kernel[(rows,)](x2, y, x2.stride(0), y.stride(0), n_cols, BLOCK=triton.next_power_of_2(n_cols))
         ctx.save_for_backward(y)
         return y.view(x.shape)
 
@@ -51,12 +52,13 @@ class SoftmaxFunction(torch.autograd.Function):
         dx = torch.empty_like(y)
         softmax_backward_kernel[(rows,)](y, dy2, dx, y.stride(0), dy2.stride(0), dx.stride(0), n_cols,
                                          BLOCK=triton.next_power_of_2(n_cols))
-        return dx.view(dy.shape)
+        return dx.view(dy.shape), None
 
 
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    """Softmax of x (..., n_cols) over its last axis, in Triton."""
-    return SoftmaxFunction.apply(x)
+def softmax(x: torch.Tensor, kernel=softmax_kernel) -> torch.Tensor:
+    """Softmax of x (..., n_cols) over its last axis, in Triton. kernel: the forward kernel to
+    launch, with softmax_kernel's arguments (x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK)."""
+    return SoftmaxFunction.apply(x, kernel)
 
 
 def softmax_reference(x):

@@ -22,6 +22,7 @@ from pathlib import Path
 from .. import pieces
 from ..graded import GRADED
 from ..grading.markers import LESSONS
+from ..lessons import lesson
 from ..overlay import ImplementationError, Overlay, impl_from_env, resolve
 from ..paths import WorkspaceError, workspace
 from ._display import box
@@ -253,7 +254,7 @@ def _later(result: CheckResult) -> list[tuple[str, str]]:
         return []
     n = len(result.later)
     where = sorted(set(result.later), key=lambda a: LESSONS.index(a) if a in LESSONS else len(LESSONS))
-    names = [f"{LESSONS.index(a) + 1:02d}_{a}" if a in LESSONS else a for a in where]
+    names = [lesson(a).notebook if a in LESSONS else a for a in where]
     notebooks = (f"notebook {names[0]} teaches" if len(names) == 1 else
                  f"notebooks {', '.join(names[:-1])} and {names[-1]} teach")
     return [("later", f"{n} more graded test{'s' * (n != 1)} check{'s' * (n == 1)} what {notebooks}: "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..config import ModelConfig
+from ..grading.passing import learner_model
 from ..model import ANDREA
 from .checks import notebook_impl
 from .block_lab import one_thread
@@ -12,11 +13,11 @@ from .block_lab import one_thread
 
 def build_model(cfg: ModelConfig | str, impl=None, quiet: bool = False):
     """ANDREA for cfg with the learner's pieces that pass their graded tests, the engine's for
-    the rest (overlay.py). Should even that fail to build or to run two tokens, say why and
+    the rest (grading.passing.learner_model). Should even that fail to build or to run two tokens, say why and
     use the engine alone, so the notebook carries on. Prints one line saying whose pieces run."""
     impl = impl if impl is not None else notebook_impl()
     try:
-        model = ANDREA(cfg, impl=impl)
+        model = learner_model(cfg, impl)
         with torch.no_grad():
             model(torch.zeros(1, 2, dtype=torch.long))
     except Exception as exc:                       # a learner's piece that crashes

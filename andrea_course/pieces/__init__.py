@@ -4,40 +4,31 @@ exercise's own names (pieces/attention.py holds attention.softmax, ...).
 Each is written with PyTorch's own ops or the engine's modules (model.py), never copied from
 the answer key (solutions/). A piece stands in for the learner's own while theirs is not
 written, fails its graded tests, or is not the piece being graded (overlay.py); the graded
-tests compare the learner's output with these. `names(activity)` lists an activity's pieces
-(each module's __all__); a test checks it against the solution regions.
+tests compare the learner's output with these. The activities and their pieces come from the
+lesson table (lessons.py); each module's __all__ is its row's pieces, so naming the pieces never
+imports Triton or tokenizers (kernels, bpe).
+
+What pieces/ may import: the engine (model, ops, config, params, kernels/) and, of train/, only
+the two leaves that hold what a piece shares with the trainer: train/schedule.py (optim.lr_at)
+and train/tokenizer.py (bpe's word-splitting rules); never the trainer (docs/architecture.md).
 """
 from __future__ import annotations
 
-import ast
-import functools
 import importlib
 import types
-from pathlib import Path
 
-# The activities, in the course's order; the model is built from the first seven.
-ACTIVITIES = ("embeddings", "attention", "multihead", "mlp", "block", "modern", "model", "kernels", "bpe", "optim")
-MODEL_ACTIVITIES = ACTIVITIES[:7]
+from ..lessons import ACTIVITIES, lesson  # noqa: F401  (ACTIVITIES: the course's order, read here by callers)
 
 
 def module(activity: str) -> types.ModuleType:
     """pieces/<activity>.py (imported on first use: kernels needs Triton, bpe needs tokenizers)."""
-    if activity not in ACTIVITIES:
-        raise KeyError(f"no activity named {activity!r}; activities: {', '.join(ACTIVITIES)}")
+    lesson(activity)                                  # a clear KeyError for a name that is no activity
     return importlib.import_module(f"{__name__}.{activity}")
 
 
-@functools.lru_cache(maxsize=None)
 def names(activity: str) -> tuple[str, ...]:
-    """The pieces a learner writes in exercises/<activity>.py: the module's __all__, read from its
-    source, so that naming the pieces never imports Triton or tokenizers (kernels, bpe)."""
-    if activity not in ACTIVITIES:
-        raise KeyError(f"no activity named {activity!r}; activities: {', '.join(ACTIVITIES)}")
-    tree = ast.parse((Path(__file__).parent / f"{activity}.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
-            return tuple(ast.literal_eval(node.value))
-    raise KeyError(f"pieces/{activity}.py has no __all__")
+    """The pieces a learner writes in exercises/<activity>.py, in the file's order (lessons.py)."""
+    return lesson(activity).pieces
 
 
 def get(activity: str, name: str):

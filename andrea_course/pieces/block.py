@@ -4,8 +4,9 @@ import torch.nn.functional as F
 
 from .. import ops
 from ..model import Block, KVCache, LayerNorm, make_mlp, make_norm  # noqa: F401  (given in the exercise file)
+from ..lessons import lesson
 
-__all__ = ["layer_norm", "dropout", "Block", "PostNormBlock"]
+__all__ = list(lesson("block").pieces)     # the pieces the learner writes (lessons.py)
 
 layer_norm = ops.layer_norm
 

@@ -3,8 +3,9 @@ itself trains and encodes in Hugging Face `tokenizers`: train/tokenizer.py)."""
 from collections import Counter
 
 from ..train.tokenizer import split_words, tie_key, words_in_order
+from ..lessons import lesson
 
-__all__ = ["pair_counts", "merge_pair", "most_frequent_pair", "train_bpe", "encode", "decode"]
+__all__ = list(lesson("bpe").pieces)     # the pieces the learner writes (lessons.py)
 
 
 def pair_counts(words: dict) -> dict:

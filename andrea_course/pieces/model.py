@@ -2,5 +2,6 @@
 next token and the KV cache, as the engine generates."""
 from ..model import ANDREA, KVCache, sample_next
 from ..params import count_parameters
+from ..lessons import lesson
 
-__all__ = ["ANDREA", "count_parameters", "sample_next", "KVCache"]
+__all__ = list(lesson("model").pieces)     # the pieces the learner writes (lessons.py)

@@ -1,11 +1,12 @@
-"""Activity 11 · The optimiser, as the engine computes it: the trainer's schedule
+"""Activity 10 · The optimiser, as the engine computes it: the trainer's schedule
 (train/trainer.py's lr_at) and one tensor's update by torch.optim.AdamW itself."""
 import torch
 
 from ..train.settings import TrainConfig
 from ..train.trainer import lr_at as _trainer_lr_at
+from ..lessons import lesson
 
-__all__ = ["lr_at", "adamw_step"]
+__all__ = list(lesson("optim").pieces)     # the pieces the learner writes (lessons.py)
 
 
 def lr_at(step: int, lr: float, min_lr: float, warmup_steps: int, max_steps: int) -> float:

@@ -74,17 +74,19 @@ def run_tokenizer(ckpt) -> Path | None:
     return None
 
 
-def load_model(ckpt: str | Path, impl=None, device="cpu"):
+def load_model(ckpt: str | Path, device="cpu"):
+    """The engine's ANDREA with a run's (or a weights file's) weights. A learner's model: build
+    it above (grading.passing.learner_model) and fill it with weights.load_weights(path, model=...)."""
     from ..weights import load_weights
-    return load_weights(weights_path(ckpt), impl=impl, device=device)
+    return load_weights(weights_path(ckpt), device=device)
 
 
-def load_pretrained(impl=None, device="cpu"):
+def load_pretrained(device="cpu"):
     """(model, tokenizer): the tiny ANDREA trained on the shipped stories."""
     from .tokenizer import load_tokenizer
     if not PRETRAINED_FILE.is_file():
         raise FileNotFoundError(f"{PRETRAINED_FILE} is missing: rebuild it with tools/train_shipped_model.py")
-    return load_model(PRETRAINED_FILE, impl=impl, device=device), load_tokenizer()
+    return load_model(PRETRAINED_FILE, device=device), load_tokenizer()
 
 
 def export_hf(model, tokenizer, out: str | Path) -> Path:
