@@ -818,7 +818,7 @@ def _gate_fork_exec(check) -> None:
 
 def _guard_kernel(kernel, fn, gate, folder, thread, message, undo) -> None:
     """A Triton kernel: its launch (kernel[grid](...) calls the instance's run), its compile
-    (parse, and the source text it keeps) and the interpreter's rewritten copy of its function
+    (parse, and the source it keeps) and the interpreter's rewritten copy of its function
     all go through `gate` as well as fn itself."""
     launch = getattr(kernel, "run", None)
     kernel.run = _Launch(gate, launch if folder is not None else None)

@@ -7,7 +7,7 @@
 A workspace is a folder holding the course's notebooks/, the untouched exercises/ and the
 marker file .andrea-workspace (paths.py), copied from the installed package (or from the
 checkout it is run from: paths.course_files). Inside it, the notebooks, check(), use() and
-ANDREA(impl="exercises") judge the workspace's exercises/.
+learner_model(cfg, "exercises") judge the workspace's exercises/.
 
 Run again on a workspace (after `pip install -U andrea-course`, say), it changes no file that is
 there: course files the workspace lacks are added, every other file is kept as it is, and it

@@ -23,7 +23,7 @@ LAYERS = {
     "overlay": ("overlay", "authorship"),
     "grading": ("grading.", "graded."),
     "notebook": ("notebook.",),
-    "tools": ("exercises", "release"),
+    "tools": ("exercises", "release", "start"),
 }
 # layer -> the layers it may import
 MAY_IMPORT = {

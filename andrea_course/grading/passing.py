@@ -39,7 +39,7 @@ def passing(impl: str | os.PathLike, exercises=None) -> dict[str, str]:
 
 def _run(folder: "_overlay.Overlay", exercises: list[str]) -> dict[str, str]:
     # The in-process runner of the graded tests is check()'s (notebook/_runner.py) until the
-    # runners become one path in grading/ (issue 22): imported here, when tests must run.
+    # runners become one path in grading/: imported here, when tests must run.
     from ..notebook.checks import run_graded_many
 
     out, to_run = {}, []

@@ -131,7 +131,7 @@ def similarity(a: frozenset[int], b: frozenset[int]) -> float:
 
 # ----------------------------------------------------------------------------- pieces of a file
 def piece_sources(source: str, activity: str) -> dict[str, str]:
-    """{piece name: its source text} for the activity's pieces defined at the top level of `source`
+    """{piece name: its source code} for the activity's pieces defined at the top level of `source`
     (the last definition wins, as when Python runs the file)."""
     try:
         tree = ast.parse(source)
