@@ -15,8 +15,9 @@ from andrea_course.train import checkpoint as ckpt
 from andrea_course.train import load_corpus
 from andrea_course.train.prepare import prepare
 from andrea_course.train.sample import main as sample_main
-from andrea_course.train.trainer import (TrainConfig, Trainer, flops_per_token, load_config, lr_at, param_groups,
-                                         read_log)
+from andrea_course.train.schedule import flops_per_token, lr_at, matmul_weights, param_groups
+from andrea_course.train.settings import TrainConfig, load_config
+from andrea_course.train.trainer import Trainer, read_log
 
 MICRO = {"vocab_size": 8449, "context_length": 32, "d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64}
 SETTINGS = dict(model=MICRO, batch_size=4, seq_len=32, lr=3e-3, min_lr=3e-4, warmup_steps=3, max_steps=12,
@@ -40,7 +41,7 @@ def _config_file(folder: Path, data_dir: Path, **changes) -> Path:
 def _train_cmd(config: Path, out: Path, *extra, nproc: int = 1) -> list:
     launcher = ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
                 if nproc > 1 else [sys.executable])
-    return launcher + ["-m", "andrea_course.train.trainer", "--config", str(config), "--out", str(out),
+    return launcher + ["-m", "andrea_course.capstone", "--config", str(config), "--out", str(out),
                        "--no-progress", "--device", "cpu", *extra]
 
 
@@ -56,13 +57,27 @@ def _trainer(tmp_path, data_dir, out="run", resume=False, **changes) -> Trainer:
 
 # ----------------------------------------------------------------------------- pieces
 def test_schedule_warms_up_then_decays_to_min_lr():
-    tc = TrainConfig(lr=1.0, min_lr=0.1, warmup_steps=10, max_steps=110)
-    assert lr_at(0, tc) == pytest.approx(0.1)
-    assert lr_at(9, tc) == pytest.approx(1.0)
-    assert lr_at(60, tc) == pytest.approx(0.55)
-    assert lr_at(110, tc) == pytest.approx(0.1)
-    lrs = [lr_at(s, tc) for s in range(10, 111)]
+    s = dict(lr=1.0, min_lr=0.1, warmup_steps=10, max_steps=110)
+    assert lr_at(0, **s) == pytest.approx(0.1)
+    assert lr_at(9, **s) == pytest.approx(1.0)
+    assert lr_at(60, **s) == pytest.approx(0.55)
+    assert lr_at(110, **s) == pytest.approx(0.1) and lr_at(500, **s) == pytest.approx(0.1)
+    lrs = [lr_at(step, **s) for step in range(10, 111)]
     assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+
+
+def test_the_engines_schedule_is_the_learners_piece():
+    """One schedule, one signature: the engine's version of exercises/optim.py's lr_at is the
+    trainer's own function, and the trainer logs exactly it."""
+    import inspect
+
+    from andrea_course.pieces import optim
+    assert optim.lr_at is lr_at
+    solution = Path(__file__).resolve().parent.parent / "solutions" / "optim.py"
+    if solution.is_file():
+        source = solution.read_text(encoding="utf-8")
+        assert "def lr_at(step: int, lr: float, min_lr: float, warmup_steps: int, max_steps: int)" in source
+    assert list(inspect.signature(lr_at).parameters) == ["step", "lr", "min_lr", "warmup_steps", "max_steps"]
 
 
 def test_weight_decay_only_for_matrices():
@@ -81,8 +96,14 @@ def test_weight_decay_only_for_matrices():
 def test_flops_per_token_counts_matmul_weights_and_attention():
     from andrea_course import ModelConfig
     cfg = ModelConfig.preset("andrea-120m")
-    # 6 FLOPs per matmul weight (98,820,096 less the two lookup tables) + 12·L·D·T for attention
-    assert flops_per_token(cfg, 98_820_096, 1024) == 6 * (98_820_096 - 786_432 - 6_488_832) + 12 * 12 * 768 * 1024
+    # 6 FLOPs per matmul weight (98,820,096 less the two lookup tables, less the 82,944 biases and
+    # 38,400 LayerNorm numbers, which are additions) + 12·L·D·T for attention
+    assert matmul_weights(cfg) == 98_820_096 - 786_432 - 6_488_832 - 82_944 - 38_400
+    assert flops_per_token(cfg, 1024) == 6 * matmul_weights(cfg) + 12 * 12 * 768 * 1024
+    # RoPE: no position table, nothing to subtract; a tied head still multiplies by the table
+    rope = cfg.replace(position="rope")
+    assert matmul_weights(rope) == matmul_weights(cfg)
+    assert matmul_weights(cfg.replace(tie_embeddings=True)) == matmul_weights(cfg)
 
 
 def test_config_files_and_presets(tmp_path):
@@ -191,7 +212,7 @@ def test_missing_manifest_is_refused(tmp_path, data_dir):
 
 
 def test_cli_refuses_to_overwrite_a_run_and_reports_bad_resume(tmp_path, data_dir, capsys):
-    from andrea_course.train.trainer import main
+    from andrea_course.capstone.cli import main
     config = _config_file(tmp_path, data_dir, max_steps=2, eval_every=0)
     assert main(["--config", str(config), "--out", str(tmp_path / "r"), "--no-progress"]) == 0
     assert main(["--config", str(config), "--out", str(tmp_path / "r"), "--no-progress"]) == 2

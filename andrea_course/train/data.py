@@ -115,7 +115,8 @@ class TokenData:
         from .corpus import load_corpus
         from .tokenizer import load_tokenizer
         tok = tokenizer or load_tokenizer()
-        if tok.hash not in _CORPUS_TOKENS:
+        key = getattr(tok, "corpus_key", tok.hash)    # None: a tokenizer whose tokens are never shared
+        if key is None or key not in _CORPUS_TOKENS:
             encoded = tok.encode_ordinary_batch(load_corpus())
             train, val = [], []
             for i, ids in enumerate(encoded):
@@ -123,8 +124,13 @@ class TokenData:
             arr = lambda seqs: np.fromiter((t for s in seqs for t in s), dtype=DTYPE)
             train, val = arr(train), arr(val)
             digest = {k: hashlib.sha256(a.astype("<u2").tobytes()).hexdigest() for k, a in (("train", train), ("val", val))}
-            _CORPUS_TOKENS[tok.hash] = train, val, _sha256_json(digest)
-        train, val, fingerprint = _CORPUS_TOKENS[tok.hash]
+            tokens = train, val, _sha256_json(digest)
+            if key is None:
+                train, val, fingerprint = tokens
+            else:
+                _CORPUS_TOKENS[key] = tokens
+        if key is not None:
+            train, val, fingerprint = _CORPUS_TOKENS[key]
         return cls(Split([train]), Split([val]), tok.vocab_size, tok.eot_id, tok.hash, "the shipped stories",
                    fingerprint)
 
