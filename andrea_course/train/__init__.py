@@ -15,9 +15,9 @@ __all__ = ["EOT", "Tokenizer", "TokenizerError", "load_corpus", "load_tokenizer"
            "train_tokenizer"]
 
 
-def pretrained(impl=None, device="cpu"):
+def pretrained(device="cpu"):
     """(model, tokenizer): the small ANDREA shipped in andrea_course/data/, in eval mode.
 
     Trained on the shipped stories by tools/train_shipped_model.py; nothing is downloaded."""
     from .sample import load_pretrained
-    return load_pretrained(impl=impl, device=device)
+    return load_pretrained(device=device)

@@ -109,15 +109,16 @@ class TokenData:
                    meta["tokenizer_hash"], str(folder), fingerprint)
 
     @classmethod
-    def from_corpus(cls, tokenizer=None) -> "TokenData":
-        """The shipped stories, tokenized in memory (a second or two, once per process), split
-        by the same rule as prepare."""
+    def from_corpus(cls, tokenizer=None, stories: int | None = None) -> "TokenData":
+        """The shipped stories (the first `stories` of them, or all), tokenized in memory (a
+        second or two, once per process), split by the same rule as prepare."""
         from .corpus import load_corpus
         from .tokenizer import load_tokenizer
         tok = tokenizer or load_tokenizer()
         key = getattr(tok, "corpus_key", tok.hash)    # None: a tokenizer whose tokens are never shared
+        key = key if key is None or stories is None else (key, stories)
         if key is None or key not in _CORPUS_TOKENS:
-            encoded = tok.encode_ordinary_batch(load_corpus())
+            encoded = tok.encode_ordinary_batch(load_corpus()[:stories])
             train, val = [], []
             for i, ids in enumerate(encoded):
                 (val if is_val(i) else train).append(ids + [tok.eot_id])
@@ -131,8 +132,8 @@ class TokenData:
                 _CORPUS_TOKENS[key] = tokens
         if key is not None:
             train, val, fingerprint = _CORPUS_TOKENS[key]
-        return cls(Split([train]), Split([val]), tok.vocab_size, tok.eot_id, tok.hash, "the shipped stories",
-                   fingerprint)
+        source = "the shipped stories" if stories is None else f"the first {stories} shipped stories"
+        return cls(Split([train]), Split([val]), tok.vocab_size, tok.eot_id, tok.hash, source, fingerprint)
 
     def check_vocab(self, vocab_size: int) -> None:
         if self.vocab_size > vocab_size:

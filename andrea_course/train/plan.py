@@ -227,7 +227,7 @@ def _data(tc) -> tuple[int | None, str]:
     if tc.bpe_merges is not None and not tc.data:
         return None, f"the shipped stories, in the tokens of the run's own {tc.bpe_merges}-merge BPE (made when it starts)"
     try:
-        data = TokenData.from_folder(tc.data) if tc.data else TokenData.from_corpus()
+        data = TokenData.from_folder(tc.data) if tc.data else TokenData.from_corpus(stories=tc.stories)
     except (DataError, FileNotFoundError) as exc:
         return None, f"{tc.data} ({exc})"
     return len(data.train), data.source

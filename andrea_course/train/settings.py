@@ -72,6 +72,8 @@ class TrainConfig:
     tensorboard: bool = setting(True, "write TensorBoard logs to RUN_DIR/tensorboard", "switch")
     data: str | None = setting(None, "a folder written by andrea-prepare (default: the shipped stories); "
                                      "where it lives may change, its tokens may not", "switch")
+    stories: int | None = setting(None, "train on the first N stories shipped with the course, not all 6,000 "
+                                        "(a short run needs only a few; default: all; not with --data)", min=1)
     bpe_merges: int | None = setting(
         None, "train the run's own byte-level BPE with this many merges on the first stories shipped with "
               "the course (tokenizer.BPE_STORIES); the model's V becomes 256 + merges + 1 "
@@ -87,6 +89,9 @@ class TrainConfig:
             value = getattr(self, f.name)
             setattr(self, f.name, _checked(f.name, value, hints[f.name], f.metadata))
         cfg = model_config(self)
+        if self.stories is not None and self.data:
+            raise ConfigError(f"stories (--stories) picks from the shipped stories, and data (--data {self.data}) "
+                              f"brings other tokens: give one or the other")
         if self.seq_len is not None and self.seq_len > cfg.context_length:
             raise ConfigError(f"seq_len (--seq-len) {self.seq_len} is longer than the model's context "
                               f"length {cfg.context_length}")

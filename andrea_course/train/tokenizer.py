@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -251,20 +252,34 @@ def bpe_text(stories: list[str]) -> str:
     return "".join(story + "\n" for story in stories)
 
 
+_RUN_TOKENIZERS: dict[tuple, Tokenizer] = {}     # (n_merges, the BPE's functions) -> its tokenizer
+
+
 def run_tokenizer(n_merges: int, bpe=None) -> Tokenizer:
     """A run's own tokenizer (TrainConfig.bpe_merges): n_merges merges learned on the first
     BPE_STORIES shipped stories by `bpe`, an object with exercises/bpe.py's train_bpe(text,
     n_merges), encode(text, merges) and decode(ids, merges), which then also encode and decode;
-    with bpe None, by Hugging Face tokenizers (the same merges: tests/test_tokenizer.py)."""
+    with bpe None, by Hugging Face tokenizers (the same merges: tests/test_tokenizer.py).
+
+    Made once per process for the same functions (a resumed run, the engine's run beside
+    yours), and its tokens of the shipped stories with it (data.py caches them by corpus_key)."""
     from .corpus import load_corpus
+    fns = (bpe.train_bpe, bpe.encode, bpe.decode) if bpe is not None else ()
+    key = (n_merges, *fns)
+    if key in _RUN_TOKENIZERS:
+        return _RUN_TOKENIZERS[key]
     text = bpe_text(load_corpus()[:BPE_STORIES])
+    start = time.perf_counter()
     if bpe is None:
         tok = train_tokenizer([text], n_merges)
     else:
-        tok = PiecesTokenizer(bpe.train_bpe(text, n_merges), bpe.encode, bpe.decode)
+        tok = PiecesTokenizer(bpe.train_bpe(text, n_merges), *fns[1:])
+        tok.corpus_key = (tok.hash, "pieces", len(_RUN_TOKENIZERS))    # kept below: never another's
+    tok.learned_in = time.perf_counter() - start                      # seconds
     if len(tok.merges) != n_merges:
         raise TokenizerError(f"the first {BPE_STORIES} stories gave {len(tok.merges)} merges, not the "
                              f"{n_merges} asked for (bpe_merges): ask for fewer")
+    _RUN_TOKENIZERS[key] = tok
     return tok
 
 

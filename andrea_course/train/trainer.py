@@ -226,10 +226,9 @@ class Trainer:
         self.tokenizer, self.own_tokenizer = None, tc.bpe_merges is not None
         if self.own_tokenizer:
             from .tokenizer import run_tokenizer
-            start = time.perf_counter()
             self.tokenizer = run_tokenizer(tc.bpe_merges, bpe)
             self.pieces["tokenizer"] = {"merges": tc.bpe_merges, "hash": self.tokenizer.hash,
-                                        "seconds": round(time.perf_counter() - start, 2)}
+                                        "seconds": round(self.tokenizer.learned_in, 2)}
         self.data = self._data()
         self.data.check_vocab(self.cfg.vocab_size)
         self.batches = Batches(self.data.train, self.T, tc.batch_size, self.accum, d.rank, d.world, tc.seed)
@@ -269,7 +268,7 @@ class Trainer:
         tokenizer if it has one). A folder made with another tokenizer than the run's own is refused."""
         tc, tok = self.tc, self.tokenizer
         if not tc.data:
-            return TokenData.from_corpus(tok)
+            return TokenData.from_corpus(tok, stories=tc.stories)
         data = TokenData.from_folder(tc.data)
         if tok is not None and data.tokenizer_hash != tok.hash:
             from .data import DataError
