@@ -106,6 +106,50 @@ def test_flops_per_token_counts_matmul_weights_and_attention():
     assert matmul_weights(cfg.replace(tie_embeddings=True)) == matmul_weights(cfg)
 
 
+def test_run_time_switches_are_listed_once():
+    """config.RUN_SWITCHES (how a model runs) is the one list: TrainConfig has a setting for each,
+    which may change on resume, and load_weights lets its caller choose each."""
+    from andrea_course.config import RUN_SWITCHES
+    from andrea_course.train.settings import RUN_TIME, SCHEDULE, model_switches
+    assert set(RUN_SWITCHES) <= set(RUN_TIME) and not set(RUN_TIME) & set(SCHEDULE)
+    assert model_switches(TrainConfig(dropout=0.1)) == {"kernels": "torch", "dropout": 0.1, "init_std": None}
+    assert {"model", "seed", "seq_len", "bpe_merges", "stories"}.isdisjoint(RUN_TIME + SCHEDULE)
+
+
+def test_a_runs_own_tokenizer_sets_the_vocabulary_and_refuses_other_data(tmp_path, data_dir):
+    from andrea_course.config import ConfigError
+    from andrea_course.train.data import DataError
+    from andrea_course.train.settings import model_config
+    assert model_config(TrainConfig(model="andrea-tiny", bpe_merges=100)).vocab_size == 357
+    with pytest.raises(ConfigError, match="model.vocab_size 8449 does not fit bpe_merges .--bpe-merges. 100"):
+        TrainConfig(model=MICRO, bpe_merges=100)
+    assert model_config(TrainConfig(model={k: v for k, v in MICRO.items() if k != "vocab_size"},
+                                    bpe_merges=100)).vocab_size == 357
+    with pytest.raises(ConfigError, match="stories .--stories. picks from the shipped stories"):
+        TrainConfig(model=MICRO, stories=10, data=str(data_dir))
+    micro = {k: v for k, v in MICRO.items() if k != "vocab_size"}
+    with pytest.raises(DataError, match="this run makes its own .bpe_merges 64"):
+        _trainer(tmp_path, data_dir, model=micro, bpe_merges=64)
+    with pytest.raises(ConfigError, match="a BPE was handed in but bpe_merges"):
+        Trainer(TrainConfig(**SETTINGS), tmp_path / "run", bpe=object(), progress=False)
+
+
+def test_pieces_json_records_whose_pieces_ran(tmp_path, data_dir):
+    """The trainer writes the record it is handed (the engine's alone: no pieces) and, resuming
+    with other pieces, says what changed and keeps it."""
+    t = _trainer(tmp_path, data_dir, max_steps=2, eval_every=0)
+    t.fit()
+    assert json.loads((tmp_path / "run" / "pieces.json").read_text()) == {"pieces": {}}
+    record = {"whose": "yours", "pieces": {"optim.lr_at": "yours"}}
+    again = Trainer(TrainConfig(**dict(SETTINGS, data=str(data_dir), max_steps=3, eval_every=0)), tmp_path / "run",
+                    resume=True, progress=False, pieces=record)
+    assert "optim.lr_at: until step 2 not in the run; from now on yours" in again.notes
+    assert "whose: until step 2 None; from now on yours" in again.notes
+    again.fit()
+    saved = json.loads((tmp_path / "run" / "pieces.json").read_text())
+    assert saved["changes"] == [{"step": 2, "piece": "optim.lr_at", "before": "not in the run", "now": "yours"}]
+
+
 def test_config_files_and_presets(tmp_path):
     assert load_config("andrea-tiny").model == "andrea-tiny"
     assert load_config("andrea-tiny", max_steps=7).max_steps == 7

@@ -15,6 +15,7 @@ yet unless accumulating) and the optimizer step (all gradients, no activations).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -63,6 +64,7 @@ class Memory:
         return max(self.backward_start, self.optimizer_peak)
 
 
+@functools.lru_cache(maxsize=32)
 def _sizes(cfg: ModelConfig) -> dict:
     """Parameter counts the memory model needs (from the public count_parameters)."""
     from ..params import count_parameters

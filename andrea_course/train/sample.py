@@ -202,10 +202,10 @@ def _main(argv) -> int:
     if tok.vocab_size != model.cfg.vocab_size:
         raise UsageError(f"the tokenizer has V = {tok.vocab_size} tokens but the model V = {model.cfg.vocab_size}: "
                          f"give the tokenizer the model was trained with (--tokenizer)")
-    print(f"andrea-sample: {whose(None if args.pretrained else args.ckpt)}", file=sys.stderr)
     export = Path(args.export_hf) if args.export_hf else None
     if export:
         _check_export(model, export)
+    print(f"andrea-sample: sampling {whose(None if args.pretrained else args.ckpt)}", file=sys.stderr)
     for i in range(args.num_samples):
         seed = None if args.seed is None else args.seed + i
         text = generate_text(model, tok, args.prompt, args.max_new_tokens, args.temperature,
