@@ -548,9 +548,10 @@ class Trainer:
         for note in self.notes:
             self._print(note)
         if self.own_tokenizer:
+            from .tokenizer import BPE_STORIES
             t = self.pieces["tokenizer"]
-            self._print(f"tokenizer: {t['merges']} merges learned on the first stories in {t['seconds']:.1f} s "
-                        f"(V = {self.tokenizer.vocab_size:,})")
+            self._print(f"tokenizer: the run's own, {t['merges']} merges learned on the first {BPE_STORIES} stories "
+                        f"in {t['seconds']:.1f} s (V = {self.tokenizer.vocab_size:,})")
         self._print(f"ANDREA {self.n_params:,} parameters on {d.world} x {d.device.type} ({self.dtype}); "
                     f"{self.tokens_per_step:,} tokens a step (B={tc.batch_size} T={self.T} A={self.accum} "
                     f"W={d.world}); data: {self.data.source} ({len(self.data.train):,} train tokens)")
