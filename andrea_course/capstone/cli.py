@@ -84,7 +84,7 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
-    from ..train.trainer import read_pieces
+    from ..train.record import read_pieces
     from .parts import engine_parts, learner_parts, with_tokenizer
     p = build_parser()
     args = p.parse_args(argv)

@@ -128,7 +128,7 @@ def _lr(folder, tc: TrainConfig) -> tuple[bool, str]:
         if abs(got - want) > 1e-9 * max(abs(want), 1e-12):
             return True, (f"optim.lr_at alone: step {step} of this run's schedule (lr {tc.lr:g}, min_lr {tc.min_lr:g}, "
                           f"warmup_steps {tc.warmup_steps}, max_steps {tc.max_steps}) gets {got:.6g}, not {want:.6g}")
-    return False, f"optim.lr_at alone: this run's schedule, every step, the engine's"
+    return False, "optim.lr_at alone: this run's schedule, every step, the engine's"
 
 
 def _bpe(piece: str, folder, tc: TrainConfig) -> tuple[bool, str]:

@@ -96,7 +96,7 @@ def load_pretrained(device="cpu"):
 
 def whose(ckpt) -> str:
     """Whose model a run's weights are, from the run's pieces.json: one line for the user."""
-    from .trainer import read_pieces
+    from .record import read_pieces
     run = run_folder(ckpt)
     record = read_pieces(run) if run is not None else None
     if ckpt is None:
@@ -190,7 +190,7 @@ def _main(argv) -> int:
     from . import files
     from .cli import UsageError
     from .tokenizer import load_tokenizer
-    from .trainer import parse_device
+    from .devices import parse_device
     args = build_parser().parse_args(argv)
     try:
         args.prompt.encode("utf-8")

@@ -38,13 +38,12 @@ from ..presets import TRAIN_PRESETS  # noqa: F401  (the notebooks read the prese
 from . import checkpoint as ckpt
 from . import files
 from .data import Batches, TokenData, eval_batches
+from .devices import parse_device
+from .record import PIECES_FILE, resumed_record
 from .runlog import RunLog, read_log, trim
 from .schedule import flops_per_token, lr_at, param_groups
 from .settings import (TrainConfig, load_config, model_config, model_switches,  # noqa: F401 (load_config: callers)
                        resume_differences, step_shape)
-
-PIECES_FILE = "pieces.json"
-
 
 # ----------------------------------------------------------------------------- the engine's parts
 def engine_model(cfg: ModelConfig, **switches) -> torch.nn.Module:
@@ -56,17 +55,6 @@ def engine_model(cfg: ModelConfig, **switches) -> torch.nn.Module:
 def engine_adamw(groups: list[dict], *, lr: float, betas: tuple, eps: float, fused: bool = False):
     """torch.optim.AdamW (fused on a GPU)."""
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused)
-
-
-def read_pieces(run_dir: str | os.PathLike) -> dict | None:
-    """RUN_DIR/pieces.json, the record of whose pieces trained the run (None if there is none)."""
-    path = Path(run_dir) / PIECES_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
 
 
 # ----------------------------------------------------------------------------- distributed
@@ -102,29 +90,6 @@ class Dist:
         t = torch.tensor([int(flag)], device=self.device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t)
-
-
-def parse_device(device_arg: str | None, local_rank: int = 0) -> torch.device:
-    """The device asked for, or this process's GPU, else the CPU; ConfigError for one that is
-    not there (a typo, cuda without a GPU, cuda:3 on a machine with two)."""
-    if not device_arg:
-        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-    try:
-        device = torch.device(device_arg)
-    except (RuntimeError, ValueError) as exc:
-        raise ConfigError(f"--device {device_arg!r} is not a device: give cpu, cuda or cuda:N") from exc
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(f"--device {device_arg}: no CUDA GPU is visible to PyTorch "
-                              f"(torch.cuda.is_available() is False); leave --device out to use the CPU")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(f"--device {device_arg}: this machine has {torch.cuda.device_count()} GPU(s), "
-                              f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
-    elif device.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"--device {device_arg}: Apple's MPS is not available here")
-    elif device.type not in ("cpu", "cuda", "mps"):
-        raise ConfigError(f"--device {device_arg}: the trainer runs on cpu, cuda or mps")
-    return device
 
 
 def setup_distributed(device_arg: str | None) -> Dist:
@@ -425,23 +390,8 @@ class Trainer:
         self.resumed_from = folder
         if allowed:
             self.notes.append("resuming with changed settings: " + "; ".join(allowed))
-        self._resume_pieces(json.loads(state.get("pieces", "{}")))
-
-    def _resume_pieces(self, saved: dict) -> None:
-        """Whose pieces ran before the stop against whose run now: each change said, and kept in
-        pieces.json's "changes" (a piece's code is read afresh; the run goes on with it)."""
-        before, now = saved.get("pieces", {}), self.pieces["pieces"]
-        changes = list(saved.get("changes", []))
-        for name in sorted(set(before) | set(now)):
-            old, new = before.get(name, "not in the run"), now.get(name, "not in the run")
-            if old != new:
-                changes.append({"step": self.step, "piece": name, "before": old, "now": new})
-                self.notes.append(f"{name}: until step {self.step} {old}; from now on {new}")
-        for key in sorted(set(saved) | set(self.pieces)):          # the record's own lines (whose folder, ...)
-            old, new = saved.get(key), self.pieces.get(key)
-            if old != new and isinstance(old or new, str):
-                self.notes.append(f"{key}: until step {self.step} {old}; from now on {new}")
-        self.pieces["changes"] = changes
+        self.pieces, notes = resumed_record(json.loads(state.get("pieces", "{}")), self.pieces, self.step)
+        self.notes += notes
 
     # ----- one step -----
     def autocast(self):
