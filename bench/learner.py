@@ -15,8 +15,9 @@ of three runs of the same settings and seed, side by side:
                   its (T, S) scores; LayerNorm in four ops)
 
 Every piece of the two learner runs passes its graded tests (the script checks); the steps of
-the three runs alternate, so a busy machine slows each alike; the table shows the median step
-and the ratio to the engine (target for the PyTorch pieces: <= 1.10).
+the three runs alternate, so a busy machine slows each alike; the table shows the median step,
+in wall-clock time and in the process's CPU time (which a busy machine disturbs less on one
+thread), and the ratio to the engine (target for the PyTorch pieces: <= 1.10).
 """
 from __future__ import annotations
 
@@ -123,23 +124,29 @@ def main(argv=None) -> int:
             if unused:
                 raise SystemExit(f"{name}: not every piece passes its graded tests: {unused}")
             runs[name] = parts.trainer(tc, tmp / name.replace(" ", "_"), device="cpu", progress=False)
-        times = {name: [] for name in runs}
-        for t in runs.values():
-            t.train_step()                                   # warm-up: AdamW's state, allocations
+        wall, cpu = {name: [] for name in runs}, {name: [] for name in runs}
+        first = {name: t.train_step()[0] for name, t in runs.items()}   # warm-up: AdamW's state, allocations
+        gap = max(abs(loss - first["engine"]) for loss in first.values())
+        if gap > 1e-4:
+            raise SystemExit(f"the runs are not the same model: their first losses are {first}")
         for _ in range(args.repeats):
             for name, t in runs.items():
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 for _ in range(args.steps):
                     t.train_step()
-                times[name].append((time.perf_counter() - start) / args.steps)
-    engine = statistics.median(times["engine"])
+                wall[name].append((time.perf_counter() - start) / args.steps)
+                cpu[name].append((time.process_time() - start_cpu) / args.steps)
+    step = {name: statistics.median(ts) for name, ts in wall.items()}
+    step_cpu = {name: statistics.median(ts) for name, ts in cpu.items()}
     print(f"{args.config}, B = {args.batch_size}, T = {args.seq_len}, {args.threads} thread(s), "
-          f"torch {torch.__version__}; median of {args.repeats} x {args.steps} steps, alternating")
-    print("| run | step (ms) | tokens/s | / engine |")
-    print("|---|---:|---:|---:|")
-    for name, ts in times.items():
-        step = statistics.median(ts)
-        print(f"| {name} | {1000 * step:.1f} | {args.batch_size * args.seq_len / step:,.0f} | {step / engine:.3f} |")
+          f"torch {torch.__version__}; median of {args.repeats} x {args.steps} steps, alternating; "
+          f"the first step's losses agree within {gap:.1e}")
+    print("| run | step, wall (ms) | / engine | step, CPU time (ms) | / engine | tokens/s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in runs:
+        print(f"| {name} | {1000 * step[name]:.1f} | {step[name] / step['engine']:.3f} | "
+              f"{1000 * step_cpu[name]:.1f} | {step_cpu[name] / step_cpu['engine']:.3f} | "
+              f"{args.batch_size * args.seq_len / step[name]:,.0f} |")
     return 0
 
 
