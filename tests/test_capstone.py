@@ -131,6 +131,13 @@ def test_resume_keeps_the_runs_pieces_and_says_what_changed(tmp_path, capsys):
     assert "learns other merges than when the run started" in err, err
 
 
+def test_impl_that_is_not_a_folder_is_a_usage_error(tmp_path, capsys):
+    assert train_main(["--impl", str(tmp_path / "nowhere"), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--impl" in err[0] and "nowhere" in err[0]
+    assert not (tmp_path / "run").exists()
+
+
 def test_stepwise_adamw_is_torch_adamw_and_checkpoints_as_it(tmp_path):
     """The learner's per-tensor update inside StepwiseAdamW: the trainer's parameter groups
     (matrices decayed, vectors not), the same steps as torch.optim.AdamW, and a state_dict that

@@ -107,6 +107,14 @@ def _main(argv) -> int:
                 raise UsageError(f"the run was trained with the pieces in {impl}, which is no longer there: "
                                  f"pass --impl with their folder")
     if impl is not None:
+        from ..overlay import ImplementationError, resolve
+        try:
+            resolve(impl)
+        except ImplementationError as exc:
+            raise UsageError(f"--impl: {exc}") from None
+        if tc.data:                 # refused now, not after the graded tests
+            from ..train.data import TokenData
+            TokenData.from_folder(tc.data)
         tc = with_tokenizer(tc)
         parts = learner_parts(impl, tc)
         say(f"your model: {parts.summary()}")

@@ -55,9 +55,13 @@ class Parts:
         table = self.pieces["pieces"]
         if not table:
             return "the engine's pieces alone"
-        engine = [f"{name} ({status.removeprefix('engine: ')})" for name, status in table.items() if status != "yours"]
+        why: dict[str, list[str]] = {}
+        for name, status in table.items():
+            if status != "yours":
+                why.setdefault(status.removeprefix("engine: "), []).append(name)
+        engine = "; ".join(f"{', '.join(names)} ({reason})" for reason, names in why.items())
         text = f"{len(self.yours)} of your {len(table)} pieces in the run ({self.pieces['folder']})"
-        return text + ("; the engine's: " + ", ".join(engine) if engine else ": all yours")
+        return text + (f"; the engine's: {engine}" if engine else ": all yours")
 
 
 def engine_parts() -> Parts:
