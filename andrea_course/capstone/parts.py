@@ -84,12 +84,12 @@ def learner_parts(impl: str | os.PathLike, tc: TrainConfig) -> Parts:
     folder shaped like exercises/): each piece theirs once all its graded tests pass."""
     folder = overlay.resolve(impl)
     cfg, switches = model_config(tc), model_switches(tc)
-    model_pieces = list(_model_pieces(cfg, folder, set(), switches))
+    model_pieces = list(_model_pieces(cfg, folder, set(), switches)) or list(getattr(overlay, "SLOTS", ()))
     status = passing(folder, model_pieces + list(TRAINING_PIECES))
     accepted = {name for name, s in status.items() if s == "yours"}
     model_yours = accepted & set(model_pieces)
     built = _model_pieces(cfg, folder, model_yours, switches)   # the overlay may still say no (RoPE, ...)
-    table = {name: built[name] if status[name] == "yours" else status[name] for name in model_pieces}
+    table = {name: built.get(name, "yours") if status[name] == "yours" else status[name] for name in model_pieces}
     learner = overlay.Overlay(folder, accept=accepted)
     parts = Parts(model_factory=lambda cfg, **sw: overlay.build(cfg, folder, accept=model_yours, **sw))
 
