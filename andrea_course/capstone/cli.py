@@ -117,10 +117,11 @@ def _main(argv) -> int:
             TokenData.from_folder(tc.data)
         tc = with_tokenizer(tc)
         parts = learner_parts(impl, tc)
-        say(f"your model: {parts.summary()}")
     else:
         parts = engine_parts()
     trainer = parts.trainer(tc, out, resume=args.resume, device=args.device, progress=not args.no_progress)
+    if impl is not None:
+        say(f"your model: {parts.summary(trainer.pieces)}")
     try:
         trainer.fit()
         trainer.d.barrier()        # every rank done before any tears its gloo/NCCL connections down

@@ -13,6 +13,7 @@ course). A piece that does not pass is the engine's, and the record says why.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import types
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ import torch
 from .. import overlay
 from ..grading.passing import passing
 from ..train.optimizer import StepwiseAdamW
+from ..train.schedule import matmul_weights
 from ..train.settings import TrainConfig, model_config, model_switches
 from ..train.trainer import Trainer
 
@@ -50,9 +52,11 @@ class Parts:
     def yours(self) -> list[str]:
         return [name for name, status in self.pieces["pieces"].items() if status == "yours"]
 
-    def summary(self) -> str:
-        """One paragraph: whose pieces, and why each engine's piece runs."""
-        table = self.pieces["pieces"]
+    def summary(self, record: dict | None = None) -> str:
+        """One paragraph: whose pieces, and why each engine's piece runs (in `record`, a
+        trainer's, once its model is built; else as the graded tests say)."""
+        record = record or self.pieces
+        table = record["pieces"]
         if not table:
             return "the engine's pieces alone"
         why: dict[str, list[str]] = {}
@@ -60,7 +64,8 @@ class Parts:
             if status != "yours":
                 why.setdefault(status.removeprefix("engine: "), []).append(name)
         engine = "; ".join(f"{', '.join(names)} ({reason})" for reason, names in why.items())
-        text = f"{len(self.yours)} of your {len(table)} pieces in the run ({self.pieces['folder']})"
+        yours = [name for name, status in table.items() if status == "yours"]
+        text = f"{len(yours)} of your {len(table)} pieces in the run ({record['folder']})"
         return text + (f"; the engine's: {engine}" if engine else ": all yours")
 
 
@@ -84,12 +89,12 @@ def learner_parts(impl: str | os.PathLike, tc: TrainConfig) -> Parts:
     folder shaped like exercises/): each piece theirs once all its graded tests pass."""
     folder = overlay.resolve(impl)
     cfg, switches = model_config(tc), model_switches(tc)
-    model_pieces = list(_model_pieces(cfg, folder, set(), switches)) or list(getattr(overlay, "SLOTS", ()))
+    model_pieces = list(_model_pieces(cfg, folder, switches)) or list(getattr(overlay, "SLOTS", ()))
     status = passing(folder, model_pieces + list(TRAINING_PIECES))
     accepted = {name for name, s in status.items() if s == "yours"}
     model_yours = accepted & set(model_pieces)
-    built = _model_pieces(cfg, folder, model_yours, switches)   # the overlay may still say no (RoPE, ...)
-    table = {name: built.get(name, "yours") if status[name] == "yours" else status[name] for name in model_pieces}
+    # the overlay may still say no to a passing piece (RoPE, ...): the model built says last (train/record.py)
+    table = {name: status[name] for name in model_pieces}
     learner = overlay.Overlay(folder, accept=accepted)
     parts = Parts(model_factory=lambda cfg, **sw: overlay.build(cfg, folder, accept=model_yours, **sw))
 
@@ -121,12 +126,10 @@ def learner_parts(impl: str | os.PathLike, tc: TrainConfig) -> Parts:
     return parts
 
 
-def _model_pieces(cfg, folder, accept: set, switches: dict) -> dict[str, str]:
-    """model.pieces of the model built with `accept`, on the meta device (no memory, no weights
-    drawn: the trainer's seed and the model's initialisation are left untouched)."""
-    with torch.random.fork_rng(devices=[]):
-        try:
-            with torch.device("meta"):
-                return dict(overlay.build(cfg, folder, accept=accept, **switches).pieces)
-        except Exception:                     # noqa: BLE001 - a learner's module that will not build on meta
-            return dict(overlay.build(cfg, folder, accept=accept, **switches).pieces)
+def _model_pieces(cfg, folder, switches: dict) -> dict[str, str]:
+    """model.pieces of the engine's model as the overlay builds it for this folder: the pieces
+    the model is made of. Its own random draws are put back (the run's seed stays the run's); a
+    large model is built on the meta device (sizes, no memory)."""
+    big = matmul_weights(cfg) > 20_000_000
+    with torch.random.fork_rng(devices=[]), (torch.device("meta") if big else contextlib.nullcontext()):
+        return dict(overlay.build(cfg, folder, accept=set(), **switches).pieces)

@@ -30,6 +30,18 @@ def read_pieces(run_dir: str | os.PathLike) -> dict | None:
         return None
 
 
+def model_says(record: dict, model) -> list[str]:
+    """The built model has the last word on a piece the record calls "yours": a model that
+    reports whose code runs in it (a `pieces` dict, as one built with a learner's pieces does)
+    and runs the engine's for such a piece, says why, and the record takes its word."""
+    table, notes = record.setdefault("pieces", {}), []
+    for name, status in (getattr(model, "pieces", None) or {}).items():
+        if table.get(name) == "yours" and status != "yours":
+            table[name] = status
+            notes.append(f"{name}: the model runs the engine's ({status})")
+    return notes
+
+
 def resumed_record(saved: dict, now: dict, step: int) -> tuple[dict, list[str]]:
     """(the record to go on with, one note per change): whose pieces ran until the checkpoint
     at `step` against whose run now. A piece's code is read afresh on resume; the run goes on

@@ -39,7 +39,7 @@ from . import checkpoint as ckpt
 from . import files
 from .data import Batches, TokenData, eval_batches
 from .devices import parse_device
-from .record import PIECES_FILE, resumed_record
+from .record import PIECES_FILE, model_says, resumed_record
 from .runlog import RunLog, read_log, trim
 from .schedule import flops_per_token, lr_at, param_groups
 from .settings import (TrainConfig, load_config, model_config, model_switches,  # noqa: F401 (load_config: callers)
@@ -184,8 +184,8 @@ class Trainer:
         self.cfg = model_config(tc)
         self.T, self.accum = step_shape(tc, self.cfg, d.world)
         self.tokens_per_step = tc.batch_size * self.T * self.accum * d.world
-        self.pieces = {"pieces": {}, **(pieces or {})}
-        self.notes: list[str] = []         # what resuming changed, said when the run starts
+        self.pieces = json.loads(json.dumps({"pieces": {}, **(pieces or {})}))    # the run's own copy
+        self.notes: list[str] = []         # what the run's pieces and resuming changed, said when it starts
 
         # the tokenizer and the data
         self.tokenizer, self.own_tokenizer = None, tc.bpe_merges is not None
@@ -203,6 +203,7 @@ class Trainer:
         torch.manual_seed(tc.seed)
         self.model = self.model_factory(self.cfg, **model_switches(tc)).to(d.device)
         torch.manual_seed(tc.seed)      # dropout's draws start here, however the model was built
+        self.notes += model_says(self.pieces, self.model)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.dtype = choose_dtype(tc, d.device)
         self.scaler = torch.amp.GradScaler(d.device.type, enabled=self.dtype == torch.float16)
