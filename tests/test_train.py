@@ -150,6 +150,24 @@ def test_pieces_json_records_whose_pieces_ran(tmp_path, data_dir):
     assert saved["changes"] == [{"step": 2, "piece": "optim.lr_at", "before": "not in the run", "now": "yours"}]
 
 
+def test_the_built_model_has_the_last_word_on_whose_piece_runs(tmp_path, data_dir):
+    """A record may call a piece yours that the model built with it does not run (the overlay
+    keeps the engine's for a reason of its own): the trainer takes the model's word."""
+    from andrea_course import ANDREA
+
+    def factory(cfg, **switches):
+        model = ANDREA(cfg, **switches)
+        model.pieces = {"multihead.MultiHeadAttention": "engine: why the model says so", "mlp.MLP": "yours"}
+        return model
+    record = {"pieces": {"multihead.MultiHeadAttention": "yours", "mlp.MLP": "yours", "optim.lr_at": "yours"}}
+    t = Trainer(TrainConfig(**dict(SETTINGS, data=str(data_dir), max_steps=1, eval_every=0)), tmp_path / "run",
+                progress=False, model_factory=factory, pieces=record)
+    assert t.pieces["pieces"] == {"multihead.MultiHeadAttention": "engine: why the model says so", "mlp.MLP": "yours",
+                                  "optim.lr_at": "yours"}
+    assert record["pieces"]["multihead.MultiHeadAttention"] == "yours"          # the caller's record untouched
+    assert any("multihead.MultiHeadAttention: the model runs the engine's" in note for note in t.notes)
+
+
 def test_config_files_and_presets(tmp_path):
     assert load_config("andrea-tiny").model == "andrea-tiny"
     assert load_config("andrea-tiny", max_steps=7).max_steps == 7
