@@ -110,6 +110,9 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=5, help="timings per run (alternating)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads")
     args = p.parse_args(argv)
+    if not (ROOT / "solutions").is_dir():
+        raise SystemExit("bench/learner.py builds its learner's folders from the answer key (solutions/), "
+                         "which this copy of the course does not have")
     torch.set_num_threads(args.threads)
     tc = TrainConfig(model=args.config, batch_size=args.batch_size, seq_len=args.seq_len, max_steps=10**6,
                      bpe_merges=256, eval_every=0, sample_every=0, checkpoint_every=0, tensorboard=False)
