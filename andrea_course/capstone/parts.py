@@ -14,6 +14,7 @@ course). A piece that does not pass is the engine's, and the record says why.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import types
 from dataclasses import dataclass, field
@@ -80,7 +81,6 @@ def with_tokenizer(tc: TrainConfig, default: int = DEFAULT_BPE_MERGES) -> TrainC
     folder (--data) come with their own tokenizer, which the run then reads."""
     if tc.bpe_merges is not None or tc.data:
         return tc
-    import dataclasses
     return dataclasses.replace(tc, bpe_merges=default)
 
 
