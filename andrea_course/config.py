@@ -21,8 +21,11 @@ NORMS = ("layernorm", "rmsnorm")
 MLPS = ("gelu", "swiglu")
 POSITIONS = ("learned", "rope")
 ROPE_THETA = 10000.0
-# Run-time switches that older weights files stored with the shape; from_dict ignores them.
-RUN_TIME_FIELDS = ("kernels", "dropout", "init_std")
+# How a built model runs, never what its weights are: ANDREA's keyword arguments, the one list of
+# the model's run-time switches. Weights files and checkpoints never store them (from_dict drops
+# them from older files that did), load_weights lets its caller choose them, and the trainer's
+# TrainConfig has one setting for each, free to change when a run resumes (train/settings.py).
+RUN_SWITCHES = ("kernels", "dropout", "init_std")
 
 
 class ConfigError(ValueError):
@@ -113,7 +116,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "ModelConfig":
         """The config of a dict of fields; run-time switches stored by older files are dropped."""
-        d = {k: v for k, v in d.items() if k not in RUN_TIME_FIELDS}
+        d = {k: v for k, v in d.items() if k not in RUN_SWITCHES}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - known
         if unknown:

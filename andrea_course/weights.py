@@ -20,13 +20,11 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from .config import ConfigError, ModelConfig
+from .config import RUN_SWITCHES, ConfigError, ModelConfig
 
 FORMAT = "andrea-weights/1"
 CONFIG_KEY = "andrea_config"
 TIED_KEY = "andrea_tied"          # JSON {dropped name: kept name} for tensors stored once
-# How a built model runs (ANDREA's keyword arguments): never stored, chosen when loading.
-RUN_OPTIONS = ("kernels", "dropout")
 
 
 class WeightsError(ValueError):
@@ -104,16 +102,17 @@ def load_weights(path: str | os.PathLike, *, model: nn.Module | None = None,
     name and shape match the file, say what differs if not, and fill it in place (its train/eval
     mode unchanged).
     Returns the model; one built here is in eval mode.
-    run: how a model built here runs (kernels, dropout), e.g. kernels="triton"; the file fixes the rest.
+    run: how a model built here runs (config.RUN_SWITCHES: kernels, dropout, init_std), e.g.
+    kernels="triton"; the file fixes the rest.
     """
     from safetensors.torch import load_file
 
     path = Path(path)
     meta = read_metadata(path)
     cfg = read_config(path)
-    bad = sorted(set(run) - set(RUN_OPTIONS))
+    bad = sorted(set(run) - set(RUN_SWITCHES))
     if bad:
-        raise WeightsError(f"load_weights can choose only how the model runs {RUN_OPTIONS}, not {bad}: "
+        raise WeightsError(f"load_weights can choose only how the model runs {RUN_SWITCHES}, not {bad}: "
                            f"{path} fixes the model's shape")
     built = model is None
     if built:

@@ -23,8 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from andrea_course import ANDREA                                               # noqa: E402
 from andrea_course.gpus import peak_flops                                       # noqa: E402
-from andrea_course.train.trainer import (TRAIN_PRESETS, TrainConfig, Trainer,   # noqa: E402
-                                         choose_dtype, flops_per_token)
+from andrea_course.presets import TRAIN_PRESETS                               # noqa: E402
+from andrea_course.train.schedule import flops_per_token                        # noqa: E402
+from andrea_course.train.settings import TrainConfig                            # noqa: E402
+from andrea_course.train.trainer import Trainer                                 # noqa: E402
 
 
 def sync(device):
@@ -101,7 +103,7 @@ def main(argv=None) -> int:
            "ratio": round(trainer_tps / plain_tps, 3)}
     peak = peak_flops(device)
     if peak:
-        out["mfu"] = round(flops_per_token(trainer.cfg, trainer.n_params, T) * trainer_tps / peak, 4)
+        out["mfu"] = round(flops_per_token(trainer.cfg, T) * trainer_tps / peak, 4)
     if args.json:
         print(json.dumps(out))
     else:

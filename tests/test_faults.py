@@ -15,7 +15,7 @@ import torch
 from andrea_course.train import load_corpus, train_tokenizer
 from andrea_course.train.prepare import main as prepare_main, prepare
 from andrea_course.train.sample import main as sample_main
-from andrea_course.train.trainer import main as train_main
+from andrea_course.capstone.cli import main as train_main
 
 pytestmark = pytest.mark.faults
 
@@ -313,7 +313,7 @@ def _exit_status(main, args) -> int:
 def test_every_option_has_help_and_a_default_and_there_is_a_version(capsys):
     from andrea_course.train.prepare import build_parser as prepare_parser
     from andrea_course.train.sample import build_parser as sample_parser
-    from andrea_course.train.trainer import build_parser as train_parser
+    from andrea_course.capstone.cli import build_parser as train_parser
     for parser in (train_parser(), sample_parser(), prepare_parser()):
         text = parser.format_help()
         for action in parser._actions:

@@ -19,7 +19,8 @@ from andrea_course.train.data import TokenData
 from andrea_course.train.prepare import main as prepare_main, prepare
 from andrea_course.train.runlog import RunLog, read_log
 from andrea_course.train.settings import TrainConfig, resume_differences
-from andrea_course.train.trainer import StopRequested, Trainer, main as train_main
+from andrea_course.capstone.cli import main as train_main
+from andrea_course.train.trainer import StopRequested, Trainer
 
 pytestmark = pytest.mark.faults
 

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from andrea_course import gpus
+from andrea_course.presets import PRESETS
 
 
 def test_gpu_table_matches_device_names_most_specific_first():
@@ -24,16 +25,17 @@ def test_gpu_table_matches_device_names_most_specific_first():
 # ----------------------------------------------------------------------------- FLOPs
 def _counted_flops_per_token(cfg, T: int) -> float:
     """FlopCounterMode's count for a forward and backward of one sequence of T tokens. On the CPU,
-    SDPA runs a kernel FlopCounterMode has no formula for: it gets the library's own SDPA
-    formulas (which count the backward's recomputed scores, 2.5 × the forward)."""
-    from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
+    SDPA runs a kernel FlopCounterMode has no formula for: it gets the library's own forward
+    formula, and a backward of twice that (dQ, dK, dV and the scores' gradient: the model-FLOPs
+    convention, which counts no recomputation)."""
+    from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
     from andrea_course import ANDREA
     aten = torch.ops.aten
     cpu_sdpa = {aten._scaled_dot_product_flash_attention_for_cpu:
                 lambda q, k, v, *_, out_shape=None, **__: sdpa_flop_count(q, k, v),
                 aten._scaled_dot_product_flash_attention_for_cpu_backward:
-                lambda dy, q, k, v, *_, out_shape=None, **__: sdpa_backward_flop_count(dy, q, k, v)}
+                lambda dy, q, k, v, *_, out_shape=None, **__: 2 * sdpa_flop_count(q, k, v)}
     torch.manual_seed(0)
     model = ANDREA(cfg)
     ids = torch.randint(0, cfg.vocab_size, (1, T))
@@ -43,16 +45,31 @@ def _counted_flops_per_token(cfg, T: int) -> float:
     return counter.get_total_flops() / T
 
 
-@pytest.mark.parametrize("name,T", [("andrea-tiny", 256), ("andrea-tiny-modern", 256),
-                                    ("andrea-120m", 128), ("andrea-120m-modern", 128)])
+SMALL = dict(vocab_size=300, context_length=64, d_model=64, n_layers=2, n_heads=4, d_ff=160)
+
+
+@pytest.mark.parametrize("name,T", [("andrea-tiny", 256), ("andrea-tiny-modern", 256), ("andrea-120m", 128)])
 def test_flops_per_token_match_pytorchs_flop_counter(name, T):
     from andrea_course import ModelConfig
-    from andrea_course.train.plan import flops_per_token
+    from andrea_course.train.schedule import flops_per_token
     torch.set_num_threads(1)
     cfg = ModelConfig.preset(name)
     counted, predicted = _counted_flops_per_token(cfg, T), flops_per_token(cfg, T)
     print(f"{name} T={T}: predicted {predicted / 1e6:.2f} MFLOP/token, counted {counted / 1e6:.2f}")
-    assert predicted == pytest.approx(counted, rel=0.05)
+    assert predicted == counted
+
+
+@pytest.mark.parametrize("option", [dict(), dict(position="rope"), dict(tie_embeddings=True), dict(mlp="swiglu"),
+                                    dict(n_kv_heads=2), dict(n_kv_heads=1), dict(bias=False), dict(norm="rmsnorm"),
+                                    dict(position="rope", tie_embeddings=True, mlp="swiglu", n_kv_heads=2,
+                                         bias=False, norm="rmsnorm")], ids=lambda o: ",".join(o) or "classic")
+def test_flops_per_token_are_exact_for_every_model_option(option):
+    """Every option of ModelConfig, alone and all together: the count is FlopCounterMode's to the
+    FLOP (RoPE turns q and k without a matmul and has no table; a tied head still multiplies)."""
+    from andrea_course import ModelConfig
+    from andrea_course.train.schedule import flops_per_token
+    cfg = ModelConfig(**SMALL, **option)
+    assert flops_per_token(cfg, 48) == _counted_flops_per_token(cfg, 48)
 
 
 # ----------------------------------------------------------------------------- memory
@@ -91,15 +108,17 @@ def _measured_peak(tc) -> int:
     pytest.param("andrea-tiny", 8, 256, "bf16", True, marks=pytest.mark.nightly),
     pytest.param("andrea-tiny-modern", 8, 256, "bf16", False, marks=pytest.mark.nightly),
     pytest.param("andrea-120m", 1, 64, "fp32", False, marks=pytest.mark.nightly),
+    pytest.param("andrea-tiny-rope", 8, 256, "fp32", False, marks=pytest.mark.nightly),     # q, k turned
+    pytest.param("andrea-tiny-rope", 8, 256, "bf16", False, marks=pytest.mark.nightly),
 ])
 def test_peak_memory_of_a_step_matches_the_memory_profiler(name, B, T, dtype, checkpointing):
-    from andrea_course import ModelConfig
     from andrea_course.train.plan import step_memory
-    from andrea_course.train.trainer import TrainConfig
-    tc = TrainConfig(model=name, batch_size=B, seq_len=T, dtype=dtype, checkpointing=checkpointing, eval_every=0,
+    from andrea_course.train.settings import TrainConfig, model_config
+    model = dict(PRESETS["andrea-tiny"], position="rope") if name == "andrea-tiny-rope" else name
+    tc = TrainConfig(model=model, batch_size=B, seq_len=T, dtype=dtype, checkpointing=checkpointing, eval_every=0,
                      sample_every=0, checkpoint_every=0, tensorboard=False)
     measured = _measured_peak(tc)
-    predicted = step_memory(ModelConfig.preset(name), B, T, dtype, checkpointing=checkpointing, device="cpu").peak
+    predicted = step_memory(model_config(tc), B, T, dtype, checkpointing=checkpointing, device="cpu").peak
     print(f"{name} B={B} T={T} {dtype} checkpointing={checkpointing}: predicted {predicted / 2**20:.1f} MiB, "
           f"measured {measured / 2**20:.1f} MiB")
     assert predicted == pytest.approx(measured, rel=0.15)
@@ -133,18 +152,19 @@ def in_repo(monkeypatch):
 
 @pytest.mark.parametrize("gpu", ["H100", "A100", "L4", "T4"])
 def test_plan_command_for_andrea_120m(gpu, in_repo, capsys):
-    from andrea_course.train.trainer import main
+    from andrea_course.capstone.cli import main
     assert main(PLAN + ["--gpu", gpu, "--price-per-hour", "2"]) == 0
     out = capsys.readouterr().out
     assert f"1 × {gpu} " in out and "fits: yes" in out and "peak of a step" in out
-    assert "662.5 MFLOP per token" in out and "10,000 steps × 524,288 tokens" in out
+    assert "661.8 MFLOP per token" in out and "10,000 steps × 524,288 tokens" in out
     assert "cost at $2.00 per GPU-hour" in out
     assert ("fp16 autocast" if gpu == "T4" else "bf16 autocast") in out      # a T4 has no bf16
 
 
 def test_plan_refuses_what_cannot_fit_and_its_advice_fits(in_repo, capsys):
     from andrea_course.train.plan import make_plan
-    from andrea_course.train.trainer import load_config, main
+    from andrea_course.capstone.cli import main
+    from andrea_course.train.settings import load_config
     assert main(PLAN + ["--gpu", "T4", "--batch-size", "32"]) == 1
     out = capsys.readouterr().out
     assert "does not fit" in out and "--checkpointing" in out
@@ -161,7 +181,7 @@ def test_plan_refuses_what_cannot_fit_and_its_advice_fits(in_repo, capsys):
     (["--gpu", "H100", "--batch-size", "24"], "total_batch_tokens 524288 is not a multiple of"),
 ])
 def test_plan_usage_errors_say_what_was_wrong(args, message, in_repo, capsys):
-    from andrea_course.train.trainer import main
+    from andrea_course.capstone.cli import main
     try:
         status = main(PLAN + args)
     except SystemExit as exc:          # argparse's own refusals
@@ -172,7 +192,7 @@ def test_plan_usage_errors_say_what_was_wrong(args, message, in_repo, capsys):
 
 
 def test_gpu_check_without_a_gpu_says_so_in_one_line(capsys):
-    from andrea_course.train.trainer import main
+    from andrea_course.capstone.cli import main
     assert main(["--gpu-check"]) == 1
     err = capsys.readouterr().err
     assert "no CUDA GPU here" in err and len(err.strip().splitlines()) == 1
@@ -182,7 +202,7 @@ def test_gpu_check_measures_on_the_cpu_and_prints_markdown(tmp_path):
     """The check's measuring and reporting, rehearsed on the CPU with a micro model."""
     from andrea_course.train import gpu_check
     from andrea_course.train.plan import make_plan
-    from andrea_course.train.trainer import TrainConfig
+    from andrea_course.train.settings import TrainConfig
     micro = {"vocab_size": 8449, "context_length": 32, "d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64}
     tc = TrainConfig(**gpu_check.settings("fp32", False, 3, model=micro, batch_size=2, seq_len=32))
     got = gpu_check.measure(tc, "cpu", warmup=1, steps=2)
@@ -200,7 +220,7 @@ def test_markdown_tables_escape_pipes():
 def test_cloud_docs_show_the_plans_real_output(in_repo, capsys):
     from pathlib import Path
 
-    from andrea_course.train.trainer import main
+    from andrea_course.capstone.cli import main
     assert main(PLAN + ["--gpu", "H100", "--price-per-hour", "3"]) == 0
     docs = Path("docs/cloud.md").read_text(encoding="utf-8")
     assert "andrea-train --plan --config configs/andrea-120m.json --gpu H100 --price-per-hour 3" in docs

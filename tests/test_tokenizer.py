@@ -93,3 +93,45 @@ def test_shipped_corpus_is_what_the_generator_writes():
     assert docs == corpus_mod.generate()
     assert len(docs) == corpus_mod.N_STORIES
     assert all(EOT not in d for d in docs)
+
+
+# ----------------------------------------------------------------------------- a run's own tokenizer
+def test_a_runs_own_tokenizer_from_the_pieces_is_the_librarys():
+    """TrainConfig.bpe_merges: the engine's plain-Python BPE (pieces/bpe.py, what a learner's
+    correct pieces compute) and Hugging Face's learn the same merges on the run's slice of the
+    stories: the same tokenizer (hash), the same ids for the stories, and decoding them gives
+    the text back, end-of-text included."""
+    import types
+
+    from andrea_course.pieces import bpe
+    from andrea_course.train.data import TokenData
+    from andrea_course.train.tokenizer import PiecesTokenizer, run_tokenizer
+    library = run_tokenizer(64)
+    pieces = run_tokenizer(64, types.SimpleNamespace(train_bpe=bpe.train_bpe, encode=bpe.encode, decode=bpe.decode))
+    assert isinstance(pieces, PiecesTokenizer) and pieces.vocab_size == library.vocab_size == 256 + 64 + 1
+    assert pieces.merges == library.merges and pieces.hash == library.hash
+    assert pieces.learned_in > 0
+    a, b = TokenData.from_corpus(library, stories=200), TokenData.from_corpus(pieces, stories=200)
+    assert a.fingerprint == b.fingerprint and a.source == "the first 200 shipped stories"
+    text = f"Once upon a time, Tom found a key.{EOT}The end. Zażółć ☕"
+    assert pieces.encode(text) == library.encode(text)
+    assert pieces.decode(pieces.encode(text)) == text
+    assert run_tokenizer(64) is library                          # made once per process
+
+
+def test_a_runs_own_tokenizer_refuses_what_cannot_be():
+    import types
+
+    from andrea_course.train.tokenizer import PiecesTokenizer, from_merges, run_tokenizer
+    with pytest.raises(TokenizerError, match="two merges make the same token"):
+        from_merges([(97, 98), (256, 99), (97, 98)])
+    with pytest.raises(TokenizerError, match="merge 1 joins ids 300 and 97"):
+        from_merges([(97, 98), (300, 97)])
+    few = types.SimpleNamespace(train_bpe=lambda text, n: [(97, 98)], encode=None, decode=None)
+    with pytest.raises(TokenizerError, match="gave 1 merges, not the 5 asked for"):
+        run_tokenizer(5, few)
+    # an encode that looks across words (here: it merges nothing unless given a whole story)
+    odd = PiecesTokenizer([(104, 101)], lambda text, merges: list(text.encode()) if len(text) < 9 else [0],
+                          lambda ids, merges: "")
+    with pytest.raises(TokenizerError, match="differs from encoding its words one at a time"):
+        odd.encode_ordinary_batch(["the cat sat on the mat"])

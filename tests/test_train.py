@@ -15,8 +15,9 @@ from andrea_course.train import checkpoint as ckpt
 from andrea_course.train import load_corpus
 from andrea_course.train.prepare import prepare
 from andrea_course.train.sample import main as sample_main
-from andrea_course.train.trainer import (TrainConfig, Trainer, flops_per_token, load_config, lr_at, param_groups,
-                                         read_log)
+from andrea_course.train.schedule import flops_per_token, lr_at, matmul_weights, param_groups
+from andrea_course.train.settings import TrainConfig, load_config
+from andrea_course.train.trainer import Trainer, read_log
 
 MICRO = {"vocab_size": 8449, "context_length": 32, "d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64}
 SETTINGS = dict(model=MICRO, batch_size=4, seq_len=32, lr=3e-3, min_lr=3e-4, warmup_steps=3, max_steps=12,
@@ -40,7 +41,7 @@ def _config_file(folder: Path, data_dir: Path, **changes) -> Path:
 def _train_cmd(config: Path, out: Path, *extra, nproc: int = 1) -> list:
     launcher = ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
                 if nproc > 1 else [sys.executable])
-    return launcher + ["-m", "andrea_course.train.trainer", "--config", str(config), "--out", str(out),
+    return launcher + ["-m", "andrea_course.capstone", "--config", str(config), "--out", str(out),
                        "--no-progress", "--device", "cpu", *extra]
 
 
@@ -56,13 +57,27 @@ def _trainer(tmp_path, data_dir, out="run", resume=False, **changes) -> Trainer:
 
 # ----------------------------------------------------------------------------- pieces
 def test_schedule_warms_up_then_decays_to_min_lr():
-    tc = TrainConfig(lr=1.0, min_lr=0.1, warmup_steps=10, max_steps=110)
-    assert lr_at(0, tc) == pytest.approx(0.1)
-    assert lr_at(9, tc) == pytest.approx(1.0)
-    assert lr_at(60, tc) == pytest.approx(0.55)
-    assert lr_at(110, tc) == pytest.approx(0.1)
-    lrs = [lr_at(s, tc) for s in range(10, 111)]
+    s = dict(lr=1.0, min_lr=0.1, warmup_steps=10, max_steps=110)
+    assert lr_at(0, **s) == pytest.approx(0.1)
+    assert lr_at(9, **s) == pytest.approx(1.0)
+    assert lr_at(60, **s) == pytest.approx(0.55)
+    assert lr_at(110, **s) == pytest.approx(0.1) and lr_at(500, **s) == pytest.approx(0.1)
+    lrs = [lr_at(step, **s) for step in range(10, 111)]
     assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+
+
+def test_the_engines_schedule_is_the_learners_piece():
+    """One schedule, one signature: the engine's version of exercises/optim.py's lr_at is the
+    trainer's own function, and the trainer logs exactly it."""
+    import inspect
+
+    from andrea_course.pieces import optim
+    assert optim.lr_at is lr_at
+    solution = Path(__file__).resolve().parent.parent / "solutions" / "optim.py"
+    if solution.is_file():
+        source = solution.read_text(encoding="utf-8")
+        assert "def lr_at(step: int, lr: float, min_lr: float, warmup_steps: int, max_steps: int)" in source
+    assert list(inspect.signature(lr_at).parameters) == ["step", "lr", "min_lr", "warmup_steps", "max_steps"]
 
 
 def test_weight_decay_only_for_matrices():
@@ -81,8 +96,76 @@ def test_weight_decay_only_for_matrices():
 def test_flops_per_token_counts_matmul_weights_and_attention():
     from andrea_course import ModelConfig
     cfg = ModelConfig.preset("andrea-120m")
-    # 6 FLOPs per matmul weight (98,820,096 less the two lookup tables) + 12·L·D·T for attention
-    assert flops_per_token(cfg, 98_820_096, 1024) == 6 * (98_820_096 - 786_432 - 6_488_832) + 12 * 12 * 768 * 1024
+    # 6 FLOPs per matmul weight (98,820,096 less the two lookup tables, less the 82,944 biases and
+    # 38,400 LayerNorm numbers, which are additions) + 12·L·D·T for attention
+    assert matmul_weights(cfg) == 98_820_096 - 786_432 - 6_488_832 - 82_944 - 38_400
+    assert flops_per_token(cfg, 1024) == 6 * matmul_weights(cfg) + 12 * 12 * 768 * 1024
+    # RoPE: no position table, nothing to subtract; a tied head still multiplies by the table
+    rope = cfg.replace(position="rope")
+    assert matmul_weights(rope) == matmul_weights(cfg)
+    assert matmul_weights(cfg.replace(tie_embeddings=True)) == matmul_weights(cfg)
+
+
+def test_run_time_switches_are_listed_once():
+    """config.RUN_SWITCHES (how a model runs) is the one list: TrainConfig has a setting for each,
+    which may change on resume, and load_weights lets its caller choose each."""
+    from andrea_course.config import RUN_SWITCHES
+    from andrea_course.train.settings import RUN_TIME, SCHEDULE, model_switches
+    assert set(RUN_SWITCHES) <= set(RUN_TIME) and not set(RUN_TIME) & set(SCHEDULE)
+    assert model_switches(TrainConfig(dropout=0.1)) == {"kernels": "torch", "dropout": 0.1, "init_std": None}
+    assert {"model", "seed", "seq_len", "bpe_merges", "stories"}.isdisjoint(RUN_TIME + SCHEDULE)
+
+
+def test_a_runs_own_tokenizer_sets_the_vocabulary_and_refuses_other_data(tmp_path, data_dir):
+    from andrea_course.config import ConfigError
+    from andrea_course.train.data import DataError
+    from andrea_course.train.settings import model_config
+    assert model_config(TrainConfig(model="andrea-tiny", bpe_merges=100)).vocab_size == 357
+    with pytest.raises(ConfigError, match="model.vocab_size 8449 does not fit bpe_merges .--bpe-merges. 100"):
+        TrainConfig(model=MICRO, bpe_merges=100)
+    assert model_config(TrainConfig(model={k: v for k, v in MICRO.items() if k != "vocab_size"},
+                                    bpe_merges=100)).vocab_size == 357
+    with pytest.raises(ConfigError, match="stories .--stories. picks from the shipped stories"):
+        TrainConfig(model=MICRO, stories=10, data=str(data_dir))
+    micro = {k: v for k, v in MICRO.items() if k != "vocab_size"}
+    with pytest.raises(DataError, match="this run makes its own .bpe_merges 64"):
+        _trainer(tmp_path, data_dir, model=micro, bpe_merges=64)
+    with pytest.raises(ConfigError, match="a BPE was handed in but bpe_merges"):
+        Trainer(TrainConfig(**SETTINGS), tmp_path / "run", bpe=object(), progress=False)
+
+
+def test_pieces_json_records_whose_pieces_ran(tmp_path, data_dir):
+    """The trainer writes the record it is handed (the engine's alone: no pieces) and, resuming
+    with other pieces, says what changed and keeps it."""
+    t = _trainer(tmp_path, data_dir, max_steps=2, eval_every=0)
+    t.fit()
+    assert json.loads((tmp_path / "run" / "pieces.json").read_text()) == {"pieces": {}}
+    record = {"whose": "yours", "pieces": {"optim.lr_at": "yours"}}
+    again = Trainer(TrainConfig(**dict(SETTINGS, data=str(data_dir), max_steps=3, eval_every=0)), tmp_path / "run",
+                    resume=True, progress=False, pieces=record)
+    assert "optim.lr_at: until step 2 not in the run; from now on yours" in again.notes
+    assert "whose: until step 2 None; from now on yours" in again.notes
+    again.fit()
+    saved = json.loads((tmp_path / "run" / "pieces.json").read_text())
+    assert saved["changes"] == [{"step": 2, "piece": "optim.lr_at", "before": "not in the run", "now": "yours"}]
+
+
+def test_the_built_model_has_the_last_word_on_whose_piece_runs(tmp_path, data_dir):
+    """A record may call a piece yours that the model built with it does not run (the overlay
+    keeps the engine's for a reason of its own): the trainer takes the model's word."""
+    from andrea_course import ANDREA
+
+    def factory(cfg, **switches):
+        model = ANDREA(cfg, **switches)
+        model.pieces = {"multihead.MultiHeadAttention": "engine: why the model says so", "mlp.MLP": "yours"}
+        return model
+    record = {"pieces": {"multihead.MultiHeadAttention": "yours", "mlp.MLP": "yours", "optim.lr_at": "yours"}}
+    t = Trainer(TrainConfig(**dict(SETTINGS, data=str(data_dir), max_steps=1, eval_every=0)), tmp_path / "run",
+                progress=False, model_factory=factory, pieces=record)
+    assert t.pieces["pieces"] == {"multihead.MultiHeadAttention": "engine: why the model says so", "mlp.MLP": "yours",
+                                  "optim.lr_at": "yours"}
+    assert record["pieces"]["multihead.MultiHeadAttention"] == "yours"          # the caller's record untouched
+    assert any("multihead.MultiHeadAttention: the model runs the engine's" in note for note in t.notes)
 
 
 def test_config_files_and_presets(tmp_path):
@@ -191,7 +274,7 @@ def test_missing_manifest_is_refused(tmp_path, data_dir):
 
 
 def test_cli_refuses_to_overwrite_a_run_and_reports_bad_resume(tmp_path, data_dir, capsys):
-    from andrea_course.train.trainer import main
+    from andrea_course.capstone.cli import main
     config = _config_file(tmp_path, data_dir, max_steps=2, eval_every=0)
     assert main(["--config", str(config), "--out", str(tmp_path / "r"), "--no-progress"]) == 0
     assert main(["--config", str(config), "--out", str(tmp_path / "r"), "--no-progress"]) == 2

@@ -9,8 +9,7 @@ import math
 import torch
 
 from andrea_course.grading import expect_close, expect_equal, expect_true, graded
-from andrea_course.train.settings import TrainConfig
-from andrea_course.train.trainer import lr_at as trainer_lr_at
+from andrea_course.train.schedule import lr_at as trainer_lr_at
 
 SCHEDULES = [dict(lr=6e-4, min_lr=6e-5, warmup_steps=10, max_steps=100),
              dict(lr=2e-3, min_lr=0.0, warmup_steps=1, max_steps=7),
@@ -18,7 +17,7 @@ SCHEDULES = [dict(lr=6e-4, min_lr=6e-5, warmup_steps=10, max_steps=100),
 
 
 def _want(step, s):
-    return trainer_lr_at(step, TrainConfig(**s))
+    return trainer_lr_at(step, **s)
 
 
 def _lr_mistakes(step, s):

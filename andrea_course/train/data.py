@@ -117,24 +117,32 @@ class TokenData:
                    tokenizer_file=own if own.is_file() else TOKENIZER_FILE)
 
     @classmethod
-    def from_corpus(cls, tokenizer=None) -> "TokenData":
-        """The shipped stories, tokenized in memory (a second or two, once per process), split
-        by the same rule as prepare."""
+    def from_corpus(cls, tokenizer=None, stories: int | None = None) -> "TokenData":
+        """The shipped stories (the first `stories` of them, or all), tokenized in memory (a
+        second or two, once per process), split by the same rule as prepare."""
         from .corpus import load_corpus
         from .tokenizer import TOKENIZER_FILE, load_tokenizer
         tok = tokenizer or load_tokenizer()
-        if tok.hash not in _CORPUS_TOKENS:
-            encoded = tok.encode_ordinary_batch(load_corpus())
+        key = getattr(tok, "corpus_key", tok.hash)    # None: a tokenizer whose tokens are never shared
+        key = key if key is None or stories is None else (key, stories)
+        if key is None or key not in _CORPUS_TOKENS:
+            encoded = tok.encode_ordinary_batch(load_corpus()[:stories])
             train, val = [], []
             for i, ids in enumerate(encoded):
                 (val if is_val(i) else train).append(ids + [tok.eot_id])
             arr = lambda seqs: np.fromiter((t for s in seqs for t in s), dtype=DTYPE)
             train, val = arr(train), arr(val)
             digest = {k: hashlib.sha256(a.astype("<u2").tobytes()).hexdigest() for k, a in (("train", train), ("val", val))}
-            _CORPUS_TOKENS[tok.hash] = train, val, _sha256_json(digest)
-        train, val, fingerprint = _CORPUS_TOKENS[tok.hash]
-        return cls(Split([train]), Split([val]), tok.vocab_size, tok.eot_id, tok.hash, "the shipped stories",
-                   fingerprint, tokenizer_file=None if tokenizer else TOKENIZER_FILE)
+            tokens = train, val, _sha256_json(digest)
+            if key is None:
+                train, val, fingerprint = tokens
+            else:
+                _CORPUS_TOKENS[key] = tokens
+        if key is not None:
+            train, val, fingerprint = _CORPUS_TOKENS[key]
+        source = "the shipped stories" if stories is None else f"the first {stories} shipped stories"
+        return cls(Split([train]), Split([val]), tok.vocab_size, tok.eot_id, tok.hash, source, fingerprint,
+                   tokenizer_file=None if tokenizer else TOKENIZER_FILE)
 
     def check_vocab(self, vocab_size: int) -> None:
         """Refuse data whose tokenizer is not the model's: a model reads ids 0..V-1 of one

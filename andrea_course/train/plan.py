@@ -15,12 +15,15 @@ yet unless accumulating) and the optimizer step (all gradients, no activations).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 from .. import gpus
 from ..config import ModelConfig
-from .cli import UsageError, natural_float, positive_int
+from .cli import UsageError
+from .schedule import flops_per_token
+from .settings import model_config, step_shape
 
 MFU_RANGE = (0.35, 0.50)    # assumed: nanoGPT and llm.c report this range for GPT-2 small on A100 and H100
 CUDA_RESERVED_GIB = 1.0     # the CUDA context and cuBLAS workspaces: memory PyTorch's counters do not see
@@ -61,9 +64,10 @@ class Memory:
         return max(self.backward_start, self.optimizer_peak)
 
 
+@functools.lru_cache(maxsize=32)
 def _sizes(cfg: ModelConfig) -> dict:
     """Parameter counts the memory model needs (from the public count_parameters)."""
-    from .. import count_parameters
+    from ..params import count_parameters
     c = count_parameters(cfg)
     linear_per_block = c["block"] - c["norms"]                     # qkv, W_O and the MLP, with biases
     head = cfg.vocab_size * cfg.d_model                            # the head, or the tied table used as it
@@ -85,6 +89,7 @@ def activation_bytes(cfg: ModelConfig, dtype: str, device: str = "cuda") -> tupl
         norm = r * D + 4 + (r * D if device == "cpu" else 0)   # and keeps x/rms too
     attention = (norm + a * D                        # ln1; its output as qkv reads it
                  + a * (H + 2 * G) * K               # q, k, v
+                 + (rope_bytes(cfg, a) if cfg.position == "rope" else 0)
                  + (2 * a * H * K if G < H else 0)   # k, v repeated for the H query heads
                  + a * D + 4 * H                     # attention's output and log-sum-exp
                  + a * D)                            # the heads merged: W_O's input
@@ -94,6 +99,14 @@ def activation_bytes(cfg: ModelConfig, dtype: str, device: str = "cuda") -> tupl
         mlp = norm + a * D + 2 * a * F               # fc's output (GELU's input) and GELU's output
     final = norm + a * D                             # ln_f and the head's input
     return attention + mlp, final
+
+
+def rope_bytes(cfg: ModelConfig, a: int) -> int:
+    """What RoPE adds per token in a block: q and k turned (new tensors, a bytes a number, which
+    attention saves) and, under autocast, the fp32 copies of their halves that the turning's
+    products save (in fp32 those are views of q and k, which stay alive anyway)."""
+    turned = (cfg.n_heads + cfg.kv_heads) * cfg.d_head
+    return a * turned + (4 * turned if a != 4 else 0)
 
 
 def step_memory(cfg: ModelConfig, B: int, T: int, dtype: str = "bf16", *, accum: int = 1, world: int = 1,
@@ -122,12 +135,6 @@ def step_memory(cfg: ModelConfig, B: int, T: int, dtype: str = "bf16", *, accum:
                   loss=12 * V * tokens,      # log-probs saved (4V), the gradient in and out of log_softmax (8V)
                   recompute=recompute, distributed=distributed,
                   optimizer_step=2 * 4 * s["largest"] if device == "cpu" else 0, accumulating=accum > 1)
-
-
-def flops_per_token(cfg: ModelConfig, T: int) -> float:
-    """Training FLOPs per token (forward + backward): the trainer's own count."""
-    from .trainer import flops_per_token as count
-    return count(cfg, _sizes(cfg)["total"], T)
 
 
 # ----------------------------------------------------------------------------- the plan
@@ -193,7 +200,6 @@ class Plan:
 def make_plan(tc, *, gpu: str | None = None, world: int = 1, price_per_hour: float | None = None,
               data=None) -> Plan:
     """The plan for a TrainConfig on `world` GPUs named `gpu` (None: the one present)."""
-    from .trainer import model_config, step_shape
     here = gpus.present()
     if gpu is None:
         if here is None:
@@ -220,8 +226,10 @@ def make_plan(tc, *, gpu: str | None = None, world: int = 1, price_per_hour: flo
 def _data(tc) -> tuple[int | None, str]:
     """(training tokens, where from) of the run's data."""
     from .data import DataError, TokenData
+    if tc.bpe_merges is not None and not tc.data:
+        return None, f"the shipped stories, in the tokens of the run's own {tc.bpe_merges}-merge BPE (made when it starts)"
     try:
-        data = TokenData.from_folder(tc.data) if tc.data else TokenData.from_corpus()
+        data = TokenData.from_folder(tc.data) if tc.data else TokenData.from_corpus(stories=tc.stories)
     except (DataError, FileNotFoundError) as exc:
         return None, f"{tc.data} ({exc})"
     return len(data.train), data.source
@@ -322,27 +330,3 @@ def refusal(p: Plan) -> str:
     fixes.append("a GPU with more memory")
     return (f"does not fit: a step needs {gib(p.memory.peak)}, the {p.gpu.name} has {gib(p.usable)} usable. "
             f"Change: " + "; or ".join(fixes) + ".")
-
-
-# ----------------------------------------------------------------------------- command line
-def add_arguments(p) -> None:
-    """andrea-train's actions that train nothing."""
-    g = p.add_argument_group("before paying for a GPU")
-    g.add_argument("--plan", action="store_true",
-                   help="print the memory, fit, time and cost of the run (no training); exit 1 if it cannot fit")
-    g.add_argument("--gpu", help="the GPU to plan for: H100, A100, A100 80GB, L4, T4, ... (default: the one present)")
-    g.add_argument("--num-gpus", type=positive_int, default=1, help="GPUs the run will use (torchrun's processes)")
-    g.add_argument("--price-per-hour", type=natural_float, help="dollars per GPU-hour, for the cost (default: no cost)")
-    g.add_argument("--gpu-check", action="store_true",
-                   help="on a GPU: the Triton kernels' tests, a short compiled bf16 run of andrea-120m, "
-                        "measured tokens/s, MFU and memory next to the plan (a minute or two)")
-
-
-def run_action(args, tc) -> int:
-    """--gpu-check, or --plan: print the plan; exit 1 if it cannot fit."""
-    if args.gpu_check:
-        from .gpu_check import main as gpu_check
-        return gpu_check()
-    plan = make_plan(tc, gpu=args.gpu, world=args.num_gpus, price_per_hour=args.price_per_hour)
-    print(format_plan(plan))
-    return 0 if plan.fits else 1

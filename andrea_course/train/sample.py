@@ -63,20 +63,25 @@ def weights_path(ckpt: str | Path) -> Path:
     return path
 
 
-def run_tokenizer(ckpt) -> Path | None:
-    """The tokenizer.json a run folder keeps (andrea-train copies its data's), if any."""
+def run_folder(ckpt) -> Path | None:
+    """The run folder a weights file, checkpoint folder or run folder belongs to, if any."""
     if ckpt is None:
         return None
     path = Path(ckpt)
     for folder in (path, path.parent, path.parent.parent, path.parent.parent.parent):
         if (folder / "tokenizer.json").is_file() and (folder / "log.jsonl").is_file():
-            return folder / "tokenizer.json"
+            return folder
     return None
 
 
+def run_tokenizer(ckpt) -> Path | None:
+    """The tokenizer.json a run folder keeps (andrea-train copies its data's, or writes its own), if any."""
+    folder = run_folder(ckpt)
+    return folder / "tokenizer.json" if folder is not None else None
+
+
 def load_model(ckpt: str | Path, device="cpu"):
-    """The engine's ANDREA with a run's (or a weights file's) weights. A learner's model: build
-    it above (grading.passing.learner_model) and fill it with weights.load_weights(path, model=...)."""
+    """The engine's ANDREA with the weights of a file, checkpoint or run folder (weights_path)."""
     from ..weights import load_weights
     return load_weights(weights_path(ckpt), device=device)
 
@@ -87,6 +92,26 @@ def load_pretrained(device="cpu"):
     if not PRETRAINED_FILE.is_file():
         raise FileNotFoundError(f"{PRETRAINED_FILE} is missing: rebuild it with tools/train_shipped_model.py")
     return load_model(PRETRAINED_FILE, device=device), load_tokenizer()
+
+
+def whose(ckpt) -> str:
+    """Whose model a run's weights are, from the run's pieces.json: one line for the user."""
+    from .record import read_pieces
+    run = run_folder(ckpt)
+    record = read_pieces(run) if run is not None else None
+    if ckpt is None:
+        return "the small ANDREA shipped with the course, trained by the engine"
+    if record is None:
+        return f"the weights in {ckpt} (no pieces.json beside them: whose pieces trained them is not recorded)"
+    table = record.get("pieces", {})
+    if not table:
+        return f"the weights of {run}, trained by the engine's pieces alone"
+    yours = [name for name, status in table.items() if status == "yours"]
+    engine = [name for name in table if name not in yours]
+    changed = f"; {len(record['changes'])} change(s) of pieces on resume (pieces.json)" if record.get("changes") else ""
+    return (f"the weights of {run}, trained by your model: {len(yours)} of its {len(table)} pieces yours"
+            + (f", the engine's for {', '.join(engine)}" if engine else "") + changed
+            + " (here the engine's code runs them: it computes what yours does)")
 
 
 def export_hf(model, tokenizer, out: str | Path) -> Path:
@@ -165,7 +190,7 @@ def _main(argv) -> int:
     from . import files
     from .cli import UsageError
     from .tokenizer import load_tokenizer
-    from .trainer import parse_device
+    from .devices import parse_device
     args = build_parser().parse_args(argv)
     try:
         args.prompt.encode("utf-8")
@@ -180,6 +205,7 @@ def _main(argv) -> int:
     export = Path(args.export_hf) if args.export_hf else None
     if export:
         _check_export(model, export)
+    print(f"andrea-sample: sampling {whose(None if args.pretrained else args.ckpt)}", file=sys.stderr)
     for i in range(args.num_samples):
         seed = None if args.seed is None else args.seed + i
         text = generate_text(model, tok, args.prompt, args.max_new_tokens, args.temperature,

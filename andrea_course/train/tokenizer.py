@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -27,6 +28,11 @@ TOKENIZER_FILE = DATA / "tokenizer.json"
 EOT = "<|endoftext|>"
 N_BYTES = 256
 N_MERGES = 8192
+# A run's own tokenizer (TrainConfig.bpe_merges) learns its merges on the first BPE_STORIES shipped
+# stories: 160 kB of text, where plain-Python BPE (the answer key's train_bpe) learns 256 merges
+# in 1.5 to 2.2 s of one core's time (measured; Hugging Face's takes 0.14 s), and still the
+# commonest words of all 6,000 stories. Encoding them word by word takes 0.5 s per 1,000 stories.
+BPE_STORIES = 300
 
 
 class TokenizerError(ValueError):
@@ -161,6 +167,123 @@ def build(merges: list[tuple[str, str]]) -> Tokenizer:
     return Tokenizer(hf)
 
 
+def from_merges(merges: list[tuple[int, int]]) -> Tokenizer:
+    """The Tokenizer of merges given as pairs of ids (merge r makes id 256 + r, exercises/bpe.py's
+    numbering); the same merges give the same tokenizer, hash included, as train_tokenizer."""
+    table = [bytes([b]) for b in range(N_BYTES)]
+    for r, pair in enumerate(merges):
+        a, b = pair
+        if not (0 <= a < len(table) and 0 <= b < len(table)):
+            raise TokenizerError(f"merge {r} joins ids {a} and {b}, but only ids below {len(table)} exist by then")
+        table.append(table[a] + table[b])
+    b2u = bytes_to_unicode()
+    text = lambda i: "".join(b2u[byte] for byte in table[i])
+    tok = build([(text(a), text(b)) for a, b in merges])
+    if tok.merges != [tuple(m) for m in merges]:
+        raise TokenizerError("two merges make the same token: a byte-level BPE's merges each make a new one")
+    return tok
+
+
+class PiecesTokenizer(Tokenizer):
+    """A byte-level BPE run by functions handed in: merges learned by someone's train_bpe, text
+    encoded by their encode(text, merges) and decoded by their decode(ids, merges) (exercises/
+    bpe.py's pieces). Numbered as Tokenizer, whose Hugging Face twin of the same merges it keeps
+    for saving (andrea-sample reads RUN/tokenizer.json) and for its hash.
+
+    Text is encoded word by word (GPT-2's pattern, as encode itself cuts it), each distinct word
+    once: a corpus of 3 MB has only about 5,000 of them."""
+
+    corpus_key = None           # its tokens are its own: never shared with the library's (data.py)
+
+    def __init__(self, merges, encode, decode):
+        merges = [(int(a), int(b)) for a, b in merges]
+        super().__init__(from_merges(merges).hf)
+        self._encode, self._decode = encode, decode
+        self._words: dict[str, list[int]] = {}
+        self._checked = False
+
+    def _words_encoded(self, text: str) -> list[int]:
+        out = []
+        for word in word_strings(text):
+            ids = self._words.get(word)
+            if ids is None:
+                ids = self._words[word] = [int(i) for i in self._encode(word, self.merges)]
+            out.extend(ids)
+        if not self._checked and text:
+            whole = [int(i) for i in self._encode(text, self.merges)]
+            if whole != out:
+                raise TokenizerError("encode(text) differs from encoding its words one at a time: a byte-level "
+                                     "BPE merges only inside words (cut with split_words' pattern)")
+            self._checked = True
+        return out
+
+    def encode(self, text: str) -> list[int]:
+        if not isinstance(text, str):
+            raise TypeError(f"encode takes a str, got {type(text).__name__}; for bytes use encode_bytes")
+        parts = text.split(EOT)
+        out = self._words_encoded(parts[0])
+        for part in parts[1:]:
+            out += [self.eot_id] + self._words_encoded(part)
+        return out
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [self.encode(t) for t in texts]
+
+    def encode_ordinary_batch(self, texts: list[str]) -> list[list[int]]:
+        return [self._words_encoded(t) for t in texts]
+
+    def decode(self, ids) -> str:
+        ids = ids.tolist() if hasattr(ids, "tolist") else [int(i) for i in ids]
+        self.decode_bytes(ids)                        # every id in the vocabulary, or TokenizerError
+        parts, run = [], []
+        for i in ids + [self.eot_id]:
+            if i == self.eot_id:
+                parts.append(self._decode(run, self.merges) if run else "")
+                run = []
+            else:
+                run.append(i)
+        return EOT.join(parts)
+
+    def __repr__(self) -> str:
+        return f"PiecesTokenizer(V={self.vocab_size}, merges={len(self.merges)}, hash={self.hash})"
+
+
+def bpe_text(stories: list[str]) -> str:
+    """The text a run's own BPE learns from: the stories, each ending in a newline."""
+    return "".join(story + "\n" for story in stories)
+
+
+_RUN_TOKENIZERS: dict[tuple, Tokenizer] = {}     # (n_merges, the BPE's functions) -> its tokenizer
+
+
+def run_tokenizer(n_merges: int, bpe=None) -> Tokenizer:
+    """A run's own tokenizer (TrainConfig.bpe_merges): n_merges merges learned on the first
+    BPE_STORIES shipped stories by `bpe`, an object with exercises/bpe.py's train_bpe(text,
+    n_merges), encode(text, merges) and decode(ids, merges), which then also encode and decode;
+    with bpe None, by Hugging Face tokenizers (the same merges: tests/test_tokenizer.py).
+
+    Made once per process for the same functions (a resumed run, the engine's run beside
+    yours), and its tokens of the shipped stories with it (data.py caches them by corpus_key)."""
+    from .corpus import load_corpus
+    fns = (bpe.train_bpe, bpe.encode, bpe.decode) if bpe is not None else ()
+    key = (n_merges, *fns)
+    if key in _RUN_TOKENIZERS:
+        return _RUN_TOKENIZERS[key]
+    text = bpe_text(load_corpus()[:BPE_STORIES])
+    start = time.perf_counter()
+    if bpe is None:
+        tok = train_tokenizer([text], n_merges)
+    else:
+        tok = PiecesTokenizer(bpe.train_bpe(text, n_merges), *fns[1:])
+        tok.corpus_key = (tok.hash, "pieces", len(_RUN_TOKENIZERS))    # kept below: never another's
+    tok.learned_in = time.perf_counter() - start                      # seconds
+    if len(tok.merges) != n_merges:
+        raise TokenizerError(f"the first {BPE_STORIES} stories gave {len(tok.merges)} merges, not the "
+                             f"{n_merges} asked for (bpe_merges): ask for fewer")
+    _RUN_TOKENIZERS[key] = tok
+    return tok
+
+
 def train_tokenizer(texts, n_merges: int = N_MERGES) -> Tokenizer:
     """Train byte-level BPE on an iterable of documents with Hugging Face's BpeTrainer."""
     tk = _hf()
@@ -205,12 +328,21 @@ if __name__ == "__main__":
 
 
 # ----- the from-scratch BPE's given rules (exercises/bpe.py uses them) -----
+def word_strings(text: str) -> list[str]:
+    """The words of `text` in order, cut with GPT-2's pattern (Hugging Face's ByteLevel
+    pre-tokenizer): a word keeps its leading space; letters, digits and punctuation stay apart."""
+    return [text[a:b] for _, (a, b) in _pre_tokenizer().pre_tokenize_str(text)]
+
+
+@lru_cache(maxsize=1)
+def _pre_tokenizer():
+    return _hf().pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+
+
 def words_in_order(text: str) -> list[tuple[int, ...]]:
     """The words of `text` in order, each a tuple of byte values, cut with GPT-2's pattern
-    (Hugging Face's ByteLevel pre-tokenizer): a word keeps its leading space; letters, digits
-    and punctuation stay apart, so no merge ever crosses a word."""
-    pieces = _hf().pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True).pre_tokenize_str(text)
-    return [tuple(text[a:b].encode("utf-8")) for _, (a, b) in pieces]
+    (word_strings), so no merge ever crosses a word."""
+    return [tuple(word.encode("utf-8")) for word in word_strings(text)]
 
 
 def split_words(text: str):

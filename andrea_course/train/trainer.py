@@ -1,20 +1,24 @@
-"""andrea-train: train ANDREA on one CPU, one GPU or many (torchrun), resumable at any step.
+"""The training loop: train ANDREA on one CPU, one GPU or many (torchrun), resumable at any step.
 
-    andrea-train --config andrea-tiny --out runs/tiny                       # a laptop, minutes
-    andrea-train --config configs/andrea-120m.json --out runs/120m --data data/fineweb
-    torchrun --nproc_per_node 8 -m andrea_course.train.trainer --config andrea-120m --out runs/120m
-    andrea-train --config andrea-tiny --out runs/tiny --resume              # go on where it stopped
+    trainer = Trainer(load_config("andrea-tiny", max_steps=100), "runs/tiny")
+    trainer.fit()                     # log.jsonl, checkpoints, model.safetensors, loss.png
+    Trainer(tc, "runs/tiny", resume=True).fit()        # on from the latest checkpoint
 
-One optimizer step: A micro-batches of B sequences of T tokens on each of W processes
-(B·T·A·W tokens), mean loss, backward (gradients averaged over processes by DDP), clip the
-global gradient norm, AdamW, learning rate from the schedule. Every step appends one JSON line
-to RUN_DIR/log.jsonl; every N steps an evaluation loss, a sample and a checkpoint. SIGTERM or
-Ctrl-C saves a checkpoint at the end of the current step and stops; --resume continues with
-exactly the losses the run would have had (on the CPU, bit for bit).
+The command line is `andrea-train` (andrea_course/capstone.py), which builds a Trainer with the
+learner's pieces or without. One optimizer step: A micro-batches of B sequences of T tokens on
+each of W processes (B·T·A·W tokens), mean loss, backward (gradients averaged over processes by
+DDP), clip the global gradient norm, the optimizer, the learning rate from the schedule. Every
+step appends one JSON line to RUN_DIR/log.jsonl; every N steps an evaluation loss, a sample and a
+checkpoint. SIGTERM or Ctrl-C saves a checkpoint at the end of the current step and stops;
+resuming continues with exactly the losses the run would have had (on the CPU, bit for bit).
+
+Whose code trains is handed in, never looked up here: the model (model_factory), the optimizer
+(optimizer_factory), the schedule (lr_schedule) and the BPE that makes the run's own tokenizer
+(bpe); each defaults to the engine's. `pieces`, a record of whose pieces run, is written to
+RUN_DIR/pieces.json and kept in every checkpoint.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -34,63 +38,23 @@ from ..presets import TRAIN_PRESETS  # noqa: F401  (the notebooks read the prese
 from . import checkpoint as ckpt
 from . import files
 from .data import Batches, TokenData, eval_batches
+from .devices import parse_device
+from .record import PIECES_FILE, model_says, resumed_record
 from .runlog import RunLog, read_log, trim
-from .settings import TrainConfig, add_flags, check_kernels, load_config, model_config, resume_differences  # noqa: F401
+from .schedule import flops_per_token, lr_at, param_groups
+from .settings import (TrainConfig, load_config, model_config, model_switches,  # noqa: F401 (load_config: callers)
+                       resume_differences, step_shape)
+
+# ----------------------------------------------------------------------------- the engine's parts
+def engine_model(cfg: ModelConfig, **switches) -> torch.nn.Module:
+    """The engine's ANDREA of shape `cfg`, run as `switches` say (config.RUN_SWITCHES)."""
+    from ..model import ANDREA
+    return ANDREA(cfg, **switches)
 
 
-# ----------------------------------------------------------------------------- the model
-def build_model(tc: TrainConfig, cfg: ModelConfig, factory=None) -> torch.nn.Module:
-    """The one place the trainer builds ANDREA: the shape `cfg` with tc's run-time switches.
-
-    factory(cfg, kernels=, dropout=, init_std=) -> model: who builds it (default: the engine's
-    ANDREA). The seam for a learner's model: a caller above the grading layer hands in
-    functools.partial(grading.passing.learner_model, impl=...) or overlay.build with its verdict;
-    train/ itself never imports the overlay, the grader or the notebooks."""
-    if factory is None:
-        from ..model import ANDREA as factory
-    return factory(cfg, kernels=tc.kernels, dropout=tc.dropout, init_std=tc.init_std)
-
-
-def step_shape(tc: TrainConfig, cfg: ModelConfig, world: int) -> tuple[int, int]:
-    """(T, A): the sequence length, and the micro-batches a step accumulates on each of `world`
-    processes (with total_batch_tokens, as many as make the global batch that size)."""
-    T = tc.seq_len or cfg.context_length
-    if not tc.total_batch_tokens:
-        return T, tc.grad_accum
-    per = tc.batch_size * T * world
-    if tc.total_batch_tokens % per:
-        raise ConfigError(f"total_batch_tokens {tc.total_batch_tokens} is not a multiple of "
-                          f"B·T·W = {tc.batch_size}·{T}·{world} = {per}")
-    return T, tc.total_batch_tokens // per
-
-
-# ----------------------------------------------------------------------------- the pieces
-def lr_at(step: int, tc: TrainConfig) -> float:
-    """Linear warm-up to tc.lr over warmup_steps, then a cosine down to min_lr at max_steps."""
-    if step < tc.warmup_steps:
-        return tc.lr * (step + 1) / tc.warmup_steps
-    progress = min(1.0, (step - tc.warmup_steps) / max(1, tc.max_steps - tc.warmup_steps))
-    return tc.min_lr + 0.5 * (tc.lr - tc.min_lr) * (1 + math.cos(math.pi * progress))
-
-
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """Decay every matrix (linear weights, the token and position tables, the head); not the
-    vectors (biases, LayerNorm/RMSNorm gains). Weight decay pulls a tensor towards zero: for a
-    matrix it keeps the weights small and the model smooth; a gain pulled to 0 would just shrink
-    the signal the norm has worked to set to scale, and a bias has too few numbers to overfit."""
-    decay, no_decay = [], []
-    for p in model.parameters():          # a tied table appears once
-        if p.requires_grad:
-            (decay if p.dim() >= 2 else no_decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def flops_per_token(cfg: ModelConfig, n_params: int, T: int) -> float:
-    """Training FLOPs per token, forward + backward (PaLM's estimate, as nanoGPT): 6 per weight
-    used in a matrix product (not the position table nor, when untied, the input lookup) plus
-    attention's 12·L·D·T (scores and weighted sum, causal mask ignored)."""
-    lookup = cfg.context_length * cfg.d_model + (0 if cfg.tie_embeddings else cfg.vocab_size * cfg.d_model)
-    return 6 * (n_params - lookup) + 12 * cfg.n_layers * cfg.d_model * T
+def engine_adamw(groups: list[dict], *, lr: float, betas: tuple, eps: float, fused: bool = False):
+    """torch.optim.AdamW (fused on a GPU)."""
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused)
 
 
 # ----------------------------------------------------------------------------- distributed
@@ -126,29 +90,6 @@ class Dist:
         t = torch.tensor([int(flag)], device=self.device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t)
-
-
-def parse_device(device_arg: str | None, local_rank: int = 0) -> torch.device:
-    """The device asked for, or this process's GPU, else the CPU; ConfigError for one that is
-    not there (a typo, cuda without a GPU, cuda:3 on a machine with two)."""
-    if not device_arg:
-        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-    try:
-        device = torch.device(device_arg)
-    except (RuntimeError, ValueError) as exc:
-        raise ConfigError(f"--device {device_arg!r} is not a device: give cpu, cuda or cuda:N") from exc
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(f"--device {device_arg}: no CUDA GPU is visible to PyTorch "
-                              f"(torch.cuda.is_available() is False); leave --device out to use the CPU")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ConfigError(f"--device {device_arg}: this machine has {torch.cuda.device_count()} GPU(s), "
-                              f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
-    elif device.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"--device {device_arg}: Apple's MPS is not available here")
-    elif device.type not in ("cpu", "cuda", "mps"):
-        raise ConfigError(f"--device {device_arg}: the trainer runs on cpu, cuda or mps")
-    return device
 
 
 def setup_distributed(device_arg: str | None) -> Dist:
@@ -217,41 +158,67 @@ class StopRequested:
 
 class Trainer:
     """A run: everything it needs is checked in the constructor (config, device, data,
-    checkpoint) before anything in the run folder is changed; fit() then trains."""
+    checkpoint) before anything in the run folder is changed; fit() then trains.
+
+    Whose code trains (each None: the engine's):
+      model_factory(cfg, kernels=, dropout=, init_std=) -> the model, built right after the seed
+      optimizer_factory(param_groups, lr=, betas=, eps=) -> a torch.optim.Optimizer
+      lr_schedule(step, lr, min_lr, warmup_steps, max_steps) -> the step's learning rate
+      bpe     with tc.bpe_merges: what learns and runs the run's own tokenizer, an object with
+              train_bpe(text, n_merges), encode(text, merges), decode(ids, merges)
+      pieces  the record written to RUN_DIR/pieces.json ({"pieces": {name: "yours" | "engine: why"},
+              ...}); compared with the checkpoint's on resume, and what changed is said
+    """
 
     def __init__(self, tc: TrainConfig, out: str | os.PathLike, resume: str | bool = False,
-                 device: str | None = None, factory=None, progress: bool = True):
+                 device: str | None = None, progress: bool = True, *, model_factory=None,
+                 optimizer_factory=None, lr_schedule=None, bpe=None, pieces: dict | None = None):
         tc.validate()
         self.tc, self.out, self.progress = tc, Path(out), progress
         if self.out.exists() and not self.out.is_dir():
             raise ConfigError(f"--out {self.out} is a file, not a run folder")
+        if bpe is not None and tc.bpe_merges is None:
+            raise ConfigError("a BPE was handed in but bpe_merges (--bpe-merges) is not set: the run would "
+                              "not make a tokenizer of its own")
         self.d = d = setup_distributed(device)
         self.cfg = model_config(tc)
         self.T, self.accum = step_shape(tc, self.cfg, d.world)
         self.tokens_per_step = tc.batch_size * self.T * self.accum * d.world
+        self.pieces = json.loads(json.dumps({"pieces": {}, **(pieces or {})}))    # the run's own copy
+        self.notes: list[str] = []         # what the run's pieces and resuming changed, said when it starts
 
-        # data
-        self.data = TokenData.from_folder(tc.data) if tc.data else TokenData.from_corpus()
+        # the tokenizer and the data
+        self.tokenizer, self.own_tokenizer = None, tc.bpe_merges is not None
+        if self.own_tokenizer:
+            from .tokenizer import run_tokenizer
+            self.tokenizer = run_tokenizer(tc.bpe_merges, bpe)
+            self.pieces["tokenizer"] = {"merges": tc.bpe_merges, "hash": self.tokenizer.hash,
+                                        "seconds": round(self.tokenizer.learned_in, 2)}
+        self.data = self._data()
         self.data.check_vocab(self.cfg.vocab_size)
         self.batches = Batches(self.data.train, self.T, tc.batch_size, self.accum, d.rank, d.world, tc.seed)
 
-        # model, optimizer
+        # model, optimizer, schedule
+        self.model_factory = model_factory or engine_model
         torch.manual_seed(tc.seed)
-        self.factory = factory             # builds the model (build_model): the engine's, or a learner's
-        self.model = build_model(tc, self.cfg, factory).to(d.device)
+        self.model = self.model_factory(self.cfg, **model_switches(tc)).to(d.device)
+        torch.manual_seed(tc.seed)      # dropout's draws start here, however the model was built
+        self.notes += model_says(self.pieces, self.model)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.dtype = choose_dtype(tc, d.device)
         self.scaler = torch.amp.GradScaler(d.device.type, enabled=self.dtype == torch.float16)
         self.step = 0
         self.resumed_from: Path | None = None
-        self.notes: list[str] = []         # what resuming changed, said when the run starts
-        self.tokenizer = None
+        self.lr_schedule = lr_schedule or lr_at
 
         self.sharded = tc.fsdp and d.on
         self.wrapped = self._wrap(self.model)
-        self.optimizer = torch.optim.AdamW(param_groups(self.model, tc.weight_decay), lr=tc.lr,
-                                           betas=(tc.beta1, tc.beta2), eps=1e-8,
-                                           fused=d.device.type == "cuda" and not self.sharded)
+        groups = param_groups(self.model, tc.weight_decay)
+        if optimizer_factory is None:
+            self.optimizer = engine_adamw(groups, lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=1e-8,
+                                          fused=d.device.type == "cuda" and not self.sharded)
+        else:
+            self.optimizer = optimizer_factory(groups, lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=1e-8)
         if resume:
             self._resume(self.out if resume is True else Path(resume))
         if self.step >= tc.max_steps:
@@ -260,7 +227,27 @@ class Trainer:
         if d.main:
             files.check_writable_folder(self.out, "the run folder")
         self.peak = peak_flops(d.device)
-        self.flops_per_token = flops_per_token(self.cfg, self.n_params, self.T)
+        self.flops_per_token = flops_per_token(self.cfg, self.T)
+
+    def _data(self) -> TokenData:
+        """The run's tokens: --data's folder, else the shipped stories (with the run's own
+        tokenizer if it has one). A folder made with another tokenizer than the run's own is refused."""
+        tc, tok = self.tc, self.tokenizer
+        if not tc.data:
+            return TokenData.from_corpus(tok, stories=tc.stories)
+        data = TokenData.from_folder(tc.data)
+        if tok is not None and data.tokenizer_hash != tok.hash:
+            from .data import DataError
+            raise DataError(f"--data {tc.data} was made with tokenizer {data.tokenizer_hash}, but this run makes its "
+                            f"own (bpe_merges {tc.bpe_merges}: {tok.hash}): leave --data out to train on the shipped "
+                            f"stories, or prepare the folder with the run's tokenizer.json "
+                            f"(andrea-prepare --tokenizer RUN_DIR/tokenizer.json)")
+        return data
+
+    def lr(self, step: int) -> float:
+        """The learning rate of optimizer step `step`, by the run's schedule."""
+        tc = self.tc
+        return float(self.lr_schedule(step, tc.lr, tc.min_lr, tc.warmup_steps, tc.max_steps))
 
     # ----- wrapping for many processes -----
     def _wrap(self, model):
@@ -300,7 +287,7 @@ class Trainer:
             return (self.model, optim) if self.d.main else (None, {})
         if not self.d.main:
             return None, {}
-        copy = build_model(self.tc, self.cfg, self.factory)
+        copy = self.model_factory(self.cfg, **model_switches(self.tc))
         copy.load_state_dict(weights)
         return copy, optim
 
@@ -314,8 +301,11 @@ class Trainer:
         return {"step": self.step, "optimizer": optimizer_state, "scaler": self.scaler.state_dict(),
                 "data": self.batches.state_dict(), "train_config": json.dumps(self.tc.to_dict()),
                 "model_config": json.dumps(self.cfg.to_dict(), sort_keys=True),
-                "data_identity": json.dumps({"source": self.data.source, "fingerprint": self.data.fingerprint,
-                                             "tokenizer_hash": self.data.tokenizer_hash})}
+                "data_identity": json.dumps(self._data_identity()), "pieces": json.dumps(self.pieces)}
+
+    def _data_identity(self) -> dict:
+        return {"source": self.data.source, "fingerprint": self.data.fingerprint,
+                "tokenizer_hash": self.data.tokenizer_hash}
 
     def _weights_finite(self) -> bool:
         local = all(bool(torch.isfinite(p.to_local() if hasattr(p, "to_local") else p).all())
@@ -361,12 +351,23 @@ class Trainer:
             raise ckpt.CheckpointError(f"{folder} holds a model with another config ({diff}): "
                                        f"resume with the checkpoint's model")
         saved_data = json.loads(state.get("data_identity", "{}"))
+        own = (f"this run's own tokenizer ({self.tc.bpe_merges} merges, learned again now by the BPE handed in; "
+               f"{PIECES_FILE} says whose)")
         if saved_data and saved_data["tokenizer_hash"] != self.data.tokenizer_hash:
+            if self.own_tokenizer:
+                raise ckpt.CheckpointError(
+                    f"{folder} was trained on tokens of tokenizer {saved_data['tokenizer_hash']}, but {own} is "
+                    f"{self.data.tokenizer_hash}: the BPE learns other merges than when the run started; put it "
+                    f"back as it was, or start a new run")
             raise ckpt.CheckpointError(
                 f"{folder} was trained on data made with tokenizer {saved_data['tokenizer_hash']}, this run's "
                 f"data ({self.data.source}) with tokenizer {self.data.tokenizer_hash}: resume with --data "
                 f"{saved_data['source']}")
         if saved_data and saved_data["fingerprint"] != self.data.fingerprint:
+            if self.own_tokenizer and not self.tc.data:
+                raise ckpt.CheckpointError(
+                    f"{folder} was trained on other tokens of the same stories: {own} has the same merges but "
+                    f"encodes them differently now; put its encode back as it was, or start a new run")
             raise ckpt.CheckpointError(
                 f"{folder} was trained on other data ({saved_data['source']}) than this run's "
                 f"({self.data.source}): their tokens differ; resume with --data {saved_data['source']}")
@@ -375,7 +376,7 @@ class Trainer:
             raise ckpt.CheckpointError(f"{folder} was trained with other settings ({'; '.join(refused)}): "
                                        f"only run-time switches and the schedule may change on resume")
         self.batches.load_state_dict(state["data"])
-        try:
+        try:      # sharded: the engine's model of the same config reads the file, its tensors are then set
             saved = load_weights(folder / "model.safetensors", model=None if self.sharded else self.model)
         except WeightsError as exc:
             raise ckpt.CheckpointError(f"refusing to resume from {folder}: {exc}") from exc
@@ -390,6 +391,8 @@ class Trainer:
         self.resumed_from = folder
         if allowed:
             self.notes.append("resuming with changed settings: " + "; ".join(allowed))
+        self.pieces, notes = resumed_record(json.loads(state.get("pieces", "{}")), self.pieces, self.step)
+        self.notes += notes
 
     # ----- one step -----
     def autocast(self):
@@ -401,8 +404,9 @@ class Trainer:
         """One optimizer step; returns (mean loss over the global batch, gradient norm)."""
         model, opt = self.wrapped, self.optimizer
         model.train()
+        lr = self.lr(self.step)
         for group in opt.param_groups:       # the schedule is a function of the step alone
-            group["lr"] = lr_at(self.step, self.tc)
+            group["lr"] = lr
         micro = self.batches.next_step()
         total = torch.zeros((), device=self.d.device)
         for a, (x, y) in enumerate(micro):
@@ -447,7 +451,7 @@ class Trainer:
         from .sample import generate_text
         if self.tokenizer is None:
             from .tokenizer import load_tokenizer
-            self.tokenizer = load_tokenizer(self.out / "tokenizer.json")
+            self.tokenizer = load_tokenizer(self.out / "tokenizer.json")      # the data's
         if self.tc.fsdp and self.d.on:
             return ""
         return generate_text(self.model, self.tokenizer, self.tc.sample_prompt, self.tc.sample_tokens,
@@ -464,11 +468,16 @@ class Trainer:
         resuming), TensorBoard (told to hide what a resumed run will log again)."""
         tc = self.tc
         from .tokenizer import TOKENIZER_FILE
-        own = Path(tc.data) / "tokenizer.json" if tc.data else None
-        files.copy(own if own and own.is_file() else TOKENIZER_FILE, self.out / "tokenizer.json")
+        if self.own_tokenizer:
+            self.tokenizer.save(self.out / "tokenizer.json")
+        else:
+            folder = Path(tc.data) / "tokenizer.json" if tc.data else None
+            files.copy(folder if folder and folder.is_file() else TOKENIZER_FILE, self.out / "tokenizer.json")
         files.write_text(self.out / "config.json", json.dumps(
             {"train": tc.to_dict(), "model": self.cfg.to_dict(), "world_size": self.d.world,
-             "tokens_per_step": self.tokens_per_step, "grad_accum": self.accum}, indent=1))
+             "tokens_per_step": self.tokens_per_step, "grad_accum": self.accum,
+             "data": self._data_identity()}, indent=1))
+        files.write_text(self.out / PIECES_FILE, json.dumps(self.pieces, indent=1))
         if self.resumed_from is not None:
             note = trim(self.out / "log.jsonl", self.step)
             if note:
@@ -489,6 +498,11 @@ class Trainer:
             self._print(f"resumed from {self.resumed_from} at step {self.step}")
         for note in self.notes:
             self._print(note)
+        if self.own_tokenizer:
+            from .tokenizer import BPE_STORIES
+            t = self.pieces["tokenizer"]
+            self._print(f"tokenizer: the run's own, {t['merges']} merges learned on the first {BPE_STORIES} stories "
+                        f"in {t['seconds']:.1f} s (V = {self.tokenizer.vocab_size:,})")
         self._print(f"ANDREA {self.n_params:,} parameters on {d.world} x {d.device.type} ({self.dtype}); "
                     f"{self.tokens_per_step:,} tokens a step (B={tc.batch_size} T={self.T} A={self.accum} "
                     f"W={d.world}); data: {self.data.source} ({len(self.data.train):,} train tokens)")
@@ -496,7 +510,7 @@ class Trainer:
         try:
             while self.step < tc.max_steps:
                 t0 = time.perf_counter()
-                lr = lr_at(self.step, tc)
+                lr = self.lr(self.step)
                 loss, norm = self.train_step()
                 if d.device.type == "cuda":
                     torch.cuda.synchronize()
@@ -616,60 +630,3 @@ def plot_losses(log_path, png_path=None, ax=None):
         plt.close(fig)
         os.replace(tmp, png_path)
     return ax
-
-
-# ----------------------------------------------------------------------------- command line
-def build_parser() -> argparse.ArgumentParser:
-    from .cli import Parser
-    p = Parser("andrea-train", __doc__, epilog=(
-        "A preset or --config file sets the training settings; a flag overrides it. Presets: "
-        + ", ".join(TRAIN_PRESETS) + " (andrea_course/presets.py; configs/*.json are the same as files). "
-        "Exit status: 0 done or stopped by a signal (resume it), 1 the run failed (data, checkpoint, "
-        "divergence, disk), 2 a bad argument or setting."))
-    p.add_argument("--config", default="andrea-tiny", help="a training preset's name or a JSON file")
-    p.add_argument("--out", help="the run's folder: logs, checkpoints, model.safetensors (required to train)")
-    p.add_argument("--data", help="a folder written by andrea-prepare (default: the shipped stories)")
-    p.add_argument("--resume", nargs="?", const=True, default=False, metavar="CHECKPOINT",
-                   help="continue from the run folder's latest checkpoint, or from the checkpoint folder given "
-                        "(default: a new run)")
-    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: this process's GPU, else the CPU)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (default: a bar on rank 0)")
-    add_flags(p)
-    from .plan import add_arguments as add_plan_arguments     # --plan, --gpu-check: actions, not settings
-    add_plan_arguments(p)
-    return p
-
-
-def main(argv=None) -> int:
-    from .cli import run
-    return run("andrea-train", _main, argv)
-
-
-def _main(argv) -> int:
-    from .cli import UsageError
-    p = build_parser()
-    args = p.parse_args(argv)
-    flags = {k: getattr(args, k) for k in TrainConfig.__dataclass_fields__ if hasattr(args, k)}
-    tc = load_config(args.config, **flags)
-    if args.plan or args.gpu_check:
-        from .plan import run_action
-        return run_action(args, tc)
-    if not args.out:
-        raise UsageError("--out RUN_DIR is required to train (only --plan and --gpu-check run without it)")
-    note = check_kernels(tc.kernels, parse_device(args.device))
-    if note:
-        print(f"andrea-train: {note}", file=sys.stderr)
-    out = Path(args.out)
-    if not args.resume and (ckpt.checkpoints_dir(out) / ckpt.LATEST).exists():
-        raise UsageError(f"{out} already holds a run: pass --resume to continue it, or choose another --out")
-    trainer = Trainer(tc, out, resume=args.resume, device=args.device, progress=not args.no_progress)
-    try:
-        trainer.fit()
-        trainer.d.barrier()        # every rank done before any tears its gloo/NCCL connections down
-    finally:
-        trainer.close()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
