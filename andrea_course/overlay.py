@@ -41,6 +41,7 @@ import types
 from collections.abc import Mapping
 from pathlib import Path
 
+import torch
 import torch.nn as nn
 
 from . import authorship, backends, pieces
@@ -309,8 +310,9 @@ def model_pieces(cfg: ModelConfig | str, kernels: str = "torch") -> tuple[str, .
     import its compiler, seconds, the first time)."""
     backends.check_backend(kernels)
     cfg = ModelConfig.preset(cfg) if isinstance(cfg, str) else cfg
-    shape = engine.ANDREA(cfg.replace(vocab_size=2, context_length=2, d_model=2 * cfg.n_heads,
-                                      n_layers=min(cfg.n_layers, 2), d_ff=2))
+    with torch.random.fork_rng(devices=[]):          # the caller's random draws stay as they were
+        shape = engine.ANDREA(cfg.replace(vocab_size=2, context_length=2, d_model=2 * cfg.n_heads,
+                                          n_layers=min(cfg.n_layers, 2), d_ff=2))
     types_ = {type(m) for m in shape.modules()}
     slots = {s for m in shape.modules() for s in backends.slots_of(m, engine.MODULE_SLOTS)}
     out: list[str] = []
@@ -384,7 +386,8 @@ def build(cfg: ModelConfig | str, impl: str | os.PathLike | None = None, *,
         activity, cls = name.split(".")
         if f"{overlay.package}.{activity}" in sys.modules:
             _carries(carriers, getattr(sys.modules[f"{overlay.package}.{activity}"], cls, None), like)
-    _swap_modules(model, classes, model.cfg, status)
+    with torch.random.fork_rng(devices=[]):          # the learner's classes draw weights that are then
+        _swap_modules(model, classes, model.cfg, status)   # replaced: the engine's draws stay the model's
     model.set_dropout(dropout)
     mine = _slot_functions(overlay, status, exercises, kernels)
     model.slots = backends.apply(model, kernels, carriers, mine)

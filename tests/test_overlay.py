@@ -404,3 +404,20 @@ def test_passing_reports_any_piece_of_the_course(tmp_path):
         "optim.lr_at": "yours", "optim.adamw_step": "yours", "bpe.encode": "engine: no file"}
     with pytest.raises(KeyError, match="no piece 'optim.lr'"):
         passing(folder, ["optim.lr"])
+
+
+@needs_answer_key
+def test_the_learners_model_starts_from_the_engines_weights_and_random_stream():
+    """Built after the same seed, a learner's model holds exactly the engine's initial weights, and
+    the random stream after it is the engine's (so dropout and data draws match too): the
+    learner's classes draw weights of their own, which are replaced, inside a forked stream."""
+    from andrea_course.grading.passing import learner_model
+    cfg = ModelConfig.preset("andrea-tiny", n_layers=2)
+    torch.manual_seed(5)
+    engine, after_engine = ANDREA(cfg), torch.rand(3)
+    torch.manual_seed(5)
+    mine, after_mine = learner_model(cfg, "solutions"), torch.rand(3)
+    assert {s for s in mine.pieces.values()} == {"yours"}, mine.pieces
+    theirs = engine.state_dict()
+    assert all(torch.equal(p, theirs[n]) for n, p in mine.state_dict().items())   # a copy: exact
+    assert torch.equal(after_mine, after_engine)
