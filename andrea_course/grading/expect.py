@@ -79,12 +79,12 @@ class Mismatch(AssertionError):
 
 
 # ----------------------------------------------------------------------------- close
-def expect_close(got, want, what: str, *, mistakes: dict | None = None, second: Second | None = None,
+def expect_close(got, want, what: str, *, mistakes: dict | None = None, second=None,
                  hint: str = "", atol: float | None = None, rtol: float | None = None) -> None:
     """Pass when `got` is a tensor of want's shape, close to it within the dtype's tolerance.
 
     mistakes: {"description of a typical mistake and its fix": the output that mistake gives on
-    this input}; second: the same piece on another input (Second). A failure names a mistake only
+    this input}; second: the same piece on another input (a Second, or a list of them). A failure names a mistake only
     when its output matches `got` here and the learner's output on the second input there, and
     differs from the right answer on both (a mistake that gives the right answer is no mistake).
     """
@@ -93,9 +93,9 @@ def expect_close(got, want, what: str, *, mistakes: dict | None = None, second: 
     if not isinstance(got, torch.Tensor):
         raise Mismatch(what, f"expected a torch.Tensor, got {type(got).__name__}",
                        hint or "return a tensor (did you forget a `return`?)", shape_expected=tuple(want.shape))
-    atol, rtol = _tol(want, atol, rtol)
     same = _loose(atol, rtol)
     name = lambda: _name(got, want, mistakes, second, same)
+    atol, rtol = _tol(want, atol, rtol)
     listed = bool(mistakes)
     if got.is_floating_point() and not torch.isfinite(got).all() and torch.isfinite(want).all() \
             and got.shape == want.shape:
@@ -120,18 +120,18 @@ def expect_close(got, want, what: str, *, mistakes: dict | None = None, second: 
 def expect_cases(*cases: Case, hint: str = "", atol: float | None = None, rtol: float | None = None,
                  exact: bool = False) -> None:
     """Each case must pass (expect_close, or expect_equal when exact). A failing case names a
-    typical mistake only when the learner's output on the next case (the first, after the last)
-    matches it as well."""
+    typical mistake only when the learner's output on another case matches it as well (the first
+    of the following cases, in a circle, that lists that mistake)."""
     if len(cases) < 2:
         raise ValueError("expect_cases needs at least two cases: a mistake is confirmed on a second input")
     for i, case in enumerate(cases):
-        other = cases[(i + 1) % len(cases)]
-        second = Second(other.got, other.want, dict(other.mistakes))
+        others = [cases[(i + j) % len(cases)] for j in range(1, len(cases))]
+        seconds = [Second(other.got, other.want, dict(other.mistakes)) for other in others]
         got = case.got()
         if exact:
-            expect_equal(got, case.want, case.what, hint, mistakes=dict(case.mistakes), second=second)
+            expect_equal(got, case.want, case.what, hint, mistakes=dict(case.mistakes), second=seconds)
         else:
-            expect_close(got, case.want, case.what, mistakes=dict(case.mistakes), second=second, hint=hint,
+            expect_close(got, case.want, case.what, mistakes=dict(case.mistakes), second=seconds, hint=hint,
                          atol=atol, rtol=rtol)
 
 
@@ -148,15 +148,16 @@ def _close(got: torch.Tensor, want: torch.Tensor, atol, rtol) -> bool:
     return bool(torch.allclose(got.detach().to(want.dtype), want, atol=atol, rtol=rtol, equal_nan=True))
 
 
-def _loose(atol, rtol):
+def _loose(atol=None, rtol=None):
     """How closely the learner's output must match a mistake's (and a mistake's differ from the
     truth) to count: looser than the pass test, so that a mistake computed in another order
-    still matches."""
-    atol, rtol = max(atol, 1e-6), max(rtol, 1e-5)
-
-    def same(a, b) -> bool:
+    still matches. The tolerance is that of the dtype of the right answer on that input (or the
+    test's own atol/rtol)."""
+    def same(a, b, want=None) -> bool:
         if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-            return a.shape == b.shape and _close(a, b, atol, rtol)
+            ref = want if isinstance(want, torch.Tensor) else b
+            at, rt = _tol(ref, atol, rtol)
+            return a.shape == b.shape and _close(a, b, max(at, 1e-6), max(rt, 1e-5))
         if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
             return False
         return _same(a, b)
@@ -164,19 +165,44 @@ def _loose(atol, rtol):
 
 
 def _name(got, want, mistakes, second, same) -> str | None:
-    """The one typical mistake whose output matches the learner's on this input and on the second,
-    and is wrong on both; None when none (or more than one) does."""
+    """The one typical mistake whose output matches the learner's on this input and on a second,
+    and is wrong on both; None when none (or more than one) does.
+
+    second: a Second, or several (expect_cases): each mistake is confirmed on the first that lists
+    it. same(a, b) or, for a second input of another dtype, same(a, b, want) compares outputs."""
     here = [n for n, wrong in (mistakes or {}).items()
-            if wrong is not None and same(got, wrong) and not same(wrong, want)]
-    if not here or second is None:
+            if wrong is not None and _match(same, got, wrong, want) and not _match(same, wrong, want, want)]
+    if not here or not second:
         return None
+    seconds = [second] if isinstance(second, Second) else list(second)
+    outputs: dict[int, Any] = {}
+
+    def learner_on(i):
+        if i not in outputs:
+            try:
+                outputs[i] = (True, seconds[i].got())
+            except Exception:                           # noqa: BLE001 - an error there confirms nothing
+                outputs[i] = (False, None)
+        return outputs[i]
+
+    confirmed = []
+    for n in here:
+        i = next((i for i, s in enumerate(seconds) if s.mistakes.get(n) is not None), None)
+        if i is None:
+            continue
+        ran, got2 = learner_on(i)
+        wrong2, want2 = seconds[i].mistakes[n], seconds[i].want
+        if ran and _match(same, got2, wrong2, want2) and not _match(same, wrong2, want2, want2):
+            confirmed.append(n)
+    return confirmed[0] if len(confirmed) == 1 else None
+
+
+def _match(same, a, b, want) -> bool:
+    """same(a, b), with the tolerance of want's dtype when the comparison takes one."""
     try:
-        got2 = second.got()
-    except Exception:                                   # noqa: BLE001 - an error there confirms nothing
-        return None
-    there = [n for n in here if n in second.mistakes and second.mistakes[n] is not None
-             and same(got2, second.mistakes[n]) and not same(second.mistakes[n], second.want)]
-    return there[0] if len(there) == 1 else None
+        return same(a, b, want)
+    except TypeError:
+        return same(a, b)
 
 
 def _count(mask: torch.Tensor) -> str:
@@ -258,8 +284,7 @@ def _number(v: torch.Tensor) -> str:
 
 
 # ----------------------------------------------------------------------------- equal
-def expect_equal(got, want, what: str, hint: str = "", mistakes: dict | None = None,
-                 second: Second | None = None) -> None:
+def expect_equal(got, want, what: str, hint: str = "", mistakes: dict | None = None, second=None) -> None:
     """Exact equality for ints, strings, lists, dicts of them, or integer/bool tensors; a mistake is
     named under expect_close's rule (on this input and on `second`)."""
     if _same(got, want):
