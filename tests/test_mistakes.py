@@ -355,6 +355,25 @@ def _softmax_kernel(**switches):
     return lambda x: importlib.import_module("softmax_kernels").softmax_with(**switches)(x)
 
 
+class _kernel:
+    """A kernel of tests/softmax_kernels.py, imported on first use (it needs Triton); its source is the kernel's."""
+
+    def __init__(self, name):
+        self.name = name
+
+    @property
+    def fn(self):
+        return getattr(importlib.import_module("softmax_kernels"), self.name).fn
+
+    def __getitem__(self, grid):
+        return getattr(importlib.import_module("softmax_kernels"), self.name)[grid]
+
+
+def _launching(name):
+    """The exercise's softmax(x) launching the kernel `name` of tests/softmax_kernels.py."""
+    return lambda x: importlib.import_module("softmax_kernels").launching(_kernel(name))(x)
+
+
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
 MUTANTS = [
     # the optimiser (notebook 09)
@@ -615,6 +634,12 @@ MUTANTS = [
      "not normalised"),
     ("test_kernels.py", "test_softmax_kernel_ragged_row", {("kernels", "softmax"): _softmax_kernel(STORE_MASK=False)},
      "missing mask on the store"),
+    # issue 23: what a kernel did, named as it happened
+    ("test_kernels.py", "test_softmax_kernel_ragged_row", {("kernels", "softmax"): _launching("softmax_kernel_storing_one_past")},
+     "one element past the end of each row"),
+    ("test_kernels.py", "test_softmax_kernel_computes_in_fp32",
+     {("kernels", "softmax"): _launching("softmax_kernel_in_16_bits"),
+      ("kernels", "softmax_kernel"): _kernel("softmax_kernel_in_16_bits")}, "never converted to fp32"),
 ]
 
 

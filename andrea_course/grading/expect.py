@@ -168,8 +168,9 @@ def _name(got, want, mistakes, second, same) -> str | None:
     """The one typical mistake whose output matches the learner's on this input and on a second,
     and is wrong on both; None when none (or more than one) does.
 
-    second: a Second, or several (expect_cases): each mistake is confirmed on the first that lists
-    it. same(a, b) or, for a second input of another dtype, same(a, b, want) compares outputs."""
+    second: a Second, or several (expect_cases): each mistake is confirmed on the first where it
+    gives a wrong answer. same(a, b) or, for a second input of another dtype, same(a, b, want)
+    compares outputs."""
     here = [n for n, wrong in (mistakes or {}).items()
             if wrong is not None and _match(same, got, wrong, want) and not _match(same, wrong, want, want)]
     if not here or not second:
@@ -187,12 +188,12 @@ def _name(got, want, mistakes, second, same) -> str | None:
 
     confirmed = []
     for n in here:
-        i = next((i for i, s in enumerate(seconds) if s.mistakes.get(n) is not None), None)
-        if i is None:
+        i = next((i for i, s in enumerate(seconds) if s.mistakes.get(n) is not None
+                  and not _match(same, s.mistakes[n], s.want, s.want)), None)
+        if i is None:                                   # no other input where this mistake shows
             continue
         ran, got2 = learner_on(i)
-        wrong2, want2 = seconds[i].mistakes[n], seconds[i].want
-        if ran and _match(same, got2, wrong2, want2) and not _match(same, wrong2, want2, want2):
+        if ran and _match(same, got2, seconds[i].mistakes[n], seconds[i].want):
             confirmed.append(n)
     return confirmed[0] if len(confirmed) == 1 else None
 
