@@ -106,7 +106,7 @@ def test_gelu_kernel_any_shape_and_one_element(student):
     torch.manual_seed(1)
     check_gelu(student, [((torch.randn(2, 17, 100) * 3).to(DEVICE), "gelu(x) for x of shape (2, 17, 100)"),
                          ((torch.randn(5, 7) * 3).to(DEVICE), "gelu(x) for x of shape (5, 7)")])
-    check_gelu(student, [(torch.tensor([0.5], device=DEVICE), "gelu(x) for a single element"),
+    check_gelu(student, [(torch.tensor([1.5], device=DEVICE), "gelu(x) for a single element"),
                          (torch.tensor([-2.2], device=DEVICE), "gelu(x) for a single element")])
 
 
