@@ -753,3 +753,98 @@ GAPS = [
 @pytest.mark.parametrize("file, test, overrides, named", GAPS, ids=[f"{t}[{n}]" for _, t, _, n in GAPS])
 def test_the_gaps_are_named(file, test, overrides, named):
     test_the_graded_test_names_the_mistake(file, test, overrides, named)
+
+
+# ----- issue 23: a named mistake is confirmed on a second input, in every graded test -----
+
+class _Catalogue:
+    """Wraps expect_close / expect_equal / expect_runs while the answer key runs a graded test, and
+    writes down every mistake catalogue that could never be confirmed: a mistake wrong on the test's
+    input and wrong on no second input, two mistakes that agree on both inputs, a second input
+    whose expected value is not what the answer key gives there."""
+
+    def __init__(self):
+        from andrea_course.grading import expect as judge
+        self.judge, self.problems, self.test = judge, [], ""
+        self.close, self.equal, self.runs = judge.expect_close, judge.expect_equal, judge.expect_runs
+
+    def _check(self, kind, want, what, mistakes, second, same, right):
+        if not mistakes:
+            return
+        where = f"{self.test}: {what}"
+        if not second:
+            self.problems.append(f"{where}: {len(mistakes)} typical mistakes and no second input")
+            return
+        seconds = [second] if isinstance(second, self.judge.Second) else list(second)
+        match = self.judge._match
+        if kind != "runs":
+            for s in seconds:
+                try:
+                    got = s.got()
+                except Exception as exc:            # noqa: BLE001
+                    self.problems.append(f"{where}: the answer key raised on a second input: {exc!r}"[:300])
+                    continue
+                if not right(got, s.want):
+                    self.problems.append(f"{where}: a second input's expected value is not the answer key's output")
+        confirmed_on = {}
+        for name, wrong in mistakes.items():
+            if wrong is None or (kind != "runs" and match(same, wrong, want, want)):
+                continue                            # no mistake on this input: never named here
+            i = next((i for i, s in enumerate(seconds) if s.mistakes.get(name) is not None
+                      and (kind == "runs" or not match(same, s.mistakes[name], s.want, s.want))), None)
+            if i is None:
+                self.problems.append(f"{where}: [{name[:60]}] gives a wrong answer on no second input")
+            else:
+                confirmed_on[name] = i
+        if kind == "runs":
+            return
+        names = list(confirmed_on)
+        for x, a in enumerate(names):
+            for b in names[x + 1:]:
+                s = seconds[confirmed_on[a]]
+                if confirmed_on[a] == confirmed_on[b] and match(same, mistakes[a], mistakes[b], want) \
+                        and match(same, s.mistakes[a], s.mistakes[b], s.want):
+                    self.problems.append(f"{where}: [{a[:40]}] and [{b[:40]}] agree on both inputs")
+
+    def expect_close(self, got, want, what, *, mistakes=None, second=None, hint="", atol=None, rtol=None):
+        judge = self.judge
+        w = want if isinstance(want, torch.Tensor) else torch.as_tensor(want)
+
+        def right(g, t):
+            t = t if isinstance(t, torch.Tensor) else torch.as_tensor(t)
+            a, r = judge._tol(t, atol, rtol)
+            return isinstance(g, torch.Tensor) and judge._close(g, t, a, r)
+        self._check("close", w, what, mistakes, second, judge._loose(atol, rtol), right)
+        return self.close(got, want, what, mistakes=mistakes, second=second, hint=hint, atol=atol, rtol=rtol)
+
+    def expect_equal(self, got, want, what, hint="", mistakes=None, second=None):
+        self._check("equal", want, what, mistakes, second, self.judge._same, self.judge._same)
+        return self.equal(got, want, what, hint, mistakes=mistakes, second=second)
+
+    def expect_runs(self, call, what, *, mistakes=None, second=None, hint=""):
+        self._check("runs", None, what, mistakes, second, None, None)
+        return self.runs(call, what, mistakes=mistakes, second=second, hint=hint)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.parametrize("file", [*GRADED_FILES, "test_kernels.py", "test_bpe.py"])
+def test_every_named_mistake_can_be_confirmed_on_a_second_input(file, monkeypatch):
+    """Every typical mistake a graded test lists, where it gives a wrong answer on the test's input,
+    gives a wrong answer on a second input too (so that the judge can tell it from a mistake that
+    agrees with it on one input), and no two mistakes agree on both."""
+    import andrea_course.graded.test_multihead as shared            # test_modern imports its check_with_cache
+    catalogue = _Catalogue()
+    module = _module(file)
+    tests = [(name, fn) for name, fn in vars(module).items()
+             if name.startswith("test_") and any(m.name == "exercise" for m in getattr(fn, "pytestmark", []))]
+    assert tests
+    namespaces = [vars(catalogue.judge), vars(shared), *(fn.__globals__ for _, fn in tests)]
+    for namespace in {id(n): n for n in namespaces}.values():           # each graded file (and its hidden one) once
+        for name in ("expect_close", "expect_equal", "expect_runs"):
+            if name in namespace:
+                monkeypatch.setitem(namespace, name, getattr(catalogue, name))
+    student = InProcessStudent("solutions")
+    for name, fn in tests:
+        catalogue.test = name
+        fn(student)
+    assert not catalogue.problems, "\n".join(catalogue.problems)
