@@ -265,7 +265,7 @@ EXPLAINED = [  # (what raises, words its explanation must hold)
     (lambda: torch.randn(3, 4).sum(dim=2), "only 2 axes"),
     (lambda: torch.multinomial(torch.tensor([[float("nan"), 1.0]]), 1), "not a probability distribution"),
     (lambda: bool(torch.randn(3) > 0), "torch.where"),
-    (lambda: nn.Sequential(nn.Linear(2, 2)).load_state_dict({"1.weight": torch.randn(2, 2)}), "no parameter named 1.weight"),
+    (lambda: nn.Sequential(nn.Linear(2, 2)).load_state_dict({"1.weight": torch.randn(2, 2)}), "lacks 1.weight"),
 ]
 
 
@@ -298,7 +298,7 @@ def test_a_model_whose_blocks_sit_in_a_plain_list_is_told_about_nn_modulelist():
     with pytest.raises(Mismatch) as caught:
         load_weights(Plain(), Listed().state_dict(), "ANDREA(cfg)")
     text = str(caught.value)
-    assert "nn.ModuleList" in caught.value.meaning and "6 entries under blocks." in text
+    assert "nn.ModuleList" in caught.value.meaning and "6 parameters under blocks." in text
     assert text.count("blocks.") < 6                                   # one line, not a listing
 
 

@@ -848,3 +848,143 @@ def test_every_named_mistake_can_be_confirmed_on_a_second_input(file, monkeypatc
         catalogue.test = name
         fn(student)
     assert not catalogue.problems, "\n".join(catalogue.problems)
+
+
+# ----- issue 23: what both runners say for the natural mistakes learners made -----
+# A learner's folder: the answer key with one piece rewritten the way a learner wrote it (the last
+# definition of a name in a file is the one that counts). check() reads the box's rows from
+# notebook/_runner.py's describe(); the grader (make grade) writes plugin.py's failure_message.
+
+LEARNERS = {
+    "multihead": '''
+def merge_heads(y):
+    B, H, T, K = y.shape
+    return y.transpose(1, 2).view(B, T, H * K)       # a view of a transposed tensor
+''',
+    "model": '''
+def sample_next(logits, temperature, top_k, generator=None):
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
+''',
+    "embeddings": '''
+def embed_lookup(table, ids):
+    B, T = ids.shape                                    # written for (B, T) ids only
+    return table[ids.reshape(-1)].reshape(B, T, table.shape[-1])
+''',
+    "attention": '''
+def attention(q, k, v, causal=True):
+    w = softmax(scale_scores(attention_scores(q, k), q.shape[-1]))
+    if causal:
+        w = w * causal_mask(q.shape[-2], k.shape[-2])  # masked after the softmax
+    return weighted_sum(w, v)
+''',
+    "block": '''
+def dropout(x, p, training, generator=None):
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return x.zero_()
+    keep = torch.rand(x.shape, generator=generator) >= p
+    return x.mul_(keep).div_(1 - p)                     # in place
+''',
+    "bpe": '''
+def pair_counts(words):
+    counts = {}
+    for word in words:                                  # each word once, not by its count
+        for pair in zip(word, word[1:]):
+            counts[pair] = counts.get(pair, 0) + 1
+    return counts
+''',
+}
+REWRITTEN = {  # activity: (a line of the answer key, the learner's line)
+    "model": ("self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))",
+              "self.blocks = [Block(cfg) for _ in range(cfg.n_layers)]"),      # a plain list: nn.ModuleList forgotten
+}
+EXERCISES = ["multihead.merge_heads", "model.sample_next", "model.ANDREA", "embeddings.embed_lookup",
+             "attention.attention", "block.dropout", "bpe.pair_counts"]
+
+
+@pytest.fixture(scope="module")
+def learners_folder(tmp_path_factory):
+    import shutil
+    folder = tmp_path_factory.mktemp("learner") / "submission"
+    shutil.copytree(ROOT / "solutions", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for activity, (line, learners) in REWRITTEN.items():
+        path = folder / f"{activity}.py"
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        at = [i for i, code in enumerate(lines) if code.strip() == line]          # the code, not a hint quoting it
+        assert len(at) == 1, f"solutions/{activity}.py no longer holds the line {line!r}"
+        lines[at[0]] = lines[at[0]].replace(line, learners)
+        path.write_text("".join(lines), encoding="utf-8")
+    for activity, code in LEARNERS.items():
+        with open(folder / f"{activity}.py", "a", encoding="utf-8") as f:
+            f.write("\n" + code)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def boxes(learners_folder):
+    """{test name: the text of its failure in check()'s box}, for every failing graded test of EXERCISES."""
+    from andrea_course.notebook import run_graded_many
+    out = {}
+    for exercise, result in run_graded_many(EXERCISES, impl=str(learners_folder)).items():
+        assert result.error is None, result.error
+        for o in result.outcomes:
+            if o.status != "passed":
+                out[o.name] = "\n".join(f"{label}: {text}" for label, text in o.rows)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reports(learners_folder, tmp_path_factory):
+    """{test name: the grader's output for it} from pytest with the grading plugin (make grade's path)."""
+    import json
+    jsonl = tmp_path_factory.mktemp("grade") / "results.jsonl"
+    files = [str(GRADED / f"test_{a}.py") for a in sorted({e.split(".")[0] for e in EXERCISES})]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    env.update(OMP_NUM_THREADS="1")
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:nbval",
+                    "--impl", str(learners_folder), "--results-jsonl", str(jsonl), *files],
+                   cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    return {r["name"]: r["output"] for r in lines if r.get("kind") == "result" and not r["passed"]}
+
+
+BOX_CASES = [  # (graded test, words its failure must say, words it must not say)
+    ("test_merge_heads", ["non-contiguous", ".reshape"], ["this test looks for", "mixes positions and heads"]),
+    ("test_sample_next_draws_what_the_engine_draws", ["keepdim", "do not broadcast"], ["this test looks for"]),
+    ("test_andrea_has_the_reference_parameters", ["plain Python list", "nn.ModuleList"], []),
+    ("test_andrea_logits", ["nn.ModuleList", "lacks 24 parameters under blocks."], []),
+    ("test_embed_lookup_of_one_sequence", ["Unpacking a tensor's shape", "x.shape[-2:]"], []),
+    ("test_causal_attention", ["masked after the softmax"], ["fix that one first"]),
+    ("test_dropout_leaves_its_input_unchanged", ["changed its input in place"], ["nothing dropped"]),
+    ("test_pair_counts_counts_overlapping_pairs", ["each word counted once"], ["overlapping pairs skipped"]),
+]
+
+
+@pytest.mark.parametrize("test, says, never", BOX_CASES, ids=[c[0] for c in BOX_CASES])
+def test_both_runners_say_what_the_learner_did(test, says, never, boxes, reports):
+    for runner, texts in (("check()", boxes), ("the grader", reports)):
+        assert test in texts, f"{test} did not fail in {runner}; failing there: {sorted(texts)}"
+        text = texts[test]
+        for words in says:
+            assert words in text, f"{runner} for {test} does not say {words!r}:\n{text}"
+        for words in never:
+            assert words not in text, f"{runner} for {test} says {words!r}, which the learner did not do:\n{text}"
+    assert reports[test].count("blocks.") <= 6 and boxes[test].count("blocks.") <= 6     # a few names, never a listing
+
+
+def test_one_natural_mistake_fails_only_where_it_is(boxes):
+    """Each rewritten piece fails the tests of what it got wrong, not its neighbours': the in-place
+    dropout only the in-place test, the plain-list ANDREA not the count, the (B, T)-only lookup only
+    the one-sequence test."""
+    dropout = {t for t in boxes if "dropout" in t}
+    assert dropout == {"test_dropout_leaves_its_input_unchanged"}, dropout
+    lookup = {t for t in boxes if "embed_lookup" in t}
+    assert lookup == {"test_embed_lookup_of_one_sequence"}, lookup
+    assert not any("count_parameters" in t for t in boxes)

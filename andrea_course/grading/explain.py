@@ -307,9 +307,9 @@ def _state_dict(kind, text, code):
     # "Missing" are the learner's names the reference lacks; "Unexpected" the reference's names the learner's lacks
     parts = []
     if extra:
-        parts.append(f"your {who} has no parameter named {keys(extra)}")
+        parts.append(f"your {who} lacks {keys(extra, 'parameters')}")
     if missing:
-        parts.append(f"it has {keys(missing)}, which the reference does not")
+        parts.append(f"it has {keys(missing, 'parameters')} that the reference does not")
     for name, want, got in sizes[:2]:
         parts.append(f"{name} has shape ({got}) where the reference's has ({want})")
     said = "The reference's weights do not fit your module: " + "; ".join(parts) + "."
@@ -329,15 +329,15 @@ def _section(text: str, title: str) -> str:
     return re.split(r"\n\s*\w[\w ]*key\(s\) in state_dict:|\n\s*size mismatch", rest)[0]
 
 
-def keys(names: list[str], shown: int = 3) -> str:
-    """A list of parameter names in a few words: '24 entries under blocks. (blocks.0.ln1.weight, ...)'
-    or the names themselves when they are few."""
+def keys(names: list[str], noun: str = "entries", shown: int = 3) -> str:
+    """A list of names in a few words: '24 parameters under blocks. (blocks.0.ln1.weight, ...)', or
+    the names themselves when they are few."""
     names = list(names)
     if len(names) <= shown:
         return ", ".join(names)
     top = {n.split(".")[0] for n in names}
     under = f" under {next(iter(top))}." if len(top) == 1 and "." in names[0] else ""
-    return f"{len(names)} entries{under} ({', '.join(names[:shown])}, …)"
+    return f"{len(names)} {noun}{under} ({', '.join(names[:shown])}, …)"
 
 
 def _python(kind, text, code):
