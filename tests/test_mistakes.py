@@ -988,3 +988,61 @@ def test_one_natural_mistake_fails_only_where_it_is(boxes):
     lookup = {t for t in boxes if "embed_lookup" in t}
     assert lookup == {"test_embed_lookup_of_one_sequence"}, lookup
     assert not any("count_parameters" in t for t in boxes)
+
+
+# ----- issue 23: no points for a no-op -----
+
+class _Nothing(torch.nn.Module):
+    """A learner's class that does nothing: built from anything, it gives its first input back."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self.args = args
+
+    def forward(self, x=None, *args, **kwargs):
+        return x
+
+    def update(self, k=None, *args, **kwargs):
+        return k
+
+
+def _first_input(*args, **kwargs):
+    return args[0] if args else next(iter(kwargs.values()), None)
+
+
+class IdentityStudent(InProcessStudent):
+    """The identity submission: every function returns its first input, every class does nothing."""
+
+    def __init__(self):
+        super().__init__("solutions")
+
+    def piece(self, activity, name):
+        real = super().piece(activity, name)
+        return _Nothing if isinstance(real, type) else _first_input
+
+    def source(self, activity, name):
+        return "def %s(*args):\n    return args[0]\n" % name
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+def test_the_identity_submission_scores_0():
+    """Every graded test, each piece a no-op: none passes, so no point is earned for doing nothing
+    (a property such as "does nothing outside training" or "scores depend on the distance only"
+    also checks that the piece does something)."""
+    files = [*GRADED_FILES, "test_bpe.py"] + (["test_kernels.py"] if importlib.util.find_spec("triton") else [])
+    student, passed, total = IdentityStudent(), [], 0.0
+    for file in files:
+        for name, fn in vars(_module(file)).items():
+            marks = {m.name: m for m in getattr(fn, "pytestmark", [])}
+            if not name.startswith("test_") or "exercise" not in marks:
+                continue
+            points = float(marks["points"].args[0]) if "points" in marks else 1.0
+            total += points
+            try:
+                fn(student)
+            except Exception:                       # noqa: BLE001 - every way of failing counts as failing
+                continue
+            passed.append((f"{file}::{name}", points))
+    assert total > 0
+    assert not passed, (f"the identity submission earns {sum(p for _, p in passed):g} of {total:g} points: "
+                        + ", ".join(n for n, _ in passed))

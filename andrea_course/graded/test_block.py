@@ -339,14 +339,20 @@ def _idle_case(student, p, training, seed):
     return Case(f"dropout(x, p={p}, training={training})", lambda: got, x0, mistakes)
 
 
+def _drops(student, why):
+    """The precondition of the dropout tests that look at something else: in training at p = 0.5 it
+    does drop (else giving x back would pass them)."""
+    busy, _ = _dropped(student, _drop_input(67), 0.5, seed=2)
+    expect_true(isinstance(busy, torch.Tensor) and bool((busy == 0).any()), "dropout(x, p=0.5, training=True)",
+                f"nothing was dropped: {why}", DROP_HINT)
+
+
 @graded("block.dropout", points=1)
 def test_dropout_does_nothing_outside_training_or_at_p_0(student):
     """Outside training, or at p = 0, x comes back unchanged; and in training at p = 0.5 dropout
     does drop (else giving x back would pass)."""
-    busy, _ = _dropped(student, _drop_input(67), 0.5, seed=2)
-    expect_true(isinstance(busy, torch.Tensor) and bool((busy == 0).any()), "dropout(x, p=0.5, training=True)",
-                "nothing was dropped: this test checks that dropout is off outside training, which means something "
-                "only for a dropout that drops while training", DROP_HINT)
+    _drops(student, "this test checks that dropout is off outside training, which means something only for a "
+                    "dropout that drops while training")
     expect_cases(_idle_case(student, 0.3, False, 62), _idle_case(student, 1.0, False, 68), _idle_case(student, 0.0, True, 69),
                  _idle_case(student, 0.6, False, 70),
                  hint="when not training, or when p is 0, dropout gives x back unchanged")
@@ -356,6 +362,7 @@ def test_dropout_does_nothing_outside_training_or_at_p_0(student):
 def test_dropout_leaves_its_input_unchanged(student):
     """x belongs to the caller (the block adds the dropped-out sublayer output to the stream and may
     still need it): dropout returns a new tensor and never writes into x."""
+    _drops(student, "this test checks that dropout leaves its input as it was while it drops")
     for p, training in ((0.3, True), (0.5, True), (0.3, False)):
         x = _drop_input(71)
         got, x0 = _dropped(student, x, p, training, seed=4)

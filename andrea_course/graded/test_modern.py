@@ -66,6 +66,16 @@ def _zero_mean(x):
     return x - x.mean(dim=-1, keepdim=True)
 
 
+def _normalises(rms_norm):
+    """The precondition of the RMSNorm tests that compare the learner's norm with itself: it does
+    normalise (a token of root mean square 5 does not come back as it was)."""
+    x = 5.0 * torch.ones(1, 8, dtype=torch.float64)
+    y = rms_norm(x, torch.ones(8, dtype=torch.float64), 1e-5)
+    expect_true(isinstance(y, torch.Tensor) and y.shape == x.shape and not torch.allclose(y.double(), x),
+                "rms_norm(tokens of root mean square 5, ones)", "x came back unchanged (or not as a tensor of x's shape)",
+                "divide each token by the square root of the mean of its squares")
+
+
 # The RMSNorm tests each check one property, with a tolerance loose enough (1e-4) that only their
 # own mistake fails them: where eps sits changes the values by about eps/rms (1e-5 relative here),
 # and only test_rmsnorm_eps_inside_the_sqrt, on small activations and a large eps, looks at that.
@@ -97,6 +107,7 @@ def test_rmsnorm_does_not_center(student):
     positive number. The seed's worked example: [3, 4] has root mean square sqrt(12.5) ≈ 3.54, so
     RMSNorm gives about [0.85, 1.13]; LayerNorm would subtract the mean 3.5 and give [-1, 1]."""
     rms_norm = student.piece("modern", "rms_norm")
+    _normalises(rms_norm)
     expect_cases(_direction_case(rms_norm, torch.tensor([[3.0, 4.0]], dtype=torch.float64)),
                  _direction_case(rms_norm, 5.0 + _randn(3, 7, 16, seed=1)),       # a large common offset
                  hint="RMSNorm keeps the direction of x; only the scale changes", **LOOSE)
@@ -197,6 +208,7 @@ def test_rmsnorm_computes_in_fp32(student):
     each round. Computed in fp32 and rounded once, the output is what the same norm gives for the
     fp32 copy of x, rounded to bf16 (the learner's own norm on both sides)."""
     rms_norm = student.piece("modern", "rms_norm")
+    _normalises(rms_norm)
     g = torch.Generator().manual_seed(8)
     x = (3.0 + torch.rand(16, 768, generator=g)).bfloat16()   # all positive: roundings do not cancel
     w = torch.ones(768, dtype=torch.bfloat16)
@@ -696,6 +708,7 @@ def test_rmsnorm_keeps_one_statistic_per_token(student):
     where it silently lines up with the features instead of the tokens. The whole x must give what
     each token gives on its own (the learner's own norm, one token at a time)."""
     rms_norm = student.piece("modern", "rms_norm")
+    _normalises(rms_norm)
     w = 1.0 + 0.1 * _randn(8, seed=9)
     square = lambda seed: _randn(8, 8, seed=seed) * torch.logspace(0, 1.5, 8, dtype=torch.float64)[:, None]
     for x, other in ((_randn(2, 3, 8, seed=10), _randn(3, 5, 8, seed=18)), (square(11), square(19))):
