@@ -1046,3 +1046,47 @@ def test_the_identity_submission_scores_0():
     assert total > 0
     assert not passed, (f"the identity submission earns {sum(p for _, p in passed):g} of {total:g} points: "
                         + ", ".join(n for n, _ in passed))
+
+
+class BlockNormalisedResidualWithDropout(blk.Block):
+    """The learner of issue 23: self.drop used, the normalised x added back to the stream."""
+    def forward(self, x, cache=None):
+        x = self.ln1(x)
+        x = x + self.drop(self.attn(x, cache))
+        x = self.ln2(x)
+        return x + self.drop(self.mlp(x))
+
+
+def test_a_normalised_residual_costs_in_the_block_equation_only():
+    """The block that adds the normalised x back to the stream fails the block equation's test,
+    which names it; the cache and dropout tests compare the block with itself and pass, so no box
+    tells this learner, who used self.drop, to use self.drop."""
+    student = InProcessStudent("solutions", overrides={("block", "Block"): BlockNormalisedResidualWithDropout})
+    failed = {}
+    for name, fn in vars(MODULES["test_block.py"]).items():
+        if any(m.name == "exercise" and m.args[0] == "block.Block" for m in getattr(fn, "pytestmark", [])):
+            try:
+                fn(student)
+            except Mismatch as exc:
+                failed[name] = str(exc)
+    assert set(failed) == {"test_pre_norm_block"}, sorted(failed)
+    assert "normalised x to the residual" in failed["test_pre_norm_block"] and "self.drop" not in failed["test_pre_norm_block"]
+
+
+UNKNOWN = [  # a wrong piece no catalogue knows: the failure shows where the values differ, with positions
+    ("test_embeddings.py", "test_add_positions_from_zero",
+     {("embeddings", "add_positions"): lambda tok, pos, start=0: tok + 2 * pos[start:start + tok.shape[1]]}),
+    ("test_block.py", "test_layer_norm", {("block", "layer_norm"): lambda x, w, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], w, b, eps) * 1.01}),
+    ("test_attention.py", "test_attention_head", {("attention", "AttentionHead"): type("Shifted", (att.AttentionHead,), {
+        "forward": lambda self, x: att.AttentionHead.forward(self, x) + 0.5})}),
+]
+
+
+@pytest.mark.parametrize("file, test, overrides", UNKNOWN, ids=[t for _, t, _ in UNKNOWN])
+def test_an_unknown_mistake_shows_where_the_values_differ(file, test, overrides):
+    with pytest.raises(Mismatch) as failure:
+        getattr(MODULES[file], test)(InProcessStudent("solutions", overrides=overrides))
+    exc = failure.value
+    assert exc.mistake is None and exc.unmatched and "none of the typical mistakes" in str(exc)
+    assert exc.differences and " yours " in exc.differences and ", expected " in exc.differences
+    assert exc.differences.split("the first: ")[1].startswith("[")           # a position, then the two values
