@@ -18,6 +18,12 @@ def _randn(*shape, seed=0, scale=1.0):
     return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)) * scale
 
 
+def _strided_heads(*shape, seed):
+    """(..., T, K) float32 made by a transpose of (..., K, T): strided, as heads split with
+    view and transpose are."""
+    return _randn(*shape[:-2], shape[-1], shape[-2], seed=seed).float().transpose(-2, -1)
+
+
 def _qkv(T=6, S=None, K=8, seed=0):
     S = T if S is None else S
     return _randn(2, 2, T, K, seed=seed), _randn(2, 2, S, K, seed=seed + 1), _randn(2, 2, S, K, seed=seed + 2)
@@ -97,11 +103,11 @@ def _averaging_mistakes(T, dtype=torch.float32):
                 rows(ones.tril(-1))}
 
 
-def _average_case(fn, shape):
-    x = _randn(*shape, seed=20 + len(shape))
+def _average_case(fn, shape, dtype=torch.float64):
+    x = _randn(*shape, seed=20 + len(shape)).to(dtype)
     T = shape[-2]
     total = x.cumsum(dim=-2)
-    return Case(f"average_past(x of shape {shape})", lambda: fn(x), _running_mean(x), {
+    return Case(f"average_past(x of shape {shape}, {str(dtype)[6:]})", lambda: fn(x), _running_mean(x), {
         "the future included: every position got the mean of all T positions; position i averages only 0..i":
             x.mean(dim=-2, keepdim=True).expand_as(x),
         "divided by T instead of i + 1, the number of positions averaged at i": total / T,
@@ -114,6 +120,7 @@ def _average_case(fn, shape):
 def test_average_past(student):
     fn = student.piece("attention", "average_past")
     expect_cases(_average_case(fn, (2, 5, 3)), _average_case(fn, (7, 4)),           # (B, T, D), and (T, D) alone
+                 _average_case(fn, (3, 4, 2), torch.float32),
                  hint="row i is the mean of rows 0..i along the position axis (-2), so any leading axes work")
 
 
@@ -178,6 +185,7 @@ def test_attention_scores(student):
     fn = student.piece("attention", "attention_scores")
     expect_cases(_scores_case(fn, _randn(2, 3, 5, 4, seed=1), _randn(2, 3, 7, 4, seed=2)),   # T = 5 queries, S = 7 keys
                  _scores_case(fn, _randn(6, 4, seed=3).float(), _randn(6, 4, seed=4).float()),  # (T, K) alone, float32
+                 _scores_case(fn, _strided_heads(2, 2, 5, 4, seed=5), _strided_heads(2, 2, 5, 4, seed=6)),  # as the model
                  hint="every query against every key: turn only the last two axes of k, (..., T, K) times "
                       "(..., K, S) gives (..., T, S)")
 
@@ -193,7 +201,9 @@ def _scale_case(fn, scores, d_head):
 @graded("attention.scale_scores", points=1)
 def test_scale_scores_divides_by_sqrt_head_width(student):
     fn = student.piece("attention", "scale_scores")
-    expect_cases(_scale_case(fn, _randn(2, 5, 5, seed=3, scale=4), 16), _scale_case(fn, _randn(4, 6, seed=5).float(), 9))
+    expect_cases(_scale_case(fn, _randn(2, 5, 5, seed=3, scale=4), 16), _scale_case(fn, _randn(4, 6, seed=5).float(), 9),
+                 _scale_case(fn, torch.tensor(6.0), 4),                         # one score, a 0-d tensor
+                 _scale_case(fn, _randn(2, 2, 4, 4, seed=8, scale=3).float(), 4))  # (B, H, T, S) float32, as the model
 
 
 def _mask_case(fn, T, S=None):
@@ -255,23 +265,29 @@ def test_apply_causal_mask(student):
     fn = student.piece("attention", "apply_causal_mask")
     expect_cases(_apply_mask_case(fn, _randn(2, 5, 5, seed=4)),          # T = S
                  _apply_mask_case(fn, _randn(4, 7, seed=4)),             # S - T = 3 cached keys
-                 _apply_mask_case(fn, _randn(2, 3, 6, seed=6).float()))  # S - T = 3, float32, (B, T, S)
+                 _apply_mask_case(fn, _randn(2, 3, 6, seed=6).float()),  # S - T = 3, float32, (B, T, S)
+                 _apply_mask_case(fn, _randn(5, 5, seed=7).float()),     # (T, T) float32
+                 _apply_mask_case(fn, _randn(2, 2, 3, 5, seed=9).float()))  # (B, H, T, S) float32, as the model
 
 
 def _softmax_case(fn, scores):
+    mistakes = {"not normalised: divide exp(scores) by its row sum": scores.exp(),
+                "normalised by the sum over the whole tensor: divide by each row's sum (dim=-1, keepdim=True)":
+                    scores.exp() / scores.exp().sum()}
+    if scores.dim() > 1:
+        mistakes["softmax over the wrong axis (dim=-2): each query's row of S keys must sum to 1"] = \
+            torch.softmax(scores, dim=-2)
     return Case(f"softmax(scores of shape {tuple(scores.shape)}, {str(scores.dtype)[6:]})", lambda: fn(scores),
-                torch.softmax(scores, dim=-1),
-                {"softmax over the wrong axis (dim=-2): each query's row of S keys must sum to 1": torch.softmax(scores, dim=-2),
-                 "not normalised: divide exp(scores) by its row sum": scores.exp(),
-                 "normalised by the sum over the whole tensor: divide by each row's sum (dim=-1, keepdim=True)":
-                     scores.exp() / scores.exp().sum()})
+                torch.softmax(scores, dim=-1), mistakes)
 
 
 @graded("attention.softmax", points=2)
 def test_softmax_over_the_keys(student):
     fn = student.piece("attention", "softmax")
     expect_cases(_softmax_case(fn, _randn(2, 3, 4, 6, seed=5, scale=3)),         # T = 4 queries, S = 6 keys
-                 _softmax_case(fn, _randn(5, 7, seed=6, scale=2).float()))       # (T, S) alone, float32
+                 _softmax_case(fn, _randn(5, 7, seed=6, scale=2).float()),       # (T, S) alone, float32
+                 _softmax_case(fn, _randn(6, seed=7, scale=2).float()),          # one row (S,), float32
+                 _softmax_case(fn, _randn(2, 2, 3, 5, seed=8, scale=2).float()))  # (B, H, T, S) float32, as the model
 
 
 def _stable_case(fn, scores):
@@ -293,7 +309,8 @@ def test_softmax_is_stable_and_handles_masked_scores(student):
 def test_weighted_sum_of_values(student):
     fn = student.piece("attention", "weighted_sum")
     for w, v in ((torch.softmax(_randn(2, 4, 6, seed=6), dim=-1), _randn(2, 6, 3, seed=7)),      # (B, T, S), (B, S, K)
-                 (torch.softmax(_randn(5, 5, seed=8), dim=-1).float(), _randn(5, 3, seed=9).float())):  # (T, S), (S, K)
+                 (torch.softmax(_randn(5, 5, seed=8), dim=-1).float(), _randn(5, 3, seed=9).float()),  # (T, S), (S, K)
+                 (torch.softmax(_randn(2, 2, 4, 4, seed=10), dim=-1).float(), _strided_heads(2, 2, 4, 3, seed=11))):
         expect_close(fn(w, v), torch.einsum("...ts,...sk->...tk", w, v),
                      f"weighted_sum(weights of shape {tuple(w.shape)}, v of shape {tuple(v.shape)}, {str(v.dtype)[6:]})",
                      hint="each query's output is its row of weights times the values: (..., T, S) times (..., S, K) "
@@ -322,6 +339,18 @@ def _attention_case(fn, q, k, v, **kwargs):
 def test_causal_attention(student):
     fn = student.piece("attention", "attention")
     expect_cases(_attention_case(fn, *_qkv()), _attention_case(fn, *_qkv(T=4, K=4, seed=7)), hint=ATTENTION_HINT)
+
+
+@graded("attention.attention", points=1)
+def test_attention_of_heads_as_the_model_gives_them(student):
+    """float32 heads that are strided views, (B, H, T, K) and (H, T, K) alone, causal given by
+    keyword or not: as multi-head attention and the model hand them over."""
+    fn = student.piece("attention", "attention")
+    qkv = lambda *shape, seed: tuple(_strided_heads(*shape, seed=seed + i) for i in range(3))
+    cached = (_strided_heads(3, 3, 8, seed=44), _strided_heads(3, 7, 8, seed=45), _strided_heads(3, 7, 8, seed=46))
+    expect_cases(_attention_case(fn, *qkv(2, 3, 5, 4, seed=40), causal=True), _attention_case(fn, *cached),
+                 _attention_case(fn, *qkv(1, 2, 6, 4, seed=50)), _attention_case(fn, *_qkv(T=3, S=6, seed=48)),
+                 hint=ATTENTION_HINT)
 
 
 @graded("attention.attention", points=1)

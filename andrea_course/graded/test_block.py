@@ -26,15 +26,17 @@ def _layer_norm_mistakes(x, w, b, eps=1e-5):
     mean = x.mean(-1, keepdim=True)
     var = x.var(-1, unbiased=False, keepdim=True)
     norm = (x - mean) / torch.sqrt(var + eps)
+    across = {} if x.dim() < 2 else {
+        "normalised over the wrong axis: mean and variance over the last axis (D, dim=-1) of each token":
+            F.layer_norm(x.transpose(-1, -2), x.shape[-2:-1]).transpose(-1, -2) * w + b,
+        "normalised over the whole tensor: each token gets its own mean and variance over D":
+            (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * w + b}
     return {
+        **across,
         "variance with Bessel's correction (divide by D - 1): LayerNorm uses the biased variance, "
         "var(unbiased=False) or mean((x - mean)**2)": (x - mean) / torch.sqrt(x.var(-1, keepdim=True) + eps) * w + b,
         "eps outside the square root: divide by sqrt(var + eps), not sqrt(var) + eps":
             (x - mean) / (var.sqrt() + eps) * w + b,
-        "normalised over the wrong axis: mean and variance over the last axis (D, dim=-1) of each token":
-            F.layer_norm(x.transpose(-1, -2), x.shape[-2:-1]).transpose(-1, -2) * w + b,
-        "normalised over the whole tensor: each token gets its own mean and variance over D":
-            (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * w + b,
         "gamma (weight) forgotten: multiply by weight before adding bias": norm + b,
         "beta (bias) forgotten: add bias after multiplying by weight": norm * w,
         "mean not subtracted: LayerNorm centres x before dividing": x / torch.sqrt(var + eps) * w + b,
@@ -47,6 +49,13 @@ def _layer_norm_case_2():
     scales = torch.tensor([0.02, 0.5, 1.0, 3.0, 8.0])[:, None]
     x = torch.randn(5, 16, generator=g) * scales + torch.randn(5, 1, generator=g) * 2
     return x, 1 + 0.5 * torch.randn(16, generator=g), torch.randn(16, generator=g)
+
+
+def _ln_case_32(shape, seed):
+    """float32 x of `shape` (any rank), tokens of several scales, its weight and bias."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, generator=g) * (1 + 3 * torch.rand(*shape[:-1], 1, generator=g)) + 0.5
+    return x, 1 + 0.3 * torch.randn(shape[-1], generator=g), torch.randn(shape[-1], generator=g)
 
 
 def _ln_case(fn, x, w, b, eps=None):
@@ -70,7 +79,9 @@ def test_layer_norm(student):
 @graded("block.layer_norm", points=1)
 def test_layer_norm_uses_the_eps_it_is_given(student):
     fn = student.piece("block", "layer_norm")
-    expect_cases(_ln_case(fn, *_layer_norm_case(), eps=0.1), _ln_case(fn, *_layer_norm_case_2(), eps=0.5))
+    expect_cases(_ln_case(fn, *_layer_norm_case(), eps=0.1), _ln_case(fn, *_layer_norm_case_2(), eps=0.5),
+                 _ln_case(fn, *_ln_case_32((2, 3, 16), 8), eps=0.2),     # float32 (B, T, D), as the model calls it
+                 _ln_case(fn, *_ln_case_32((16,), 9), eps=0.05))         # one token (D,)
 
 
 CFG = ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=2, n_heads=4, d_ff=32)
@@ -124,9 +135,10 @@ def _student_block(student, name, ref, *args, **kwargs):
     return m
 
 
-def _pre_case(m, ref, x, ln):
+def _pre_case(m, ref, x, ln, cache=False):
     pre, post, mistakes = _block_variants(ref, x, ln)
-    return Case(f"Block(cfg)(x of shape {tuple(x.shape)})", lambda: m(x), pre, {
+    call = (lambda: m(x, None)) if cache else (lambda: m(x))
+    return Case(f"Block(cfg)(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]}{', cache=None' if cache else ''})", call, pre, {
         "post-norm where pre-norm was asked: normalise the sublayer's input, x = x + attn(ln1(x)), "
         "and leave the residual stream unnormalised": post, **mistakes})
 
@@ -137,14 +149,25 @@ def test_pre_norm_block(student):
     m = _student_block(student, "Block", ref)
     expect_cases(_pre_case(m, ref, x, ln), _pre_case(m, ref, _randn(3, 4, CFG.d_model, seed=11, scale=2) - 1, ln),
                  hint=PRE_NORM_HINT)
+    m32, ref32 = m.float(), _single(ref)                 # float32, the cache given as None: as the model calls it
+    expect_cases(_pre_case(m32, ref32, x.float(), ln, cache=True), _pre_case(m32, ref32, x[:1, :3].float(), ln, cache=True),
+                 hint=PRE_NORM_HINT)
 
 
-def _post_case(m, ref, x, ln):
+def _single(ref):
+    """A float32 copy of a reference module."""
+    import copy
+    return copy.deepcopy(ref).float()
+
+
+def _post_case(m, ref, x, ln, cache=False):
     pre, post, _ = _block_variants(ref, x, ln)
     with torch.no_grad():
         h = ln(ref.ln1, x + ref.attn(x))
         no_second_norm = h + ref.mlp(h)
-    return Case(f"PostNormBlock(cfg)(x of shape {tuple(x.shape)})", lambda: m(x), post, {
+    call = (lambda: m(x, None)) if cache else (lambda: m(x))
+    return Case(f"PostNormBlock(cfg)(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]}{', cache=None' if cache else ''})",
+                call, post, {
         "pre-norm where post-norm was asked: x = ln1(x + attn(x)); x = ln2(x + mlp(x))": pre,
         "the second sublayer left unnormalised: x = ln2(x + mlp(x))": no_second_norm})
 
@@ -153,8 +176,12 @@ def _post_case(m, ref, x, ln):
 def test_post_norm_block(student):
     ref, x, ln = _block_case(seed=20)
     m = _student_block(student, "PostNormBlock", ref)
+    hint = "x = ln1(x + attn(x)), then x = ln2(x + mlp(x)): the 2017 order, the norm after each sum"
     expect_cases(_post_case(m, ref, x, ln), _post_case(m, ref, _randn(3, 4, CFG.d_model, seed=21, scale=2) - 1, ln),
-                 hint="x = ln1(x + attn(x)), then x = ln2(x + mlp(x)): the 2017 order, the norm after each sum")
+                 hint=hint)
+    m32, ref32 = m.float(), _single(ref)
+    expect_cases(_post_case(m32, ref32, x.float(), ln, cache=True), _post_case(m32, ref32, x[:1, :3].float(), ln, cache=True),
+                 hint=hint)
 
 
 CACHE_NOT_PASSED = ("the cache not passed on: self.attn(self.ln1(x), cache) keeps the earlier positions' keys and "
@@ -164,7 +191,7 @@ CACHE_NOT_PASSED = ("the cache not passed on: self.attn(self.ln1(x), cache) keep
 def _own_cache_run(student, m, x, first):
     """The learner's block fed x[:, :first] and then the rest through one cache: (the call for the
     rest, the block's own output for those positions in one pass, and its output for them alone)."""
-    cache = student.piece("block", "KVCache")(x.shape[0], CFG.kv_heads, x.shape[1], CFG.d_head, torch.float64, "cpu")
+    cache = student.piece("block", "KVCache")(x.shape[0], CFG.kv_heads, x.shape[1], CFG.d_head, x.dtype, torch.device("cpu"))
     with torch.no_grad():
         whole, alone = m(x)[:, first:], m(x[:, first:])
 
@@ -186,11 +213,15 @@ def test_block_passes_the_cache_on(student):
     expect_true(isinstance(out, torch.Tensor) and out.shape == x.shape and not torch.allclose(out, x),
                 "Block(cfg)(x)", "the block gave x back unchanged (or not a tensor of x's shape)",
                 "the block adds each sublayer's output to x")
-    rest, whole, alone = _own_cache_run(student, m, x, 3)
-    rest2, whole2, alone2 = _own_cache_run(student, m, _randn(3, 6, CFG.d_model, seed=31, scale=2), 2)
-    expect_close(rest(), whole, "Block(cfg) fed 3 positions, then 2, through a KV cache, against its own one pass",
-                 hint="hand the cache to the attention: it appends the new keys and values and attends to all of them",
-                 mistakes={CACHE_NOT_PASSED: alone}, second=Second(rest2, whole2, {CACHE_NOT_PASSED: alone2}))
+    x2 = _randn(3, 6, CFG.d_model, seed=31, scale=2)
+    for dtype in (torch.float64, torch.float32):        # float32 as the model runs it
+        m.to(dtype)
+        rest, whole, alone = _own_cache_run(student, m, x.to(dtype), 3)
+        rest2, whole2, alone2 = _own_cache_run(student, m, x2.to(dtype), 2)
+        expect_close(rest(), whole, f"Block(cfg) in {str(dtype)[6:]} fed 3 positions, then 2, through a KV cache, "
+                                    f"against its own one pass",
+                     hint="hand the cache to the attention: it appends the new keys and values and attends to all of them",
+                     mistakes={CACHE_NOT_PASSED: alone}, second=Second(rest2, whole2, {CACHE_NOT_PASSED: alone2}))
 
 
 @graded("block.Block", points=1)
@@ -367,6 +398,27 @@ def test_dropout_leaves_its_input_unchanged(student):
         x = _drop_input(71)
         got, x0 = _dropped(student, x, p, training, seed=4)
         expect_unchanged({"x": x0}, {"x": x}, f"dropout(x, p={p}, training={training})")
+
+
+@graded("block.dropout", points=1)
+def test_dropout_of_any_shape_with_or_without_a_generator(student):
+    """One vector (D,) and a (T, D) matrix, float32, with a generator and with none (torch's own):
+    each element 0 or x / (1 - p), something dropped, the shape and dtype kept."""
+    _drops(student, "this test checks the shapes dropout takes, which means something only for a dropout that drops")
+    dropout = student.piece("block", "dropout")
+    g = torch.Generator().manual_seed(72)
+    for shape in ((512,), (64, 32)):
+        x = torch.rand(shape, generator=g) + 1.0
+        for generator in (torch.Generator().manual_seed(9), None):
+            what = f"dropout(x of shape {shape}, p=0.5, training=True{', generator' if generator else ''})"
+            got = dropout(x, 0.5, True, generator) if generator is not None else dropout(x, 0.5, True)
+            expect_true(isinstance(got, torch.Tensor) and got.shape == x.shape and got.dtype == x.dtype, what,
+                        f"expected a {x.dtype} tensor of x's shape {shape}, got "
+                        f"{getattr(got, 'dtype', type(got).__name__)} of shape {tuple(getattr(got, 'shape', ()))}", DROP_HINT)
+            kept = got != 0
+            expect_close(got, torch.where(kept, x / 0.5, 0.0), f"{what}: the elements not zeroed", hint=DROP_HINT)
+            expect_true(bool((~kept).any()) and bool(kept.any()), what, "nothing was dropped, or everything",
+                        DROP_HINT)
 
 
 P_IS_1 = ("p = 1 not handled: dividing by 1 - p = 0 gives 0/0 = NaN in a tensor (ZeroDivisionError with a Python "

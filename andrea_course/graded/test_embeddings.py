@@ -81,10 +81,10 @@ def test_embed_onehot_when_the_last_ids_are_absent(student):
                  hint="the one-hot vectors are as long as the vocabulary, whichever ids this batch happens to hold")
 
 
-def _positions_case(add_positions, start, seed=2, T=4):
+def _positions_case(add_positions, start, seed=2, T=4, dtype=torch.float64):
     g = torch.Generator().manual_seed(seed)
-    tok = torch.randn(2, T, D, dtype=torch.float64, generator=g)              # (B, T, D)
-    pos = torch.randn(10, D, dtype=torch.float64, generator=g)                # (T_max, D)
+    tok = torch.randn(2, T, D, dtype=torch.float64, generator=g).to(dtype)    # (B, T, D)
+    pos = torch.randn(10, D, dtype=torch.float64, generator=g).to(dtype)      # (T_max, D)
     mistakes = {
         "positions not added: return tok + position_table[start:start + T]": tok,
         "position_table indexed in reverse: position t reads row start + t, not the end of the slice":
@@ -104,13 +104,15 @@ def _positions_case(add_positions, start, seed=2, T=4):
 @graded("embeddings.add_positions", points=1)
 def test_add_positions_from_zero(student):
     add_positions = student.piece("embeddings", "add_positions")
-    expect_cases(_positions_case(add_positions, 0), _positions_case(add_positions, 0, seed=12, T=3))
+    expect_cases(_positions_case(add_positions, 0), _positions_case(add_positions, 0, seed=12, T=3),
+                 _positions_case(add_positions, 0, seed=15, T=5, dtype=torch.float32))
 
 
 @graded("embeddings.add_positions", points=2)
 def test_add_positions_after_cached_tokens(student):
     add_positions = student.piece("embeddings", "add_positions")
-    expect_cases(_positions_case(add_positions, 3), _positions_case(add_positions, 2, seed=13, T=5))
+    expect_cases(_positions_case(add_positions, 3), _positions_case(add_positions, 2, seed=13, T=5),
+                 _positions_case(add_positions, 4, seed=14, T=2, dtype=torch.float32))       # float32, as the model
 
 
 def _cosine_case(cosine, u, v):
@@ -135,7 +137,9 @@ def test_cosine_similarity(student):
     v = torch.randn(3, 4, D, dtype=torch.float64, generator=g)
     rows, query = torch.randn(7, D, generator=g) * torch.linspace(0.5, 4, 7)[:, None], torch.randn(D, generator=g)
     a, b = torch.randn(D, generator=g) * 2, torch.randn(D, generator=g)
+    pairs = torch.randn(2, 5, D, generator=g), torch.randn(2, 5, D, generator=g) * 4          # float32 (B, T, D)
     expect_cases(_cosine_case(cosine, u, v), _cosine_case(cosine, rows, query), _cosine_case(cosine, a, b),
+                 _cosine_case(cosine, *pairs),
                  hint="the dot product over the last axis divided by the two vectors' lengths, one number per pair")
 
 

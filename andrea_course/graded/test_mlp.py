@@ -125,7 +125,12 @@ def test_mlp(student):
             p.copy_(torch.randn(p.shape, dtype=p.dtype, generator=g) * 0.7)
     x = torch.randn(2, 3, CFG.d_model, dtype=torch.float64, generator=g) * 2
     x2 = torch.randn(4, CFG.d_model, dtype=torch.float64, generator=g) * 3                # (T, D) alone
+    x3 = torch.randn(3, 2, CFG.d_model, generator=g) * 2                                    # float32
     m = student.piece("mlp", "MLP")(CFG)
     m.double()
     load_weights(m, ref.state_dict(), "MLP(cfg)")
     expect_cases(_mlp_case(m, ref, x), _mlp_case(m, ref, x2), hint="x -> fc -> GELU (tanh form) -> proj")
+    m.float()
+    ref32 = pieces.module("mlp").MLP(CFG)
+    ref32.load_state_dict(ref.state_dict())
+    expect_cases(_mlp_case(m, ref32, x3), _mlp_case(m, ref32, x3[:1]), hint="x -> fc -> GELU (tanh form) -> proj")

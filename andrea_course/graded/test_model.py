@@ -5,7 +5,7 @@ import torch.nn.functional as F
 
 from andrea_course import ANDREA, ModelConfig
 from andrea_course.grading import (Case, Mismatch, Second, expect_cases, expect_close, expect_equal, expect_runs,
-                                   graded, load_weights)
+                                   expect_true, graded, load_weights)
 from andrea_course import pieces
 from andrea_course.params import count_parameters
 
@@ -97,6 +97,24 @@ def test_andrea_logits(student):
     expect_cases(_logits_case(m, ref, torch.randint(0, CFG.vocab_size, (2, 6), generator=g), "ANDREA(cfg)"),
                  _logits_case(m, ref, torch.randint(0, CFG.vocab_size, (3, 4), generator=g), "ANDREA(cfg)"),
                  hint=MODEL_HINT)
+
+
+@graded("model.ANDREA", points=1)
+def test_andrea_with_targets_gives_logits_and_the_loss(student):
+    """model(ids, targets), as training calls it: (logits, the mean cross-entropy of the next tokens)."""
+    ref = _reference_model(CFG)
+    m = _student_model(student, ref, CFG)
+    g = torch.Generator().manual_seed(9)
+    ids, targets = (torch.randint(0, CFG.vocab_size, (2, 6), generator=g) for _ in range(2))
+    out = m(ids, targets)
+    expect_true(isinstance(out, (tuple, list)) and len(out) == 2, "ANDREA(cfg)(ids, targets)",
+                f"returned {type(out).__name__}, not (logits, loss)",
+                "keep the given end of forward: with targets it returns the logits and self.cross_entropy(logits, targets)")
+    want, _ = _logits_and_mistakes(ref, ids)
+    expect_close(out[0], want, "ANDREA(cfg)(ids, targets)[0], the logits", hint=MODEL_HINT)
+    expect_close(out[1], F.cross_entropy(want.reshape(-1, CFG.vocab_size).float(), targets.reshape(-1)),
+                 "ANDREA(cfg)(ids, targets)[1], the loss (in fp32, as training computes it)",
+                 hint="the mean cross-entropy of the logits against the targets: the given self.cross_entropy")
 
 
 @graded("model.ANDREA", points=2)
@@ -425,15 +443,18 @@ def _randn(*shape, seed=0):
     return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
 
 
-def _cache_run(student, steps, seed):
+def _cache_run(student, steps, seed, dtype=torch.float64):
     """Feed KVCache(B=2, G=2, max_len=sum(steps), K=3) chunks of `steps` positions: per update, (what
     it was fed, what came back, pos after it); an error ends the run (the second input of a
-    mistake: what it raised is what it gives)."""
+    mistake: what it raised is what it gives). In float32 the keys and values come as the model
+    hands them over: strided views of the split heads."""
     B_, G, K, S = 2, 2, 3, sum(steps)
-    cache = student.piece("model", "KVCache")(B_, G, S, K, torch.float64, "cpu")
+    cache = student.piece("model", "KVCache")(B_, G, S, K, dtype, torch.device("cpu"))
     out = []
     for step, T_ in enumerate(steps, 1):
         k, v = _kv(B_, G, T_, K, seed=seed + step)
+        if dtype != torch.float64:
+            k, v = (t.to(dtype).transpose(1, 2).contiguous().transpose(1, 2) for t in (k, v))
         try:
             got = cache.update(k, v)
             if isinstance(got, tuple):              # views of the cache's buffers: the next update changes them
@@ -468,11 +489,11 @@ def _cache_expectations(run):
 NOT_ADVANCED = "pos not advanced: after writing T positions, self.pos += T"
 
 
-def _check_cache(student, steps, other, what):
+def _check_cache(student, steps, other, what, dtype=torch.float64):
     """Feed KVCache(B=2, G=2, max_len=sum(steps), K=3) chunks of `steps` positions; after each
     update, pos and the returned keys and values must be all positions so far, in order. A mistake
     is confirmed on a second cache fed chunks of `other`."""
-    run, run2 = _cache_run(student, steps, 50), _cache_run(student, other, 80)
+    run, run2 = _cache_run(student, steps, 50, dtype), _cache_run(student, other, 80, dtype)
     wants, wants2 = _cache_expectations(run), _cache_expectations(run2)
     done = 0
     for step, ((k, v, got, pos), (want_k, want_v, want_pos, mistakes)) in enumerate(zip(run, wants), 1):
@@ -506,3 +527,5 @@ def test_kv_cache_appends_each_update(student):
 @graded("model.KVCache", points=2)
 def test_kv_cache_prefill_then_one_token_at_a_time(student):
     _check_cache(student, (3, 1, 1, 1), (2, 2, 1, 1), "KVCache fed a prompt of 3, then 1 token at a time")
+    _check_cache(student, (3, 1, 1), (2, 1, 1), "KVCache in float32, fed strided keys and values as the model splits them",
+                 dtype=torch.float32)

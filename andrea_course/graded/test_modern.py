@@ -113,23 +113,27 @@ def test_rmsnorm_does_not_center(student):
                  hint="RMSNorm keeps the direction of x; only the scale changes", **LOOSE)
 
 
-def _rms_case(rms_norm, x):
-    """The root mean square of every token's output, gamma = 1: 1 whatever the token's scale."""
+def _rms_case(rms_norm, x, eps_given=True):
+    """The root mean square of every token's output, gamma = 1: 1 whatever the token's scale (eps
+    passed, or left at its default)."""
     ones = torch.ones(x.shape[-1], dtype=x.dtype)
 
     def rms():
-        y = rms_norm(x, ones, 1e-5)
+        y = rms_norm(x, ones, 1e-5) if eps_given else rms_norm(x, ones)
         return y.pow(2).mean(dim=-1).sqrt() if isinstance(y, torch.Tensor) and y.shape == x.shape else y
     of = lambda y: y.pow(2).mean(dim=-1).sqrt()
+    axes = lambda dim: of(_rms_over(x, ones, dim=dim)) if x.dim() >= 3 else None
     mistakes = {"normalised over the wrong axis (dim=-2, the positions): take mean(x²) over the last axis, D, of "
-                "every token": of(_rms_over(x, ones, dim=-2)),
-                "normalised over the wrong axis (dim=0, the batch): take mean(x²) over the last axis, D": of(_rms_over(x, ones, dim=0)),
+                "every token": axes(-2),
+                "normalised over the wrong axis (dim=0, the batch): take mean(x²) over the last axis, D": axes(0),
                 "one root mean square for the whole tensor: take mean(x²) over dim=-1 with keepdim=True, one value "
                 "per token": of(x * torch.rsqrt(x.pow(2).mean() + 1e-5)),
                 "divided by sqrt(sum(x²)) instead of sqrt(mean(x²)): the output's root mean square must be 1, not "
                 "1/sqrt(D)": of(x * torch.rsqrt(x.pow(2).sum(dim=-1, keepdim=True) + 1e-5))}
+    mistakes = {k: v for k, v in mistakes.items() if v is not None}   # (D,): no other axis to go wrong with
     want = torch.ones(x.shape[:-1], dtype=x.dtype)
-    return Case(f"the root mean square of every token of rms_norm(x of shape {tuple(x.shape)}, ones)", rms, want,
+    return Case(f"the root mean square of every token of rms_norm(x of shape {tuple(x.shape)} {str(x.dtype)[6:]}, ones"
+                f"{')' if eps_given else ', eps left at its default)'}", rms, want,
                 _differing(mistakes, want))
 
 
@@ -141,6 +145,8 @@ def test_rmsnorm_produces_unit_rms(student):
     scale = torch.logspace(0, 2, 24, dtype=torch.float64).view(4, 6, 1)
     scale2 = torch.logspace(0, 1.5, 15, dtype=torch.float64).view(3, 5, 1)
     expect_cases(_rms_case(rms_norm, _randn(4, 6, 32, seed=3) * scale), _rms_case(rms_norm, _randn(3, 5, 8, seed=13) * scale2),
+                 _rms_case(rms_norm, (_randn(2, 3, 16, seed=23) * scale2[:2, :3]).float()),        # float32, as the model
+                 _rms_case(rms_norm, 3 * _randn(16, seed=24, dtype=torch.float32), eps_given=False),  # one token (D,)
                  hint="divide each token by the square root of the mean of its squares over D", **LOOSE)
 
 
@@ -278,8 +284,11 @@ def test_swiglu_worked_example(student):
 @graded("modern.swiglu", points=1)
 def test_swiglu_matches_reference(student):
     fn = student.piece("modern", "swiglu")
+    f32 = lambda *shape, seed: _randn(*shape, seed=seed, dtype=torch.float32)
     expect_cases(_swiglu_case(fn, 3 * _randn(2, 5, 12, seed=9), _randn(2, 5, 12, seed=10)),
-                 _swiglu_case(fn, 2 * _randn(4, 6, seed=19, dtype=torch.float32), _randn(4, 6, seed=20, dtype=torch.float32)))
+                 _swiglu_case(fn, 2 * f32(4, 6, seed=19), f32(4, 6, seed=20)),
+                 _swiglu_case(fn, 2 * f32(2, 3, 8, seed=25), f32(2, 3, 8, seed=26)),      # (B, T, F), as the model
+                 _swiglu_case(fn, 2 * f32(8, seed=27), f32(8, seed=28)))                # one token (F,)
 
 
 def _swiglu_module_case(module, ref, x, bias):

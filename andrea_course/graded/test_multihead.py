@@ -1,5 +1,6 @@
 """Graded tests, activity 6 · Multi-head attention: split D = H·K into heads, attend in
 parallel, concatenate, mix with W_O."""
+import copy
 import math
 
 import torch
@@ -17,11 +18,14 @@ def _randn(*shape, seed=0, scale=1.0):
     return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)) * scale
 
 
-def _split_case(fn, shape, n_heads):
+def _split_case(fn, shape, n_heads, strided=False):
     B_, T_, D_ = shape
     K_ = D_ // n_heads
     x = _randn(*shape, seed=1 + n_heads)
-    return Case(f"split_heads(x of shape {shape}, n_heads={n_heads})", lambda: fn(x, n_heads),
+    if strided:                                         # a float32 slice of a wider (B, T, 3D) projection
+        x = torch.cat([x, x, x], dim=-1).float()[..., D_:2 * D_]
+    return Case(f"split_heads(x of shape {shape}{', a float32 slice' if strided else ''}, n_heads={n_heads})",
+                lambda: fn(x, n_heads),
                 x.view(B_, T_, n_heads, K_).transpose(1, 2),
                 {"reshaped straight to (B, H, T, K), which mixes positions and heads: view as (B, T, H, K) first, "
                  "then transpose(1, 2)": x.reshape(B_, n_heads, T_, K_),
@@ -32,13 +36,16 @@ def _split_case(fn, shape, n_heads):
 @graded("multihead.split_heads", points=2)
 def test_split_heads(student):
     fn = student.piece("multihead", "split_heads")
-    expect_cases(_split_case(fn, (B, T, D), H), _split_case(fn, (3, 4, 8), 2))
+    expect_cases(_split_case(fn, (B, T, D), H), _split_case(fn, (3, 4, 8), 2), _split_case(fn, (2, 3, 12), 4, strided=True))
 
 
-def _merge_case(fn, shape):
+def _merge_case(fn, shape, dtype=torch.float64, strided=False):
     B_, H_, T_, K_ = shape
-    y = _randn(*shape, seed=2 + H_)
-    return Case(f"merge_heads(y of shape {shape})", lambda: fn(y), y.transpose(1, 2).reshape(B_, T_, H_ * K_),
+    y = _randn(*shape, seed=2 + H_).to(dtype)
+    if strided:                                         # attention's output as a transposed view
+        y = y.transpose(-2, -1).contiguous().transpose(-2, -1)
+    return Case(f"merge_heads(y of shape {shape}, {str(dtype)[6:]}{', strided' if strided else ''})", lambda: fn(y),
+                y.transpose(1, 2).reshape(B_, T_, H_ * K_),
                 {"reshaped straight to (B, T, H·K), which mixes positions and heads: transpose(1, 2) back to "
                  "(B, T, H, K) first": y.reshape(B_, T_, H_ * K_)})
 
@@ -47,6 +54,7 @@ def _merge_case(fn, shape):
 def test_merge_heads(student):
     fn = student.piece("multihead", "merge_heads")
     expect_cases(_merge_case(fn, (B, H, T, K)), _merge_case(fn, (1, 2, 3, 5)),
+                 _merge_case(fn, (2, 2, 4, 3), torch.float32, strided=True),
                  hint="transpose(1, 2) back to (B, T, H, K), then merge the last two axes: after a transpose the "
                       "memory is not in that order, so use .reshape (or .contiguous().view)")
 
@@ -97,9 +105,11 @@ MHA_HINT = ("split q, k and v into heads with view and transpose, causal attenti
             "heads back, then W_O (self.proj)")
 
 
-def _mha_call_case(m, ref, x, cfg, what):
+def _mha_call_case(m, ref, x, cfg, what, cache=False):
     want, mistakes = _mha_outputs(ref, x, cfg)
-    return Case(f"{what}(x of shape {tuple(x.shape)})", lambda: m(x), want, mistakes)
+    call = (lambda: m(x, None)) if cache else (lambda: m(x))
+    return Case(f"{what}(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]}{', cache=None' if cache else ''})", call,
+                want, mistakes)
 
 
 def _check_mha(student, cfg, what):
@@ -109,6 +119,10 @@ def _check_mha(student, cfg, what):
     load_weights(m, ref.state_dict(), what)
     x2 = _randn(3, T - 2, cfg.d_model, seed=40)
     expect_cases(_mha_call_case(m, ref, x, cfg, what), _mha_call_case(m, ref, x2, cfg, what), hint=MHA_HINT)
+    m.float()                                            # float32, the cache given as None: as the block calls it
+    ref32 = copy.deepcopy(ref).float()
+    expect_cases(_mha_call_case(m, ref32, x.float(), cfg, what, cache=True),
+                 _mha_call_case(m, ref32, x2.float(), cfg, what, cache=True), hint=MHA_HINT)
 
 
 CFG = ModelConfig(vocab_size=16, context_length=8, d_model=D, n_layers=1, n_heads=H, d_ff=4 * D)
@@ -141,20 +155,22 @@ REPEATED_FIRST = ("repeat_kv before the cache: cache.update(k, v) first (G heads
 def _two_parts(student, m, ref, x, cfg, first: int):
     """(the learner's module fed x[:, :first] then the rest through a fresh cache: the calls, the
     right output for the rest, and the output if the cache is skipped)."""
-    cache = student.piece("multihead", "KVCache")(x.shape[0], cfg.kv_heads, x.shape[1], cfg.d_head, torch.float64, "cpu")
+    cache = student.piece("multihead", "KVCache")(x.shape[0], cfg.kv_heads, x.shape[1], cfg.d_head, x.dtype,
+                                                  torch.device("cpu"))
     with torch.no_grad():
         want = ref(x)[:, first:]
         fresh = ref(x[:, first:])                    # the new positions as if nothing came before
     return (lambda: m(x[:, :first], cache)), (lambda: m(x[:, first:], cache)), want, fresh
 
 
-def check_with_cache(student, cfg, what):
+def check_with_cache(student, cfg, what, dtype=torch.float64):
     """The sequence fed in two parts through a KV cache (3 positions, then 2) gives, for the last
     2 positions, what one pass over all 5 gives. Shared with the modern block's grouped heads."""
     ref, x = _mha_case(cfg, seed=30)
     x2 = _randn(B, T + 1, cfg.d_model, seed=31)
+    ref, x, x2 = ref.to(dtype), x.to(dtype), x2.to(dtype)
     m = student.piece("multihead", "MultiHeadAttention")(cfg)
-    m.double()
+    m.to(dtype)
     load_weights(m, ref.state_dict(), what)
     prefill, rest, want, fresh = _two_parts(student, m, ref, x, cfg, 3)
     prefill2, rest2, want2, fresh2 = _two_parts(student, m, ref, x2, cfg, 2)
@@ -181,6 +197,8 @@ def check_with_cache(student, cfg, what):
 @graded("multihead.MultiHeadAttention", points=2, taught="model")
 def test_multihead_attention_with_a_kv_cache(student):
     check_with_cache(student, CFG, "MultiHeadAttention(D=12, H=3) fed 3 positions, then 2, through a KV cache")
+    check_with_cache(student, CFG, "MultiHeadAttention(D=12, H=3) in float32 fed 3 positions, then 2, through a KV cache",
+                     torch.float32)
 
 
 # ----- grouped key/value heads (issue 15) -----
@@ -190,12 +208,17 @@ def test_grouped_kv_heads(student):
     """H = 4 query heads, G = 2 key/value heads, no cache: query head h uses key/value head
     h // (H/G). Without self.cache_and_share the attention gets 4 and 2 heads and raises: the
     mistake is named here, in multi-head attention, not in attention()."""
-    cfg = ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=32)
+    for bias in (True, False):                          # the classic block's biases, and the modern block's none
+        _check_grouped(student, ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=1, n_heads=4,
+                                            n_kv_heads=2, d_ff=32, bias=bias))
+
+
+def _check_grouped(student, cfg):
     ref, x = _mha_case(cfg, seed=50)
     x2 = _randn(3, T - 1, cfg.d_model, seed=51)
     m = student.piece("multihead", "MultiHeadAttention")(cfg)
     m.double()
-    what = "MultiHeadAttention(D=16, H=4, G=2)"
+    what = f"MultiHeadAttention(D=16, H=4, G=2{'' if cfg.bias else ', no biases'})"
     load_weights(m, ref.state_dict(), what)
     with torch.no_grad():
         expect_runs(lambda: m(x), f"{what}(x)", mistakes={SKIPPED: lambda: _skipping_the_call(ref, x)},
