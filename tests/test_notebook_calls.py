@@ -23,7 +23,7 @@ import piece_calls
 from andrea_course import ModelConfig
 from andrea_course.paths import ROOT
 
-QUICK = ["01_embeddings.ipynb", "03_multihead.ipynb", "04_mlp.ipynb"]     # a few seconds each in this process
+QUICK = ["01_embeddings.ipynb", "03_multihead.ipynb", "04_mlp.ipynb", "08_kernels.ipynb"]   # seconds each, here
 
 
 @pytest.fixture(scope="module")
