@@ -84,8 +84,8 @@ def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,
     logits: (B, V)  ->  ids: (B, 1), torch.long.
     temperature 0: the most likely token (argmax), no draw at all. Otherwise: divide the logits
     by the temperature; with top_k, set every logit below the k-th largest to -inf (a tie with the
-    k-th largest is kept); softmax into probabilities; draw one token per row with
-    torch.multinomial(probs, num_samples=1, generator=generator).
+    k-th largest is kept; a top_k of V or more keeps every token); softmax into probabilities; draw
+    one token per row with torch.multinomial(probs, num_samples=1, generator=generator).
     """
     # Hint: temperature 0 means no randomness: the largest logit. Otherwise divide the logits by
     #       the temperature (below 1 sharpens, above 1 flattens), hide everything below the k-th

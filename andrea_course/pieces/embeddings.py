@@ -8,7 +8,7 @@ __all__ = ["embed_lookup", "embed_onehot", "add_positions", "cosine_similarity",
 
 
 def embed_lookup(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """table (V, D), ids (B, T) -> (B, T, D)."""
+    """table (V, D), ids (B, T) -> (B, T, D); ids of any shape (..., ) -> (..., D)."""
     return F.embedding(ids, table)
 
 
