@@ -355,6 +355,21 @@ def _softmax_kernel(**switches):
     return lambda x: importlib.import_module("softmax_kernels").softmax_with(**switches)(x)
 
 
+def _classic_count(cfg, grouped=False):
+    """count_parameters written for the classic block only: two MLP matrices, LayerNorms with a beta
+    when there are biases, H heads for keys and values (grouped: G of them), whatever the config says."""
+    V, T, D, L, F_, b = cfg.vocab_size, cfg.context_length, cfg.d_model, cfg.n_layers, cfg.d_ff, int(cfg.bias)
+    norm = D + D * b
+    qkv = (cfg.n_heads + 2 * cfg.kv_heads) * cfg.d_head if grouped else 3 * D
+    attention = D * qkv + b * qkv + D * D + b * D
+    mlp = 2 * D * F_ + b * (F_ + D)
+    block = attention + mlp + 2 * norm
+    counts = dict(token_table=V * D, position_table=T * D, attention=attention, mlp=mlp, norms=2 * norm, block=block,
+                  blocks=L * block, final_norm=norm, head=0 if cfg.tie_embeddings else V * D)
+    counts["total"] = counts["token_table"] + counts["position_table"] + counts["blocks"] + norm + counts["head"]
+    return counts
+
+
 class _kernel:
     """A kernel of tests/softmax_kernels.py, imported on first use (it needs Triton); its source is the kernel's."""
 
@@ -634,6 +649,19 @@ MUTANTS = [
      "not normalised"),
     ("test_kernels.py", "test_softmax_kernel_ragged_row", {("kernels", "softmax"): _softmax_kernel(STORE_MASK=False)},
      "missing mask on the store"),
+    # issue 23: mistakes no test caught
+    ("test_attention.py", "test_causal_average_weights",
+     {("attention", "causal_average_weights"): lambda T: torch.ones(T, T, dtype=torch.float64).tril()
+      / torch.arange(1, T + 1, dtype=torch.float64)[:, None]}, "the weights are float64"),
+    ("test_model.py", "test_sample_next_with_top_k_larger_than_the_vocabulary",
+     {("model", "sample_next"): _sampler()}, "top_k larger than the vocabulary"),
+    ("test_model.py", "test_count_parameters_of_the_modern_model",
+     {("model", "count_parameters"): _classic_count}, "keys and values counted for all H heads"),
+    ("test_model.py", "test_count_parameters_of_the_modern_model",
+     {("model", "count_parameters"): lambda cfg: _classic_count(cfg, grouped=True)}, "SwiGLU counted as the GELU MLP's two"),
+    ("test_embeddings.py", "test_cosine_similarity_of_a_zero_vector_is_zero",
+     {("embeddings", "cosine_similarity"): lambda u, v, eps=1e-8: (u * v).sum(-1) / (u.norm(dim=-1) * v.norm(dim=-1))},
+     "no guard against a zero vector"),
     # issue 23: what a kernel did, named as it happened
     ("test_kernels.py", "test_softmax_kernel_ragged_row", {("kernels", "softmax"): _launching("softmax_kernel_storing_one_past")},
      "one element past the end of each row"),
