@@ -309,3 +309,12 @@ def test_an_input_changed_in_place_is_named():
     exc = _fail(expect_unchanged, before, {"x": x}, "dropout(x, p=0.5, training=True)")
     assert "changed its input in place" in exc.mistake
     expect_unchanged({"x": x.clone()}, {"x": x}, "f(x)")
+
+
+def test_an_error_from_the_worker_is_read_from_its_text_not_from_the_graders_lines():
+    """In the sandboxed grader the learner's error is raised again in the grader's process: the
+    line this process sees is the test's (here: no .shape on it), the learner's is in the text."""
+    def graders_line():
+        raise ValueError("not enough values to unpack (expected 2, got 1) (embeddings.py, line 104, in embed_lookup)")
+    said = explain(_raised(graders_line))
+    assert said and "Unpacking a tensor's shape" in said

@@ -21,6 +21,8 @@ import traceback
 _LIBRARY_PARTS = (os.sep + "torch" + os.sep, os.sep + "triton" + os.sep, os.sep + "andrea_course" + os.sep,
                   os.sep + "_pytest" + os.sep, os.sep + "pluggy" + os.sep, "site-packages", "dist-packages")
 _STDLIB = os.path.dirname(os.__file__)
+_TEST_FOLDERS = ("graded", "hidden_tests")            # the graded tests, in the package or a grader's copy
+_FROM_WORKER = re.compile(r"\(\w+\.py, line \d+, in [\w<>]+\)\s*$")   # isolated.py's "(file.py, line N, in f)"
 
 # reductions that drop the axis they reduce unless keepdim=True
 _REDUCTION = re.compile(r"\.(sum|mean|amax|amin|max|min|var|std|norm|logsumexp|prod|argmax|argmin)\(([^()]*)\)"
@@ -36,7 +38,7 @@ def explain(exc: BaseException, code: str | None = None) -> str | None:
     if exc is None:
         return None
     kind, text = _kind_and_text(exc)
-    if code is None:
+    if code is None and not _FROM_WORKER.search(text):      # a worker's error: this process's frames are the grader's
         code = learner_line(exc)
     for rule in _RULES:
         said = rule(kind, text, code or "")
@@ -47,13 +49,15 @@ def explain(exc: BaseException, code: str | None = None) -> str | None:
 
 def learner_line(exc: BaseException) -> str | None:
     """The innermost line of the traceback that lies outside PyTorch, Triton, the course's package
-    and the standard library: the learner's own line, as far as this process can tell."""
+    (graded tests included, wherever the grader keeps them) and the standard library: the learner's
+    own line, as far as this process can tell."""
     tb = getattr(exc, "__traceback__", None)
     if tb is None:
         return None
     for frame in reversed(traceback.extract_tb(tb)):
         path = os.path.abspath(frame.filename or "")
-        if any(part in path for part in _LIBRARY_PARTS) or path.startswith(_STDLIB) or not frame.line:
+        if any(part in path for part in _LIBRARY_PARTS) or path.startswith(_STDLIB) or not frame.line \
+                or os.path.basename(os.path.dirname(path)) in _TEST_FOLDERS:
             continue
         return frame.line.strip()
     return None
