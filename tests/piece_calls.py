@@ -343,8 +343,8 @@ def pytest_sessionfinish(session, exitstatus):
     folder = getattr(session.config, "_andrea_calls", None)
     if folder is None or hasattr(session.config, "workerinput"):
         return
-    notebooks = [item for item in session.items if str(getattr(item, "fspath", "")).endswith(".ipynb")]
-    if not notebooks:
+    asked = [Path(a.split("::")[0]) for a in session.config.args]          # (with xdist the items are the workers')
+    if not any(p.suffix == ".ipynb" or p.is_dir() and any(p.rglob("*.ipynb")) for p in asked):
         return
     recorder = Recorder()
     for path in sorted((folder / "calls").glob("*.json")):
