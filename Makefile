@@ -35,7 +35,8 @@ lab: $(LAB_STAMP)
 	cd notebooks && ../$(BIN)/jupyter-lab $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # The whole suite: unit and graded tests; every notebook under nbval twice, once with the
-# reference solutions and once with the untouched exercises in the learner's release
+# reference solutions (tests/piece_calls.py then checks that a graded test makes every call the
+# notebooks make to a learner's piece) and once with the untouched exercises in the learner's release
 # (andrea-release: no solutions/, no hidden tests; everything must still run there); then every
 # notebook in a real JupyterLab in headless Chromium (skipped when Chromium is absent).
 # Each stage prints its time. Tests marked `nightly` (fresh virtual environments for each extra,
@@ -52,7 +53,7 @@ stage = @start=$$(date +%s); echo "== stage $(1)"; $(2); rc=$$?; \
 test: $(ALL_STAMP)
 	@test -d solutions || { echo "this is a learner's release (no solutions/): run 'make grade' to grade your exercises"; exit 2; }
 	$(call stage,unit and graded tests,ANDREA_IMPL=solutions $(PYTEST) -m "not browser and not nightly" --durations=15 tests andrea_course/graded instructor/hidden_tests)
-	$(call stage,notebooks with the answer key,ANDREA_IMPL=solutions $(PYTEST) --nbval-lax --nbval-current-env notebooks)
+	$(call stage,notebooks with the answer key,ANDREA_IMPL=solutions PYTHONPATH=tests $(PYTEST) -p piece_calls --nbval-lax --nbval-current-env notebooks)
 	$(call stage,notebooks with the untouched exercises in the release,$(BIN)/andrea-release --force $(NOKEY) && cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY) OMP_NUM_THREADS=1 $(abspath $(BIN))/python -m pytest -n 2 --dist loadscope -p no:cacheprovider --nbval-lax --nbval-current-env notebooks)
 	$(call stage,notebooks in a browser,$(BIN)/python -m pytest -m browser tests/test_browser.py)
 

@@ -69,9 +69,10 @@ def gelu(x: torch.Tensor, kernel=gelu_kernel, block: int = 1024) -> torch.Tensor
     x_pad[:n] = x.reshape(-1)
     y_pad = torch.full_like(x_pad, float("nan"))
     kernel[grid](x_pad, y_pad, n, BLOCK=block)
-    if not torch.isnan(y_pad[n:]).all():
-        raise RuntimeError("gelu_kernel wrote past the end of y: the last block is ragged, so "
-                           "tl.store (and tl.load) need mask=offs < n_elements")
+    past = int((~torch.isnan(y_pad[n:])).sum())
+    if past:
+        raise RuntimeError(f"gelu_kernel wrote {past} element{'s' * (past != 1)} past the end of y: the last block "
+                           f"is ragged, so tl.store (and tl.load) need mask=offs < n_elements")
     return y_pad[:n].view_as(x)
 
 
@@ -142,7 +143,8 @@ def softmax(x: torch.Tensor, kernel=softmax_kernel) -> torch.Tensor:
     y_pad = torch.full((rows * n_cols + block,), float("nan"), dtype=x.dtype, device=x.device)
     y = y_pad[:rows * n_cols].view(rows, n_cols)             # (rows, n_cols), row stride n_cols
     kernel[(rows,)](x2, y, x2.stride(0), y.stride(0), n_cols, BLOCK=block)
-    if not torch.isnan(y_pad[rows * n_cols:]).all():
-        raise RuntimeError("softmax_kernel wrote past the last row of y: its stores need mask=cols < n_cols, "
-                           "and y's rows are y_row_stride apart")
+    past = int((~torch.isnan(y_pad[rows * n_cols:])).sum())
+    if past:
+        raise RuntimeError(f"softmax_kernel wrote {past} element{'s' * (past != 1)} past the last row of y: its "
+                           f"stores need mask=cols < n_cols, and y's rows are y_row_stride apart")
     return y.view(x.shape)

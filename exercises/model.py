@@ -74,8 +74,8 @@ def sample_next(logits: torch.Tensor, temperature: float, top_k: int | None,
     logits: (B, V)  ->  ids: (B, 1), torch.long.
     temperature 0: the most likely token (argmax), no draw at all. Otherwise: divide the logits
     by the temperature; with top_k, set every logit below the k-th largest to -inf (a tie with the
-    k-th largest is kept); softmax into probabilities; draw one token per row with
-    torch.multinomial(probs, num_samples=1, generator=generator).
+    k-th largest is kept; a top_k of V or more keeps every token); softmax into probabilities; draw
+    one token per row with torch.multinomial(probs, num_samples=1, generator=generator).
     """
     # Hint: Draw the next token of every row: greedy at temperature 0, else sampled.
     # More help: hint("model.sample_next") in the notebook, one level at a time.

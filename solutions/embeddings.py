@@ -10,7 +10,8 @@ import torch.nn.functional as F
 def embed_lookup(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Read one row of `table` per token id.
 
-    table: (V, D) float, ids: (B, T) integer in [0, V)  ->  (B, T, D)
+    table: (V, D) float, ids: (B, T) integer in [0, V)  ->  (B, T, D); ids of any shape work the
+    same way, e.g. one sequence (T,) -> (T, D)
     """
     ### BEGIN SOLUTION
     ### SUMMARY: Give every id its row of the table, for the whole batch at once.

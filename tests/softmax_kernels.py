@@ -63,3 +63,31 @@ def softmax_with(**switches):
     """The exercise's softmax(x), launching softmax_kernel_with with these switches."""
     kernel = _Switched(**switches)
     return lambda x: launcher()(x, kernel=kernel)
+
+
+@triton.jit
+def softmax_kernel_in_16_bits(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
+    """The row never converted to fp32: right in Triton 3.9, whose tl.max promotes it, and on fp32
+    input; a compile error wherever a 16-bit value reaches tl.exp."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * y_row_stride + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def softmax_kernel_storing_one_past(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
+    """mask = cols <= n_cols: every row loads and stores one element past its end."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols <= n_cols
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * y_row_stride + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def launching(kernel):
+    """The exercise's softmax(x), launching `kernel`."""
+    return lambda x: launcher()(x, kernel=kernel)

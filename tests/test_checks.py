@@ -20,7 +20,7 @@ from andrea_course.notebook._display import render_html, render_text
 
 GRADED = '''
 import torch
-from andrea_course.grading import graded, expect_close
+from andrea_course.grading import Second, graded, expect_close
 
 HINT = "normalise over dim=-1"
 
@@ -28,9 +28,10 @@ HINT = "normalise over dim=-1"
 @graded("attention.softmax", points=1)
 def test_softmax_values(student):
     softmax = student.piece("attention", "softmax")
-    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(0))
-    expect_close(softmax(x), torch.softmax(x, -1), "softmax(x)",
-                 mistakes={"normalised over the queries (dim=-2)": torch.softmax(x, -2)}, hint=HINT)
+    x, x2 = (torch.randn(3, 5, generator=torch.Generator().manual_seed(s)) for s in (0, 2))
+    wrong = "normalised over the queries (dim=-2)"
+    expect_close(softmax(x), torch.softmax(x, -1), "softmax(x)", mistakes={wrong: torch.softmax(x, -2)}, hint=HINT,
+                 second=Second(lambda: softmax(x2), torch.softmax(x2, -1), {wrong: torch.softmax(x2, -2)}))
 
 
 @graded("attention.softmax", points=1)

@@ -133,3 +133,34 @@ def test_typical_mistakes_are_caught_and_named():
         with pytest.raises(Mismatch) as caught:
             graded.test_swiglu_ffn_dim_is_8D_over_3(InProcessStudent("solutions", overrides={("modern", "swiglu_hidden_dim"): mutant}))
         assert words in str(caught.value), (words, str(caught.value))
+
+
+RMS_MUTANTS = {  # a typical rms_norm mistake: the only graded tests it may fail (and the words they name)
+    "eps outside the square root": (_fp32(lambda x, w, eps: x / (_ms(x).sqrt() + eps) * w),
+                                    {"test_rmsnorm_eps_inside_the_sqrt": "eps outside"}),
+    "forgot eps": (_fp32(lambda x, w, eps: x * torch.rsqrt(_ms(x)) * w), {"test_rmsnorm_eps_inside_the_sqrt": "forgot eps"}),
+    "centred": (_fp32(_centred), {"test_rmsnorm_does_not_center": "subtracted the mean"}),
+    "forgot gamma": (_fp32(lambda x, w, eps: _rms_over(x, torch.ones_like(w), eps)),
+                     {"test_rmsnorm_scales_with_gamma": "forgot gamma", "test_rmsnorm_eps_inside_the_sqrt": "forgot gamma"}),
+    "computed in bf16": (_bf16_norm, {"test_rmsnorm_computes_in_fp32": "computed in"}),
+}
+
+
+@pytest.mark.parametrize("mutant", list(RMS_MUTANTS))
+def test_an_rms_norm_mistake_costs_where_it_is(mutant):
+    """One mistake costs in the tests of what it gets wrong: eps outside the square root fails the
+    eps test alone, never test_rmsnorm_does_not_center, whose name would say the learner centred."""
+    from andrea_course.grading import Mismatch
+    from andrea_course.grading.student import InProcessStudent
+
+    fn, expected = RMS_MUTANTS[mutant]
+    failed = {}
+    for name, test in vars(graded).items():
+        if name.startswith("test_rmsnorm"):
+            try:
+                test(InProcessStudent("solutions", overrides={("modern", "rms_norm"): fn}))
+            except Mismatch as exc:
+                failed[name] = exc.mistake or ""
+    assert set(failed) == set(expected), f"{mutant}: fails {sorted(failed)}, expected {sorted(expected)}"
+    for name, words in expected.items():
+        assert words in failed[name], (name, failed[name])

@@ -5,15 +5,23 @@ import math
 import torch
 import torch.nn.functional as F
 
-from andrea_course.grading import expect_close, expect_equal, expect_runs, expect_true, graded
+from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
+                                   graded, load_weights)
 from andrea_course import pieces
 
 NEG_INF = float("-inf")
-USES_STEPS = "attention() runs your four steps: if one of their tests fails, fix that one first"
+ATTENTION_HINT = ("in this order: scores q·kᵀ, divided by sqrt(K); the future (j > i + S - T) set to -inf; a softmax "
+                  "over the keys (dim=-1); the weights times v")
 
 
 def _randn(*shape, seed=0, scale=1.0):
     return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def _strided_heads(*shape, seed):
+    """(..., T, K) float32 made by a transpose of (..., K, T): strided, as heads split with
+    view and transpose are."""
+    return _randn(*shape[:-2], shape[-1], shape[-2], seed=seed).float().transpose(-2, -1)
 
 
 def _qkv(T=6, S=None, K=8, seed=0):
@@ -95,175 +103,274 @@ def _averaging_mistakes(T, dtype=torch.float32):
                 rows(ones.tril(-1))}
 
 
+def _average_case(fn, shape, dtype=torch.float64):
+    x = _randn(*shape, seed=20 + len(shape)).to(dtype)
+    T = shape[-2]
+    total = x.cumsum(dim=-2)
+    return Case(f"average_past(x of shape {shape}, {str(dtype)[6:]})", lambda: fn(x), _running_mean(x), {
+        "the future included: every position got the mean of all T positions; position i averages only 0..i":
+            x.mean(dim=-2, keepdim=True).expand_as(x),
+        "divided by T instead of i + 1, the number of positions averaged at i": total / T,
+        "the future averaged instead of the past (positions i..T-1): average 0..i": _running_mean(x.flip(-2)).flip(-2),
+        "position i itself left out: the mean of 0..i includes i": torch.cat(
+            [torch.full_like(x[..., :1, :], float("nan")), _running_mean(x)[..., :-1, :]], dim=-2)})
+
+
 @graded("attention.average_past", points=2)
 def test_average_past(student):
     fn = student.piece("attention", "average_past")
-    for shape in ((2, 5, 3), (7, 4)):                                   # (B, T, D), and (T, D) alone
-        x = _randn(*shape, seed=20)
-        T = shape[-2]
-        total = x.cumsum(dim=-2)
-        expect_close(fn(x), _running_mean(x), f"average_past(x of shape {shape})",
-                     hint="row i is the mean of rows 0..i along the position axis (-2), so any leading axes work",
-                     mistakes={"the future included: every position got the mean of all T positions; "
-                               "position i averages only 0..i": x.mean(dim=-2, keepdim=True).expand_as(x),
-                               "divided by T instead of i + 1, the number of positions averaged at i": total / T,
-                               "the future averaged instead of the past (positions i..T-1): average 0..i":
-                               _running_mean(x.flip(-2)).flip(-2),
-                               "position i itself left out: the mean of 0..i includes i": torch.cat(
-                                   [torch.full_like(x[..., :1, :], float("nan")), _running_mean(x)[..., :-1, :]], dim=-2)})
+    expect_cases(_average_case(fn, (2, 5, 3)), _average_case(fn, (7, 4)),           # (B, T, D), and (T, D) alone
+                 _average_case(fn, (3, 4, 2), torch.float32),
+                 hint="row i is the mean of rows 0..i along the position axis (-2), so any leading axes work")
+
+
+def _causal_weights(T):
+    return torch.ones(T, T).tril() / torch.arange(1, T + 1, dtype=torch.float32)[:, None]
+
+
+FLOAT64_WEIGHTS = ("the weights are float64 (a count or a matrix made with dtype=torch.float64): W @ x then fails on "
+                   "the float32 x of notebook 02 (a matrix product needs one dtype); build them in float32, "
+                   "PyTorch's default")
 
 
 @graded("attention.causal_average_weights", points=2)
 def test_causal_average_weights(student):
+    """The (T, T) float32 weights, and W @ x = average_past(x) for a float32 x, as the docstring promises."""
+    weights = student.piece("attention", "causal_average_weights")
+    case = lambda T: Case(f"causal_average_weights({T})", lambda: weights(T), _causal_weights(T), _averaging_mistakes(T))
+    hint = "a lower-triangular matrix of ones, each row divided by its sum: then W @ x = average_past(x)"
+    expect_cases(case(6), case(4), hint=hint)
     T = 6
-    got = student.piece("attention", "causal_average_weights")(T)
-    want = torch.ones(T, T).tril() / torch.arange(1, T + 1, dtype=torch.float32)[:, None]
-    expect_close(got, want, f"causal_average_weights({T})", mistakes=_averaging_mistakes(T),
-                 hint="a lower-triangular matrix of ones, each row divided by its sum: then W @ x = average_past(x)")
+    got = weights(T)
+    expect_true(got.dtype == torch.float32, f"causal_average_weights({T}).dtype", f"dtype {got.dtype}, expected "
+                f"torch.float32", "make the ones (and anything you divide by) in PyTorch's default dtype",
+                mistake=FLOAT64_WEIGHTS if got.dtype == torch.float64 else None)
     x = _randn(T, 3, seed=21).float()
-    expect_close(got.to(x.dtype) @ x, _running_mean(x), f"causal_average_weights({T}) @ x",
-                 hint="W @ x must give average_past(x)")
+    expect_close(expect_runs(lambda: got @ x, f"causal_average_weights({T}) @ x (x float32)"), _running_mean(x),
+                 f"causal_average_weights({T}) @ x", hint="W @ x must give average_past(x)")
+
+
+def _softmax_weights_case(fn, T):
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    masked = torch.zeros(T, T).masked_fill(future, NEG_INF)
+    mistakes = {"future scores set to 0 instead of -inf: exp(0) = 1 still gives them weight, so every row is "
+                "uniform over all T": torch.full((T, T), 1 / T),
+                "the wrong triangle set to -inf: hide j > i (the future), keep j <= i":
+                    torch.softmax(torch.zeros(T, T).masked_fill(future.T, NEG_INF), dim=-1),
+                "softmax over the wrong axis (dim=0): each row, over the keys (dim=-1), sums to 1":
+                    torch.softmax(masked, dim=0),
+                "no softmax: the masked scores are not weights yet; softmax each row": masked,
+                **_averaging_mistakes(T)}
+    mistakes = {k: v for k, v in mistakes.items() if not k.startswith(("the future included", "the upper triangle"))}
+    return Case(f"causal_softmax_weights({T})", lambda: fn(T), _causal_weights(T), mistakes)
 
 
 @graded("attention.causal_softmax_weights", points=2)
 def test_causal_softmax_weights(student):
-    T = 6
-    got = student.piece("attention", "causal_softmax_weights")(T)
-    want = torch.ones(T, T).tril() / torch.arange(1, T + 1, dtype=torch.float32)[:, None]
-    future = torch.ones(T, T, dtype=torch.bool).triu(1)
-    masked = torch.zeros(T, T).masked_fill(future, NEG_INF)
-    expect_close(got, want, f"causal_softmax_weights({T})",
-                 hint="zeros, the future (j > i) set to -inf, then softmax over each row (dim=-1)",
-                 mistakes={"future scores set to 0 instead of -inf: exp(0) = 1 still gives them weight, "
-                           "so every row is uniform over all T": torch.full((T, T), 1 / T),
-                           "the wrong triangle set to -inf: hide j > i (the future), keep j <= i":
-                           torch.softmax(torch.zeros(T, T).masked_fill(future.T, NEG_INF), dim=-1),
-                           "softmax over the wrong axis (dim=0): each row, over the keys (dim=-1), sums to 1":
-                           torch.softmax(masked, dim=0),
-                           "no softmax: the masked scores are not weights yet; softmax each row": masked,
-                           **_averaging_mistakes(T)})
+    fn = student.piece("attention", "causal_softmax_weights")
+    expect_cases(_softmax_weights_case(fn, 6), _softmax_weights_case(fn, 5),
+                 hint="zeros, the future (j > i) set to -inf, then softmax over each row (dim=-1)")
 
 
 # ----- the four steps -----
 
+def _scores_case(fn, q, k):
+    what = f"attention_scores(q of shape {tuple(q.shape)}, k of shape {tuple(k.shape)})"
+    return Case(what, lambda: fn(q, k), torch.einsum("...tk,...sk->...ts", q, k),
+                {"keys against queries (k @ qᵀ): rows are queries, columns keys": k @ q.transpose(-2, -1)})
+
+
 @graded("attention.attention_scores", points=1)
 def test_attention_scores(student):
-    q, k = _randn(2, 3, 5, 4, seed=1), _randn(2, 3, 7, 4, seed=2)   # T = 5 queries, S = 7 keys
-    got = student.piece("attention", "attention_scores")(q, k)
-    expect_close(got, torch.einsum("...tk,...sk->...ts", q, k), "attention_scores(q, k)",
-                 mistakes={"keys against queries (k @ qᵀ): rows are queries, columns keys": k @ q.transpose(-2, -1)},
-                 hint="every query against every key: turn only the last two axes of k, (..., T, K) times (..., K, S) gives (..., T, S)")
+    fn = student.piece("attention", "attention_scores")
+    expect_cases(_scores_case(fn, _randn(2, 3, 5, 4, seed=1), _randn(2, 3, 7, 4, seed=2)),   # T = 5 queries, S = 7 keys
+                 _scores_case(fn, _randn(6, 4, seed=3).float(), _randn(6, 4, seed=4).float()),  # (T, K) alone, float32
+                 _scores_case(fn, _strided_heads(2, 2, 5, 4, seed=5), _strided_heads(2, 2, 5, 4, seed=6)),  # as the model
+                 hint="every query against every key: turn only the last two axes of k, (..., T, K) times "
+                      "(..., K, S) gives (..., T, S)")
+
+
+def _scale_case(fn, scores, d_head):
+    r = d_head ** 0.5
+    return Case(f"scale_scores(scores of shape {tuple(scores.shape)}, d_head={d_head})", lambda: fn(scores, d_head),
+                scores / r, {"scores not scaled: divide by sqrt(K)": scores,
+                             "divided by K instead of sqrt(K)": scores / d_head,
+                             "multiplied by sqrt(K) instead of dividing": scores * r})
 
 
 @graded("attention.scale_scores", points=1)
 def test_scale_scores_divides_by_sqrt_head_width(student):
-    scores = _randn(2, 5, 5, seed=3, scale=4)
-    got = student.piece("attention", "scale_scores")(scores, 16)
-    expect_close(got, scores / 4, "scale_scores(scores, d_head=16)",
-                 mistakes={"scores not scaled: divide by sqrt(K)": scores,
-                           "divided by K instead of sqrt(K)": scores / 16,
-                           "multiplied by sqrt(K) instead of dividing": scores * 4})
+    fn = student.piece("attention", "scale_scores")
+    expect_cases(_scale_case(fn, _randn(2, 5, 5, seed=3, scale=4), 16), _scale_case(fn, _randn(4, 6, seed=5).float(), 9),
+                 _scale_case(fn, torch.tensor(6.0), 4),                         # one score, a 0-d tensor
+                 _scale_case(fn, _randn(2, 2, 4, 4, seed=8, scale=3).float(), 4))  # (B, H, T, S) float32, as the model
+
+
+def _mask_case(fn, T, S=None):
+    S_ = T if S is None else S
+    want = _allowed(T, S_)
+    mistakes = {"mask inverted: True marks the keys a query MAY see": ~want}
+    if S is None:
+        mistakes.update({"the wrong triangle (upper): query i may see keys j <= i": want.T,
+                         "strict lower triangle: query i may see itself (the diagonal is True)": want.tril(-1)})
+    else:
+        mistakes["cached keys ignored (mask aligned to the top-left corner): allowed j <= i + S - T"] = \
+            _allowed(T, S_, offset=False)
+    call = (lambda: fn(T)) if S is None else (lambda: fn(T, S))
+    return Case(f"causal_mask({T})" if S is None else f"causal_mask(T={T}, S={S})", call, want, mistakes)
 
 
 @graded("attention.causal_mask", points=1)
 def test_causal_mask_is_lower_triangular(student):
-    got = student.piece("attention", "causal_mask")(5)
-    want = torch.ones(5, 5, dtype=torch.bool).tril()
-    expect_equal(got, want, "causal_mask(5)", hint="True where j <= i: the lower triangle with the diagonal",
-                 mistakes={"the wrong triangle (upper): query i may see keys j <= i": want.T,
-                           "strict lower triangle: query i may see itself (the diagonal is True)": want.tril(-1),
-                           "mask inverted: True marks the keys a query MAY see": ~want})
+    fn = student.piece("attention", "causal_mask")
+    expect_cases(_mask_case(fn, 5), _mask_case(fn, 4), exact=True,
+                 hint="True where j <= i: the lower triangle with the diagonal")
+    got = fn(5)
     expect_true(got.dtype == torch.bool, "causal_mask(5).dtype", f"dtype {got.dtype}, expected torch.bool",
                 "compare index tensors (j <= i) to get booleans")
 
 
 @graded("attention.causal_mask", points=1)
 def test_causal_mask_with_cached_keys(student):
-    got = student.piece("attention", "causal_mask")(3, 6)
-    expect_equal(got, _allowed(3, 6), "causal_mask(T=3, S=6)",
-                 hint="with S - T = 3 cached keys, query i sits at position i + 3: allowed j <= i + S - T",
-                 mistakes={"cached keys ignored (mask aligned to the top-left corner): allowed j <= i + S - T":
-                           _allowed(3, 6, offset=False)})
+    fn = student.piece("attention", "causal_mask")
+    expect_cases(_mask_case(fn, 3, 6), _mask_case(fn, 2, 5), exact=True,
+                 hint="with S - T cached keys, query i sits at position i + S - T: allowed j <= i + S - T")
 
 
 def _masked(scores):
     return scores.masked_fill(~_allowed(*scores.shape[-2:]), NEG_INF)
 
 
+def _apply_mask_case(fn, scores):
+    T, S = scores.shape[-2:]
+    lower = _allowed(T, S)
+
+    def got():
+        out = fn(scores)
+        if isinstance(out, torch.Tensor) and out.is_floating_point():
+            out = out.masked_fill(out <= -1e9, NEG_INF)                   # a huge negative number works like -inf
+        return out
+    mistakes = {"masked the wrong triangle (upper): hide keys j > i, keep j <= i": scores.masked_fill(~_upper(T, S), NEG_INF),
+                "masked the diagonal too (strict lower triangle): query i may see itself":
+                    scores.masked_fill(~_strict_lower(T, S), NEG_INF),
+                "future scores set to 0 instead of -inf: exp(0) = 1 still gives them weight": scores.masked_fill(~lower, 0.0)}
+    if S != T:
+        mistakes["mask aligned to the top-left corner: allowed j <= i + S - T"] = \
+            scores.masked_fill(~_allowed(T, S, offset=False), NEG_INF)
+    return Case(f"apply_causal_mask(scores of shape {tuple(scores.shape)})", got, _masked(scores), mistakes)
+
+
 @graded("attention.apply_causal_mask", points=2)
 def test_apply_causal_mask(student):
     fn = student.piece("attention", "apply_causal_mask")
-    for shape in ((2, 5, 5), (4, 7)):                                   # T = S, and S - T = 3 cached keys
-        scores = _randn(*shape, seed=4)
-        got = fn(scores)
-        if isinstance(got, torch.Tensor) and got.is_floating_point():
-            got = got.masked_fill(got <= -1e9, NEG_INF)                   # a huge negative number works like -inf
-        T, S = shape[-2:]
-        lower = _allowed(T, S)
-        expect_close(got, _masked(scores), f"apply_causal_mask(scores of shape {shape})",
-                     mistakes={"masked the wrong triangle (upper): hide keys j > i, keep j <= i":
-                               scores.masked_fill(~_upper(T, S), NEG_INF),
-                               "masked the diagonal too (strict lower triangle): query i may see itself":
-                               scores.masked_fill(~_strict_lower(T, S), NEG_INF),
-                               "future scores set to 0 instead of -inf: exp(0) = 1 still gives them weight":
-                               scores.masked_fill(~lower, 0.0),
-                               "mask aligned to the top-left corner: allowed j <= i + S - T":
-                               scores.masked_fill(~_allowed(T, S, offset=False), NEG_INF)})
+    expect_cases(_apply_mask_case(fn, _randn(2, 5, 5, seed=4)),          # T = S
+                 _apply_mask_case(fn, _randn(4, 7, seed=4)),             # S - T = 3 cached keys
+                 _apply_mask_case(fn, _randn(2, 3, 6, seed=6).float()),  # S - T = 3, float32, (B, T, S)
+                 _apply_mask_case(fn, _randn(5, 5, seed=7).float()),     # (T, T) float32
+                 _apply_mask_case(fn, _randn(2, 2, 3, 5, seed=9).float()))  # (B, H, T, S) float32, as the model
+
+
+def _softmax_case(fn, scores):
+    mistakes = {"not normalised: divide exp(scores) by its row sum": scores.exp(),
+                "normalised by the sum over the whole tensor: divide by each row's sum (dim=-1, keepdim=True)":
+                    scores.exp() / scores.exp().sum()}
+    if scores.dim() > 1:
+        mistakes["softmax over the wrong axis (dim=-2): each query's row of S keys must sum to 1"] = \
+            torch.softmax(scores, dim=-2)
+    return Case(f"softmax(scores of shape {tuple(scores.shape)}, {str(scores.dtype)[6:]})", lambda: fn(scores),
+                torch.softmax(scores, dim=-1), mistakes)
 
 
 @graded("attention.softmax", points=2)
 def test_softmax_over_the_keys(student):
-    scores = _randn(2, 3, 4, 6, seed=5, scale=3)                        # T = 4 queries, S = 6 keys
-    got = student.piece("attention", "softmax")(scores)
-    expect_close(got, torch.softmax(scores, dim=-1), "softmax(scores)",
-                 mistakes={"softmax over the wrong axis (dim=-2): each query's row of S keys must sum to 1":
-                           torch.softmax(scores, dim=-2),
-                           "not normalised: divide exp(scores) by its row sum": scores.exp(),
-                           "normalised by the sum over the whole tensor: divide by each row's sum (dim=-1, keepdim=True)":
-                           scores.exp() / scores.exp().sum()})
+    fn = student.piece("attention", "softmax")
+    expect_cases(_softmax_case(fn, _randn(2, 3, 4, 6, seed=5, scale=3)),         # T = 4 queries, S = 6 keys
+                 _softmax_case(fn, _randn(5, 7, seed=6, scale=2).float()),       # (T, S) alone, float32
+                 _softmax_case(fn, _randn(6, seed=7, scale=2).float()),          # one row (S,), float32
+                 _softmax_case(fn, _randn(2, 2, 3, 5, seed=8, scale=2).float()))  # (B, H, T, S) float32, as the model
+
+
+def _stable_case(fn, scores):
+    return Case(f"softmax({scores.tolist()})", lambda: fn(scores), torch.softmax(scores, dim=-1),
+                {"the row maximum is not subtracted: exp(1000) overflows to inf": scores.exp() / scores.exp().sum(-1, keepdim=True),
+                 KEEPDIM_SUM: _softmax_by_hand(scores, keep_sum=False)})
 
 
 @graded("attention.softmax", points=1)
 def test_softmax_is_stable_and_handles_masked_scores(student):
-    scores = torch.tensor([[1000.0, 999.0, NEG_INF], [-1000.0, -1001.0, -999.0], [0.0, NEG_INF, NEG_INF]],
-                          dtype=torch.float64)
-    got = student.piece("attention", "softmax")(scores)
-    expect_close(got, torch.softmax(scores, dim=-1), "softmax(very large, very small and -inf scores)",
-                 hint="subtract each row's own maximum before exponentiating: the weights do not change and nothing overflows",
-                 mistakes={"the row maximum is not subtracted: exp(1000) overflows to inf":
-                           scores.exp() / scores.exp().sum(-1, keepdim=True),
-                           KEEPDIM_SUM: _softmax_by_hand(scores, keep_sum=False)})
+    fn = student.piece("attention", "softmax")
+    first = torch.tensor([[1000.0, 999.0, NEG_INF], [-1000.0, -1001.0, -999.0], [0.0, NEG_INF, NEG_INF]], dtype=torch.float64)
+    second = torch.tensor([[NEG_INF, 800.0, 799.0], [-750.0, NEG_INF, -753.0], [3.0, 0.5, NEG_INF]], dtype=torch.float64)
+    expect_cases(_stable_case(fn, first), _stable_case(fn, second),
+                 hint="subtract each row's own maximum before exponentiating: the weights do not change and nothing overflows")
 
 
 @graded("attention.weighted_sum", points=1)
 def test_weighted_sum_of_values(student):
-    w = torch.softmax(_randn(2, 4, 6, seed=6), dim=-1)                  # (B, T, S)
-    v = _randn(2, 6, 3, seed=7)                                          # (B, S, K)
-    got = student.piece("attention", "weighted_sum")(w, v)
-    expect_close(got, torch.einsum("bts,bsk->btk", w, v), "weighted_sum(weights, v)",
-                 hint="each query's output is its row of weights times the values: (..., T, S) times (..., S, K) gives (..., T, K)")
+    fn = student.piece("attention", "weighted_sum")
+    for w, v in ((torch.softmax(_randn(2, 4, 6, seed=6), dim=-1), _randn(2, 6, 3, seed=7)),      # (B, T, S), (B, S, K)
+                 (torch.softmax(_randn(5, 5, seed=8), dim=-1).float(), _randn(5, 3, seed=9).float()),  # (T, S), (S, K)
+                 (torch.softmax(_randn(2, 2, 4, 4, seed=10), dim=-1).float(), _strided_heads(2, 2, 4, 3, seed=11))):
+        expect_close(fn(w, v), torch.einsum("...ts,...sk->...tk", w, v),
+                     f"weighted_sum(weights of shape {tuple(w.shape)}, v of shape {tuple(v.shape)}, {str(v.dtype)[6:]})",
+                     hint="each query's output is its row of weights times the values: (..., T, S) times (..., S, K) "
+                          "gives (..., T, K)")
 
 
 # ----- attention end to end -----
 
+def _attention_case(fn, q, k, v, **kwargs):
+    T, S = q.shape[-2], k.shape[-2]
+    what = (f"attention(q of shape {tuple(q.shape)}, k and v of {S} positions"
+            + "".join(f", {k_}={v_}" for k_, v_ in kwargs.items()) + ")")
+    causal = kwargs.get("causal", True)
+    if causal:
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=_allowed(T, S))
+        mistakes = _attention_mistakes(q, k, v)
+    else:
+        want = F.scaled_dot_product_attention(q, k, v)
+        mistakes = {"masked although causal=False: apply the mask only when causal is True":
+                        F.scaled_dot_product_attention(q, k, v, attn_mask=_allowed(T, S)),
+                    "scores not divided by sqrt(K)": _attend(q, k, v, scale=1.0)}
+    return Case(what, lambda: fn(q, k, v, **kwargs), want, mistakes)
+
+
 @graded("attention.attention", points=3)
 def test_causal_attention(student):
-    q, k, v = _qkv()
-    got = student.piece("attention", "attention")(q, k, v)
-    expect_close(got, F.scaled_dot_product_attention(q, k, v, is_causal=True), "attention(q, k, v)",
-                 mistakes=_attention_mistakes(q, k, v), hint=USES_STEPS)
+    fn = student.piece("attention", "attention")
+    expect_cases(_attention_case(fn, *_qkv()), _attention_case(fn, *_qkv(T=4, K=4, seed=7)), hint=ATTENTION_HINT)
+
+
+@graded("attention.attention", points=1)
+def test_attention_of_heads_as_the_model_gives_them(student):
+    """float32 heads that are strided views, (B, H, T, K) and (H, T, K) alone, causal given by
+    keyword or not: as multi-head attention and the model hand them over."""
+    fn = student.piece("attention", "attention")
+    qkv = lambda *shape, seed: tuple(_strided_heads(*shape, seed=seed + i) for i in range(3))
+    cached = (_strided_heads(3, 3, 8, seed=44), _strided_heads(3, 7, 8, seed=45), _strided_heads(3, 7, 8, seed=46))
+    expect_cases(_attention_case(fn, *qkv(2, 3, 5, 4, seed=40), causal=True), _attention_case(fn, *cached),
+                 _attention_case(fn, *qkv(1, 2, 6, 4, seed=50)), _attention_case(fn, *_qkv(T=3, S=6, seed=48)),
+                 hint=ATTENTION_HINT)
 
 
 @graded("attention.attention", points=1)
 def test_attention_without_mask(student):
-    q, k, v = _qkv(seed=3)
-    got = student.piece("attention", "attention")(q, k, v, causal=False)
-    expect_close(got, F.scaled_dot_product_attention(q, k, v), "attention(q, k, v, causal=False)",
-                 mistakes={"masked although causal=False: apply the mask only when causal is True":
-                           F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                           "scores not divided by sqrt(K)": _attend(q, k, v, scale=1.0)})
+    fn = student.piece("attention", "attention")
+    expect_cases(_attention_case(fn, *_qkv(seed=3), causal=False), _attention_case(fn, *_qkv(T=4, seed=9), causal=False),
+                 hint=ATTENTION_HINT)
 
 
+def _head_case(head, ref, x, D, K):
+    with torch.no_grad():
+        q, k, v = ref.w_q(x), ref.w_k(x), ref.w_v(x)
+    T = x.shape[-2]
+    return Case(f"AttentionHead({D}, {K})(x of shape {tuple(x.shape)})", lambda: head(x),
+                F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                {"no causal mask: call attention(..., causal=True)": F.scaled_dot_product_attention(q, k, v),
+                 "scaled by sqrt(D) instead of sqrt(K), the head width":
+                     _attend(q, k, v, scale=1 / math.sqrt(D), allowed=_allowed(T, T)),
+                 "q, k, v projections mixed up: q from w_q, k from w_k, v from w_v":
+                     F.scaled_dot_product_attention(k, q, v, is_causal=True)})
 
 
 @graded("attention.AttentionHead", points=2)
@@ -275,18 +382,9 @@ def test_attention_head(student):
             p.copy_(_randn(*p.shape, seed=10 + i, scale=0.5))
     head = student.piece("attention", "AttentionHead")(D, K)
     head.double()
-    head.load_state_dict(ref.state_dict())
-    x = _randn(2, 5, D, seed=9)
-    with torch.no_grad():
-        q, k, v = ref.w_q(x), ref.w_k(x), ref.w_v(x)
-    got = head(x)
-    expect_close(got, F.scaled_dot_product_attention(q, k, v, is_causal=True), "AttentionHead(12, 4)(x)",
-                 mistakes={"no causal mask: call attention(..., causal=True)": F.scaled_dot_product_attention(q, k, v),
-                           "scaled by sqrt(D) instead of sqrt(K), the head width":
-                               _attend(q, k, v, scale=1 / math.sqrt(D), allowed=_allowed(5, 5)),
-                           "q, k, v projections mixed up: q from w_q, k from w_k, v from w_v":
-                               F.scaled_dot_product_attention(k, q, v, is_causal=True)},
-                 hint="AttentionHead runs your attention(): if its tests fail, fix those first")
+    load_weights(head, ref.state_dict(), f"AttentionHead({D}, {K})")
+    expect_cases(_head_case(head, ref, _randn(2, 5, D, seed=9), D, K), _head_case(head, ref, _randn(3, 4, D, seed=8), D, K),
+                 hint="project x to q, k and v with their own layers, then causal attention of one head")
 
 
 # ----- softmax: the axis of the batch, and keepdim -----
@@ -325,15 +423,17 @@ def _softmax_mistakes(scores):
 
 @graded("attention.softmax", points=1)
 def test_softmax_keeps_one_statistic_per_row(student):
-    """(B, H, T, S) = (2, 3, 4, 6), where a row statistic without keepdim raises and a softmax over
-    dim=0 (the batch) shows, then (T, S) = (5, 5), where a row statistic without keepdim silently
-    lines up with the wrong axis."""
+    """(B, H, T, S) = (2, 3, 4, 6) and (3, 4, 7), where a row statistic without keepdim raises and a
+    softmax over dim=0 (the batch) shows, then (T, S) = (5, 5) and (6, 6), where a row statistic
+    without keepdim silently lines up with the wrong axis."""
     softmax = student.piece("attention", "softmax")
-    for shape in ((2, 3, 4, 6), (5, 5)):
-        scores = _randn(*shape, seed=12, scale=2)
+    hint = "each row's maximum and sum must keep a last axis of size 1, (..., T, 1), to line up with their row"
+    for shape, other in (((2, 3, 4, 6), (3, 4, 7)), ((5, 5), (6, 6))):
+        scores, scores2 = _randn(*shape, seed=12, scale=2), _randn(*other, seed=13, scale=2)
         what = f"softmax(scores of shape {shape})"
-        got = expect_runs(lambda: softmax(scores), what,
-                          mistakes={KEEPDIM_ROW: lambda: _softmax_by_hand(scores, keep_sum=False)},
-            hint="each row's maximum and sum must keep a last axis of size 1, (..., T, 1), to line up with their row")
+        raising = lambda s: {KEEPDIM_ROW: lambda: _softmax_by_hand(s, keep_sum=False)}
+        got = expect_runs(lambda: softmax(scores), what, mistakes=raising(scores),
+                          second=Second(lambda: softmax(scores2), None, raising(scores2)), hint=hint)
         expect_close(got, torch.softmax(scores, dim=-1), what, mistakes=_softmax_mistakes(scores),
+                     second=Second(lambda: softmax(scores2), torch.softmax(scores2, dim=-1), _softmax_mistakes(scores2)),
                      hint="normalise over the last axis (the keys), one maximum and one sum per row")

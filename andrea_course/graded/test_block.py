@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.grading import expect_close, expect_equal, expect_runs, expect_true, graded
+from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
+                                   expect_unchanged, graded, load_weights)
 from andrea_course import pieces
 
 
@@ -25,43 +26,67 @@ def _layer_norm_mistakes(x, w, b, eps=1e-5):
     mean = x.mean(-1, keepdim=True)
     var = x.var(-1, unbiased=False, keepdim=True)
     norm = (x - mean) / torch.sqrt(var + eps)
+    across = {} if x.dim() < 2 else {
+        "normalised over the wrong axis: mean and variance over the last axis (D, dim=-1) of each token":
+            F.layer_norm(x.transpose(-1, -2), x.shape[-2:-1]).transpose(-1, -2) * w + b,
+        "normalised over the whole tensor: each token gets its own mean and variance over D":
+            (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * w + b}
     return {
+        **across,
         "variance with Bessel's correction (divide by D - 1): LayerNorm uses the biased variance, "
         "var(unbiased=False) or mean((x - mean)**2)": (x - mean) / torch.sqrt(x.var(-1, keepdim=True) + eps) * w + b,
         "eps outside the square root: divide by sqrt(var + eps), not sqrt(var) + eps":
             (x - mean) / (var.sqrt() + eps) * w + b,
-        "normalised over the wrong axis: mean and variance over the last axis (D, dim=-1) of each token":
-            F.layer_norm(x.transpose(-1, -2), x.shape[-2:-1]).transpose(-1, -2) * w + b,
-        "normalised over the whole tensor: each token gets its own mean and variance over D":
-            (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * w + b,
         "gamma (weight) forgotten: multiply by weight before adding bias": norm + b,
         "beta (bias) forgotten: add bias after multiplying by weight": norm * w,
         "mean not subtracted: LayerNorm centres x before dividing": x / torch.sqrt(var + eps) * w + b,
     }
 
 
+def _layer_norm_case_2():
+    """x: (T, D) = (5, 16) float32, scales from 0.02 to 8 and offsets, with its weight and bias."""
+    g = torch.Generator().manual_seed(7)
+    scales = torch.tensor([0.02, 0.5, 1.0, 3.0, 8.0])[:, None]
+    x = torch.randn(5, 16, generator=g) * scales + torch.randn(5, 1, generator=g) * 2
+    return x, 1 + 0.5 * torch.randn(16, generator=g), torch.randn(16, generator=g)
+
+
+def _ln_case_32(shape, seed):
+    """float32 x of `shape` (any rank), tokens of several scales, its weight and bias."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, generator=g) * (1 + 3 * torch.rand(*shape[:-1], 1, generator=g)) + 0.5
+    return x, 1 + 0.3 * torch.randn(shape[-1], generator=g), torch.randn(shape[-1], generator=g)
+
+
+def _ln_case(fn, x, w, b, eps=None):
+    args = (x, w, b) if eps is None else (x, w, b, eps)
+    e = 1e-5 if eps is None else eps
+    mistakes = _layer_norm_mistakes(x, w, b, e)
+    if eps is not None:
+        mistakes["eps ignored: use the argument, not a constant 1e-5"] = F.layer_norm(x, x.shape[-1:], w, b, eps=1e-5)
+    what = (f"layer_norm(x of shape {tuple(x.shape)} {str(x.dtype)[6:]}, weight, bias"
+            + (f", eps={eps})" if eps is not None else ")"))
+    return Case(what, lambda: fn(*args), F.layer_norm(x, x.shape[-1:], w, b, eps=e), mistakes)
+
+
 @graded("block.layer_norm", points=3)
 def test_layer_norm(student):
-    x, w, b = _layer_norm_case()
-    got = student.piece("block", "layer_norm")(x, w, b)
-    expect_close(got, F.layer_norm(x, (16,), w, b, eps=1e-5), "layer_norm(x, weight, bias)",
-                 mistakes=_layer_norm_mistakes(x, w, b))
+    fn = student.piece("block", "layer_norm")
+    expect_cases(_ln_case(fn, *_layer_norm_case()), _ln_case(fn, *_layer_norm_case_2()),
+                 hint="per token: subtract its mean over D, divide by sqrt(its variance + eps), then times weight plus bias")
 
 
 @graded("block.layer_norm", points=1)
 def test_layer_norm_uses_the_eps_it_is_given(student):
-    x, w, b = _layer_norm_case()
-    got = student.piece("block", "layer_norm")(x, w, b, 0.1)
-    expect_close(got, F.layer_norm(x, (16,), w, b, eps=0.1), "layer_norm(x, weight, bias, eps=0.1)",
-                 mistakes={"eps ignored: use the argument, not a constant 1e-5":
-                           F.layer_norm(x, (16,), w, b, eps=1e-5), **_layer_norm_mistakes(x, w, b, 0.1)})
-
-
+    fn = student.piece("block", "layer_norm")
+    expect_cases(_ln_case(fn, *_layer_norm_case(), eps=0.1), _ln_case(fn, *_layer_norm_case_2(), eps=0.5),
+                 _ln_case(fn, *_ln_case_32((2, 3, 16), 8), eps=0.2),     # float32 (B, T, D), as the model calls it
+                 _ln_case(fn, *_ln_case_32((16,), 9), eps=0.05))         # one token (D,)
 
 
 CFG = ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=2, n_heads=4, d_ff=32)
-USES_PIECES = ("the block runs your layer_norm, MultiHeadAttention and MLP: if one of their tests fails, "
-               "fix that one first")
+PRE_NORM_HINT = ("x = x + attn(ln1(x)), then x = x + mlp(ln2(x)): each sublayer reads a normalised copy of x and "
+                 "adds its output to the raw x")
 
 
 def _block_case(seed=10):
@@ -103,60 +128,110 @@ def _block_variants(ref, x, ln):
     }
 
 
+def _student_block(student, name, ref, *args, **kwargs):
+    m = student.piece("block", name)(CFG, *args, **kwargs)
+    m.double()
+    load_weights(m, ref.state_dict(), f"{name}(cfg)")
+    return m
+
+
+def _pre_case(m, ref, x, ln, cache=False):
+    pre, post, mistakes = _block_variants(ref, x, ln)
+    call = (lambda: m(x, None)) if cache else (lambda: m(x))
+    return Case(f"Block(cfg)(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]}{', cache=None' if cache else ''})", call, pre, {
+        "post-norm where pre-norm was asked: normalise the sublayer's input, x = x + attn(ln1(x)), "
+        "and leave the residual stream unnormalised": post, **mistakes})
+
+
 @graded("block.Block", points=3)
 def test_pre_norm_block(student):
     ref, x, ln = _block_case()
-    pre, post, mistakes = _block_variants(ref, x, ln)
-    m = student.piece("block", "Block")(CFG)
-    m.double()
-    m.load_state_dict(ref.state_dict())
-    expect_close(m(x), pre, "Block(cfg)(x)", hint=USES_PIECES, mistakes={
-        "post-norm where pre-norm was asked: normalise the sublayer's input, x = x + attn(ln1(x)), "
-        "and leave the residual stream unnormalised": post, **mistakes})
+    m = _student_block(student, "Block", ref)
+    expect_cases(_pre_case(m, ref, x, ln), _pre_case(m, ref, _randn(3, 4, CFG.d_model, seed=11, scale=2) - 1, ln),
+                 hint=PRE_NORM_HINT)
+    m32, ref32 = m.float(), _single(ref)                 # float32, the cache given as None: as the model calls it
+    expect_cases(_pre_case(m32, ref32, x.float(), ln, cache=True), _pre_case(m32, ref32, x[:1, :3].float(), ln, cache=True),
+                 hint=PRE_NORM_HINT)
+
+
+def _single(ref):
+    """A float32 copy of a reference module."""
+    import copy
+    return copy.deepcopy(ref).float()
+
+
+def _post_case(m, ref, x, ln, cache=False):
+    pre, post, _ = _block_variants(ref, x, ln)
+    with torch.no_grad():
+        h = ln(ref.ln1, x + ref.attn(x))
+        no_second_norm = h + ref.mlp(h)
+    call = (lambda: m(x, None)) if cache else (lambda: m(x))
+    return Case(f"PostNormBlock(cfg)(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]}{', cache=None' if cache else ''})",
+                call, post, {
+        "pre-norm where post-norm was asked: x = ln1(x + attn(x)); x = ln2(x + mlp(x))": pre,
+        "the second sublayer left unnormalised: x = ln2(x + mlp(x))": no_second_norm})
 
 
 @graded("block.PostNormBlock", points=1)
 def test_post_norm_block(student):
     ref, x, ln = _block_case(seed=20)
-    pre, post, _ = _block_variants(ref, x, ln)
-    m = student.piece("block", "PostNormBlock")(CFG)
-    m.double()
-    m.load_state_dict(ref.state_dict())
+    m = _student_block(student, "PostNormBlock", ref)
+    hint = "x = ln1(x + attn(x)), then x = ln2(x + mlp(x)): the 2017 order, the norm after each sum"
+    expect_cases(_post_case(m, ref, x, ln), _post_case(m, ref, _randn(3, 4, CFG.d_model, seed=21, scale=2) - 1, ln),
+                 hint=hint)
+    m32, ref32 = m.float(), _single(ref)
+    expect_cases(_post_case(m32, ref32, x.float(), ln, cache=True), _post_case(m32, ref32, x[:1, :3].float(), ln, cache=True),
+                 hint=hint)
+
+
+CACHE_NOT_PASSED = ("the cache not passed on: self.attn(self.ln1(x), cache) keeps the earlier positions' keys and "
+                    "values")
+
+
+def _own_cache_run(student, m, x, first):
+    """The learner's block fed x[:, :first] and then the rest through one cache: (the call for the
+    rest, the block's own output for those positions in one pass, and its output for them alone)."""
+    cache = student.piece("block", "KVCache")(x.shape[0], CFG.kv_heads, x.shape[1], CFG.d_head, x.dtype, torch.device("cpu"))
     with torch.no_grad():
-        h = ln(ref.ln1, x + ref.attn(x))
-        no_second_norm = h + ref.mlp(h)
-    expect_close(m(x), post, "PostNormBlock(cfg)(x)", hint=USES_PIECES, mistakes={
-        "pre-norm where post-norm was asked: x = ln1(x + attn(x)); x = ln2(x + mlp(x))": pre,
-        "the second sublayer left unnormalised: x = ln2(x + mlp(x))": no_second_norm})
+        whole, alone = m(x)[:, first:], m(x[:, first:])
+
+    def rest():
+        with torch.no_grad():
+            m(x[:, :first], cache)
+            return m(x[:, first:], cache)
+    return rest, whole, alone
 
 
 @graded("block.Block", points=1, taught="model")
 def test_block_passes_the_cache_on(student):
-    """Fed in two parts through a KV cache, the block gives what one pass over the whole
-    sequence gives: it must hand its cache to the attention."""
+    """Fed in two parts through a KV cache, the block gives what it gives in one pass over the
+    whole sequence (its own one-pass output: this test is about the cache alone)."""
     ref, x, _ = _block_case(seed=30)
-    m = student.piece("block", "Block")(CFG)
-    m.double()
-    m.load_state_dict(ref.state_dict())
-    cache = student.piece("block", "KVCache")(x.shape[0], CFG.kv_heads, x.shape[1], CFG.d_head, torch.float64, "cpu")
+    m = _student_block(student, "Block", ref)
     with torch.no_grad():
-        want, fresh = ref(x)[:, 3:], ref(x[:, 3:])
-    m(x[:, :3], cache)
-    expect_close(m(x[:, 3:], cache), want, "Block(cfg) fed 3 positions, then 2, through a KV cache",
-                 hint="hand the cache to the attention: it appends the new keys and values and attends to all of them",
-                 mistakes={"the cache not passed on: self.attn(self.ln1(x), cache) keeps the earlier "
-                           "positions' keys and values": fresh})
+        out = m(x)
+    expect_true(isinstance(out, torch.Tensor) and out.shape == x.shape and not torch.allclose(out, x),
+                "Block(cfg)(x)", "the block gave x back unchanged (or not a tensor of x's shape)",
+                "the block adds each sublayer's output to x")
+    x2 = _randn(3, 6, CFG.d_model, seed=31, scale=2)
+    for dtype in (torch.float64, torch.float32):        # float32 as the model runs it
+        m.to(dtype)
+        rest, whole, alone = _own_cache_run(student, m, x.to(dtype), 3)
+        rest2, whole2, alone2 = _own_cache_run(student, m, x2.to(dtype), 2)
+        expect_close(rest(), whole, f"Block(cfg) in {str(dtype)[6:]} fed 3 positions, then 2, through a KV cache, "
+                                    f"against its own one pass",
+                     hint="hand the cache to the attention: it appends the new keys and values and attends to all of them",
+                     mistakes={CACHE_NOT_PASSED: alone}, second=Second(rest2, whole2, {CACHE_NOT_PASSED: alone2}))
 
 
 @graded("block.Block", points=1)
 def test_block_applies_dropout_while_training(student):
     """Block(cfg, dropout=0.5): in training mode each sublayer's output is dropped out (two calls
-    differ); in eval mode dropout is off and the block is the plain equation."""
-    ref, x, ln = _block_case(seed=40)
-    pre, _, _ = _block_variants(ref, x, ln)
-    m = student.piece("block", "Block")(CFG, dropout=0.5)
-    m.double()
-    m.load_state_dict(ref.state_dict())
+    differ); in eval mode dropout is off: the block gives what the same block without dropout
+    gives (the learner's own, with the same weights: this test is about dropout alone)."""
+    ref, x, _ = _block_case(seed=40)
+    m = _student_block(student, "Block", ref, dropout=0.5)
+    plain = _student_block(student, "Block", ref)
     m.train()
     first, second = m(x), m(x)
     expect_true(isinstance(first, torch.Tensor) and not torch.allclose(first, second),
@@ -165,8 +240,11 @@ def test_block_applies_dropout_while_training(student):
                 "pass each sublayer's output through self.drop before adding it to x",
                 mistake="no dropout in the block: x = x + self.drop(self.attn(self.ln1(x), cache)), and the same for the MLP")
     m.eval()
-    expect_close(m(x), pre, "Block(cfg, dropout=0.5) in eval mode", hint="dropout is off in eval mode: "
-                 "use the module self.drop (an nn.Dropout), not torch.nn.functional.dropout with training=True")
+    plain.eval()
+    with torch.no_grad():
+        expect_close(m(x), plain(x), "Block(cfg, dropout=0.5) in eval mode against Block(cfg) (no dropout), same weights",
+                     hint="dropout is off in eval mode: use the module self.drop (an nn.Dropout), not "
+                          "torch.nn.functional.dropout with training=True")
 
 
 # ----- LayerNorm: keepdim -----
@@ -184,18 +262,20 @@ LN_KEEPDIM = ("keepdim forgotten: x.mean(dim=-1) has one value per token but sha
 
 @graded("block.layer_norm", points=1)
 def test_layer_norm_keeps_one_statistic_per_token(student):
-    """(B, T, D) = (2, 3, 16), where a mean without keepdim raises, then (T, D) = (16, 16), where it
-    silently lines up with the features instead of the tokens."""
+    """(B, T, D) = (2, 3, 16) and (4, 5, 16), where a mean without keepdim raises, then (T, D) =
+    (16, 16), where it silently lines up with the features instead of the tokens."""
     layer_norm = student.piece("block", "layer_norm")
     x, w, b = _layer_norm_case()
-    for case in (x, _randn(16, 16, seed=5, scale=2) + _randn(16, 1, seed=6)):
+    square = lambda seed: _randn(16, 16, seed=seed, scale=2) + _randn(16, 1, seed=seed + 1)
+    for case, other in ((x, _randn(4, 5, 16, seed=7, scale=3) + 1), (square(5), square(8))):
         what = f"layer_norm(x of shape {tuple(case.shape)}, weight, bias)"
-        got = expect_runs(lambda: layer_norm(case, w, b), what,
-                          mistakes={LN_KEEPDIM: lambda: _layer_norm_without_keepdim(case, w, b)})
-        mistakes = {}
-        if case.shape[-2] == case.shape[-1]:
-            mistakes[LN_KEEPDIM] = _layer_norm_without_keepdim(case, w, b)
-        expect_close(got, F.layer_norm(case, (16,), w, b, eps=1e-5), what, mistakes=mistakes)
+        raising = lambda t: {LN_KEEPDIM: lambda: _layer_norm_without_keepdim(t, w, b)}
+        got = expect_runs(lambda: layer_norm(case, w, b), what, mistakes=raising(case),
+                          second=Second(lambda: layer_norm(other, w, b), None, raising(other)))
+        mistakes = lambda t: {LN_KEEPDIM: _layer_norm_without_keepdim(t, w, b)} if t.shape[-2] == t.shape[-1] else {}
+        expect_close(got, F.layer_norm(case, (16,), w, b, eps=1e-5), what, mistakes=mistakes(case),
+                     second=Second(lambda: layer_norm(other, w, b), F.layer_norm(other, (16,), w, b, eps=1e-5),
+                                   mistakes(other)))
 
 
 # ----- dropout -----
@@ -230,46 +310,117 @@ def _bound(p, n=N_DROP):
     return SIGMAS * (p * (1 - p) / n) ** 0.5
 
 
+def _dropped(student, x, p, training=True, seed=0):
+    """The learner's dropout(x, p, training, generator seeded `seed`), and a copy of x taken before
+    the call (what every expectation is computed from: an in-place dropout has its own test)."""
+    before = x.clone()
+    return _dropout(student, x, p, training, seed), before
+
+
+def _scales_case(student, p, seed):
+    x = _drop_input(seed)
+    got, x0 = _dropped(student, x, p)
+    kept = got != 0 if isinstance(got, torch.Tensor) and got.shape == x.shape else torch.ones_like(x, dtype=torch.bool)
+    return Case(f"dropout(x, p={p}, training=True): the elements not zeroed", lambda: got,
+                torch.where(kept, x0 / (1 - p), 0.0),
+                {NOTHING_DROPPED: x0, NOT_SCALED: torch.where(kept, x0, 0.0),
+                 MULTIPLIED: torch.where(kept, x0 * (1 - p), 0.0)}), got, x0
+
+
 @graded("block.dropout", points=2)
 def test_dropout_zeroes_or_scales_each_element(student):
     """Every output element is 0 or x / (1 - p), at p = 0.1 and 0.3, in x's dtype."""
-    x = _drop_input()
-    for p in (0.1, 0.3):
-        what = f"dropout(x, p={p}, training=True): the elements not zeroed"
-        got = _dropout(student, x, p)
-        kept = got != 0 if isinstance(got, torch.Tensor) and got.shape == x.shape else torch.ones_like(x, dtype=torch.bool)
-        expect_close(got, torch.where(kept, x / (1 - p), 0.0), what, hint=DROP_HINT,
-                     mistakes={NOTHING_DROPPED: x, NOT_SCALED: torch.where(kept, x, 0.0), MULTIPLIED: torch.where(kept, x * (1 - p), 0.0)})
-        expect_equal(got.dtype, x.dtype, f"dropout(x, p={p}, training=True).dtype",
-                     "the output has x's dtype: a bool mask multiplied into x takes x's dtype")
+    (first, got, x0), (second, _, _) = _scales_case(student, 0.1, 60), _scales_case(student, 0.3, 65)
+    expect_cases(first, second, hint=DROP_HINT)
+    expect_equal(got.dtype, x0.dtype, "dropout(x, p=0.1, training=True).dtype",
+                 "the output has x's dtype: a bool mask multiplied into x takes x's dtype")
+
+
+def _fraction(got):
+    return (got == 0).double().mean() if isinstance(got, torch.Tensor) else got
+
+
+def _fraction_case(student, p, seed):
+    got, _ = _dropped(student, _drop_input(seed), p, seed=1)
+    return (lambda: _fraction(got)), torch.tensor(p, dtype=torch.float64), {
+        KEPT_WITH_P: torch.tensor(1 - p, dtype=torch.float64), NOTHING_DROPPED: torch.tensor(0.0, dtype=torch.float64)}
 
 
 @graded("block.dropout", points=2)
 def test_dropout_zeroes_a_fraction_p(student):
     """The fraction of the 65,536 elements set to 0 lies within 6 standard deviations of p."""
-    x = _drop_input(seed=61)
-    for p in (0.1, 0.3):
-        got = _dropout(student, x, p, seed=1)
-        frac = (got == 0).double().mean() if isinstance(got, torch.Tensor) else got
-        expect_close(frac, torch.tensor(p, dtype=torch.float64),
-                     f"the fraction of the {N_DROP:,} elements that dropout(x, p={p}) sets to 0 (a correct dropout "
-                     f"lands within {SIGMAS} standard deviations of p, ±{_bound(p):.4f})",
-                     atol=_bound(p), rtol=0.0, hint=DROP_HINT,
-                     mistakes={KEPT_WITH_P: torch.tensor(1 - p, dtype=torch.float64),
-                               NOTHING_DROPPED: torch.tensor(0.0, dtype=torch.float64)})
+    cases = {p: _fraction_case(student, p, seed) for p, seed in ((0.1, 61), (0.3, 66))}
+    for p, other in ((0.1, 0.3), (0.3, 0.1)):
+        got, want, mistakes = cases[p]
+        expect_close(got(), want, f"the fraction of the {N_DROP:,} elements that dropout(x, p={p}) sets to 0 (a correct "
+                     f"dropout lands within {SIGMAS} standard deviations of p, ±{_bound(p):.4f})",
+                     atol=_bound(p), rtol=0.0, hint=DROP_HINT, mistakes=mistakes, second=Second(*cases[other]))
+
+
+APPLIED_IN_EVAL = ("dropout applied when not training: outside training (model.eval(), generation) it must return x "
+                   "unchanged")
+
+
+def _idle_case(student, p, training, seed):
+    x = _drop_input(seed)
+    got, x0 = _dropped(student, x, p, training, seed=3)
+    applied = (torch.where(got == 0, 0.0, x0 / (1 - p)) if p < 1 and isinstance(got, torch.Tensor)
+               and got.shape == x.shape else torch.zeros_like(x))
+    mistakes = {APPLIED_IN_EVAL: applied} if not training else {}
+    return Case(f"dropout(x, p={p}, training={training})", lambda: got, x0, mistakes)
+
+
+def _drops(student, why):
+    """The precondition of the dropout tests that look at something else: in training at p = 0.5 it
+    does drop (else giving x back would pass them)."""
+    busy, _ = _dropped(student, _drop_input(67), 0.5, seed=2)
+    expect_true(isinstance(busy, torch.Tensor) and bool((busy == 0).any()), "dropout(x, p=0.5, training=True)",
+                f"nothing was dropped: {why}", DROP_HINT)
 
 
 @graded("block.dropout", points=1)
 def test_dropout_does_nothing_outside_training_or_at_p_0(student):
-    x = _drop_input(seed=62)
-    for p, training in ((0.3, False), (1.0, False), (0.0, True)):
-        got = _dropout(student, x, p, training, seed=3)
-        applied = (torch.where(got == 0, 0.0, x / (1 - p)) if p < 1 and isinstance(got, torch.Tensor)
-                   and got.shape == x.shape else torch.zeros_like(x))
-        expect_close(got, x, f"dropout(x, p={p}, training={training})",
-                     hint="when not training, or when p is 0, dropout gives x back unchanged",
-                     mistakes={"dropout applied when not training: outside training (model.eval(), generation) "
-                               "it must return x unchanged": applied})
+    """Outside training, or at p = 0, x comes back unchanged; and in training at p = 0.5 dropout
+    does drop (else giving x back would pass)."""
+    _drops(student, "this test checks that dropout is off outside training, which means something only for a "
+                    "dropout that drops while training")
+    expect_cases(_idle_case(student, 0.3, False, 62), _idle_case(student, 1.0, False, 68), _idle_case(student, 0.0, True, 69),
+                 _idle_case(student, 0.6, False, 70),
+                 hint="when not training, or when p is 0, dropout gives x back unchanged")
+
+
+@graded("block.dropout", points=1)
+def test_dropout_leaves_its_input_unchanged(student):
+    """x belongs to the caller (the block adds the dropped-out sublayer output to the stream and may
+    still need it): dropout returns a new tensor and never writes into x."""
+    _drops(student, "this test checks that dropout leaves its input as it was while it drops")
+    for p, training in ((0.3, True), (0.5, True), (0.3, False)):
+        x = _drop_input(71)
+        got, x0 = _dropped(student, x, p, training, seed=4)
+        expect_unchanged({"x": x0}, {"x": x}, f"dropout(x, p={p}, training={training})")
+
+
+@graded("block.dropout", points=1)
+def test_dropout_of_any_shape_with_or_without_a_generator(student):
+    """One vector (D,) and a (T, D) matrix, float32, with a generator and with none (torch's own):
+    each element 0 or x / (1 - p), something dropped, the shape and dtype kept."""
+    _drops(student, "this test checks the shapes dropout takes, which means something only for a dropout that drops")
+    dropout = student.piece("block", "dropout")
+    g = torch.Generator().manual_seed(72)
+    for shape in ((512,), (64, 32)):
+        x = torch.rand(shape, generator=g) + 1.0
+        for generator in (torch.Generator().manual_seed(9), None):
+            what = f"dropout(x of shape {shape}, p=0.5, training=True{', generator' if generator else ''})"
+            x0 = x.clone()                               # an in-place dropout has its own test
+            got = dropout(x, 0.5, True, generator) if generator is not None else dropout(x, 0.5, True)
+            x = x0
+            expect_true(isinstance(got, torch.Tensor) and got.shape == x.shape and got.dtype == x.dtype, what,
+                        f"expected a {x.dtype} tensor of x's shape {shape}, got "
+                        f"{getattr(got, 'dtype', type(got).__name__)} of shape {tuple(getattr(got, 'shape', ()))}", DROP_HINT)
+            kept = got != 0
+            expect_close(got, torch.where(kept, x / 0.5, 0.0), f"{what}: the elements not zeroed", hint=DROP_HINT)
+            expect_true(bool((~kept).any()) and bool(kept.any()), what, "nothing was dropped, or everything",
+                        DROP_HINT)
 
 
 P_IS_1 = ("p = 1 not handled: dividing by 1 - p = 0 gives 0/0 = NaN in a tensor (ZeroDivisionError with a Python "
@@ -278,11 +429,14 @@ P_IS_1 = ("p = 1 not handled: dividing by 1 - p = 0 gives 0/0 = NaN in a tensor 
 
 @graded("block.dropout", points=1)
 def test_dropout_at_p_1_gives_zeros(student):
-    x = _drop_input(seed=63)
     what, hint = "dropout(x, p=1.0, training=True)", "p = 1 drops every element, and there is no 1 / (1 - p) to scale by"
+    x, x2 = _drop_input(seed=63), _drop_input(seed=64)[:2]
     got = expect_runs(lambda: _dropout(student, x, 1.0, seed=4), what, hint=hint,
-                      mistakes={P_IS_1: lambda: x / (1 / (1 - 1.0))})
-    expect_close(got, torch.zeros_like(x), what, hint=hint, mistakes={P_IS_1: torch.full_like(x, float("nan"))})
+                      mistakes={P_IS_1: lambda: x / (1 / (1 - 1.0))},
+                      second=Second(lambda: _dropout(student, x2, 1.0, seed=5), None, {P_IS_1: lambda: x2 / (1 / (1 - 1.0))}))
+    expect_close(got, torch.zeros_like(x), what, hint=hint, mistakes={P_IS_1: torch.full_like(x, float("nan"))},
+                 second=Second(lambda: _dropout(student, x2, 1.0, seed=5), torch.zeros_like(x2),
+                               {P_IS_1: torch.full_like(x2, float("nan"))}))
 
 
 def _same_mask_along(dropped: torch.Tensor, dim: int) -> bool:
@@ -301,6 +455,7 @@ def test_dropout_draws_one_number_per_element(student):
     expect_true(isinstance(got, torch.Tensor) and got.shape == DROP_SHAPE, what,
                 f"expected a tensor of x's shape {DROP_SHAPE}, got {getattr(got, 'shape', type(got).__name__)}",
                 "dropout returns a tensor of x's shape")
+    expect_true(bool((got == 0).any()), what, "nothing was dropped", DROP_HINT)
     for dim, name in ((0, "row of the batch (B)"), (1, "position (T)")):
         expect_true(not _same_mask_along(got == 0, dim), what, f"every {name} has the same mask",
                     "draw a random number for every element of x: the mask has x's full shape",
@@ -312,10 +467,13 @@ def test_dropout_draws_one_number_per_element(student):
 def test_dropout_follows_its_generator(student):
     """Two generators with the same seed give the same mask; different seeds, different masks."""
     x = _drop_input(seed=64)
-    first, again, other = (_dropout(student, x, 0.5, seed=s) for s in (7, 7, 8))
-    expect_close(again, first, "dropout(x, p=0.5) twice, each with a generator seeded 7",
-                 hint="take every random number from the generator you are given",
-                 mistakes={"generator ignored: pass generator=generator to the call that draws the random "
-                           "numbers, so that a seeded generator gives the same mask": again})
+    first, again, other = (_dropout(student, x.clone(), 0.5, seed=s) for s in (7, 7, 8))
+    expect_true(isinstance(first, torch.Tensor) and bool((first == 0).any()), "dropout(x, p=0.5, training=True)",
+                "nothing was dropped", DROP_HINT)
+    expect_true(isinstance(again, torch.Tensor) and again.shape == first.shape and torch.equal(again, first),
+                "dropout(x, p=0.5) twice, each with a generator seeded 7", "the two masks differ",
+                "take every random number from the generator you are given",
+                mistake="generator ignored: pass generator=generator to the call that draws the random numbers, so "
+                        "that a seeded generator gives the same mask")
     expect_true(not torch.equal(first, other), "dropout(x, p=0.5) with generators seeded 7 and 8",
                 "both gave the same mask", "take the random numbers from the generator you are given")

@@ -1,6 +1,6 @@
 """Graded tests, activity 10 · The tokenizer: byte-level BPE from scratch, checked against
 Hugging Face `tokenizers` (the library that makes ANDREA's real tokenizer)."""
-from andrea_course.grading import expect_equal, graded
+from andrea_course.grading import Case, Second, expect_cases, expect_equal, graded
 from andrea_course import pieces
 from andrea_course.train.tokenizer import train_tokenizer
 
@@ -14,31 +14,64 @@ def _words(text=TEXT):
     return dict(REF.split_words(text))
 
 
+def _counts(words, weighted=True, overlapping=True):
+    """pair_counts written with the typical slips: each word counted once (not by its count); a pair
+    that overlaps the same pair just counted skipped."""
+    out = {}
+    for word, n in words.items():
+        previous = None
+        for i, pair in enumerate(zip(word, word[1:])):
+            if not overlapping and previous == (i - 1, pair):
+                previous = None
+                continue
+            out[pair] = out.get(pair, 0) + (n if weighted else 1)
+            previous = (i, pair)
+    return out
+
+
+EACH_WORD_ONCE = "each word counted once, not by its count: add the word's count for every pair in it"
+OVERLAPS_SKIPPED = ("overlapping pairs skipped: (7, 7, 7) holds the pair (7, 7) twice, at positions 0-1 and 1-2, and "
+                    "counting counts both (merging, later, uses each token once)")
+
+
+def _counts_case(pair_counts, words):
+    want = REF.pair_counts(words)
+    mistakes = {EACH_WORD_ONCE: _counts(words, weighted=False), OVERLAPS_SKIPPED: _counts(words, overlapping=False)}
+    return Case(f"pair_counts({words})", lambda: pair_counts(words), want,
+                {name: wrong for name, wrong in mistakes.items() if wrong != want})
+
+
 @graded("bpe.pair_counts", points=2)
 def test_pair_counts_weights_each_word_by_its_count(student):
     pair_counts = student.piece("bpe", "pair_counts")
-    words = {(1, 2, 3): 2, (2, 3): 5, (7,): 9}
-    expect_equal(pair_counts(words), {(1, 2): 2, (2, 3): 7}, "pair_counts({(1,2,3): 2, (2,3): 5, (7,): 9})",
-                 hint="add the word's count for every neighbouring pair; a one-token word has no pair",
-                 mistakes={"each word counted once, not by its count": {(1, 2): 1, (2, 3): 2}})
+    expect_cases(_counts_case(pair_counts, {(1, 2, 3): 2, (2, 3): 5, (7,): 9}),
+                 _counts_case(pair_counts, {(4, 5): 3, (5, 4, 5): 2}), exact=True,
+                 hint="add the word's count for every neighbouring pair; a one-token word has no pair")
 
 
 @graded("bpe.pair_counts", points=1)
 def test_pair_counts_counts_overlapping_pairs(student):
     pair_counts = student.piece("bpe", "pair_counts")
-    expect_equal(pair_counts({(7, 7, 7): 2}), {(7, 7): 4}, "pair_counts({(7, 7, 7): 2})",
-                 hint="(7, 7, 7) has two neighbouring pairs (7, 7), both count",
-                 mistakes={"overlapping pairs skipped": {(7, 7): 2}})
+    expect_cases(_counts_case(pair_counts, {(7, 7, 7): 2}), _counts_case(pair_counts, {(7, 7, 7, 7): 3, (5, 5, 5): 1}),
+                 exact=True, hint="(7, 7, 7) has two neighbouring pairs (7, 7), both count")
     expect_equal(pair_counts(_words()), REF.pair_counts(_words()), "pair_counts of a paragraph's words")
+
+
+def _merged_at_every_occurrence(word, pair, new):
+    """The slip: every position where the pair starts becomes the new token, overlaps included."""
+    return tuple(new for i in range(len(word) - 1) if tuple(word[i:i + 2]) == pair)
 
 
 @graded("bpe.merge_pair", points=2)
 def test_merge_pair_scans_left_to_right(student):
     merge_pair = student.piece("bpe", "merge_pair")
     expect_equal(tuple(merge_pair((1, 2, 3, 1, 2), (1, 2), 256)), (256, 3, 256), "merge_pair((1,2,3,1,2), (1,2), 256)")
-    expect_equal(tuple(merge_pair((7, 7, 7), (7, 7), 256)), (256, 7), "merge_pair((7,7,7), (7,7), 256)",
-                 hint="after merging, continue after the merged pair: the middle 7 is used once",
-                 mistakes={"overlapping occurrences merged twice": (256, 256)})
+    twice = "overlapping occurrences merged twice: after merging a pair, continue after it (each token is used once)"
+    case = lambda word, new: Case(f"merge_pair({word}, (7, 7), {new})", lambda: tuple(merge_pair(word, (7, 7), new)),
+                                  tuple(REF.merge_pair(word, (7, 7), new)),
+                                  {twice: _merged_at_every_occurrence(word, (7, 7), new)})
+    expect_cases(case((7, 7, 7), 256), case((7, 7, 7, 7, 7), 300), exact=True,
+                 hint="after merging, continue after the merged pair: the middle 7 is used once")
     expect_equal(tuple(merge_pair((5,), (5, 6), 300)), (5,), "merge_pair((5,), (5,6), 300)")
     expect_equal(tuple(merge_pair((1, 2), (2, 1), 300)), (1, 2), "merge_pair((1,2), (2,1), 300): order matters")
 
@@ -48,11 +81,12 @@ def test_most_frequent_pair_breaks_ties_like_the_library(student):
     most_frequent_pair = student.piece("bpe", "most_frequent_pair")
     expect_equal(most_frequent_pair({(1, 2): 3, (104, 101): 5, (300, 2): 4}), (104, 101), "the most frequent pair")
     expect_equal(most_frequent_pair({}), None, "most_frequent_pair({})", hint="no pair left: return None")
-    tie = {(300, 101): 2, (104, 101): 2, (32, 116): 2}
-    expect_equal(most_frequent_pair(tie), min(tie, key=REF.tie_key), "a three-way tie",
-                 hint="among equal counts take the pair with the smallest tie_key(pair)",
-                 mistakes={"ties broken by plain id order (the space byte 32 sorts after letters in the "
-                           "library's order)": (32, 116)})
+    by_id = ("ties broken by plain id order (the space byte 32 sorts after letters in the library's order): take "
+             "min(tied, key=tie_key)")
+    case = lambda tie: Case(f"most_frequent_pair of a tie {tie}", lambda: most_frequent_pair(tie), min(tie, key=REF.tie_key),
+                            {by_id: min(tie)})
+    expect_cases(case({(300, 101): 2, (104, 101): 2, (32, 116): 2}), case({(32, 97): 4, (97, 98): 4, (258, 32): 4}),
+                 exact=True, hint="among equal counts take the pair with the smallest tie_key(pair)")
 
 
 @graded("bpe.train_bpe", points=3)

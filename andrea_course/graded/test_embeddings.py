@@ -5,63 +5,86 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.grading import Mismatch, expect_close, expect_true, graded
+from andrea_course.grading import (Case, Mismatch, Second, expect_cases, expect_close, expect_runs, expect_true,
+                                   graded, load_weights)
 from andrea_course import pieces
 
 V, D = 11, 6
 CFG = ModelConfig(vocab_size=13, context_length=8, d_model=6, n_layers=1, n_heads=2, d_ff=24)
 
 
+def _table(seed=0, dtype=torch.float64):
+    return torch.randn(V, D, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)).to(dtype)  # (V, D)
+
+
 def _table_and_ids(seed=0):
-    g = torch.Generator().manual_seed(seed)
-    table = torch.randn(V, D, dtype=torch.float64, generator=g)              # (V, D)
     ids = torch.tensor([[0, 3, 3, 10, 7], [10, 1, 0, 5, 3]])                # (B, T), both ends of [0, V)
-    return table, ids
+    return _table(seed), ids
+
+
+LOOKUP_HINT = "each id picks its own row of the table, and the output keeps the layout of the ids: (B, T) -> (B, T, D)"
+
+
+def _lookup_case(lookup, table, ids):
+    what = f"embed_lookup(table ({V}, {D}) {str(table.dtype)[6:]}, ids of shape {tuple(ids.shape)})"
+    return Case(what, lambda: lookup(table, ids), F.embedding(ids, table),
+                {"ids shifted by one: token id i reads row i, no offset": table[(ids + 1) % V]})
 
 
 @graded("embeddings.embed_lookup", points=1)
 def test_embed_lookup_reads_one_row_per_id(student):
+    lookup = student.piece("embeddings", "embed_lookup")
     table, ids = _table_and_ids()
-    got = student.piece("embeddings", "embed_lookup")(table, ids)
-    expect_close(got, F.embedding(ids, table), "embed_lookup(table, ids)",
-                 mistakes={"ids shifted by one: token id i reads row i, no offset": table[(ids + 1) % V]},
-                 hint="each id picks its own row of the table, and the output keeps the (B, T) layout of the ids")
+    expect_cases(_lookup_case(lookup, table, ids),
+                 _lookup_case(lookup, _table(9, torch.float32), torch.tensor([[4, 10, 0], [2, 2, 9]])),
+                 hint=LOOKUP_HINT)
+
+
+@graded("embeddings.embed_lookup", points=1)
+def test_embed_lookup_of_one_sequence(student):
+    """ids of one sequence, shape (T,), as notebook 01 looks up a sentence: (T, D) back."""
+    lookup = student.piece("embeddings", "embed_lookup")
+    expect_cases(_lookup_case(lookup, _table(3, torch.float32), torch.tensor([0, 3, 3, 10, 7, 1])),
+                 _lookup_case(lookup, _table(4), torch.tensor([9, 0, 10])),
+                 hint="ids of any shape: indexing the table with the ids keeps their shape and adds D, (T,) -> (T, D)")
 
 
 @graded("embeddings.embed_onehot", points=1)
 def test_embed_onehot_equals_the_lookup(student):
-    table, ids = _table_and_ids(1)
-    got = student.piece("embeddings", "embed_onehot")(table, ids)
-    expect_close(got, F.embedding(ids, table), "embed_onehot(table, ids)",
-                 hint="one-hot vectors as long as the vocabulary, (B, T, V) in the table's dtype, times the table")
-    expect_true(got.dtype == table.dtype, "embed_onehot(table, ids).dtype",
-                f"dtype {got.dtype}, expected the table's {table.dtype}",
-                "cast the one-hot matrix to table.dtype before the product")
+    onehot = student.piece("embeddings", "embed_onehot")
+    for table, ids in (_table_and_ids(1), (_table(2, torch.float32), torch.randint(0, V, (4, 7),
+                                                                                   generator=torch.Generator().manual_seed(2)))):
+        what = f"embed_onehot(table ({V}, {D}) {str(table.dtype)[6:]}, ids of shape {tuple(ids.shape)})"
+        got = onehot(table, ids)
+        expect_close(got, F.embedding(ids, table), what,
+                     hint="one-hot vectors as long as the vocabulary, (B, T, V) in the table's dtype, times the table")
+        expect_true(got.dtype == table.dtype, f"{what}.dtype", f"dtype {got.dtype}, expected the table's {table.dtype}",
+                    "cast the one-hot matrix to table.dtype before the product")
+
+
+NO_NUM_CLASSES = ("F.one_hot(ids) without num_classes: its width is max(ids) + 1, not V; "
+                  "pass num_classes=table.shape[0]")
 
 
 @graded("embeddings.embed_onehot", points=1)
 def test_embed_onehot_when_the_last_ids_are_absent(student):
     """ids that never reach V - 1: the one-hot width must still be V, the table's row count."""
-    table, _ = _table_and_ids(5)
-    ids = torch.tensor([[0, 2, 4], [4, 1, 1]])                            # max id 4 < V - 1 = 10
-    try:
-        got = student.piece("embeddings", "embed_onehot")(table, ids)
-    except RuntimeError as exc:
-        if "shapes cannot be multiplied" not in str(exc) and "size" not in str(exc):
-            raise
-        raise Mismatch("embed_onehot(table, ids with max id 4, V = 11)", f"your code raised: {exc}",
-                       "the one-hot vectors must be V = table.shape[0] wide whatever the ids",
-                       mistake="F.one_hot(ids) without num_classes: its width is max(ids) + 1, not V; "
-                               "pass num_classes=table.shape[0]") from None
-    expect_close(got, F.embedding(ids, table), "embed_onehot(table, ids with max id 4, V = 11)",
+    onehot = student.piece("embeddings", "embed_onehot")
+    table, table2 = _table(5), _table(6)
+    ids, ids2 = torch.tensor([[0, 2, 4], [4, 1, 1]]), torch.tensor([[6, 0], [3, 3]])   # max ids 4 and 6 < V - 1 = 10
+    short = lambda t, i: lambda: F.one_hot(i).to(t.dtype) @ t
+    what = "embed_onehot(table, ids with max id 4, V = 11)"
+    got = expect_runs(lambda: onehot(table, ids), what, mistakes={NO_NUM_CLASSES: short(table, ids)},
+                      second=Second(lambda: onehot(table2, ids2), None, {NO_NUM_CLASSES: short(table2, ids2)}),
+                      hint="the one-hot vectors must be V = table.shape[0] wide whatever the ids")
+    expect_close(got, F.embedding(ids, table), what,
                  hint="the one-hot vectors are as long as the vocabulary, whichever ids this batch happens to hold")
 
 
-def _positions_case(start):
-    g = torch.Generator().manual_seed(2)
-    tok = torch.randn(2, 4, D, dtype=torch.float64, generator=g)              # (B, T, D)
-    pos = torch.randn(10, D, dtype=torch.float64, generator=g)                # (T_max, D)
-    T = tok.shape[1]
+def _positions_case(add_positions, start, seed=2, T=4, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    tok = torch.randn(2, T, D, dtype=torch.float64, generator=g).to(dtype)    # (B, T, D)
+    pos = torch.randn(10, D, dtype=torch.float64, generator=g).to(dtype)      # (T_max, D)
     mistakes = {
         "positions not added: return tok + position_table[start:start + T]": tok,
         "position_table indexed in reverse: position t reads row start + t, not the end of the slice":
@@ -73,36 +96,74 @@ def _positions_case(start):
         mistakes["`start` ignored: with cached tokens the first new token sits at position start, "
                  "slice position_table[start:start + T]"] = tok + pos[:T]
         mistakes["positions off by one: read rows start .. start + T - 1"] = tok + pos[start - 1:start + T - 1]
-    return tok, pos, tok + pos[start:start + T], mistakes
+    call = (lambda: add_positions(tok, pos, start)) if start else (lambda: add_positions(tok, pos))
+    what = f"add_positions(tok of shape {tuple(tok.shape)}, position_table{f', start={start}' if start else ''})"
+    return Case(what, call, tok + pos[start:start + T], mistakes)
 
 
 @graded("embeddings.add_positions", points=1)
 def test_add_positions_from_zero(student):
-    tok, pos, want, mistakes = _positions_case(0)
-    got = student.piece("embeddings", "add_positions")(tok, pos)
-    expect_close(got, want, "add_positions(tok, position_table)", mistakes=mistakes)
+    add_positions = student.piece("embeddings", "add_positions")
+    expect_cases(_positions_case(add_positions, 0), _positions_case(add_positions, 0, seed=12, T=3),
+                 _positions_case(add_positions, 0, seed=15, T=5, dtype=torch.float32))
 
 
 @graded("embeddings.add_positions", points=2)
 def test_add_positions_after_cached_tokens(student):
-    tok, pos, want, mistakes = _positions_case(3)
-    got = student.piece("embeddings", "add_positions")(tok, pos, 3)
-    expect_close(got, want, "add_positions(tok, position_table, start=3)", mistakes=mistakes)
+    add_positions = student.piece("embeddings", "add_positions")
+    expect_cases(_positions_case(add_positions, 3), _positions_case(add_positions, 2, seed=13, T=5),
+                 _positions_case(add_positions, 4, seed=14, T=2, dtype=torch.float32))       # float32, as the model
+
+
+def _cosine_case(cosine, u, v):
+    dot = (u * v).sum(-1)
+    mistakes = {"raw dot product: divide by ||u||·||v||": dot,
+                "divided by ||u||·||v|| squared: use the norms, not their squares":
+                    dot / ((u * u).sum(-1) * (v * v).sum(-1))}
+    if u.dim() > 1 or v.dim() > 1:
+        mistakes["norms over the whole tensor: each pair of vectors needs its own two norms, taken over "
+                 "the last axis (dim=-1) like the dot product"] = dot / (u.norm() * v.norm())
+    what = f"cosine_similarity(u of shape {tuple(u.shape)}, v of shape {tuple(v.shape)}, {str(u.dtype)[6:]})"
+    return Case(what, lambda: cosine(u, v), F.cosine_similarity(u, v, dim=-1), mistakes)
 
 
 @graded("embeddings.cosine_similarity", points=1)
 def test_cosine_similarity(student):
+    """Pairs of vectors along a batch, every row of a table against one query (broadcast), and
+    two single vectors, as notebook 01 compares them."""
+    cosine = student.piece("embeddings", "cosine_similarity")
     g = torch.Generator().manual_seed(3)
     u = torch.randn(3, 4, D, dtype=torch.float64, generator=g) * 3
     v = torch.randn(3, 4, D, dtype=torch.float64, generator=g)
-    got = student.piece("embeddings", "cosine_similarity")(u, v)
-    expect_close(got, F.cosine_similarity(u, v, dim=-1), "cosine_similarity(u, v)",
-                 mistakes={"raw dot product: divide by ||u||·||v||": (u * v).sum(-1),
-                           "divided by ||u||·||v|| squared: use the norms, not their squares":
-                               (u * v).sum(-1) / ((u * u).sum(-1) * (v * v).sum(-1)),
-                           "norms over the whole tensor: each pair of vectors needs its own two norms, taken over "
-                           "the last axis (dim=-1) like the dot product":
-                               (u * v).sum(-1) / (u.norm() * v.norm())})
+    rows, query = torch.randn(7, D, generator=g) * torch.linspace(0.5, 4, 7)[:, None], torch.randn(D, generator=g)
+    a, b = torch.randn(D, generator=g) * 2, torch.randn(D, generator=g)
+    pairs = torch.randn(2, 5, D, generator=g), torch.randn(2, 5, D, generator=g) * 4          # float32 (B, T, D)
+    expect_cases(_cosine_case(cosine, u, v), _cosine_case(cosine, rows, query), _cosine_case(cosine, a, b),
+                 _cosine_case(cosine, *pairs),
+                 hint="the dot product over the last axis divided by the two vectors' lengths, one number per pair")
+
+
+NO_EPS = ("no guard against a zero vector: its length is 0, so u·v / (||u||·||v||) is 0/0 = NaN; divide by "
+          "(||u||·||v||).clamp_min(eps), which leaves every other pair as it was")
+
+
+def _zero_case(cosine, u, v):
+    what = f"cosine_similarity with a zero vector among {tuple(u.shape)} and {tuple(v.shape)}"
+    raw = (u * v).sum(-1) / (u.norm(dim=-1) * v.norm(dim=-1))
+    return Case(what, lambda: cosine(u, v), F.cosine_similarity(u, v, dim=-1), {NO_EPS: raw})
+
+
+@graded("embeddings.cosine_similarity", points=1)
+def test_cosine_similarity_of_a_zero_vector_is_zero(student):
+    """A zero vector points nowhere: its cosine with anything is 0, never NaN (the eps of the signature)."""
+    cosine = student.piece("embeddings", "cosine_similarity")
+    g = torch.Generator().manual_seed(4)
+    u, v = torch.randn(3, D, dtype=torch.float64, generator=g), torch.randn(3, D, dtype=torch.float64, generator=g)
+    u[1] = 0.0
+    rows, query = torch.randn(5, D, generator=g), torch.randn(D, generator=g)
+    rows[0] = rows[3] = 0.0
+    expect_cases(_zero_case(cosine, u, v), _zero_case(cosine, rows, query),
+                 hint="keep the division away from a zero length: clamp the product of the norms to at least eps")
 
 
 # ----- nearest_tokens: the k rows most like a query -----
@@ -140,10 +201,22 @@ def _nearest_mistakes(table, query, k):
     }
 
 
-def _expect_ids(got, want, what, mistakes, scores):
+def _nearest_want(table, query, k):
+    cos = F.cosine_similarity(table.double(), query.double()[None], dim=-1)             # (V,)
+    return cos.topk(k)
+
+
+def _nearest_second(nearest, seed, k, dtype=torch.float64):
+    """The same piece on another table, query and k: what confirms a typical mistake."""
+    table, query = _nearest_case(seed, dtype)
+    return Second(lambda: nearest(table, query, k), _nearest_want(table, query, k).indices,
+                  _nearest_mistakes(table, query, k))
+
+
+def _expect_ids(got, want, what, mistakes, scores, second):
     """got must equal the ids `want` (k,), in order. A failure shows both lists of ids and names a
-    mistake when got is that mistake's ids, the right ids in another order, or the scores
-    (`scores`, (k,)) returned instead of their ids."""
+    mistake when got is that mistake's ids (here and on the second input), the right ids in
+    another order, or the scores (`scores`, (k,)) returned instead of their ids."""
     if not isinstance(got, torch.Tensor):
         raise Mismatch(what, f"expected a tensor of {len(want)} ids, got {type(got).__name__}", NEAREST_HINT)
     if got.shape != want.shape:
@@ -157,38 +230,35 @@ def _expect_ids(got, want, what, mistakes, scores):
         return
     ids = got.long()
     if sorted(ids.tolist()) == sorted(want.tolist()):
-        mistake = "the right k tokens, but not the most similar first: order them by their cosine, the largest first"
-    else:
-        mistake = next((name for name, wrong in mistakes.items()
-                        if torch.equal(ids, wrong) and not torch.equal(wrong, want)), None)
-    raise Mismatch(what, f"got the ids {ids.tolist()}, expected {want.tolist()}", NEAREST_HINT, mistake=mistake)
+        raise Mismatch(what, f"got the ids {ids.tolist()}, expected {want.tolist()}", NEAREST_HINT,
+                       mistake="the right k tokens, but not the most similar first: order them by their cosine, "
+                               "the largest first")
+    from andrea_course.grading.expect import _name, _same
+    mistake = _name(ids, want, mistakes, second._replace(got=lambda: second.got().long()), _same)
+    raise Mismatch(what, f"got the ids {ids.tolist()}, expected {want.tolist()}", NEAREST_HINT, mistake=mistake,
+                   unmatched=True)
 
 
 @graded("embeddings.nearest_tokens", points=2)
 def test_nearest_tokens_by_cosine_not_by_length(student):
+    nearest = student.piece("embeddings", "nearest_tokens")
     table, query = _nearest_case(6)
     k = 5
-    got = student.piece("embeddings", "nearest_tokens")(table, query, k)
-    cos = F.cosine_similarity(table, query[None], dim=-1)                                # (V,)
-    want = cos.topk(k)
-    _expect_ids(got, want.indices, f"nearest_tokens(table (40, 8), query (8,), k={k})",
-                _nearest_mistakes(table, query, k), want.values)
+    want = _nearest_want(table, query, k)
+    _expect_ids(nearest(table, query, k), want.indices, f"nearest_tokens(table (40, 8), query (8,), k={k})",
+                _nearest_mistakes(table, query, k), want.values, _nearest_second(nearest, 8, 6))
 
 
 @graded("embeddings.nearest_tokens", points=1)
 def test_nearest_tokens_of_a_row_starts_with_that_row(student):
     """float32, the query a multiple of row 17: row 17 first (cosine 1), whatever its length."""
+    nearest = student.piece("embeddings", "nearest_tokens")
     table, _ = _nearest_case(7, torch.float32)
     query = 0.01 * table[17]
     k = 4
-    got = student.piece("embeddings", "nearest_tokens")(table, query, k)
-    cos = F.cosine_similarity(table.double(), query.double()[None], dim=-1)
-    want = cos.topk(k)
-    _expect_ids(got, want.indices, f"nearest_tokens(table (40, 8) float32, query = 0.01·table[17], k={k})",
-                _nearest_mistakes(table, query, k), want.values)
-
-
-
+    want = _nearest_want(table, query, k)
+    _expect_ids(nearest(table, query, k), want.indices, f"nearest_tokens(table (40, 8) float32, query = 0.01·table[17], k={k})",
+                _nearest_mistakes(table, query, k), want.values, _nearest_second(nearest, 9, 3, torch.float32))
 
 
 def _embeddings_case(seed=5):
@@ -201,15 +271,21 @@ def _embeddings_case(seed=5):
     return ref, ids
 
 
+def _module_case(m, ref, ids, start):
+    tok, pos = ref.token_table.detach(), ref.position_table.detach()
+    T = ids.shape[-1]
+    mistakes = {"positions not added: x = token_table[ids] + position_table[start:start + T]": tok[ids]}
+    if start:
+        mistakes["`start` not passed on to add_positions"] = tok[ids] + pos[:T]
+    call = (lambda: m(ids, start)) if start else (lambda: m(ids))
+    return Case(f"Embeddings(cfg)(ids of shape {tuple(ids.shape)}, start={start})", call,
+                tok[ids] + pos[start:start + T], mistakes)
+
+
 @graded("embeddings.Embeddings", points=2)
 def test_embeddings_module_adds_token_and_position_vectors(student):
     ref, ids = _embeddings_case()
     m = student.piece("embeddings", "Embeddings")(CFG)
     m.double()
-    m.load_state_dict(ref.state_dict())
-    tok, pos = ref.token_table.detach(), ref.position_table.detach()
-    for start in (0, 2):
-        got = m(ids, start) if start else m(ids)
-        expect_close(got, tok[ids] + pos[start:start + ids.shape[1]], f"Embeddings(cfg)(ids, start={start})",
-                     mistakes={"positions not added: x = token_table[ids] + position_table[start:start + T]": tok[ids],
-                               "`start` not passed on to add_positions": tok[ids] + pos[:ids.shape[1]]})
+    load_weights(m, ref.state_dict(), "Embeddings(cfg)")
+    expect_cases(_module_case(m, ref, ids, 0), _module_case(m, ref, ids, 2), _module_case(m, ref, ids[:, :3], 1))

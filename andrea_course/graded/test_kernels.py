@@ -15,7 +15,8 @@ if not torch.cuda.is_available():          # Triton reads it when it is first im
 triton = pytest.importorskip("triton")
 import torch.nn.functional as F                                                                 # noqa: E402
 
-from andrea_course.grading import Mismatch, expect_close, expect_equal, expect_true, graded  # noqa: E402
+from andrea_course.grading import (Case, Mismatch, expect_cases, expect_close, expect_equal, expect_true,  # noqa: E402
+                                   graded)
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
@@ -40,50 +41,80 @@ GELU_MISTAKES = {
 }
 
 
-def call_gelu(gelu, x):
-    """Run the learner's kernel; its launcher refuses a kernel that stores past the last element."""
+def written_past(exc: Exception, where: str) -> int | None:
+    """How many elements the learner's kernel wrote past the end, as its checking launcher counted
+    them (RuntimeError "... wrote N elements past the end ..."); None when it is another error."""
+    import re
+    found = re.search(rf"wrote (\d+) elements? past {where}", str(exc))
+    return int(found.group(1)) if found else None
+
+
+def call_gelu(gelu, x, block=1024):
+    """Run the learner's kernel; its launcher refuses a kernel that stores past the last element
+    and says how many elements it wrote there."""
     try:
         return gelu(x)
     except RuntimeError as exc:
-        if "past the end" not in str(exc):
+        past = written_past(exc, "the end")
+        if past is None:
             raise
-        raise Mismatch("gelu(x)", "the kernel wrote past the last element of y",
+        n = x.numel()
+        tail = -n % block
+        if past == 1:
+            mistake = ("one element past the end: the store's mask let the lane at offs == n_elements through "
+                       "(offs <= n_elements?); the elements are 0 .. n_elements - 1, so mask = offs < n_elements")
+        elif past == tail:
+            mistake = "missing mask on the ragged tail: every lane of the last block stored, the padding too"
+        else:
+            mistake = None
+        raise Mismatch("gelu(x)", f"the kernel wrote {past} element{'s' * (past != 1)} past the last element of y "
+                                  f"(x has {n:,} elements, in blocks of {block})",
                        "the last block is ragged: pass mask=offs < n_elements to tl.store (and tl.load)",
-                       mistake="missing mask on the ragged tail") from None
+                       mistake=mistake) from None
 
 
-def check_gelu(student, x, what):
-    gelu = student.piece("kernels", "gelu")
+def _gelu_case(gelu, x, what):
     x64 = x.double()
-    want = gelu_with()(x64).to(x.dtype)
-    mistakes = {name: f(x64).to(x.dtype) for name, f in GELU_MISTAKES.items()}
+    return Case(what, lambda: call_gelu(gelu, x), gelu_with()(x64).to(x.dtype),
+                {name: f(x64).to(x.dtype) for name, f in GELU_MISTAKES.items()})
+
+
+def check_gelu(student, cases):
+    """cases: [(x, what)], two or more: each gelu(x) in x's dtype and close to the formula; a named
+    mistake confirmed on another case."""
+    gelu = student.piece("kernels", "gelu")
+    x, what = cases[0]
     got = call_gelu(gelu, x)
     expect_equal(getattr(got, "dtype", None), x.dtype, f"{what}.dtype", "store y.to(y_ptr.dtype.element_ty)")
-    expect_close(got, want, what, mistakes=mistakes)
+    expect_cases(*(_gelu_case(gelu, x_, what_) for x_, what_ in cases))
 
 
-def gelu_inputs(n, dtype):
-    torch.manual_seed(0)
+def gelu_inputs(n, dtype, seed=0):
+    torch.manual_seed(seed)
     return (torch.linspace(-6, 6, n) + 0.01 * torch.randn(n)).to(DEVICE, dtype)
 
 
 @graded("kernels.gelu_kernel", points=2)
 def test_gelu_kernel_matches_formula(student):
     """3,000 values in [-6, 6]: three programs of 1,024, the last one ragged."""
-    check_gelu(student, gelu_inputs(3000, torch.float32), "gelu(x) for x of 3,000 values")
+    check_gelu(student, [(gelu_inputs(3000, torch.float32), "gelu(x) for x of 3,000 values"),
+                         (gelu_inputs(1300, torch.float32, seed=1), "gelu(x) for x of 1,300 values")])
 
 
 @graded("kernels.gelu_kernel", points=1)
 def test_gelu_kernel_any_shape_and_one_element(student):
     torch.manual_seed(1)
-    check_gelu(student, (torch.randn(2, 17, 100) * 3).to(DEVICE), "gelu(x) for x of shape (2, 17, 100)")
-    check_gelu(student, torch.tensor([0.5], device=DEVICE), "gelu(x) for a single element")
+    check_gelu(student, [((torch.randn(2, 17, 100) * 3).to(DEVICE), "gelu(x) for x of shape (2, 17, 100)"),
+                         ((torch.randn(5, 7) * 3).to(DEVICE), "gelu(x) for x of shape (5, 7)")])
+    check_gelu(student, [(torch.tensor([1.5], device=DEVICE), "gelu(x) for a single element"),
+                         (torch.tensor([-2.2], device=DEVICE), "gelu(x) for a single element")])
 
 
 @graded("kernels.gelu_kernel", points=1)
 def test_gelu_kernel_half_precision(student):
     """fp16 in, fp16 out, computed in fp32 inside."""
-    check_gelu(student, gelu_inputs(1500, torch.float16), "gelu(x) for fp16 x")
+    check_gelu(student, [(gelu_inputs(1500, torch.float16), "gelu(x) for fp16 x"),
+                         (gelu_inputs(700, torch.float16, seed=2), "gelu(x) for fp16 x of 700 values")])
 
 
 # ----- LayerNorm ------------------------------------------------------------------------
@@ -117,23 +148,37 @@ def ln_mistakes(x, w, b, eps):
     }
 
 
-def check_layer_norm(student, x, w, b, eps, what):
-    layer_norm = student.piece("kernels", "layer_norm")
+def _ln_cases(layer_norm, x, w, b, eps, what):
+    """(the launcher's output, Cases for y, mean and rstd) of layer_norm(x, w, b, eps)."""
     args64 = (x.double(), w.double(), None if b is None else b.double())
     want_y, want_mean, want_rstd = ln_with(*args64, eps)
-    want_rstd = want_rstd.reshape(-1)
     mistakes = ln_mistakes(*args64, eps)
-    out = layer_norm(x, w, b, eps)
-    expect_true(isinstance(out, (tuple, list)) and len(out) == 3, what,
+    cache = {}
+
+    def part(i):
+        def got():
+            if "out" not in cache:
+                cache["out"] = layer_norm(x, w, b, eps)
+            out = cache["out"]
+            return out[i] if isinstance(out, (tuple, list)) and len(out) == 3 else out
+        return got
+    return (Case(f"{what}: y", part(0), want_y.to(x.dtype), {k: v[0].to(x.dtype) for k, v in mistakes.items()}),
+            Case(f"{what}: the saved mean", part(1), want_mean.reshape(-1).float()),
+            Case(f"{what}: the saved rstd", part(2), want_rstd.reshape(-1).float(),
+                 {k: v[2].reshape(-1).float() for k, v in mistakes.items()}))
+
+
+def check_layer_norm(student, first, second):
+    """first, second: (x, w, b, eps, what). y, the saved mean and rstd of each against float64
+    LayerNorm; a named mistake confirmed on the other."""
+    layer_norm = student.piece("kernels", "layer_norm")
+    out = layer_norm(*first[:4])
+    expect_true(isinstance(out, (tuple, list)) and len(out) == 3, first[4],
                 f"expected (y, mean, rstd), got {type(out).__name__}", "keep the launcher as given")
-    y, mean, rstd = out
-    expect_close(y, want_y.to(x.dtype), f"{what}: y",
-                 mistakes={k: v[0].to(x.dtype) for k, v in mistakes.items()})
-    expect_close(mean, want_mean.reshape(-1).float(), f"{what}: the saved mean",
-                 hint="store tl.sum(x, axis=0) / D at mean_ptr + row")
-    expect_close(rstd, want_rstd.float(), f"{what}: the saved rstd",
-                 mistakes={k: v[2].reshape(-1).float() for k, v in mistakes.items()},
-                 hint="store 1 / tl.sqrt(var + eps) at rstd_ptr + row")
+    cases, cases2 = _ln_cases(layer_norm, *first), _ln_cases(layer_norm, *second)
+    hints = ("", "store tl.sum(x, axis=0) / D at mean_ptr + row", "store 1 / tl.sqrt(var + eps) at rstd_ptr + row")
+    for case, case2, hint in zip(cases, cases2, hints):
+        expect_cases(case, case2, hint=hint)
 
 
 def ln_inputs(rows, D, dtype=torch.float32, scale=2.0, shift=3.0, seed=0):
@@ -146,28 +191,30 @@ def ln_inputs(rows, D, dtype=torch.float32, scale=2.0, shift=3.0, seed=0):
 @graded("kernels.layer_norm_kernel", points=2)
 def test_layer_norm_kernel_ragged_width(student):
     """D = 769 in a block of 1,024: 255 padding lanes that must stay out of the sums."""
-    x, w, b = ln_inputs(6, 769)
-    check_layer_norm(student, x, w, b, 1e-5, "layer_norm(x) with D = 769")
+    check_layer_norm(student, (*ln_inputs(6, 769), 1e-5, "layer_norm(x) with D = 769"),
+                     (*ln_inputs(3, 300, seed=5), 1e-5, "layer_norm(x) with D = 300"))
 
 
 @graded("kernels.layer_norm_kernel", points=1)
 def test_layer_norm_kernel_eps_inside_sqrt(student):
     """eps = 0.1 on rows of variance about 1 shows where eps goes."""
-    x, w, b = ln_inputs(4, 768, scale=1.0)
-    check_layer_norm(student, x, w, b, 0.1, "layer_norm(x) with eps = 0.1")
+    check_layer_norm(student, (*ln_inputs(4, 768, scale=1.0), 0.1, "layer_norm(x) with eps = 0.1"),
+                     (*ln_inputs(3, 200, scale=0.8, seed=6), 0.3, "layer_norm(x) with D = 200, eps = 0.3"))
 
 
 @graded("kernels.layer_norm_kernel", points=1)
 def test_layer_norm_kernel_without_bias_and_batched(student):
     x, w, _ = ln_inputs(2 * 17, 100, seed=1)
-    check_layer_norm(student, x.reshape(2, 17, 100), w, None, 1e-5, "layer_norm(x) of shape (2, 17, 100), no bias")
+    x2, w2, _ = ln_inputs(3 * 4, 60, seed=7)
+    check_layer_norm(student, (x.reshape(2, 17, 100), w, None, 1e-5, "layer_norm(x) of shape (2, 17, 100), no bias"),
+                     (x2.reshape(3, 4, 60), w2, None, 1e-5, "layer_norm(x) of shape (3, 4, 60), no bias"))
 
 
 @graded("kernels.layer_norm_kernel", points=1)
 def test_layer_norm_kernel_half_precision(student):
     """fp16 rows of ANDREA's width: y in fp16, statistics in fp32."""
-    x, w, b = ln_inputs(4, 768, dtype=torch.float16, seed=2)
-    check_layer_norm(student, x, w, b, 1e-5, "layer_norm(x) in fp16")
+    check_layer_norm(student, (*ln_inputs(4, 768, dtype=torch.float16, seed=2), 1e-5, "layer_norm(x) in fp16"),
+                     (*ln_inputs(3, 500, dtype=torch.float16, seed=8), 1e-5, "layer_norm(x) in fp16 with D = 500"))
 
 
 # ----- row softmax ----------------------------------------------------------------------
@@ -183,16 +230,28 @@ ROW_STRIDE = ("x's rows stepped by n_cols instead of x_row_stride: x's rows are 
               "more than n_cols when x is a slice of a wider matrix")
 
 
-def call_softmax(softmax, x, store_mistake):
-    """Run the learner's kernel; its launcher refuses a kernel that stores past the last row of y."""
+ONE_PAST = ("one element past the end of each row: the store's mask let lane n_cols through (cols <= n_cols?), so "
+            "each row also wrote into the next row's first element, and the last row past the end of y; the row's "
+            "lanes are 0 .. n_cols - 1: mask = cols < n_cols")
+NO_STORE_MASK = "missing mask on the store: the padding lanes of each row write past its end"
+
+
+def call_softmax(softmax, x):
+    """Run the learner's kernel; its launcher refuses a kernel that stores past the last row of y
+    and says how many elements it wrote there."""
     try:
         return softmax(x)
     except RuntimeError as exc:
-        if "past the last row" not in str(exc):
+        past = written_past(exc, "the last row")
+        if past is None:
             raise
-        raise Mismatch("softmax(x)", "the kernel wrote past the last row of y",
+        n = x.shape[-1]
+        padding = triton.next_power_of_2(n) - n
+        mistake = ONE_PAST if past == 1 else NO_STORE_MASK if past == padding and x.is_contiguous() else None
+        raise Mismatch("softmax(x)", f"the kernel wrote {past} element{'s' * (past != 1)} past the last row of y "
+                                     f"(rows of {n}, blocks of {n + padding})",
                        "stores take the same mask as loads, and step through y by y's own row stride",
-                       mistake=store_mistake) from None
+                       mistake=mistake) from None
 
 
 def softmax_mistakes(x):
@@ -200,18 +259,28 @@ def softmax_mistakes(x):
     n = x.shape[-1]
     x64 = x.double()
     e32 = x.float().exp()                                  # fp32, as the kernel computes: overflows above 88.7
-    return {NO_MAX: (e32 / e32.sum(-1, keepdim=True)).to(x.dtype),
-            PAD_ZERO: torch.softmax(F.pad(x64, (0, triton.next_power_of_2(n) - n)), -1)[..., :n].to(x.dtype),
-            NOT_NORMALISED: (x64 - x64.amax(-1, keepdim=True)).exp().to(x.dtype)}
+    out = {NO_MAX: (e32 / e32.sum(-1, keepdim=True)).to(x.dtype),
+           NOT_NORMALISED: (x64 - x64.amax(-1, keepdim=True)).exp().to(x.dtype)}
+    if triton.next_power_of_2(n) != n:
+        out[PAD_ZERO] = torch.softmax(F.pad(x64, (0, triton.next_power_of_2(n) - n)), -1)[..., :n].to(x.dtype)
+    return out
 
 
-def check_softmax(student, x, what, extra_mistakes=None):
+def _softmax_case(softmax, x, what, extra=None):
+    want = torch.softmax(x.double(), -1).to(x.dtype)
+    mistakes = {**softmax_mistakes(x), **(extra or {})}
+    mistakes = {k: v for k, v in mistakes.items() if not torch.allclose(v.double(), want.double(), atol=1e-6, rtol=1e-5,
+                                                                        equal_nan=True)}
+    return Case(what, lambda: call_softmax(softmax, x), want, mistakes)
+
+
+def check_softmax(student, first, second, extra=None, extra2=None):
+    """first, second: (x, what); the softmax of each, in x's dtype; a mistake named is confirmed on the other."""
     softmax = student.piece("kernels", "softmax")
-    got = call_softmax(softmax, x, None if not x.is_contiguous() else
-                       "missing mask on the store: the padding lanes of each row write past its end")
+    x, what = first
+    got = call_softmax(softmax, x)
     expect_equal(getattr(got, "dtype", None), x.dtype, f"{what}.dtype", "store y.to(y_ptr.dtype.element_ty)")
-    expect_close(got, torch.softmax(x.double(), -1).to(x.dtype), what, hint=SOFTMAX_HINT,
-                 mistakes={**softmax_mistakes(x), **(extra_mistakes or {})})
+    expect_cases(_softmax_case(softmax, x, what, extra), _softmax_case(softmax, *second, extra2), hint=SOFTMAX_HINT)
 
 
 def softmax_inputs(*shape, scale=3.0, shift=0.0, seed=0, dtype=torch.float32):
@@ -222,24 +291,38 @@ def softmax_inputs(*shape, scale=3.0, shift=0.0, seed=0, dtype=torch.float32):
 @graded("kernels.softmax_kernel", points=2)
 def test_softmax_kernel_matches_torch(student):
     """Rows of 256 (a power of two: no padding), fp32 and fp16, 2-D and 3-D."""
-    check_softmax(student, softmax_inputs(8, 256), "softmax(x) for x of shape (8, 256)")
-    check_softmax(student, softmax_inputs(2, 3, 256, seed=1, dtype=torch.float16),
-                  "softmax(x) for fp16 x of shape (2, 3, 256)")
+    check_softmax(student, (softmax_inputs(8, 256), "softmax(x) for x of shape (8, 256)"),
+                  (softmax_inputs(3, 128, seed=5), "softmax(x) for x of shape (3, 128)"))
+    check_softmax(student, (softmax_inputs(2, 3, 256, seed=1, dtype=torch.float16), "softmax(x) for fp16 x of shape (2, 3, 256)"),
+                  (softmax_inputs(4, 64, seed=6, dtype=torch.float16), "softmax(x) for fp16 x of shape (4, 64)"))
 
 
 @graded("kernels.softmax_kernel", points=1)
 def test_softmax_kernel_ragged_row(student):
     """n_cols = 300 in a block of 512: 212 padding lanes per row that must stay out of the max and the sum."""
-    check_softmax(student, softmax_inputs(6, 300, scale=2.0, shift=-1.0, seed=2), "softmax(x) for rows of 300")
+    check_softmax(student, (softmax_inputs(6, 300, scale=2.0, shift=-1.0, seed=2), "softmax(x) for rows of 300"),
+                  (softmax_inputs(3, 100, scale=2.0, shift=-2.0, seed=7), "softmax(x) for rows of 100"))
+
+
+def _large(rows, n, seed):
+    x = softmax_inputs(rows, n, seed=seed)
+    x[:rows // 2] += 1e4
+    x[rows // 2:] -= 1e4
+    return x
 
 
 @graded("kernels.softmax_kernel", points=1)
 def test_softmax_kernel_large_scores(student):
     """Scores near +10,000 and -10,000: exp overflows to inf (or underflows to 0) unless the max goes first."""
-    x = softmax_inputs(4, 256, seed=3)
-    x[:2] += 1e4
-    x[2:] -= 1e4
-    check_softmax(student, x, "softmax(x) for rows of scores near +10,000 and -10,000")
+    check_softmax(student, (_large(4, 256, 3), "softmax(x) for rows of scores near +10,000 and -10,000"),
+                  (_large(2, 64, 8), "softmax(x) for rows of 64 scores near +10,000 and -10,000"))
+
+
+def _strided(rows, n, wide_n, seed):
+    wide = softmax_inputs(rows, wide_n, seed=seed)
+    x = wide[:, :n]                                        # (rows, n), row stride wide_n
+    read_by_n = wide.reshape(-1)[:rows * n].view(rows, n)  # what row * n_cols reads
+    return x, {ROW_STRIDE: torch.softmax(read_by_n.double(), -1).to(x.dtype)}
 
 
 @graded("kernels.softmax_kernel", points=1)
@@ -247,8 +330,48 @@ def test_softmax_kernel_strided_rows(student):
     """x = wide[:, :256], the first 256 columns of a (6, 320) matrix, as logits over a vocabulary
     padded to a multiple of 64 are: row r starts 320 elements after row r - 1, not 256. (256, a
     power of two, leaves no padding lanes: a padding mistake costs in the ragged test alone.)"""
-    wide = softmax_inputs(6, 320, seed=4)
-    x = wide[:, :256]                                      # (6, 256), row stride 320
-    read_by_n = wide.reshape(-1)[:6 * 256].view(6, 256)    # what row * n_cols reads
-    check_softmax(student, x, "softmax(x) for x = wide[:, :256], rows 320 apart",
-                  extra_mistakes={ROW_STRIDE: torch.softmax(read_by_n.double(), -1).to(x.dtype)})
+    (x, extra), (x2, extra2) = _strided(6, 256, 320, 4), _strided(4, 128, 192, 9)
+    check_softmax(student, (x, "softmax(x) for x = wide[:, :256], rows 320 apart"),
+                  (x2, "softmax(x) for x = wide[:, :128], rows 192 apart"), extra, extra2)
+
+
+# ----- the row softmax computes in fp32 -----
+
+NO_UPCAST = ("the row is never converted to fp32: with fp16 (or bf16) input the kernel then works in 16 bits wherever "
+             "no operation promotes it for you. Triton's tl.exp accepts only fp32 and fp64 ('Expected dtype "
+             "['fp32', 'fp64'] but got fp16'), so such a kernel fails to compile on a GPU as soon as a 16-bit value "
+             "reaches it (whether tl.max promotes its input to fp32 depends on the Triton version: a kernel that "
+             "relies on it breaks on another); convert right after loading: tl.load(...).to(tl.float32)")
+
+
+def _math_before_upcast(source: str) -> bool:
+    """Whether the kernel's source calls an exponential or logarithm without converting anything
+    to tl.float32 first (read in order, line by line: the static part of the check)."""
+    import ast
+    import textwrap
+    tree = ast.parse(textwrap.dedent(source))
+    upcasts, maths = [], []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        names_fp32 = any(isinstance(a, ast.Attribute) and a.attr == "float32" or isinstance(a, ast.Name) and a.id == "float32"
+                         for a in [*node.args, *(k.value for k in node.keywords)])
+        if name in ("to", "cast") and names_fp32:
+            upcasts.append(node.lineno)
+        if name in ("exp", "exp2", "log", "log2"):
+            maths.append(node.lineno)
+    return bool(maths) and (not upcasts or min(upcasts) > min(maths))
+
+
+@graded("kernels.softmax_kernel", points=1)
+def test_softmax_kernel_computes_in_fp32(student):
+    """An fp16 input: the kernel converts the row to fp32 before any exponential (read from its
+    source, since Triton's interpreter on a CPU lets 16-bit math through where a GPU's compiler may
+    not), and its output is the fp32 softmax rounded once to fp16."""
+    source = student.source("kernels", "softmax_kernel")
+    expect_true(not _math_before_upcast(source), "softmax_kernel, read from its source",
+                "an exponential is taken before anything is converted to tl.float32",
+                "load, then .to(tl.float32) at once; exp, sum and divide in fp32; store in y's dtype", mistake=NO_UPCAST)
+    check_softmax(student, (softmax_inputs(4, 1000, scale=4.0, seed=10, dtype=torch.float16), "softmax(fp16 x of shape (4, 1000))"),
+                  (softmax_inputs(2, 600, scale=4.0, seed=11, dtype=torch.float16), "softmax(fp16 x of shape (2, 600))"))

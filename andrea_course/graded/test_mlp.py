@@ -6,39 +6,49 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.grading import expect_close, graded
+from andrea_course.grading import Case, expect_cases, graded, load_weights
 from andrea_course import pieces
 
 X = torch.linspace(-6, 6, 241, dtype=torch.float64)          # where the GELU forms differ most: |x| ~ 2
+X2 = (torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(5)) * 2.5).float()    # (B, T, F) float32
 
 
 def _gelu_tanh(x, c=math.sqrt(2 / math.pi), a=0.044715, power=3, half=0.5):
     return half * x * (1 + torch.tanh(c * (x + a * x ** power)))
 
 
+def _tanh_case(fn, x):
+    return Case(f"gelu_tanh(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]})", lambda: fn(x),
+                F.gelu(x, approximate="tanh"), {
+        "the tanh form asked, but this is the exact erf form (0.5·x·(1 + erf(x/√2))); "
+        "use 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))": F.gelu(x),
+        "constant 0.44715 instead of 0.044715": _gelu_tanh(x, a=0.44715),
+        "sqrt(pi/2) instead of sqrt(2/pi)": _gelu_tanh(x, c=math.sqrt(math.pi / 2)),
+        "2/pi without the square root: use sqrt(2/pi)": _gelu_tanh(x, c=2 / math.pi),
+        "x² instead of x³ inside the tanh": _gelu_tanh(x, power=2),
+        "the factor 0.5 is missing": _gelu_tanh(x, half=1.0),
+    })
+
+
 @graded("mlp.gelu_tanh", points=2)
 def test_gelu_tanh(student):
-    got = student.piece("mlp", "gelu_tanh")(X)
-    expect_close(got, F.gelu(X, approximate="tanh"), "gelu_tanh(x)", mistakes={
-        "the tanh form asked, but this is the exact erf form (0.5·x·(1 + erf(x/√2))); "
-        "use 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))": F.gelu(X),
-        "constant 0.44715 instead of 0.044715": _gelu_tanh(X, a=0.44715),
-        "sqrt(pi/2) instead of sqrt(2/pi)": _gelu_tanh(X, c=math.sqrt(math.pi / 2)),
-        "2/pi without the square root: use sqrt(2/pi)": _gelu_tanh(X, c=2 / math.pi),
-        "x² instead of x³ inside the tanh": _gelu_tanh(X, power=2),
-        "the factor 0.5 is missing": _gelu_tanh(X, half=1.0),
+    fn = student.piece("mlp", "gelu_tanh")
+    expect_cases(_tanh_case(fn, X), _tanh_case(fn, X2))
+
+
+def _erf_case(fn, x):
+    return Case(f"gelu_erf(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]})", lambda: fn(x), F.gelu(x), {
+        "the exact (erf) form asked, but this is the tanh approximation": F.gelu(x, approximate="tanh"),
+        "erf(x) instead of erf(x / sqrt(2)): Phi is the CDF of the standard normal": 0.5 * x * (1 + torch.erf(x)),
+        "erf(x·sqrt(2)) instead of erf(x / sqrt(2))": 0.5 * x * (1 + torch.erf(x * math.sqrt(2))),
+        "the factor 0.5 is missing": x * (1 + torch.erf(x / math.sqrt(2))),
     })
 
 
 @graded("mlp.gelu_erf", points=1)
 def test_gelu_erf(student):
-    got = student.piece("mlp", "gelu_erf")(X)
-    expect_close(got, F.gelu(X), "gelu_erf(x)", mistakes={
-        "the exact (erf) form asked, but this is the tanh approximation": F.gelu(X, approximate="tanh"),
-        "erf(x) instead of erf(x / sqrt(2)): Phi is the CDF of the standard normal": 0.5 * X * (1 + torch.erf(X)),
-        "erf(x·sqrt(2)) instead of erf(x / sqrt(2))": 0.5 * X * (1 + torch.erf(X * math.sqrt(2))),
-        "the factor 0.5 is missing": X * (1 + torch.erf(X / math.sqrt(2))),
-    })
+    fn = student.piece("mlp", "gelu_erf")
+    expect_cases(_erf_case(fn, X), _erf_case(fn, X2))
 
 
 # ----- the slope of the exact GELU: d/dx [x·Phi(x)] = Phi(x) + x·phi(x) -----
@@ -72,22 +82,38 @@ def _slope_mistakes(x):
     }
 
 
+def _slope_case(fn, x):
+    return Case(f"gelu_grad(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]})", lambda: fn(x),
+                _autograd_slope(x).to(x.dtype), {name: wrong.to(x.dtype) for name, wrong in _slope_mistakes(x).items()})
+
+
 @graded("mlp.gelu_grad", points=2)
 def test_gelu_grad_is_the_slope_of_the_exact_gelu(student):
-    got = student.piece("mlp", "gelu_grad")(X)
-    expect_close(got, _autograd_slope(X), "gelu_grad(x)", hint=GRAD_HINT, mistakes=_slope_mistakes(X))
+    fn = student.piece("mlp", "gelu_grad")
+    expect_cases(_slope_case(fn, X), _slope_case(fn, X[::7].double() * 0.7), hint=GRAD_HINT)
 
 
 @graded("mlp.gelu_grad", points=1)
 def test_gelu_grad_in_float32_keeps_the_shape(student):
     """A (B, T, F) = (2, 3, 16) float32 input: the same shape back, within float32's tolerance."""
+    fn = student.piece("mlp", "gelu_grad")
     x = torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(8)) * 2.5           # (B, T, F)
-    got = student.piece("mlp", "gelu_grad")(x)
-    expect_close(got, _autograd_slope(x).float(), "gelu_grad(x) on a (2, 3, 16) float32 x", hint=GRAD_HINT,
-                 mistakes={name: wrong.float() for name, wrong in _slope_mistakes(x).items()})
+    expect_cases(_slope_case(fn, x), _slope_case(fn, X2[:1] * 0.8), hint=GRAD_HINT)
 
 
 CFG = ModelConfig(vocab_size=16, context_length=8, d_model=8, n_layers=1, n_heads=2, d_ff=32)
+
+
+def _mlp_case(m, ref, x):
+    with torch.no_grad():
+        h = ref.fc(x)                                                  # (B, T, F)
+        want = ref.proj(F.gelu(h, approximate="tanh"))                 # (B, T, D)
+        mistakes = {"ReLU instead of GELU": ref.proj(F.relu(h)),
+                    "the exact erf GELU instead of the tanh form (self.gelu)": ref.proj(F.gelu(h)),
+                    "no activation between the two linear layers: use self.gelu": ref.proj(h),
+                    "activation after the second layer: GELU goes between fc and proj":
+                        F.gelu(ref.proj(h), approximate="tanh")}
+    return Case(f"MLP(cfg)(x of shape {tuple(x.shape)})", lambda: m(x), want, mistakes)
 
 
 @graded("mlp.MLP", points=2)
@@ -98,15 +124,13 @@ def test_mlp(student):
         for p in ref.parameters():
             p.copy_(torch.randn(p.shape, dtype=p.dtype, generator=g) * 0.7)
     x = torch.randn(2, 3, CFG.d_model, dtype=torch.float64, generator=g) * 2
+    x2 = torch.randn(4, CFG.d_model, dtype=torch.float64, generator=g) * 3                # (T, D) alone
+    x3 = torch.randn(3, 2, CFG.d_model, generator=g) * 2                                    # float32
     m = student.piece("mlp", "MLP")(CFG)
     m.double()
-    m.load_state_dict(ref.state_dict())
-    with torch.no_grad():
-        h = ref.fc(x)                                                  # (B, T, F)
-        want = ref.proj(F.gelu(h, approximate="tanh"))                 # (B, T, D)
-        mistakes = {"ReLU instead of GELU": ref.proj(F.relu(h)),
-                    "the exact erf GELU instead of the tanh form (self.gelu)": ref.proj(F.gelu(h)),
-                    "no activation between the two linear layers: use self.gelu": ref.proj(h),
-                    "activation after the second layer: GELU goes between fc and proj":
-                        F.gelu(ref.proj(h), approximate="tanh")}
-    expect_close(m(x), want, "MLP(cfg)(x)", mistakes=mistakes)
+    load_weights(m, ref.state_dict(), "MLP(cfg)")
+    expect_cases(_mlp_case(m, ref, x), _mlp_case(m, ref, x2), hint="x -> fc -> GELU (tanh form) -> proj")
+    m.float()
+    ref32 = pieces.module("mlp").MLP(CFG)
+    ref32.load_state_dict(ref.state_dict())
+    expect_cases(_mlp_case(m, ref32, x3), _mlp_case(m, ref32, x3[:1]), hint="x -> fc -> GELU (tanh form) -> proj")

@@ -4,12 +4,15 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ANDREA, ModelConfig
-from andrea_course.grading import Mismatch, expect_close, expect_equal, graded
+from andrea_course.grading import (Case, Mismatch, Second, expect_cases, expect_close, expect_equal, expect_runs,
+                                   expect_true, graded, load_weights)
 from andrea_course import pieces
 from andrea_course.params import count_parameters
 
 CFG = ModelConfig(vocab_size=19, context_length=8, d_model=16, n_layers=2, n_heads=4, d_ff=32)
-USES_PIECES = "ANDREA runs your Embeddings and Block: if one of their tests fails, fix that one first"
+CFG2 = ModelConfig(vocab_size=23, context_length=8, d_model=8, n_layers=3, n_heads=2, d_ff=16)
+MODEL_HINT = ("x = embed(ids, start) (tokens and positions), every block in self.blocks in order, then ln_f, "
+              "then the output head: logits (B, T, V)")
 
 
 def _reference_model(cfg, seed=0):
@@ -25,7 +28,7 @@ def _reference_model(cfg, seed=0):
 def _student_model(student, ref, cfg):
     m = student.piece("model", "ANDREA")(cfg)
     m.double()
-    m.load_state_dict(ref.state_dict())
+    load_weights(m, ref.state_dict(), "ANDREA(cfg)")
     m.eval()
     return m
 
@@ -57,42 +60,99 @@ def _logits_and_mistakes(ref, ids):
     return want, mistakes
 
 
+def _logits_case(m, ref, ids, what):
+    want, mistakes = _logits_and_mistakes(ref, ids)
+    return Case(f"{what}(ids of shape {tuple(ids.shape)})", lambda: m(ids), want, mistakes)
+
+
+PLAIN_LIST = ("the blocks kept in a plain Python list: PyTorch sees no parameter inside it (they are not trained, "
+              "saved or moved with the model); self.blocks = nn.ModuleList([...]) registers them")
+
+
+def _shapes_case(student, cfg, what):
+    want = _shapes(_reference_model(cfg))
+    mistakes = {PLAIN_LIST: {k: v for k, v in want.items() if not k.startswith("blocks.")}}
+    if not cfg.tie_embeddings:
+        mistakes.update({"the output head has a bias: nn.Linear(D, V, bias=False)": {**want, "head.bias": (cfg.vocab_size,)},
+                         "no output head: an untied model has self.head = nn.Linear(D, V, bias=False)":
+                             {k: v for k, v in want.items() if k != "head.weight"}})
+    else:
+        mistakes["a separate head although cfg.tie_embeddings is True: set self.head = None; the token table is "
+                 "the output projection"] = {**want, "head.weight": (cfg.vocab_size, cfg.d_model)}
+    return Case(what, lambda: _shapes(student.piece("model", "ANDREA")(cfg)), want, mistakes)
+
+
 @graded("model.ANDREA", points=1)
 def test_andrea_has_the_reference_parameters(student):
-    ref = _reference_model(CFG)
-    m = student.piece("model", "ANDREA")(CFG)
-    want = _shapes(ref)
-    expect_equal(_shapes(m), want, "ANDREA(cfg).state_dict(): names and shapes",
-                 hint="self.embed, self.blocks (nn.ModuleList of L Blocks), self.ln_f, self.head (D -> V, no bias)",
-                 mistakes={"the output head has a bias: nn.Linear(D, V, bias=False)":
-                           {**want, "head.bias": (CFG.vocab_size,)},
-                           "no output head: an untied model has self.head = nn.Linear(D, V, bias=False)":
-                           {k: v for k, v in want.items() if k != "head.weight"}})
+    expect_cases(_shapes_case(student, CFG, "ANDREA(cfg).state_dict(): names and shapes"),
+                 _shapes_case(student, CFG2, "ANDREA(cfg with L=3, D=8).state_dict(): names and shapes"), exact=True,
+                 hint="self.embed, self.blocks (nn.ModuleList of L Blocks), self.ln_f, self.head (D -> V, no bias)")
 
 
 @graded("model.ANDREA", points=3)
 def test_andrea_logits(student):
     ref = _reference_model(CFG)
-    ids = torch.randint(0, CFG.vocab_size, (2, 6), generator=torch.Generator().manual_seed(1))
-    want, mistakes = _logits_and_mistakes(ref, ids)
     m = _student_model(student, ref, CFG)
-    expect_close(m(ids), want, "ANDREA(cfg)(ids)", mistakes=mistakes, hint=USES_PIECES)
+    g = torch.Generator().manual_seed(1)
+    expect_cases(_logits_case(m, ref, torch.randint(0, CFG.vocab_size, (2, 6), generator=g), "ANDREA(cfg)"),
+                 _logits_case(m, ref, torch.randint(0, CFG.vocab_size, (3, 4), generator=g), "ANDREA(cfg)"),
+                 hint=MODEL_HINT)
+
+
+@graded("model.ANDREA", points=1)
+def test_andrea_with_targets_gives_logits_and_the_loss(student):
+    """model(ids, targets), as training calls it: (logits, the mean cross-entropy of the next tokens)."""
+    ref = _reference_model(CFG)
+    m = _student_model(student, ref, CFG)
+    g = torch.Generator().manual_seed(9)
+    ids, targets = (torch.randint(0, CFG.vocab_size, (2, 6), generator=g) for _ in range(2))
+    out = m(ids, targets)
+    expect_true(isinstance(out, (tuple, list)) and len(out) == 2, "ANDREA(cfg)(ids, targets)",
+                f"returned {type(out).__name__}, not (logits, loss)",
+                "keep the given end of forward: with targets it returns the logits and self.cross_entropy(logits, targets)")
+    want, _ = _logits_and_mistakes(ref, ids)
+    expect_close(out[0], want, "ANDREA(cfg)(ids, targets)[0], the logits", hint=MODEL_HINT)
+    expect_close(out[1], F.cross_entropy(want.reshape(-1, CFG.vocab_size).float(), targets.reshape(-1)),
+                 "ANDREA(cfg)(ids, targets)[1], the loss (in fp32, as training computes it)",
+                 hint="the mean cross-entropy of the logits against the targets: the given self.cross_entropy")
 
 
 @graded("model.ANDREA", points=2)
 def test_andrea_with_tied_embeddings(student):
     cfg = CFG.replace(tie_embeddings=True)
+    expect_cases(_shapes_case(student, cfg, "ANDREA(cfg with tie_embeddings=True).state_dict(): names and shapes"),
+                 _shapes_case(student, CFG2.replace(tie_embeddings=True), "ANDREA(cfg with L=3, D=8, tied)"
+                                                                          ".state_dict(): names and shapes"), exact=True)
     ref = _reference_model(cfg, seed=2)
-    m = student.piece("model", "ANDREA")(cfg)
-    want = _shapes(ref)
-    expect_equal(_shapes(m), want, "ANDREA(cfg with tie_embeddings=True).state_dict(): names and shapes",
-                 mistakes={"a separate head although cfg.tie_embeddings is True: set self.head = None; "
-                           "the token table is the output projection":
-                           {**want, "head.weight": (cfg.vocab_size, cfg.d_model)}})
     m = _student_model(student, ref, cfg)
-    ids = torch.randint(0, cfg.vocab_size, (2, 5), generator=torch.Generator().manual_seed(3))
-    want, mistakes = _logits_and_mistakes(ref, ids)
-    expect_close(m(ids), want, "ANDREA(tied cfg)(ids)", mistakes=mistakes, hint=USES_PIECES)
+    g = torch.Generator().manual_seed(3)
+    expect_cases(_logits_case(m, ref, torch.randint(0, cfg.vocab_size, (2, 5), generator=g), "ANDREA(tied cfg)"),
+                 _logits_case(m, ref, torch.randint(0, cfg.vocab_size, (1, 7), generator=g), "ANDREA(tied cfg)"),
+                 hint=MODEL_HINT)
+
+
+CACHES_NOT_PASSED = "the caches not passed on: block i gets caches[i], and the new tokens attend to the cached ones"
+RESTART = "positions restart at 0 for the new tokens: pass start = caches[0].pos to self.embed"
+
+
+def _cache_case(m, ref, ids, first):
+    B_ = ids.shape[0]
+    with torch.no_grad():
+        want = ref(ids)[:, first:]
+        no_cache = ref(ids[:, first:])                                     # blocks given no cache
+        restart = ref.new_caches(B_)
+        ref(ids[:, :first], caches=restart)
+        x = ref.embed(ids[:, first:], 0)                                   # positions restarting at 0
+        for block, cache in zip(ref.blocks, restart):
+            x = block(x, cache)
+        restarted = ref.ln_f(x) @ ref.output_weight().T
+
+    def got():
+        caches = m.new_caches(B_)
+        m(ids[:, :first], caches=caches)
+        return m(ids[:, first:], caches=caches)
+    return Case(f"ANDREA(cfg) fed {first} tokens, then {ids.shape[1] - first}, through its KV caches", got, want,
+                {CACHES_NOT_PASSED: no_cache, RESTART: restarted})
 
 
 @graded("model.ANDREA", points=2, taught="modern")
@@ -101,24 +161,11 @@ def test_andrea_with_a_kv_cache(student):
     logits that one pass over all 6 gives: every block gets its own cache, and the new tokens'
     positions start where the cached ones ended."""
     ref = _generation_model(seed=6)
-    ids = torch.randint(0, CFG.vocab_size, (2, 6), generator=torch.Generator().manual_seed(7))
+    g = torch.Generator().manual_seed(7)
     m = _student_model(student, ref, CFG)
-    caches = m.new_caches(2)
-    m(ids[:, :3], caches=caches)
-    got = m(ids[:, 3:], caches=caches)
-    with torch.no_grad():
-        want = ref(ids)[:, 3:]
-        no_cache = ref(ids[:, 3:])                                         # blocks given no cache
-        restart = ref.new_caches(2)
-        ref(ids[:, :3], caches=restart)
-        x = ref.embed(ids[:, 3:], 0)                                       # positions restarting at 0
-        for block, cache in zip(ref.blocks, restart):
-            x = block(x, cache)
-        restarted = ref.ln_f(x) @ ref.output_weight().T
-    expect_close(got, want, "ANDREA(cfg) fed 3 tokens, then 3, through its KV caches", hint=USES_PIECES, mistakes={
-        "the caches not passed on: block i gets caches[i], and the new tokens attend to the cached ones":
-            no_cache,
-        "positions restart at 0 for the new tokens: pass start = caches[0].pos to self.embed": restarted})
+    expect_cases(_cache_case(m, ref, torch.randint(0, CFG.vocab_size, (2, 6), generator=g), 3),
+                 _cache_case(m, ref, torch.randint(0, CFG.vocab_size, (1, 7), generator=g), 5),
+                 hint="hand block i its cache, caches[i], and start the new tokens' positions at caches[0].pos")
 
 
 def _generation_model(seed=4):
@@ -141,40 +188,105 @@ ANDREA_120M = dict(token_table=6_488_832, position_table=786_432, attention=2_36
                    total=98_820_096)
 
 
-def _check_counts(got, want, what, mistakes_by_key=None):
+def _count_mistakes(cfg) -> dict:
+    """{key: {typical mistake: the count it gives}} for count_parameters(cfg), from the sizes."""
+    from andrea_course.params import count_parameters as counted
+    want = counted(cfg)
+    V, T, D, L = cfg.vocab_size, cfg.context_length, cfg.d_model, cfg.n_layers
+    H, G, K, F_ = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_ff
+    b = 1 if cfg.bias else 0
+    has_beta = cfg.norm == "layernorm" and cfg.bias
+    block_biases = b * ((H + 2 * G) * K + D + (2 * F_ + D if cfg.mlp == "swiglu" else F_ + D)) + (2 * D if has_beta else 0)
+    out = {"total": {}, "norms": {}, "block": {}, "mlp": {}, "attention": {}}
+    total = out["total"]
+    if b:
+        out["block"]["biases forgotten: the block's linear layers and LayerNorms have biases (cfg.bias)"] = \
+            want["block"] - block_biases
+        total["biases forgotten: linear layers and LayerNorms have biases (cfg.bias)"] = \
+            want["total"] - L * block_biases - (D if has_beta else 0)
+    if want["position_table"]:
+        total["the position table forgotten: T·D learned position vectors"] = want["total"] - want["position_table"]
+    total["the final norm forgotten: one norm after the last block (2·L + 1 in all)"] = want["total"] - want["final_norm"]
+    if has_beta:
+        out["norms"]["a LayerNorm counted with gamma only: it has gamma and beta, 2·D"] = D * 2
+        total["LayerNorms counted with gamma only: each has gamma and beta, 2·D"] = want["total"] - (2 * L + 1) * D
+    if not has_beta:
+        beta = ("an RMSNorm counted like a LayerNorm, with a beta: it has only gamma, D" if cfg.norm == "rmsnorm" else
+                "a LayerNorm without biases counted with a beta: with cfg.bias False it has only gamma, D")
+        out["norms"][beta] = 4 * D
+        total[beta] = want["total"] + (2 * L + 1) * D
+    if not cfg.tie_embeddings:
+        total["the head counted as tied: this model's head is a separate V·D matrix"] = want["total"] - want["head"]
+    else:
+        total["the tied head counted twice: a shared table counts once"] = want["total"] + V * D
+        out["head"] = {"the tied head counted: the token table is the output projection, head = 0": V * D}
+    if cfg.mlp == "swiglu":
+        two = 2 * D * F_ + b * (F_ + D)
+        name = "SwiGLU counted as the GELU MLP's two matrices: it has three, w_gate, w_up (D -> F) and w_down (F -> D)"
+        out["mlp"][name] = two
+        total[name] = want["total"] - L * (want["mlp"] - two)
+    if G != H:
+        name = ("keys and values counted for all H heads: with grouped heads the projection makes H query heads "
+                "but only G key and G value heads, (H + 2G)·K outputs")
+        extra = 2 * (H - G) * K * (D + b)
+        out["attention"][name] = want["attention"] + extra
+        total[name] = want["total"] + L * extra
+    return out
+
+
+def _check_counts(fn, cfg, cfg2, what, want=None):
+    """count_parameters(cfg) against `want` (default: the engine's count of the tensors), key by
+    key, the total first; a mistake named is confirmed on cfg2 (None: cfg with one block more and a
+    larger vocabulary)."""
+    from andrea_course.params import count_parameters as counted
+    cfg2 = cfg2 or cfg.replace(n_layers=cfg.n_layers + 1, vocab_size=cfg.vocab_size + 7)
+    want, want2 = want or counted(cfg), counted(cfg2)
+    got = fn(cfg)
     expect_equal(sorted(got) if isinstance(got, dict) else got, sorted(want), f"{what}: keys",
                  hint="a dict with the keys " + ", ".join(want))
-    for key in ["total", *want]:                  # the total first: its mistakes say the most
-        expect_equal(got[key], want[key], f"{what}[{key!r}]", mistakes=(mistakes_by_key or {}).get(key))
+    wrong, wrong2 = _count_mistakes(cfg), _count_mistakes(cfg2)
+
+    def check(key):
+        expect_equal(got[key], want[key], f"{what}[{key!r}]", mistakes=wrong.get(key),
+                     second=Second(lambda: fn(cfg2)[key], want2[key], wrong2.get(key, {})))
+    try:
+        check("total")                            # the total first: its mistakes say the most
+    except Mismatch as total:
+        if total.mistake:
+            raise
+        for key in want:                          # several mistakes at once: the first part that names one
+            try:
+                check(key)
+            except Mismatch as part:
+                if part.mistake:
+                    raise part from None
+        raise
+    for key in want:
+        check(key)
 
 
 @graded("model.count_parameters", points=3)
 def test_count_parameters_of_andrea_120m(student):
-    cfg = ModelConfig.preset("andrea-120m")
-    got = student.piece("model", "count_parameters")(cfg)
-    w = ANDREA_120M
-    D, L = cfg.d_model, cfg.n_layers
-    biases = L * (3 * D + D + 4 * D + D) + (2 * L + 1) * D      # qkv, W_O, fc, proj biases; every LayerNorm's beta
-    _check_counts(got, w, "count_parameters(andrea-120m)", {
-        "norms": {"a LayerNorm counted with gamma only: it has gamma and beta, 2·D": D * 2},
-        "block": {"biases forgotten: the block's linear layers and LayerNorms have biases (cfg.bias)":
-                  w["block"] - 11 * D},
-        "total": {"biases forgotten: linear layers and LayerNorms have biases (cfg.bias)": w["total"] - biases,
-                  "the position table forgotten: T·D learned position vectors": w["total"] - w["position_table"],
-                  "the final LayerNorm forgotten: 25 LayerNorms in all": w["total"] - w["final_norm"],
-                  "LayerNorms counted with gamma only: each has gamma and beta, 2·D": w["total"] - (2 * L + 1) * D,
-                  "the head counted as tied: ANDREA-120M's head is a separate V·D matrix": w["total"] - w["head"]},
-    })
+    fn = student.piece("model", "count_parameters")
+    _check_counts(fn, ModelConfig.preset("andrea-120m"), None,
+                  "count_parameters(andrea-120m)", want=ANDREA_120M)
 
 
 @graded("model.count_parameters", points=1)
 def test_count_parameters_with_tied_embeddings(student):
-    cfg = ModelConfig.preset("andrea-120m", tie_embeddings=True)
-    got = student.piece("model", "count_parameters")(cfg)
-    want = dict(ANDREA_120M, head=0, total=92_331_264)
-    _check_counts(got, want, "count_parameters(andrea-120m, tie_embeddings=True)", {
-        "head": {"the tied head counted: the token table is the output projection, head = 0": ANDREA_120M["head"]},
-        "total": {"the tied head counted twice: a shared table counts once": ANDREA_120M["total"]}})
+    fn = student.piece("model", "count_parameters")
+    _check_counts(fn, ModelConfig.preset("andrea-120m", tie_embeddings=True), None,
+                  "count_parameters(andrea-120m, tie_embeddings=True)",
+                  want=dict(ANDREA_120M, head=0, total=92_331_264))
+
+
+@graded("model.count_parameters", points=1, taught="modern")
+def test_count_parameters_of_the_modern_model(student):
+    """andrea-120m-modern: RMSNorm (gamma only), SwiGLU (three matrices, F = 2,048), G = 4 key/value
+    heads for H = 12 query heads, no biases, a tied head."""
+    fn = student.piece("model", "count_parameters")
+    _check_counts(fn, ModelConfig.preset("andrea-120m-modern"), ModelConfig.preset("andrea-tiny-modern"),
+                  "count_parameters(andrea-120m-modern)")
 
 
 # ----- generation: sampling the next token -----
@@ -220,8 +332,8 @@ def _sampling_mistakes(logits, temperature, top_k, seed):
             _sample(logits, seed, scale=1 / t, from_logits=True)
     else:
         out.update({
-            f"top-k kept k + 1 = {k + 1} tokens: keep the k largest": _sample(logits, seed, scale=1 / t, keep=k + 1),
-            f"top-k kept k - 1 = {k - 1} tokens: set to -inf only the logits BELOW the k-th largest (<, not <=)":
+            "top-k kept one token too many (k + 1): keep the k largest": _sample(logits, seed, scale=1 / t, keep=k + 1),
+            "top-k kept one token too few (k - 1): set to -inf only the logits BELOW the k-th largest (<, not <=)":
                 _sample(logits, seed, scale=1 / t, keep=k - 1),
             "the logits outside the top k set to 0 instead of -inf: exp(0) = 1 still gives them weight":
                 _sample(logits, seed, scale=1 / t, keep=k, fill=0.0),
@@ -229,47 +341,102 @@ def _sampling_mistakes(logits, temperature, top_k, seed):
     return out
 
 
+TEMPERATURE_0 = ("temperature 0 not handled: dividing by 0 makes the logits infinite; return "
+                 "logits.argmax(dim=-1, keepdim=True) when temperature == 0")
+
+
+def _greedy_case(fn, logits):
+    def divided():                                              # the mistake: logits / 0, then a draw
+        torch.multinomial(torch.softmax(logits / 0.0, dim=-1), 1)
+    return Case(f"sample_next(logits of shape {tuple(logits.shape)}, temperature=0)",
+                lambda: _draws(fn, logits, 0.0, None, seed=0), logits.argmax(dim=-1, keepdim=True),
+                {"shape (B,) instead of (B, 1): argmax(dim=-1, keepdim=True)": logits.argmax(dim=-1),
+                 "argmax over the whole batch: take it over the vocabulary, dim=-1": logits.argmax()}), divided
+
+
 @graded("model.sample_next", points=1)
 def test_sample_next_at_temperature_0_is_greedy(student):
-    logits = torch.randn(8, 30, generator=torch.Generator().manual_seed(40))      # (B, V)
-    try:
-        got = _draws(student.piece("model", "sample_next"), logits, 0.0, None, seed=0)
-    except (RuntimeError, ZeroDivisionError) as exc:
-        if isinstance(exc, RuntimeError) and "probability tensor" not in str(exc):
-            raise
-        raise Mismatch("sample_next(logits, temperature=0)", f"it raised: {exc}", SAMPLE_HINT,
-                       mistake="temperature 0 not handled: dividing by 0 makes the logits infinite; "
-                               "return logits.argmax(dim=-1, keepdim=True) when temperature == 0") from None
-    expect_equal(got, logits.argmax(dim=-1, keepdim=True), "sample_next(logits, temperature=0)", SAMPLE_HINT,
-                 mistakes={"shape (B,) instead of (B, 1): argmax(dim=-1, keepdim=True)": logits.argmax(dim=-1),
-                           "argmax over the whole batch: take it over the vocabulary, dim=-1": logits.argmax()})
+    fn = student.piece("model", "sample_next")
+    (first, divided), (second, divided2) = (_greedy_case(fn, torch.randn(8, 30, generator=torch.Generator().manual_seed(s)))
+                                            for s in (40, 42))
+    expect_runs(first.got, first.what, mistakes={TEMPERATURE_0: divided},
+                second=Second(second.got, None, {TEMPERATURE_0: divided2}), hint=SAMPLE_HINT)
+    expect_cases(first, second, exact=True, hint=SAMPLE_HINT)
+
+
+def _engine_case(fn, logits, temperature, top_k, seed, extra=None):
+    engine = pieces.get("model", "sample_next")
+    what = f"the tokens drawn by sample_next(logits of shape {tuple(logits.shape)}, temperature={temperature}, " \
+           f"top_k={top_k}, generator seeded {seed})"
+    want = _draws(engine, logits, temperature, top_k, seed=seed)
+    mistakes = {**_sampling_mistakes(logits, temperature, top_k, seed=seed), **(extra or {})}
+    # a mistake that draws the very same tokens here is no mistake on this input
+    mistakes = {name: wrong for name, wrong in mistakes.items() if not torch.equal(wrong, want)}
+    return Case(what, lambda: _draws(fn, logits, temperature, top_k, seed=seed), want, mistakes)
 
 
 @graded("model.sample_next", points=3)
 def test_sample_next_draws_what_the_engine_draws(student):
     """With equal generators, equal draws: the same probabilities and one torch.multinomial call."""
-    fn, engine = student.piece("model", "sample_next"), pieces.get("model", "sample_next")
-    logits = _positive_logits(64, 12, seed=41)                                      # (B, V)
-    for temperature, top_k in ((0.7, None), (1.5, 4)):
-        what = f"sample_next(logits, temperature={temperature}, top_k={top_k}, generator seeded 5)"
-        want = _draws(engine, logits, temperature, top_k, seed=5)                   # (B, 1)
-        expect_equal(_draws(fn, logits, temperature, top_k, seed=5), want, what, SAMPLE_HINT,
-                     mistakes=_sampling_mistakes(logits, temperature, top_k, seed=5))
+    fn = student.piece("model", "sample_next")
+    logits, logits2 = _positive_logits(64, 12, seed=41), _positive_logits(96, 9, seed=43)     # (B, V)
+    for temperature, top_k, temperature2 in ((0.7, None, 0.35), (1.5, 4, 3.0)):
+        expect_cases(_engine_case(fn, logits, temperature, top_k, 5),
+                     _engine_case(fn, logits2, temperature2, top_k, 6),
+                     exact=True, hint=SAMPLE_HINT)
+
+
+def _ties_case(fn, row, k, seed):
+    logits = torch.tensor(row).repeat(64, 1)                                      # (B, V)
+    return _engine_case(fn, logits, 1.0, k, seed, {
+        "a tie at the k-th largest logit broken: keep every logit >= the k-th largest (both 2s here), hide only "
+        "the ones below": _sample(logits, seed, scale=1.0, keep=k, exactly_k=True)})
 
 
 @graded("model.sample_next", points=1)
 def test_sample_next_keeps_ties_at_the_kth_logit(student):
     """top_k=2 on logits 3, 2, 2, 1, 0: the k-th largest is 2 and both 2s stay (nanoGPT's and
     Hugging Face's rule: hide only the logits below the k-th largest)."""
-    fn, engine = student.piece("model", "sample_next"), pieces.get("model", "sample_next")
-    logits = torch.tensor([3.0, 2.0, 2.0, 1.0, 0.0]).repeat(64, 1)                 # (B, V)
-    want = _draws(engine, logits, 1.0, 2, seed=6)
-    expect_equal(_draws(fn, logits, 1.0, 2, seed=6), want, "sample_next(logits 3, 2, 2, 1, 0; top_k=2)", SAMPLE_HINT,
-                 mistakes={"a tie at the k-th largest logit broken: keep every logit >= the k-th largest "
-                           "(both 2s here), hide only the ones below": _sample(logits, 6, scale=1.0, keep=2, exactly_k=True),
-                           "the k-th largest itself hidden (<= instead of <): both 2s are kept":
-                           _sample(logits, 6, scale=1.0, keep=1),
-                           **_sampling_mistakes(logits, 1.0, 2, seed=6)})
+    fn = student.piece("model", "sample_next")
+    expect_cases(_ties_case(fn, [3.0, 2.0, 2.0, 1.0, 0.0], 2, 6), _ties_case(fn, [1.0, 3.0, 0.5, 1.0, 2.0], 3, 7),
+                 exact=True, hint=SAMPLE_HINT)
+
+
+TOP_K_ABOVE_V = ("top_k larger than the vocabulary: torch.topk(logits, k) raises when k exceeds V; keep "
+                 "min(top_k, V) logits (top_k >= V keeps every token)")
+
+
+@graded("model.sample_next", points=1)
+def test_sample_next_with_top_k_larger_than_the_vocabulary(student):
+    """top_k = 50 with V = 12 (generate() passes the user's top_k whatever the vocabulary): every token
+    stays, as with top_k=None."""
+    fn = student.piece("model", "sample_next")
+    engine = pieces.get("model", "sample_next")
+    logits, logits2 = _positive_logits(32, 12, seed=44), _positive_logits(16, 7, seed=45)
+    draw = lambda f, lg, k: lambda: _draws(f, lg, 0.9, k, seed=8)
+    got = expect_runs(draw(fn, logits, 50), "sample_next(logits with V = 12, temperature=0.9, top_k=50)",
+                      mistakes={TOP_K_ABOVE_V: lambda: torch.topk(logits, 50, dim=-1)},
+                      second=Second(draw(fn, logits2, 9), None, {TOP_K_ABOVE_V: lambda: torch.topk(logits2, 9, dim=-1)}),
+                      hint="top_k at or above V keeps every token")
+    expect_equal(got, draw(engine, logits, None)(), "the tokens drawn by sample_next(logits with V = 12, "
+                 "temperature=0.9, top_k=50, generator seeded 8)", SAMPLE_HINT)
+
+
+def _frequencies_case(fn, row, t, k, seed, N=4000):
+    logits = torch.tensor(row).repeat(N, 1)                                       # (N, V)
+    z = lambda scale: logits[0] * scale
+    probs = lambda scale, keep=k, fill=NEG_INF: torch.softmax(
+        z(scale).masked_fill(z(scale) < z(scale).topk(keep).values[-1], fill) if keep else z(scale), dim=-1).double()
+
+    def got():
+        out = _draws(fn, logits, t, k, seed=seed)
+        return torch.bincount(out.flatten(), minlength=len(row)).double() / N if isinstance(out, torch.Tensor) else out
+    return Case(f"the frequencies of {N:,} draws of sample_next(logits {row}, temperature={t}, top_k={k})", got,
+                probs(1 / t), {"temperature multiplied instead of divided: logits / temperature": probs(t),
+                               "temperature ignored: divide the logits by it": probs(1.0),
+                               "the logits outside the top k set to 0 instead of -inf: exp(0) = 1 still gives them "
+                               "weight": probs(1 / t, fill=0.0),
+                               "top-k ignored: keep only the k largest logits": probs(1 / t, keep=None)})
 
 
 @graded("model.sample_next", points=2)
@@ -277,20 +444,8 @@ def test_sample_next_follows_the_tempered_distribution(student):
     """4,000 draws of one row: each token's frequency is its probability under softmax(logits / T)
     with the top k kept, and a token outside the top k is never drawn."""
     fn = student.piece("model", "sample_next")
-    V, N, t, k = 5, 4000, 0.5, 3
-    logits = torch.tensor([1.0, 0.5, 0.25, 0.0, -0.5]).repeat(N, 1)               # (N, V)
-    probs = lambda scale, keep=k, fill=NEG_INF: torch.softmax(
-        (logits[0] * scale).masked_fill(logits[0] * scale < (logits[0] * scale).topk(keep).values[-1], fill)
-        if keep else logits[0] * scale, dim=-1)
-    got = _draws(fn, logits, t, k, seed=7)
-    freq = torch.bincount(got.flatten(), minlength=V).double() / N if isinstance(got, torch.Tensor) else got
-    expect_close(freq, probs(1 / t).double(), f"the frequencies of {N:,} draws of sample_next(logits, "
-                 f"temperature={t}, top_k={k})", atol=0.03, rtol=0, hint=SAMPLE_HINT,
-                 mistakes={"temperature multiplied instead of divided: logits / temperature": probs(t).double(),
-                           "temperature ignored: divide the logits by it": probs(1.0).double(),
-                           "the logits outside the top k set to 0 instead of -inf: exp(0) = 1 still gives them "
-                           "weight": probs(1 / t, fill=0.0).double(),
-                           "top-k ignored: keep only the k largest logits": probs(1 / t, keep=None).double()})
+    expect_cases(_frequencies_case(fn, [1.0, 0.5, 0.25, 0.0, -0.5], 0.5, 3, 7),
+                 _frequencies_case(fn, [0.0, 1.5, -1.0, 0.7, 0.2, 1.0], 0.6, 4, 9), atol=0.03, rtol=0, hint=SAMPLE_HINT)
 
 
 # ----- generation: the KV cache -----
@@ -303,42 +458,89 @@ def _randn(*shape, seed=0):
     return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
 
 
-def _check_cache(student, steps, what):
-    """Feed KVCache(B=2, G=2, max_len=sum(steps), K=3) chunks of `steps` positions; after each
-    update, pos and the returned keys and values must be all positions so far, in order."""
-    B, G, K, S = 2, 2, 3, sum(steps)
-    cache = student.piece("model", "KVCache")(B, G, S, K, torch.float64, "cpu")
-    ks, vs, pos = [], [], 0
-    for step, T in enumerate(steps, 1):
-        k, v = _kv(B, G, T, K, seed=50 + step)
-        got = cache.update(k, v)
+def _cache_run(student, steps, seed, dtype=torch.float64):
+    """Feed KVCache(B=2, G=2, max_len=sum(steps), K=3) chunks of `steps` positions: per update, (what
+    it was fed, what came back, pos after it); an error ends the run (the second input of a
+    mistake: what it raised is what it gives). In float32 the keys and values come as the model
+    hands them over: strided views of the split heads."""
+    B_, G, K, S = 2, 2, 3, sum(steps)
+    cache = student.piece("model", "KVCache")(B_, G, S, K, dtype, torch.device("cpu"))
+    out = []
+    for step, T_ in enumerate(steps, 1):
+        k, v = _kv(B_, G, T_, K, seed=seed + step)
+        if dtype != torch.float64:
+            k, v = (t.to(dtype).transpose(1, 2).contiguous().transpose(1, 2) for t in (k, v))
+        try:
+            got = cache.update(k, v)
+            if isinstance(got, tuple):              # views of the cache's buffers: the next update changes them
+                got = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in got)
+            pos = cache.pos
+        except Exception as exc:                   # noqa: BLE001 - reported when this run is judged
+            out.append((k, v, exc, None))
+            break
+        out.append((k, v, got, pos))
+    return out
+
+
+def _cache_expectations(run):
+    """Per update: (keys so far, values so far, pos, {mistake: keys it returns})."""
+    ks, vs, pos, out = [], [], 0, []
+    for k, v, _, _ in run:
         ks.append(k)
         vs.append(v)
-        pos += T
-        at = f"{what}, update {step} ({T} new positions after {pos - T})"
-        expect_equal(cache.pos, pos, f"{at}: cache.pos", "self.pos counts the cached positions: add T",
-                     mistakes={"pos not advanced: after writing T positions, self.pos += T": pos - T})
-        if not (isinstance(got, tuple) and len(got) == 2):
-            raise Mismatch(f"{at}: what update returns", f"got {type(got).__name__}, expected a pair (keys, values)",
-                           "return self.k[:, :, :self.pos], self.v[:, :, :self.pos]")
+        T_ = k.shape[2]
+        pos += T_
         want_k = torch.cat(ks, dim=2)                                               # (B, G, pos, K)
-        mistakes = {"only the new keys returned: return every key cached so far, old and new": k,
+        mistakes = {"only the new keys returned: return every key cached so far, old and new": k if len(ks) > 1 else None,
                     "every update written from position 0, over the cached ones: write at self.pos":
-                        torch.cat([k, torch.zeros_like(want_k[:, :, T:])], dim=2),
+                        torch.cat([k, torch.zeros_like(want_k[:, :, T_:])], dim=2) if len(ks) > 1 else None,
                     **{f"concatenated along axis {d}, not the position axis (2) of (B, G, T, K)":
                        torch.cat(ks, dim=d) for d in (0, 1, 3) if len(ks) > 1 and all(
                            x.shape[2] == k.shape[2] for x in ks)}}
+        out.append((want_k, torch.cat(vs, dim=2), pos, mistakes))
+    return out
+
+
+NOT_ADVANCED = "pos not advanced: after writing T positions, self.pos += T"
+
+
+def _check_cache(student, steps, other, what, dtype=torch.float64):
+    """Feed KVCache(B=2, G=2, max_len=sum(steps), K=3) chunks of `steps` positions; after each
+    update, pos and the returned keys and values must be all positions so far, in order. A mistake
+    is confirmed on a second cache fed chunks of `other`."""
+    run, run2 = _cache_run(student, steps, 50, dtype), _cache_run(student, other, 80, dtype)
+    wants, wants2 = _cache_expectations(run), _cache_expectations(run2)
+    done = 0
+    for step, ((k, v, got, pos), (want_k, want_v, want_pos, mistakes)) in enumerate(zip(run, wants), 1):
+        j = min(step, len(run2)) - 1
+        k2, v2, got2, pos2 = run2[j]
+        want_k2, want_v2, want_pos2, mistakes2 = wants2[j]
+        T_ = k.shape[2]
+        at = f"{what}, update {step} ({T_} new positions after {want_pos - T_})"
+        if isinstance(got, Exception):
+            raise got
+        expect_equal(pos, want_pos, f"{at}: cache.pos", "self.pos counts the cached positions: add T",
+                     mistakes={NOT_ADVANCED: want_pos - T_},
+                     second=Second(lambda: pos2, want_pos2, {NOT_ADVANCED: want_pos2 - k2.shape[2]}))
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise Mismatch(f"{at}: what update returns", f"got {type(got).__name__}, expected a pair (keys, values)",
+                           "return self.k[:, :, :self.pos], self.v[:, :, :self.pos]")
+        keys2 = lambda: got2[0] if isinstance(got2, tuple) else got2
         expect_close(got[0], want_k, f"{at}: the keys returned", mistakes=mistakes,
+                     second=Second(keys2, want_k2, mistakes2),
                      hint="write k at positions self.pos .. self.pos + T - 1 (axis 2), then return the buffer up to the new pos")
-        expect_close(got[1], torch.cat(vs, dim=2), f"{at}: the values returned",
+        expect_close(got[1], want_v, f"{at}: the values returned",
                      hint="the values the same way as the keys, into self.v")
+        done += 1
 
 
 @graded("model.KVCache", points=2)
 def test_kv_cache_appends_each_update(student):
-    _check_cache(student, (2, 2, 2), "KVCache fed 2 positions at a time")
+    _check_cache(student, (2, 2, 2), (3, 3, 3), "KVCache fed 2 positions at a time")
 
 
 @graded("model.KVCache", points=2)
 def test_kv_cache_prefill_then_one_token_at_a_time(student):
-    _check_cache(student, (3, 1, 1, 1), "KVCache fed a prompt of 3, then 1 token at a time")
+    _check_cache(student, (3, 1, 1, 1), (2, 2, 1, 1), "KVCache fed a prompt of 3, then 1 token at a time")
+    _check_cache(student, (3, 1, 1), (2, 1, 1), "KVCache in float32, fed strided keys and values as the model splits them",
+                 dtype=torch.float32)

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ANDREA, ModelConfig
-from andrea_course.grading import expect_close, expect_equal, expect_runs, expect_true, graded
+from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
+                                   graded, load_weights)
 from andrea_course import pieces
 
 ref_rms_norm = pieces.module("modern").rms_norm
@@ -54,54 +55,149 @@ def _rms_norm_mistakes(x, w, eps=1e-5):
     }
 
 
-def _check_rms_norm(student, x, w, eps=1e-5, what="rms_norm(x, weight)"):
-    got = student.piece("modern", "rms_norm")(x, w, eps)
-    expect_close(got, ref_rms_norm(x, w, eps), what, mistakes=_rms_norm_mistakes(x, w, eps))
-    return got
+def _differing(mistakes: dict, want) -> dict:
+    """The mistakes that give a wrong answer on this input (the others are no mistake here)."""
+    return {name: wrong for name, wrong in mistakes.items()
+            if not (wrong.shape == want.shape and torch.allclose(wrong.double(), want.double(), atol=1e-7, rtol=1e-6))}
 
 
-# ----------------------------------------------------------------------------- RMSNorm
+def _zero_mean(x):
+    """x with every token's mean over D removed: centring it changes nothing."""
+    return x - x.mean(dim=-1, keepdim=True)
+
+
+def _normalises(rms_norm):
+    """The precondition of the RMSNorm tests that compare the learner's norm with itself: it does
+    normalise (a token of root mean square 5 does not come back as it was)."""
+    x = 5.0 * torch.ones(1, 8, dtype=torch.float64)
+    y = rms_norm(x, torch.ones(8, dtype=torch.float64), 1e-5)
+    expect_true(isinstance(y, torch.Tensor) and y.shape == x.shape and not torch.allclose(y.double(), x),
+                "rms_norm(tokens of root mean square 5, ones)", "x came back unchanged (or not as a tensor of x's shape)",
+                "divide each token by the square root of the mean of its squares")
+
+
+# The RMSNorm tests each check one property, with a tolerance loose enough (1e-4) that only their
+# own mistake fails them: where eps sits changes the values by about eps/rms (1e-5 relative here),
+# and only test_rmsnorm_eps_inside_the_sqrt, on small activations and a large eps, looks at that.
+LOOSE = dict(atol=1e-4, rtol=1e-4)
+CENTRED = ("subtracted the mean (that is LayerNorm without its bias): RMSNorm divides the raw x by its root mean "
+           "square and never centres it")
+
+
+def _unscaled(y, x):
+    """y divided, token by token, by the positive number s that best explains it as s·x (NaN where
+    that number is not positive): x itself when y is x scaled per token."""
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+        return y
+    s = (y * x).sum(-1, keepdim=True) / (x * x).sum(-1, keepdim=True)              # (..., 1)
+    return torch.where(s > 0, y / s, torch.full_like(y, float("nan")))
+
+
+def _direction_case(rms_norm, x):
+    """RMSNorm with gamma = 1 scales each token by one positive number: y / s = x."""
+    ones = torch.ones(x.shape[-1], dtype=x.dtype)
+    return Case(f"rms_norm(x of shape {tuple(x.shape)}, ones), each token divided by the one positive number that "
+                f"scales x to it", lambda: _unscaled(rms_norm(x, ones, 1e-5), x), x,
+                {CENTRED: _unscaled(_centred(x, ones), x)})
+
+
 @graded("modern.rms_norm", points=2)
 def test_rmsnorm_does_not_center(student):
-    # The worked example of notebook 07: [3, 4] has root mean square sqrt(12.5) ≈ 3.54, so RMSNorm gives
-    # about [0.85, 1.13]; LayerNorm would subtract the mean 3.5 and give [-1, 1].
-    x, w = torch.tensor([[3.0, 4.0]], dtype=torch.float64), torch.ones(2, dtype=torch.float64)
-    got = _check_rms_norm(student, x, w, what="rms_norm([3, 4], ones)")
-    expect_true(bool((got > 0).all()), "rms_norm([3, 4], ones)",
-                f"got {got.tolist()}: both inputs are positive, so both outputs must be",
-                "RMSNorm keeps the direction of x; only the scale changes")
-    # Tokens whose features share a large common offset: centring would remove it.
-    _check_rms_norm(student, 5.0 + _randn(3, 7, 16, seed=1), 1.0 + 0.1 * _randn(16, seed=2))
+    """RMSNorm keeps every token's direction: with gamma = 1 each output is the token times one
+    positive number. The worked example of notebook 07: [3, 4] has root mean square sqrt(12.5) ≈ 3.54, so
+    RMSNorm gives about [0.85, 1.13]; LayerNorm would subtract the mean 3.5 and give [-1, 1]."""
+    rms_norm = student.piece("modern", "rms_norm")
+    _normalises(rms_norm)
+    expect_cases(_direction_case(rms_norm, torch.tensor([[3.0, 4.0]], dtype=torch.float64)),
+                 _direction_case(rms_norm, 5.0 + _randn(3, 7, 16, seed=1)),       # a large common offset
+                 hint="RMSNorm keeps the direction of x; only the scale changes", **LOOSE)
+
+
+def _rms_case(rms_norm, x, eps_given=True):
+    """The root mean square of every token's output, gamma = 1: 1 whatever the token's scale (eps
+    passed, or left at its default)."""
+    ones = torch.ones(x.shape[-1], dtype=x.dtype)
+
+    def rms():
+        y = rms_norm(x, ones, 1e-5) if eps_given else rms_norm(x, ones)
+        return y.pow(2).mean(dim=-1).sqrt() if isinstance(y, torch.Tensor) and y.shape == x.shape else y
+    of = lambda y: y.pow(2).mean(dim=-1).sqrt()
+    axes = lambda dim: of(_rms_over(x, ones, dim=dim)) if x.dim() >= 3 else None
+    mistakes = {"normalised over the wrong axis (dim=-2, the positions): take mean(x²) over the last axis, D, of "
+                "every token": axes(-2),
+                "normalised over the wrong axis (dim=0, the batch): take mean(x²) over the last axis, D": axes(0),
+                "one root mean square for the whole tensor: take mean(x²) over dim=-1 with keepdim=True, one value "
+                "per token": of(x * torch.rsqrt(x.pow(2).mean() + 1e-5)),
+                "divided by sqrt(sum(x²)) instead of sqrt(mean(x²)): the output's root mean square must be 1, not "
+                "1/sqrt(D)": of(x * torch.rsqrt(x.pow(2).sum(dim=-1, keepdim=True) + 1e-5))}
+    mistakes = {k: v for k, v in mistakes.items() if v is not None}   # (D,): no other axis to go wrong with
+    want = torch.ones(x.shape[:-1], dtype=x.dtype)
+    return Case(f"the root mean square of every token of rms_norm(x of shape {tuple(x.shape)} {str(x.dtype)[6:]}, ones"
+                f"{')' if eps_given else ', eps left at its default)'}", rms, want,
+                _differing(mistakes, want))
 
 
 @graded("modern.rms_norm", points=2)
 def test_rmsnorm_produces_unit_rms(student):
-    # Tokens of very different scales, and a shape whose axes all differ: normalising over the
-    # wrong axis gives a tensor of the right shape and the wrong values.
+    """Tokens of very different scales, and shapes whose axes all differ: normalising over the wrong
+    axis gives a tensor of the right shape and the wrong root mean square."""
+    rms_norm = student.piece("modern", "rms_norm")
     scale = torch.logspace(0, 2, 24, dtype=torch.float64).view(4, 6, 1)
-    x, w = _randn(4, 6, 32, seed=3) * scale, torch.ones(32, dtype=torch.float64)
-    got = _check_rms_norm(student, x, w)
-    rms = got.pow(2).mean(dim=-1).sqrt()
-    expect_close(rms, torch.ones(4, 6, dtype=torch.float64), "root mean square of every token's output",
-                 atol=1e-4, rtol=0)           # eps shifts it by about eps / (2·mean(x²)), under 1e-5 here
+    scale2 = torch.logspace(0, 1.5, 15, dtype=torch.float64).view(3, 5, 1)
+    expect_cases(_rms_case(rms_norm, _randn(4, 6, 32, seed=3) * scale), _rms_case(rms_norm, _randn(3, 5, 8, seed=13) * scale2),
+                 _rms_case(rms_norm, (_randn(2, 3, 16, seed=23) * scale2[:2, :3]).float()),        # float32, as the model
+                 _rms_case(rms_norm, 3 * _randn(16, seed=24, dtype=torch.float32), eps_given=False),  # one token (D,)
+                 hint="divide each token by the square root of the mean of its squares over D", **LOOSE)
+
+
+def _gamma_case(rms_norm, x, w):
+    ones = torch.ones_like(w)
+
+    def scaled_by_gamma():
+        y1 = rms_norm(x, ones, 1e-5)
+        return y1 * w if isinstance(y1, torch.Tensor) else y1
+    y1 = ref_rms_norm(x, ones, 1e-5)
+
+    def learner():
+        return rms_norm(x, w, 1e-5)
+    return Case(f"rms_norm(x of shape {tuple(x.shape)}, weight) against weight · rms_norm(x, ones)", learner,
+                None, {"forgot gamma (weight): multiply the normalised x by weight": y1,
+                       "added gamma instead of multiplying by it: y * weight, RMSNorm has no bias": y1 + w,
+                       "applied gamma before normalising: normalise x first, then multiply by weight":
+                           _rms_over(x * w, ones)}), scaled_by_gamma
 
 
 @graded("modern.rms_norm", points=2)
 def test_rmsnorm_scales_with_gamma(student):
-    x = _randn(2, 5, 16, seed=4) + 0.5
+    """gamma multiplies each feature of the normalised x: rms_norm(x, w) = w · rms_norm(x, 1), and
+    rms_norm(x, 2·w) = 2 · rms_norm(x, w) (the learner's own normalisation on both sides)."""
+    rms_norm = student.piece("modern", "rms_norm")
     w = _randn(16, seed=5)                      # negative, tiny and large gains
     w[3] = 0.0                                  # gamma may switch a feature off entirely
-    got = _check_rms_norm(student, x, w)
-    twice = student.piece("modern", "rms_norm")(x, 2 * w, 1e-5)
-    expect_close(twice, 2 * got, "rms_norm(x, 2·weight) against 2·rms_norm(x, weight)",
-                 hint="the output is the normalised x times gamma, feature by feature")
+    cases = []
+    for x, gain in ((_randn(2, 5, 16, seed=4) + 0.5, w), (_randn(4, 16, seed=14) - 1.0, 2.0 + _randn(16, seed=15))):
+        case, scaled = _gamma_case(rms_norm, x, gain)
+        cases.append(case._replace(want=scaled()))
+    expect_cases(*cases, hint="the output is the normalised x times gamma, feature by feature", **LOOSE)
+    x = _randn(2, 5, 16, seed=4) + 0.5
+    expect_close(rms_norm(x, 2 * w, 1e-5), 2 * rms_norm(x, w, 1e-5), "rms_norm(x, 2·weight) against 2·rms_norm(x, weight)",
+                 hint="the output is the normalised x times gamma, feature by feature", **LOOSE)
+
+
+def _eps_case(rms_norm, x, w, eps):
+    want = ref_rms_norm(x, w, eps)
+    return Case(f"rms_norm(x of shape {tuple(x.shape)}, weight, eps={eps:g})", lambda: rms_norm(x, w, eps), want,
+                _differing(_rms_norm_mistakes(x, w, eps), want))
 
 
 @graded("modern.rms_norm", points=1)
 def test_rmsnorm_eps_inside_the_sqrt(student):
-    # Small activations and a large eps, so where eps goes shows.
-    _check_rms_norm(student, 0.05 * _randn(3, 12, seed=6), 1.0 + _randn(12, seed=7).abs(), eps=1e-2,
-                    what="rms_norm(x, weight, eps=1e-2)")
+    """Small activations and a large eps, so where eps goes shows (tokens of mean 0: centring would
+    change nothing here, the values are this test's point)."""
+    rms_norm = student.piece("modern", "rms_norm")
+    expect_cases(_eps_case(rms_norm, 0.05 * _zero_mean(_randn(3, 12, seed=6)), 1.0 + _randn(12, seed=7).abs(), 1e-2),
+                 _eps_case(rms_norm, 0.2 * _zero_mean(_randn(2, 3, 8, seed=16)), 0.5 + _randn(8, seed=17).abs(), 5e-2),
+                 hint="x / sqrt(mean(x²) + eps) · weight: eps inside the square root")
 
 
 def _bf16_norm(x, w, eps=1e-5):
@@ -109,35 +205,46 @@ def _bf16_norm(x, w, eps=1e-5):
     return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * w
 
 
+RETURNED_FP32 = "returned fp32: cast the result back to x's dtype with .to(x.dtype)"
+
+
 @graded("modern.rms_norm", points=2)
 def test_rmsnorm_computes_in_fp32(student):
     """bf16 keeps fp32's range but only 8 significant bits: squares, their mean and the rsqrt
-    each round. The reference upcasts to fp32, normalises, and rounds once, back to bf16."""
+    each round. Computed in fp32 and rounded once, the output is what the same norm gives for the
+    fp32 copy of x, rounded to bf16 (the learner's own norm on both sides)."""
     rms_norm = student.piece("modern", "rms_norm")
+    _normalises(rms_norm)
     g = torch.Generator().manual_seed(8)
     x = (3.0 + torch.rand(16, 768, generator=g)).bfloat16()   # all positive: roundings do not cancel
     w = torch.ones(768, dtype=torch.bfloat16)
+    xh = (300.0 + 10 * torch.rand(4, 64, generator=g)).half()
+    wh = torch.ones(64, dtype=torch.float16)
+    dtype_of = lambda out: str(out.dtype) if isinstance(out, torch.Tensor) else type(out).__name__
     got = rms_norm(x, w, 1e-5)
-    dtype = str(got.dtype) if isinstance(got, torch.Tensor) else type(got).__name__
-    expect_equal(dtype, "torch.bfloat16", "rms_norm(bf16 x).dtype",
+    expect_equal(dtype_of(got), "torch.bfloat16", "rms_norm(bf16 x).dtype",
                  hint="compute in fp32, then give the result back in x's own dtype",
-                 mistakes={"returned fp32: cast the result back to x's dtype with .to(x.dtype)": "torch.float32"})
-    want = ref_rms_norm(x, w, 1e-5)
-    expect_close(got, want, "rms_norm(bf16 x, ones)")        # within bf16's tolerance first
+                 mistakes={RETURNED_FP32: "torch.float32"},
+                 second=Second(lambda: dtype_of(rms_norm(xh, wh, 1e-5)), "torch.float16", {RETURNED_FP32: "torch.float32"}))
+    want = rms_norm(x.float(), w.float(), 1e-5).bfloat16()
+    expect_close(got, want, "rms_norm(bf16 x, ones) against rms_norm(x.float(), ones) rounded to bf16")
     differ = float((got != want).float().mean())
     in_bf16 = float((got != _bf16_norm(x, w)).float().mean())
     expect_true(differ <= 0.01, "rms_norm(bf16 x, ones)",
-                f"{differ:.0%} of the outputs differ from the fp32-computed reference rounded to bf16 "
+                f"{differ:.0%} of the outputs differ from the same norm computed in fp32 and rounded to bf16 "
                 f"(at most 1% may, by one rounding step)",
                 "upcast with x.float(), normalise and multiply in fp32, cast back once at the end",
                 mistake=("the norm computed in bf16: the sum of squares and the rsqrt lose precision; "
                          "upcast to fp32 first" if in_bf16 < differ else None))
     # fp16 is worse: its largest value is 65,504, so x² overflows to inf for |x| > 256.
-    xh = (300.0 + 10 * torch.rand(4, 64, generator=g)).half()
-    wh = torch.ones(64, dtype=torch.float16)
-    expect_close(rms_norm(xh, wh, 1e-5), ref_rms_norm(xh, wh, 1e-5), "rms_norm(fp16 x of about 300, ones)",
-                 mistakes={"the norm computed in fp16: 300² overflows fp16 (max 65,504); upcast to fp32 first":
-                           _bf16_norm(xh, wh)})
+    xh2 = (280.0 + 30 * torch.rand(3, 32, generator=g)).half()
+    wh2 = torch.ones(32, dtype=torch.float16)
+    in_fp16 = "the norm computed in fp16: 300² overflows fp16 (max 65,504); upcast to fp32 first"
+    case = lambda xs, ws: Case(f"rms_norm(fp16 x of about 300, ones) against the same in fp32, rounded",
+                               lambda: rms_norm(xs, ws, 1e-5), ref_rms_norm(xs, ws, 1e-5), {in_fp16: _bf16_norm(xs, ws)})
+    first, second = case(xh, wh), case(xh2, wh2)
+    mine = lambda xs, ws: rms_norm(xs.float(), ws.float(), 1e-5).half()
+    expect_cases(first._replace(want=mine(xh, wh)), second._replace(want=mine(xh2, wh2)))
 
 
 # ----------------------------------------------------------------------------- SwiGLU
@@ -157,22 +264,48 @@ def _swiglu_mistakes(gate, up):
     }
 
 
+def _swiglu_case(fn, gate, up, what=None):
+    return Case(what or f"swiglu(gate, up of shape {tuple(gate.shape)}, {str(gate.dtype)[6:]})", lambda: fn(gate, up),
+                _swish(gate) * up, _swiglu_mistakes(gate, up))
+
+
 @graded("modern.swiglu", points=1)
 def test_swiglu_worked_example(student):
     # The example of notebook 07, F = 2: value (3, 3), gate (2, -2). Swish(2) ≈ 1.76, Swish(-2) ≈ -0.24,
     # so the same value 3 passes amplified in one place and nearly shut off in the other.
+    fn = student.piece("modern", "swiglu")
     gate = torch.tensor([2.0, -2.0], dtype=torch.float64)
     up = torch.tensor([3.0, 3.0], dtype=torch.float64)
-    want = 3 * gate * torch.sigmoid(gate)                     # ≈ (5.28, -0.72)
-    got = student.piece("modern", "swiglu")(gate, up)
-    expect_close(got, want, "swiglu(gate=(2, -2), up=(3, 3))", mistakes=_swiglu_mistakes(gate, up))
+    expect_cases(_swiglu_case(fn, gate, up, "swiglu(gate=(2, -2), up=(3, 3))"),
+                 _swiglu_case(fn, torch.tensor([1.0, -3.0, 0.5], dtype=torch.float64),
+                              torch.tensor([2.0, 1.0, -4.0], dtype=torch.float64), "swiglu(gate=(1, -3, 0.5), up=(2, 1, -4))"))
 
 
 @graded("modern.swiglu", points=1)
 def test_swiglu_matches_reference(student):
-    gate, up = 3 * _randn(2, 5, 12, seed=9), _randn(2, 5, 12, seed=10)
-    got = student.piece("modern", "swiglu")(gate, up)
-    expect_close(got, _swish(gate) * up, "swiglu(gate, up)", mistakes=_swiglu_mistakes(gate, up))
+    fn = student.piece("modern", "swiglu")
+    f32 = lambda *shape, seed: _randn(*shape, seed=seed, dtype=torch.float32)
+    expect_cases(_swiglu_case(fn, 3 * _randn(2, 5, 12, seed=9), _randn(2, 5, 12, seed=10)),
+                 _swiglu_case(fn, 2 * f32(4, 6, seed=19), f32(4, 6, seed=20)),
+                 _swiglu_case(fn, 2 * f32(2, 3, 8, seed=25), f32(2, 3, 8, seed=26)),      # (B, T, F), as the model
+                 _swiglu_case(fn, 2 * f32(8, seed=27), f32(8, seed=28)))                # one token (F,)
+
+
+def _swiglu_module_case(module, ref, x, bias):
+    with torch.no_grad():
+        want = ref(x)
+        g, u = ref.w_gate(x), ref.w_up(x)
+        mistakes = {
+            "w_gate and w_up swapped: Swish goes on w_gate(x), the value is w_up(x)": ref.w_down(_swish(u) * g),
+            "no value branch: multiply Swish(w_gate(x)) by w_up(x)": ref.w_down(_swish(g)),
+            "no gate: Swish(w_gate(x)) must multiply w_up(x)": ref.w_down(u),
+            "forgot w_down: project F back to D": _swish(g) * u,
+        }
+
+    def got():
+        out = module(x)
+        return out.detach() if isinstance(out, torch.Tensor) else out
+    return Case(f"SwiGLU(x of shape {tuple(x.shape)}), bias={bias}", got, want, mistakes)
 
 
 @graded("modern.SwiGLU", points=2)
@@ -190,22 +323,32 @@ def test_swiglu_module_matches_reference(student):
                      hint="keep the names w_gate, w_up (D -> F) and w_down (F -> D)")
         ref = pieces.module("modern").SwiGLU(cfg)
         ref.load_state_dict(state)
-        x = _randn(2, 5, 16, seed=11, dtype=torch.float32)
-        with torch.no_grad():
-            want = ref(x)
-            g, u = ref.w_gate(x), ref.w_up(x)
-            mistakes = {
-                "w_gate and w_up swapped: Swish goes on w_gate(x), the value is w_up(x)": ref.w_down(_swish(u) * g),
-                "no value branch: multiply Swish(w_gate(x)) by w_up(x)": ref.w_down(_swish(g)),
-                "no gate: Swish(w_gate(x)) must multiply w_up(x)": ref.w_down(u),
-                "forgot w_down: project F back to D": _swish(g) * u,
-            }
-        got = module(x)
-        expect_close(got.detach() if isinstance(got, torch.Tensor) else got, want, f"SwiGLU(x), bias={bias}",
-                     mistakes=mistakes)
+        expect_cases(_swiglu_module_case(module, ref, _randn(2, 5, 16, seed=11, dtype=torch.float32), bias),
+                     _swiglu_module_case(module, ref, _randn(3, 16, seed=12, dtype=torch.float32), bias))
 
 
 # ----------------------------------------------------------------------------- the block
+NORMALISED_STREAM = ("added the sublayer's output to the normalised x: add it to the raw x, "
+                     "x = x + attn(ln1(x)), so the residual path stays an identity")
+
+
+def _modern_block_case(block, ref, x):
+    with torch.no_grad():
+        want = ref(x)
+        h = ref.ln1(x)
+        h = h + ref.attn(h)
+        normalised = ref.ln2(h) + ref.mlp(ref.ln2(h))
+        post = ref.ln1(x + ref.attn(x))
+        post = ref.ln2(post + ref.mlp(post))
+
+    def got():
+        out = block(x)
+        return out.detach() if isinstance(out, torch.Tensor) else out
+    return Case(f"Block(cfg with norm='rmsnorm', mlp='swiglu', H=4, G=2)(x of shape {tuple(x.shape)})", got, want, {
+        NORMALISED_STREAM: normalised,
+        "post-norm order: normalise the sublayer's input, x = x + attn(ln1(x)), not the sum": post})
+
+
 @graded("block.Block", points=1, taught="modern")
 def test_rmsnorm_block_adds_to_the_raw_stream(student):
     """The learner's block in a modern config (RMSNorm, SwiGLU, G = 2 key/value heads for H = 4):
@@ -217,20 +360,8 @@ def test_rmsnorm_block_adds_to_the_raw_stream(student):
     state = block.state_dict()
     ref = pieces.module("block").Block(cfg).eval()
     ref.load_state_dict(state)
-    x = 4.0 + 3.0 * _randn(2, 6, 16, seed=12, dtype=torch.float32)    # far from unit scale
-    with torch.no_grad():
-        want = ref(x)
-        h = ref.ln1(x)
-        h = h + ref.attn(h)
-        normalised = ref.ln2(h) + ref.mlp(ref.ln2(h))
-        post = ref.ln1(x + ref.attn(x))
-        post = ref.ln2(post + ref.mlp(post))
-    got = block(x)
-    expect_close(got.detach() if isinstance(got, torch.Tensor) else got, want, "Block(cfg with norm='rmsnorm', mlp='swiglu', H=4, G=2)(x)", mistakes={
-        "added the sublayer's output to the normalised x: add it to the raw x, "
-        "x = x + attn(ln1(x)), so the residual path stays an identity": normalised,
-        "post-norm order: normalise the sublayer's input, x = x + attn(ln1(x)), not the sum": post,
-    })
+    expect_cases(_modern_block_case(block, ref, 4.0 + 3.0 * _randn(2, 6, 16, seed=12, dtype=torch.float32)),  # far from unit scale
+                 _modern_block_case(block, ref, -2.0 + 5.0 * _randn(3, 4, 16, seed=22, dtype=torch.float32)))
 
 
 # ----------------------------------------------------------------------------- SwiGLU's width: the parameter budget
@@ -255,10 +386,12 @@ def _f_mistakes(D, multiple_of=256):
 @graded("modern.swiglu_hidden_dim", points=2)
 def test_swiglu_ffn_dim_is_8D_over_3(student):
     f = student.piece("modern", "swiglu_hidden_dim")
-    for D, want in ((4096, 11_008), (768, 2_048)):
+    case = lambda D, want: Case(f"swiglu_hidden_dim({D})", lambda: f(D), want,
+                                {k: v for k, v in _f_mistakes(D).items() if v != want})
+    expect_cases(case(4096, 11_008), case(768, 2_048), case(1000, 2_816), exact=True,
+                 hint="F = 8D/3 from 3·D·F = 2·D·4D, rounded up to a multiple of 256")
+    for D in (4096, 768):
         got = f(D)
-        expect_equal(got, want, f"swiglu_hidden_dim({D})", mistakes=_f_mistakes(D),
-                     hint="F = 8D/3 from 3·D·F = 2·D·4D, rounded up to a multiple of 256")
         expect_true(isinstance(got, int) and not isinstance(got, bool), f"swiglu_hidden_dim({D})",
                     f"returned {type(got).__name__}: a layer width must be an int", "return an int (math.ceil gives one)")
     # The budget itself, at the widths of real models: never below the classic MLP's 8D², and
@@ -275,10 +408,10 @@ def test_swiglu_ffn_dim_is_8D_over_3(student):
 @graded("modern.swiglu_hidden_dim", points=1)
 def test_swiglu_ffn_dim_rounds_up_to_multiple_of(student):
     f = student.piece("modern", "swiglu_hidden_dim")
-    for D in (96, 128, 768, 1000, 4096):
-        for m in (1, 64, 128, 256, 1024):
-            expect_equal(f(D, m), _round_up(8 * D, 3, m), f"swiglu_hidden_dim({D}, multiple_of={m})",
-                         mistakes=_f_mistakes(D, m), hint="round 8D/3 up to a multiple of multiple_of")
+    pairs = [(D, m) for D in (96, 128, 768, 1000, 4096) for m in (1, 64, 128, 256, 1024)]
+    case = lambda D, m: Case(f"swiglu_hidden_dim({D}, multiple_of={m})", lambda: f(D, m), _round_up(8 * D, 3, m),
+                             {k: v for k, v in _f_mistakes(D, m).items() if v != _round_up(8 * D, 3, m)})
+    expect_cases(*(case(D, m) for D, m in pairs), exact=True, hint="round 8D/3 up to a multiple of multiple_of")
 
 
 # ----------------------------------------------------------------------------- the KV cache's memory
@@ -294,24 +427,27 @@ def test_kv_cache_bytes_for_every_G(student):
     kv_cache_bytes = student.piece("modern", "kv_cache_bytes")
     base = ModelConfig.preset("andrea-120m-modern")
     H, L = base.n_heads, base.n_layers
-    for G in (1, 2, 3, 4, 6, 12):
+
+    def case(G):
         cfg = base.replace(n_kv_heads=G)
         want, size = _cache_bytes(cfg, 2, 1024)
-        expect_equal(kv_cache_bytes(cfg, 2, 1024, size), want,
-                     f"kv_cache_bytes(andrea-120m-modern with G={G}, batch=2, seq_len=1024, bytes_per_value={size})",
-                     hint="2 (keys and values) · L · B · G · S · K · bytes", mistakes={
-                         "forgot the values: the cache holds a key AND a value per head and position (factor 2)": want // 2,
-                         "used H query heads instead of G key/value heads: only G are cached": want * H // G,
-                         "forgot the L blocks: every block keeps its own cache": want // L,
-                     })
+        mistakes = {"forgot the values: the cache holds a key AND a value per head and position (factor 2)": want // 2,
+                    "used H query heads instead of G key/value heads: only G are cached": want * H // G,
+                    "forgot the L blocks: every block keeps its own cache": want // L}
+        return Case(f"kv_cache_bytes(andrea-120m-modern with G={G}, batch=2, seq_len=1024, bytes_per_value={size})",
+                    lambda: kv_cache_bytes(cfg, 2, 1024, size), want, {k: v for k, v in mistakes.items() if v != want})
+    expect_cases(*(case(G) for G in (1, 2, 3, 4, 6, 12)), exact=True, hint="2 (keys and values) · L · B · G · S · K · bytes")
+
     # A cache for fewer positions than the context holds: S = seq_len, not T.
-    cfg = base.replace(n_kv_heads=4)
-    want, size = _cache_bytes(cfg, 3, 100)
-    expect_equal(kv_cache_bytes(cfg, 3, 100, size), want,
-                 f"kv_cache_bytes(andrea-120m-modern, batch=3, seq_len=100, bytes_per_value={size})",
-                 hint="S = seq_len positions when it is given; the context length T only when it is None",
-                 mistakes={"seq_len ignored: the cache holds S = seq_len positions, T only by default":
-                           want * base.context_length // 100})
+    def short(batch, seq_len):
+        cfg = base.replace(n_kv_heads=4)
+        want, size = _cache_bytes(cfg, batch, seq_len)
+        return Case(f"kv_cache_bytes(andrea-120m-modern, batch={batch}, seq_len={seq_len}, bytes_per_value={size})",
+                    lambda: kv_cache_bytes(cfg, batch, seq_len, size), want,
+                    {"seq_len ignored: the cache holds S = seq_len positions, T only by default":
+                     want * base.context_length // seq_len})
+    expect_cases(short(3, 100), short(1, 256), exact=True,
+                 hint="S = seq_len positions when it is given; the context length T only when it is None")
     # The defaults: one sequence of the full context T, in bf16. G = H = 12 at T = 1,024 is 36 MiB.
     expect_equal(kv_cache_bytes(base.replace(n_kv_heads=None)), 36 * 2 ** 20,
                  "kv_cache_bytes(andrea-120m-modern with G = H) with the defaults (B = 1, S = T, bf16)",
@@ -329,6 +465,22 @@ def test_grouped_kv_heads_with_a_kv_cache(student):
 
 
 # ----------------------------------------------------------------------------- the modern model
+def _final_norm_case(m, ref, ids, cfg):
+    with torch.no_grad():
+        want = ref(ids)
+        x = ref.embed(ids)
+        for block in ref.blocks:
+            x = block(x)
+        layer_normed = F.layer_norm(x, (cfg.d_model,), ref.ln_f.weight, None, cfg.norm_eps) @ ref.output_weight().T
+
+    def got():
+        with torch.no_grad():
+            return m(ids)
+    return Case(f"ANDREA(andrea-tiny-modern)(ids of shape {tuple(ids.shape)})", got, want,
+                {"the final norm is always a LayerNorm: with cfg.norm = 'rmsnorm' it is an RMSNorm; build it with "
+                 "make_norm(cfg)": layer_normed})
+
+
 @graded("model.ANDREA", points=1, taught="modern")
 def test_the_modern_model_ends_on_its_own_norm(student):
     """ANDREA with the modern config: the final norm is an RMSNorm like every block's (make_norm),
@@ -341,19 +493,12 @@ def test_the_modern_model_ends_on_its_own_norm(student):
             p.add_(0.3 * torch.randn_like(p))
     m = student.piece("model", "ANDREA")(cfg)
     m.double()
-    m.load_state_dict(ref.state_dict())
+    load_weights(m, ref.state_dict(), "ANDREA(andrea-tiny-modern)")
     m.eval()
-    ids = torch.randint(0, cfg.vocab_size, (2, 6), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        want = ref(ids)
-        x = ref.embed(ids)
-        for block in ref.blocks:
-            x = block(x)
-        layer_normed = F.layer_norm(x, (cfg.d_model,), ref.ln_f.weight, None, cfg.norm_eps) @ ref.output_weight().T
-    expect_close(m(ids), want, "ANDREA(andrea-tiny-modern)(ids)",
-                 hint="the final norm is of the config's kind, built the way the blocks build theirs",
-                 mistakes={"the final norm is always a LayerNorm: with cfg.norm = 'rmsnorm' it is an RMSNorm; "
-                           "build it with make_norm(cfg)": layer_normed})
+    g = torch.Generator().manual_seed(1)
+    expect_cases(_final_norm_case(m, ref, torch.randint(0, cfg.vocab_size, (2, 6), generator=g), cfg),
+                 _final_norm_case(m, ref, torch.randint(0, cfg.vocab_size, (1, 8), generator=g), cfg),
+                 hint="the final norm is of the config's kind, built the way the blocks build theirs")
 
 
 # ----------------------------------------------------------------------------- RoPE
@@ -385,27 +530,33 @@ def _pair(result, what):
     return result
 
 
+def _frequency_cases(fn, K, T, theta):
+    what = f"rope_frequencies(d_head={K}, T={T}, theta={theta:g})"
+    a = _angles(K, T, theta)
+    mistakes = lambda wrong: {
+        "frequency exponent i/K instead of 2i/K: pair i turns at theta^(-2i/K), i = 0 .. K/2 - 1":
+            wrong(_angles(K, T, theta, exponent=1.0)),
+        "positions counted from 1: the first position is 0 and is not turned": wrong(_angles(K, T, theta, first=1)),
+        "one frequency per feature (K of them): features turn in pairs, so there are K/2":
+            wrong(torch.outer(torch.arange(T, dtype=torch.float64), theta ** (-torch.arange(K, dtype=torch.float64) / K))),
+        "frequencies grow with i: theta^(-2i/K), the minus sign makes the last pairs slow":
+            wrong(_angles(K, T, theta, exponent=-2.0)),
+    }
+    out = {}
+    call = lambda i: lambda: _pair(fn(K, T, theta), what)[i]
+    for i, (name, f, other) in enumerate((("cos", torch.cos, torch.sin), ("sin", torch.sin, torch.cos))):
+        wrong = {k: v.float() for k, v in mistakes(f).items()}
+        wrong["cos and sin swapped: return cos first, then sin"] = other(a).float()
+        out[name] = Case(f"{what}[{i}] ({name})", call(i), f(a).float(), wrong)
+    return out
+
+
 @graded("modern.rope_frequencies", points=2)
 def test_rope_frequencies(student):
     rope_frequencies = student.piece("modern", "rope_frequencies")
-    for K, T, theta in ((8, 6, 10000.0), (16, 5, 100.0)):
-        what = f"rope_frequencies(d_head={K}, T={T}, theta={theta:g})"
-        got = _pair(rope_frequencies(K, T, theta), what)
-        a = _angles(K, T, theta)
-        mistakes = lambda wrong: {
-            "frequency exponent i/K instead of 2i/K: pair i turns at theta^(-2i/K), i = 0 .. K/2 - 1":
-                wrong(_angles(K, T, theta, exponent=1.0)),
-            "positions counted from 1: the first position is 0 and is not turned": wrong(_angles(K, T, theta, first=1)),
-            "one frequency per feature (K of them): features turn in pairs, so there are K/2":
-                wrong(torch.outer(torch.arange(T, dtype=torch.float64),
-                                  theta ** (-torch.arange(K, dtype=torch.float64) / K))),
-            "frequencies grow with i: theta^(-2i/K), the minus sign makes the last pairs slow":
-                wrong(_angles(K, T, theta, exponent=-2.0)),
-        }
-        expect_close(got[0], a.cos().float(), f"{what}[0] (cos)", mistakes={
-            **mistakes(torch.cos), "cos and sin swapped: return cos first, then sin": a.sin().float()})
-        expect_close(got[1], a.sin().float(), f"{what}[1] (sin)", mistakes={
-            **mistakes(torch.sin), "cos and sin swapped: return cos first, then sin": a.cos().float()})
+    first, second = _frequency_cases(rope_frequencies, 8, 6, 10000.0), _frequency_cases(rope_frequencies, 16, 5, 100.0)
+    for part in ("cos", "sin"):
+        expect_cases(first[part], second[part])
 
 
 def _rope_mistakes(x, angles):
@@ -418,15 +569,24 @@ def _rope_mistakes(x, angles):
     }
 
 
+def _rope_case(apply_rope, x, a, start):
+    T = x.shape[-2]
+    mistakes = _rope_mistakes(x, a[start:start + T])
+    if start:
+        mistakes["`start` ignored: the positions of x are start .. start + T - 1, rows start .. of cos and sin"] = \
+            _turn(x, a[:T])
+    return Case(f"apply_rope(x of shape {tuple(x.shape)}, cos, sin, start={start})",
+                lambda: apply_rope(x, a.cos(), a.sin(), start), _turn(x, a[start:start + T]), mistakes)
+
+
 @graded("modern.apply_rope", points=2)
 def test_apply_rope_turns_each_pair_of_features(student):
     apply_rope = student.piece("modern", "apply_rope")
-    K, T = 8, 5
-    x = _randn(2, 3, T, K, seed=20)
+    K = 8
     a = _angles(K, 12, 100.0)                          # a table longer than T, as the model's is
+    x = _randn(2, 3, 5, K, seed=20)
+    expect_cases(_rope_case(apply_rope, x, a, 0), _rope_case(apply_rope, _randn(1, 2, 7, K, seed=30), a, 0))
     got = apply_rope(x, a.cos(), a.sin(), 0)
-    expect_close(got, _turn(x, a[:T]), f"apply_rope(x of shape {tuple(x.shape)}, cos, sin, start=0)",
-                 mistakes=_rope_mistakes(x, a[:T]))
     # A turn keeps every pair's length: the norm of every (position, head) vector is unchanged.
     expect_close(got.norm(dim=-1), x.norm(dim=-1), "the length of every turned vector",
                  hint="a rotation changes directions, never lengths: check the signs of the 2-D rotation")
@@ -438,25 +598,25 @@ def test_apply_rope_turns_each_pair_of_features(student):
 @graded("modern.apply_rope", points=2)
 def test_apply_rope_after_cached_positions(student):
     apply_rope = student.piece("modern", "apply_rope")
-    K, T, start = 8, 2, 3
-    x = _randn(1, 2, T, K, seed=21)
+    K = 8
     a = _angles(K, 12, 100.0)
-    want = _turn(x, a[start:start + T])
-    got = apply_rope(x, a.cos(), a.sin(), start)
-    mistakes = _rope_mistakes(x, a[start:start + T])
-    mistakes["`start` ignored: the positions of x are start .. start + T - 1, rows start .. of cos and sin"] = \
-        _turn(x, a[:T])
-    expect_close(got, want, f"apply_rope(x with T={T}, cos, sin, start={start})", mistakes=mistakes)
+    expect_cases(_rope_case(apply_rope, _randn(1, 2, 2, K, seed=21), a, 3),
+                 _rope_case(apply_rope, _randn(2, 1, 3, K, seed=31), a, 5))
 
 
 @graded("modern.apply_rope", points=1)
 def test_apply_rope_scores_depend_on_the_distance_only(student):
     """The point of RoPE: q at position m and k at position n give a score that depends on m - n
-    only; shift both by 5 and every score stays the same."""
+    only; shift both by 5 and every score stays the same. (Checked on a RoPE that turns: x turned
+    at positions 5..8 is not x.)"""
     apply_rope = student.piece("modern", "apply_rope")
     K = 16
     a = _angles(K, 16, 10000.0)
     q, k = _randn(1, 1, 4, K, seed=22), _randn(1, 1, 4, K, seed=23)
+    turned = apply_rope(q, a.cos(), a.sin(), 5)
+    expect_true(isinstance(turned, torch.Tensor) and turned.shape == q.shape and not torch.allclose(turned, q),
+                "apply_rope(q, cos, sin, start=5)", "q came back unturned (or not a tensor of q's shape)",
+                "turn each pair of features by its position times its frequency")
     scores = lambda s: apply_rope(q, a.cos(), a.sin(), s) @ apply_rope(k, a.cos(), a.sin(), s).transpose(-1, -2)
     expect_close(scores(5), scores(0), "the scores of q, k turned at positions 5..8 against at 0..3",
                  hint="turn q and k by the same rule: a pair's angle is its position times its frequency")
@@ -475,17 +635,29 @@ def _rope_attention_mistakes(q, k, v, cos, sin, past_k, past_v):
     S0, rope = past_k.shape[-2], pieces.module("modern").apply_rope
     cat = lambda a, b: torch.cat([a, b], dim=-2)
     turned_all = rope(cat(past_k, k), cos, sin, 0)
-    return {
+    mistakes = {
         "turned v as well: only q and k carry position (it lives in the scores q·k); the values stay as they are":
             ops.attention(rope(q, cos, sin, S0), cat(past_k, rope(k, cos, sin, S0)), cat(past_v, rope(v, cos, sin, S0))),
-        "positions not offset by the cache: the new tokens sit at S0 .. S0 + T - 1 (start = past_k.shape[-2]), not at 0":
-            ops.attention(rope(q, cos, sin, 0), cat(past_k, rope(k, cos, sin, 0)), cat(past_v, v)),
         "turned the attention's output (after the scores): turn q and k before their scores are taken":
             rope(ops.attention(q, cat(past_k, k), cat(past_v, v)), cos, sin, S0),
-        "turned the cached keys again: they were turned when they were new; turn only the new k, then append":
-            ops.attention(rope(q, cos, sin, S0), turned_all, cat(past_v, v)),
         "no RoPE at all: turn q and k by their positions": ops.attention(q, cat(past_k, k), cat(past_v, v)),
     }
+    if S0:
+        mistakes.update({
+            "positions not offset by the cache: the new tokens sit at S0 .. S0 + T - 1 (start = past_k.shape[-2]), not at 0":
+                ops.attention(rope(q, cos, sin, 0), cat(past_k, rope(k, cos, sin, 0)), cat(past_v, v)),
+            "turned the cached keys again: they were turned when they were new; turn only the new k, then append":
+                ops.attention(rope(q, cos, sin, S0), turned_all, cat(past_v, v))})
+    return mistakes
+
+
+def _rope_attention_case(fn, args, what):
+    want = _ref_rope_attention(*args)[0]
+
+    def got():
+        out = fn(*args)
+        return out[0] if isinstance(out, (tuple, list)) and len(out) == 3 else out
+    return Case(what, got, want, _rope_attention_mistakes(*args))
 
 
 @graded("modern.rope_attention", points=3)
@@ -496,21 +668,28 @@ def test_rope_attention_with_and_without_a_cache(student):
     a = _angles(K, 16, 100.0)
     cos, sin = a.cos(), a.sin()
     q, k, v = (_randn(B, H, T, K, seed=s) for s in (24, 25, 26))
-    empty = torch.zeros(B, H, 0, K, dtype=torch.float64)
-    want, want_k, _ = _ref_rope_attention(q, k, v, cos, sin, empty, empty)
-    out = rope_attention(q, k, v, cos, sin, empty, empty)
+    q2, k2, v2 = (_randn(1, 3, 4, K, seed=s) for s in (34, 35, 36))
+    empty = lambda t: torch.zeros(t.shape[0], t.shape[1], 0, K, dtype=torch.float64)
+    want, want_k, _ = _ref_rope_attention(q, k, v, cos, sin, empty(q), empty(q))
+    out = rope_attention(q, k, v, cos, sin, empty(q), empty(q))
     expect_true(isinstance(out, (tuple, list)) and len(out) == 3, "rope_attention(...)",
                 f"returned {type(out).__name__}, not (y, k_all, v_all)", "return the output and the grown keys and values")
-    expect_close(out[0], want, "rope_attention(q, k, v of 5 positions, no cache)[0]",
-                 mistakes=_rope_attention_mistakes(q, k, v, cos, sin, empty, empty))
+    expect_cases(_rope_attention_case(rope_attention, (q, k, v, cos, sin, empty(q), empty(q)),
+                                      "rope_attention(q, k, v of 5 positions, no cache)[0]"),
+                 _rope_attention_case(rope_attention, (q2, k2, v2, cos, sin, empty(q2), empty(q2)),
+                                      "rope_attention(q, k, v of 4 positions, no cache)[0]"))
     expect_close(out[1], want_k, "rope_attention(...)[1], the keys to cache",
                  hint="cache the keys turned, so that they never need turning again")
-    # The same five positions fed 3, then 2.
-    y1, k1, v1 = rope_attention(q[:, :, :3], k[:, :, :3], v[:, :, :3], cos, sin, empty, empty)
-    args = (q[:, :, 3:], k[:, :, 3:], v[:, :, 3:], cos, sin, want_k[:, :, :3], v[:, :, :3])
-    y2 = rope_attention(*args)[0]
-    expect_close(y2, want[:, :, 3:], "rope_attention of positions 3, 4 after a cache of 3 turned keys",
-                 mistakes=_rope_attention_mistakes(*args))
+    # The same positions fed in two parts, the first part's keys turned in the cache.
+    want2, want_k2, _ = _ref_rope_attention(q2, k2, v2, cos, sin, empty(q2), empty(q2))
+    cached = lambda q_, k_, v_, wk, first: (q_[:, :, first:], k_[:, :, first:], v_[:, :, first:], cos, sin,
+                                            wk[:, :, :first], v_[:, :, :first])
+    expect_cases(_rope_attention_case(rope_attention, cached(q, k, v, want_k, 3),
+                                      "rope_attention of positions 3, 4 after a cache of 3 turned keys"),
+                 _rope_attention_case(rope_attention, cached(q2, k2, v2, want_k2, 2),
+                                      "rope_attention of positions 2, 3 after a cache of 2 turned keys"))
+    y1 = rope_attention(q[:, :, :3], k[:, :, :3], v[:, :, :3], cos, sin, empty(q), empty(q))[0]
+    expect_close(y1, want[:, :, :3], "rope_attention of positions 0, 1, 2, no cache")
 
 
 # ----------------------------------------------------------------------------- RMSNorm: keepdim
@@ -523,15 +702,32 @@ RMS_KEEPDIM = ("keepdim forgotten: mean(x²) over dim=-1 has one value per token
                "not line up with the tokens of x; keepdim=True keeps it (..., T, 1)")
 
 
+def _token_by_token(rms_norm, x, w):
+    """The learner's norm of every token on its own, stacked: what a norm of one statistic per
+    token gives for the whole x."""
+    rows = [rms_norm(t[None], w, 1e-5) for t in x.reshape(-1, x.shape[-1])]
+    if not all(isinstance(r, torch.Tensor) and r.shape == (1, x.shape[-1]) for r in rows):
+        return None
+    return torch.cat(rows).reshape(x.shape)
+
+
 @graded("modern.rms_norm", points=1)
 def test_rmsnorm_keeps_one_statistic_per_token(student):
-    """(B, T, D) = (2, 3, 8), where mean(x²) without keepdim raises, then (T, D) = (8, 8), where it
-    silently lines up with the features instead of the tokens."""
+    """(B, T, D) = (2, 3, 8) and (3, 5, 8), where mean(x²) without keepdim raises, then (T, D) = (8, 8),
+    where it silently lines up with the features instead of the tokens. The whole x must give what
+    each token gives on its own (the learner's own norm, one token at a time)."""
     rms_norm = student.piece("modern", "rms_norm")
+    _normalises(rms_norm)
     w = 1.0 + 0.1 * _randn(8, seed=9)
-    for x in (_randn(2, 3, 8, seed=10), _randn(8, 8, seed=11) * torch.logspace(-1, 1, 8, dtype=torch.float64)[:, None]):
-        what = f"rms_norm(x of shape {tuple(x.shape)}, weight)"
-        got = expect_runs(lambda: rms_norm(x, w, 1e-5), what,
-                          mistakes={RMS_KEEPDIM: lambda: _rms_without_keepdim(x, w)})
-        mistakes = {RMS_KEEPDIM: _rms_without_keepdim(x, w)} if x.shape[-2] == x.shape[-1] else {}
-        expect_close(got, ref_rms_norm(x, w, 1e-5), what, mistakes=mistakes)
+    square = lambda seed: _randn(8, 8, seed=seed) * torch.logspace(0, 1.5, 8, dtype=torch.float64)[:, None]
+    for x, other in ((_randn(2, 3, 8, seed=10), _randn(3, 5, 8, seed=18)), (square(11), square(19))):
+        what = f"rms_norm(x of shape {tuple(x.shape)}, weight) against each token normalised on its own"
+        raising = lambda t: {RMS_KEEPDIM: lambda: _rms_without_keepdim(t, w)}
+        got = expect_runs(lambda: rms_norm(x, w, 1e-5), what, mistakes=raising(x),
+                          second=Second(lambda: rms_norm(other, w, 1e-5), None, raising(other)))
+        alone, alone2 = _token_by_token(rms_norm, x, w), _token_by_token(rms_norm, other, w)
+        if alone is None:
+            expect_close(got, ref_rms_norm(x, w, 1e-5), what)
+        mistakes = lambda t: {RMS_KEEPDIM: _rms_without_keepdim(t, w)} if t.shape[-2] == t.shape[-1] else {}
+        expect_close(got, alone, what, mistakes=mistakes(x),
+                     second=Second(lambda: rms_norm(other, w, 1e-5), alone2, mistakes(other)), **LOOSE)

@@ -1,12 +1,13 @@
 """Graded tests, activity 6 · Multi-head attention: split D = H·K into heads, attend in
 parallel, concatenate, mix with W_O."""
+import copy
 import math
 
 import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.grading import Mismatch, expect_close, expect_runs, graded
+from andrea_course.grading import Case, Mismatch, Second, expect_cases, expect_close, expect_runs, graded, load_weights
 from andrea_course import pieces
 
 B, T, H, K = 2, 5, 3, 4
@@ -17,45 +18,67 @@ def _randn(*shape, seed=0, scale=1.0):
     return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)) * scale
 
 
+def _split_case(fn, shape, n_heads, strided=False):
+    B_, T_, D_ = shape
+    K_ = D_ // n_heads
+    x = _randn(*shape, seed=1 + n_heads)
+    if strided:                                         # a float32 slice of a wider (B, T, 3D) projection
+        x = torch.cat([x, x, x], dim=-1).float()[..., D_:2 * D_]
+    return Case(f"split_heads(x of shape {shape}{', a float32 slice' if strided else ''}, n_heads={n_heads})",
+                lambda: fn(x, n_heads),
+                x.view(B_, T_, n_heads, K_).transpose(1, 2),
+                {"reshaped straight to (B, H, T, K), which mixes positions and heads: view as (B, T, H, K) first, "
+                 "then transpose(1, 2)": x.reshape(B_, n_heads, T_, K_),
+                 "features split as (K, H) instead of (H, K): head h owns features h·K .. (h+1)·K - 1":
+                     x.view(B_, T_, K_, n_heads).permute(0, 3, 1, 2)})
+
+
 @graded("multihead.split_heads", points=2)
 def test_split_heads(student):
-    x = _randn(B, T, D, seed=1)
-    got = student.piece("multihead", "split_heads")(x, H)
-    expect_close(got, x.view(B, T, H, K).transpose(1, 2), "split_heads(x of shape (2, 5, 12), n_heads=3)",
-                 mistakes={"reshaped straight to (B, H, T, K), which mixes positions and heads: "
-                           "view as (B, T, H, K) first, then transpose(1, 2)": x.reshape(B, H, T, K),
-                           "features split as (K, H) instead of (H, K): head h owns features h·K .. (h+1)·K - 1":
-                           x.view(B, T, K, H).permute(0, 3, 1, 2)})
+    fn = student.piece("multihead", "split_heads")
+    expect_cases(_split_case(fn, (B, T, D), H), _split_case(fn, (3, 4, 8), 2), _split_case(fn, (2, 3, 12), 4, strided=True))
+
+
+def _merge_case(fn, shape, dtype=torch.float64, strided=False):
+    B_, H_, T_, K_ = shape
+    y = _randn(*shape, seed=2 + H_).to(dtype)
+    if strided:                                         # attention's output as a transposed view
+        y = y.transpose(-2, -1).contiguous().transpose(-2, -1)
+    return Case(f"merge_heads(y of shape {shape}, {str(dtype)[6:]}{', strided' if strided else ''})", lambda: fn(y),
+                y.transpose(1, 2).reshape(B_, T_, H_ * K_),
+                {"reshaped straight to (B, T, H·K), which mixes positions and heads: transpose(1, 2) back to "
+                 "(B, T, H, K) first": y.reshape(B_, T_, H_ * K_)})
 
 
 @graded("multihead.merge_heads", points=2)
 def test_merge_heads(student):
-    y = _randn(B, H, T, K, seed=2)
-    got = student.piece("multihead", "merge_heads")(y)
-    expect_close(got, y.transpose(1, 2).reshape(B, T, D), "merge_heads(y of shape (2, 3, 5, 4))",
-                 mistakes={"reshaped straight to (B, T, H·K), which mixes positions and heads: "
-                           "transpose(1, 2) back to (B, T, H, K) first": y.reshape(B, T, D)})
+    fn = student.piece("multihead", "merge_heads")
+    expect_cases(_merge_case(fn, (B, H, T, K)), _merge_case(fn, (1, 2, 3, 5)),
+                 _merge_case(fn, (2, 2, 4, 3), torch.float32, strided=True),
+                 hint="transpose(1, 2) back to (B, T, H, K), then merge the last two axes: after a transpose the "
+                      "memory is not in that order, so use .reshape (or .contiguous().view)")
 
 
-def _mha_case(cfg, seed=4):
+def _mha_case(cfg, seed=4, T_=T):
     ref = pieces.module("multihead").MultiHeadAttention(cfg).double()
     with torch.no_grad():
         for i, p in enumerate(ref.parameters()):
             p.copy_(_randn(*p.shape, seed=seed + i, scale=0.4))
-    x = _randn(B, T, cfg.d_model, seed=seed - 1)
+    x = _randn(B, T_, cfg.d_model, seed=seed - 1)
     return ref, x
 
 
 def _mha_outputs(ref, x, cfg):
     """The right output and the outputs of the typical mistakes, from torch's own attention."""
     Hq, G, Kh = cfg.n_heads, cfg.kv_heads, cfg.d_head
+    B_, T_ = x.shape[:2]
     with torch.no_grad():
         q, k, v = ref.qkv(x).split([Hq * Kh, G * Kh, G * Kh], dim=-1)
-        heads = lambda t, n: t.view(B, T, n, Kh).transpose(1, 2)               # (B, n, T, K)
-        mixed = lambda t, n: t.reshape(B, n, T, Kh)                             # the wrong split
+        heads = lambda t, n: t.view(B_, T_, n, Kh).transpose(1, 2)             # (B, n, T, K)
+        mixed = lambda t, n: t.reshape(B_, n, T_, Kh)                           # the wrong split
         rep = lambda t, how: t.repeat_interleave(Hq // G, 1) if how == "interleave" else t.repeat(1, Hq // G, 1, 1)
         sdpa = lambda q_, k_, v_, causal=True: F.scaled_dot_product_attention(q_, k_, v_, is_causal=causal)
-        merge = lambda y: y.transpose(1, 2).reshape(B, T, Hq * Kh)
+        merge = lambda y: y.transpose(1, 2).reshape(B_, T_, Hq * Kh)
 
         y = merge(sdpa(heads(q, Hq), rep(heads(k, G), "interleave"), rep(heads(v, G), "interleave")))
         want = ref.proj(y)
@@ -66,7 +89,7 @@ def _mha_outputs(ref, x, cfg):
                 ref.proj(merge(sdpa(mixed(q, Hq), rep(mixed(k, G), "interleave"), rep(mixed(v, G), "interleave")))),
             "split and merged with reshapes that mix positions and heads: view as (B, T, H, K), then transpose":
                 ref.proj(sdpa(mixed(q, Hq), rep(mixed(k, G), "interleave"),
-                              rep(mixed(v, G), "interleave")).reshape(B, T, Hq * Kh)),
+                              rep(mixed(v, G), "interleave")).reshape(B_, T_, Hq * Kh)),
             "no causal mask: self.attention(q, k, v) is causal attention":
                 ref.proj(merge(sdpa(heads(q, Hq), rep(heads(k, G), "interleave"), rep(heads(v, G), "interleave"),
                                     causal=False))),
@@ -78,15 +101,28 @@ def _mha_outputs(ref, x, cfg):
     return want, mistakes
 
 
+MHA_HINT = ("split q, k and v into heads with view and transpose, causal attention in every head, merge the "
+            "heads back, then W_O (self.proj)")
+
+
+def _mha_call_case(m, ref, x, cfg, what, cache=False):
+    want, mistakes = _mha_outputs(ref, x, cfg)
+    call = (lambda: m(x, None)) if cache else (lambda: m(x))
+    return Case(f"{what}(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]}{', cache=None' if cache else ''})", call,
+                want, mistakes)
+
+
 def _check_mha(student, cfg, what):
     ref, x = _mha_case(cfg)
-    want, mistakes = _mha_outputs(ref, x, cfg)
     m = student.piece("multihead", "MultiHeadAttention")(cfg)
     m.double()
-    m.load_state_dict(ref.state_dict())
-    expect_close(m(x), want, what, mistakes=mistakes,
-                 hint="MultiHeadAttention runs your split_heads, merge_heads and attention (activity 5): "
-                      "if one of their tests fails, fix that one first")
+    load_weights(m, ref.state_dict(), what)
+    x2 = _randn(3, T - 2, cfg.d_model, seed=40)
+    expect_cases(_mha_call_case(m, ref, x, cfg, what), _mha_call_case(m, ref, x2, cfg, what), hint=MHA_HINT)
+    m.float()                                            # float32, the cache given as None: as the block calls it
+    ref32 = copy.deepcopy(ref).float()
+    expect_cases(_mha_call_case(m, ref32, x.float(), cfg, what, cache=True),
+                 _mha_call_case(m, ref32, x2.float(), cfg, what, cache=True), hint=MHA_HINT)
 
 
 CFG = ModelConfig(vocab_size=16, context_length=8, d_model=D, n_layers=1, n_heads=H, d_ff=4 * D)
@@ -94,7 +130,7 @@ CFG = ModelConfig(vocab_size=16, context_length=8, d_model=D, n_layers=1, n_head
 
 @graded("multihead.MultiHeadAttention", points=3)
 def test_multihead_attention(student):
-    _check_mha(student, CFG, "MultiHeadAttention(D=12, H=3)(x)")
+    _check_mha(student, CFG, "MultiHeadAttention(D=12, H=3)")
 
 
 SKIPPED = ("the cache and shared heads skipped: call k, v = self.cache_and_share(k, v, cache) between "
@@ -110,35 +146,59 @@ def _skipping_the_call(ref, x):
     return ref.attention(heads(q, Hq), heads(k, G), heads(v, G))
 
 
-def check_with_cache(student, cfg, what):
+CACHE_HINT = ("the cache appends the new keys and values and returns them with every earlier one: attend to "
+              "everything it returns")
+REPEATED_FIRST = ("repeat_kv before the cache: cache.update(k, v) first (G heads), then repeat what it returns to "
+                  "H heads")
+
+
+def _two_parts(student, m, ref, x, cfg, first: int):
+    """(the learner's module fed x[:, :first] then the rest through a fresh cache: the calls, the
+    right output for the rest, and the output if the cache is skipped)."""
+    cache = student.piece("multihead", "KVCache")(x.shape[0], cfg.kv_heads, x.shape[1], cfg.d_head, x.dtype,
+                                                  torch.device("cpu"))
+    with torch.no_grad():
+        want = ref(x)[:, first:]
+        fresh = ref(x[:, first:])                    # the new positions as if nothing came before
+    return (lambda: m(x[:, :first], cache)), (lambda: m(x[:, first:], cache)), want, fresh
+
+
+def check_with_cache(student, cfg, what, dtype=torch.float64):
     """The sequence fed in two parts through a KV cache (3 positions, then 2) gives, for the last
     2 positions, what one pass over all 5 gives. Shared with the modern block's grouped heads."""
     ref, x = _mha_case(cfg, seed=30)
+    x2 = _randn(B, T + 1, cfg.d_model, seed=31)
+    ref, x, x2 = ref.to(dtype), x.to(dtype), x2.to(dtype)
     m = student.piece("multihead", "MultiHeadAttention")(cfg)
-    m.double()
-    m.load_state_dict(ref.state_dict())
-    cache = student.piece("multihead", "KVCache")(B, cfg.kv_heads, T, cfg.d_head, torch.float64, "cpu")
+    m.to(dtype)
+    load_weights(m, ref.state_dict(), what)
+    prefill, rest, want, fresh = _two_parts(student, m, ref, x, cfg, 3)
+    prefill2, rest2, want2, fresh2 = _two_parts(student, m, ref, x2, cfg, 2)
     with torch.no_grad():
-        want = ref(x)[:, 3:]
-        fresh = ref(x[:, 3:])                    # the 2 new positions as if nothing came before
         try:
-            expect_runs(lambda: m(x[:, :3], cache), what, mistakes={SKIPPED: lambda: _skipping_the_call(ref, x[:, :3])},
+            expect_runs(prefill, what, mistakes={SKIPPED: lambda: _skipping_the_call(ref, x[:, :3])},
+                        second=Second(prefill2, None, {SKIPPED: lambda: _skipping_the_call(ref, x2[:, :2])}),
                         hint="split the keys and values into G heads, then hand them to self.cache_and_share")
-            got = m(x[:, 3:], cache)
+            got = rest()
         except ValueError as exc:
             if "KV cache made for" not in str(exc):
                 raise
             raise Mismatch(what, f"the cache refused what it was given: {exc}",
                            "the cache holds the G key/value heads as they come out of the projection",
-                           mistake="repeat_kv before the cache: cache.update(k, v) first (G heads), "
-                                   "then repeat what it returns to H heads") from None
-    expect_close(got, want, what, hint="the cache appends the new keys and values and returns them with every "
-                 "earlier one: attend to everything it returns", mistakes={SKIPPED: fresh})
+                           mistake=REPEATED_FIRST) from None
+
+        def second():
+            prefill2()
+            return rest2()
+        expect_close(got, want, what, hint=CACHE_HINT, mistakes={SKIPPED: fresh},
+                     second=Second(second, want2, {SKIPPED: fresh2}))
 
 
 @graded("multihead.MultiHeadAttention", points=2, taught="model")
 def test_multihead_attention_with_a_kv_cache(student):
     check_with_cache(student, CFG, "MultiHeadAttention(D=12, H=3) fed 3 positions, then 2, through a KV cache")
+    check_with_cache(student, CFG, "MultiHeadAttention(D=12, H=3) in float32 fed 3 positions, then 2, through a KV cache",
+                     torch.float32)
 
 
 # ----- grouped key/value heads -----
@@ -148,17 +208,23 @@ def test_grouped_kv_heads(student):
     """H = 4 query heads, G = 2 key/value heads, no cache: query head h uses key/value head
     h // (H/G). Without self.cache_and_share the attention gets 4 and 2 heads and raises: the
     mistake is named here, in multi-head attention, not in attention()."""
-    cfg = ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=32)
+    for bias in (True, False):                          # the classic block's biases, and the modern block's none
+        _check_grouped(student, ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=1, n_heads=4,
+                                            n_kv_heads=2, d_ff=32, bias=bias))
+
+
+def _check_grouped(student, cfg):
     ref, x = _mha_case(cfg, seed=50)
-    want, mistakes = _mha_outputs(ref, x, cfg)
+    x2 = _randn(3, T - 1, cfg.d_model, seed=51)
     m = student.piece("multihead", "MultiHeadAttention")(cfg)
     m.double()
-    m.load_state_dict(ref.state_dict())
-    what = "MultiHeadAttention(D=16, H=4, G=2)(x)"
+    what = f"MultiHeadAttention(D=16, H=4, G=2{'' if cfg.bias else ', no biases'})"
+    load_weights(m, ref.state_dict(), what)
     with torch.no_grad():
-        got = expect_runs(lambda: m(x), what, mistakes={SKIPPED: lambda: _skipping_the_call(ref, x)},
-                          hint="split the keys and values into G heads, then hand them to self.cache_and_share")
-    expect_close(got, want, what, mistakes=mistakes)
+        expect_runs(lambda: m(x), f"{what}(x)", mistakes={SKIPPED: lambda: _skipping_the_call(ref, x)},
+                    second=Second(lambda: m(x2), None, {SKIPPED: lambda: _skipping_the_call(ref, x2)}),
+                    hint="split the keys and values into G heads, then hand them to self.cache_and_share")
+        expect_cases(_mha_call_case(m, ref, x, cfg, what), _mha_call_case(m, ref, x2, cfg, what), hint=MHA_HINT)
 
 
 # ----- how spread out each head's attention is: head_entropy -----
@@ -176,7 +242,8 @@ def _entropy_mistakes(w):
         "NaN from 0·log 0: a masked key has weight exactly 0, log(0) = -inf and 0 · -inf = NaN; "
         "torch.xlogy(w, w) or torch.special.entr(w) take 0·log 0 as 0": -plogp.sum(dim=-1).mean(dim=(0, 2)),
         "summed over the queries (dim=-2) instead of the keys: each query's row over the S keys "
-        "(dim=-1) is one distribution": torch.special.entr(w).sum(dim=-2).mean(dim=(0, 2)),
+        "(dim=-1) is one distribution": torch.special.entr(w).sum(dim=-2).mean(dim=(0, 2))
+        if w.shape[-2] != w.shape[-1] else None,          # T = S: the same number, no mistake there
         "averaged over the keys instead of summed: the entropy of a row is the sum of -w·log w "
         "over its keys": torch.special.entr(w).mean(dim=-1).mean(dim=(0, 2)),
         "the sign forgotten: entropy is MINUS the sum of w·log w (each log w <= 0), so it is >= 0":
@@ -197,29 +264,41 @@ def _causal_weights(Bw, Hw, T_, S_, seed, dtype):
     return torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1).to(dtype)
 
 
+ENTROPY_HINT = "-sum over the keys (dim=-1) of w·log w, 0·log 0 = 0, then the mean over batch and queries"
+
+
+def _entropy_case(fn, w, what):
+    return Case(what, lambda: fn(w), _entropy_per_query(w).mean(dim=(0, 2)), _entropy_mistakes(w))
+
+
 @graded("multihead.head_entropy", points=2)
 def test_head_entropy(student):
     head_entropy = student.piece("multihead", "head_entropy")
-    for (Bw, Hw, T_, S_), dtype in (((2, 4, 6, 6), torch.float64), ((3, 3, 2, 5), torch.float32)):
+    cases = []
+    for (Bw, Hw, T_, S_), dtype in (((2, 4, 6, 6), torch.float64), ((3, 3, 2, 5), torch.float32),
+                                    ((2, 2, 3, 7), torch.float64)):
         w = _causal_weights(Bw, Hw, T_, S_, seed=60 + S_, dtype=dtype)
-        expect_close(head_entropy(w), _entropy_per_query(w).mean(dim=(0, 2)),
-                     f"head_entropy(weights of shape {(Bw, Hw, T_, S_)}, {str(dtype)[6:]}, the future at weight 0)",
-                     hint="-sum over the keys (dim=-1) of w·log w, 0·log 0 = 0, then the mean over batch and queries",
-                     mistakes=_entropy_mistakes(w))
+        cases.append(_entropy_case(head_entropy, w, f"head_entropy(weights of shape {(Bw, Hw, T_, S_)}, "
+                                                    f"{str(dtype)[6:]}, the future at weight 0)"))
+    expect_cases(*cases, hint=ENTROPY_HINT)
+
+
+def _sharp_and_even(T_, sharp_key):
+    """(1, 2, T, T): head 0 puts all its weight on one key (entropy 0), head 1 spreads it evenly
+    over the past (log(i + 1) in row i)."""
+    sharp = torch.zeros(T_, T_, dtype=torch.float64)
+    sharp[torch.arange(T_), sharp_key(torch.arange(T_))] = 1.0
+    even = torch.ones(T_, T_, dtype=torch.float64).tril()
+    return torch.stack([sharp, even / even.sum(dim=-1, keepdim=True)])[None]
 
 
 @graded("multihead.head_entropy", points=1)
 def test_head_entropy_of_a_sharp_and_an_even_head(student):
     """Two heads on T = 8 positions: head 0 puts all its weight on the first key (entropy 0 in
-    every row), head 1 spreads it evenly over the past (log(i + 1) in row i, mean log(8!)/8)."""
-    T_ = 8
-    sharp = torch.zeros(T_, T_, dtype=torch.float64)
-    sharp[:, 0] = 1.0
-    even = torch.ones(T_, T_, dtype=torch.float64).tril()
-    even = even / even.sum(dim=-1, keepdim=True)
-    w = torch.stack([sharp, even])[None]                                  # (1, 2, T, T)
-    want = torch.tensor([0.0, math.lgamma(T_ + 1) / T_], dtype=torch.float64)
-    expect_close(student.piece("multihead", "head_entropy")(w), want,
-                 "head_entropy of [all weight on key 0, an even spread over the past] at T = 8",
-                 hint="a head sure of one key has entropy 0; an even spread over i + 1 keys has log(i + 1)",
-                 mistakes=_entropy_mistakes(w))
+    every row), head 1 spreads it evenly over the past (log(i + 1) in row i, mean log(8!)/8); then
+    T = 5 with head 0 on each query's own key."""
+    head_entropy = student.piece("multihead", "head_entropy")
+    cases = [_entropy_case(head_entropy, _sharp_and_even(T_, key), f"head_entropy of [all weight on {name}, an even "
+                                                                   f"spread over the past] at T = {T_}")
+             for T_, key, name in ((8, torch.zeros_like, "key 0"), (5, lambda i: i, "the query's own key"))]
+    expect_cases(*cases, hint="a head sure of one key has entropy 0; an even spread over i + 1 keys has log(i + 1)")

@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from andrea_course.grading import expect_close, expect_equal, expect_true, graded
+from andrea_course.grading import Case, Second, expect_cases, expect_close, expect_equal, expect_true, graded
 from andrea_course.train.schedule import lr_at as trainer_lr_at
 
 SCHEDULES = [dict(lr=6e-4, min_lr=6e-5, warmup_steps=10, max_steps=100),
@@ -37,27 +37,32 @@ def _lr_mistakes(step, s):
     }
 
 
-def _close(a, b):
-    return isinstance(a, (int, float)) and not isinstance(a, bool) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-15)
+def _rate(value):
+    """A learning rate as a float64 0-d tensor, for the judge (anything else as it is)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return torch.tensor(float(value), dtype=torch.float64)
+    return value
 
 
-def _check_lr(lr_at, step, s):
-    got = lr_at(step, **s)
-    what = f"lr_at({step}, lr={s['lr']:g}, min_lr={s['min_lr']:g}, warmup_steps={s['warmup_steps']}, max_steps={s['max_steps']})"
-    want = _want(step, s)
-    if not _close(got, want):
-        mistake = next((m for m, w in _lr_mistakes(step, s).items() if _close(got, w) and not _close(w, want)), None)
-        expect_true(False, what, f"got {got!r}, expected {want!r}",
-                    "warm-up: lr·(step + 1)/warmup_steps; then a cosine from lr to min_lr over the remaining steps",
-                    mistake=mistake)
+LR_HINT = "warm-up: lr·(step + 1)/warmup_steps; then a cosine from lr to min_lr over the remaining steps"
+
+
+def _lr_case(lr_at, step, s):
+    what = (f"lr_at({step}, lr={s['lr']:g}, min_lr={s['min_lr']:g}, warmup_steps={s['warmup_steps']}, "
+            f"max_steps={s['max_steps']})")
+    return Case(what, lambda: _rate(lr_at(step, **s)), _rate(_want(step, s)),
+                {name: _rate(value) for name, value in _lr_mistakes(step, s).items()})
+
+
+def _check_lrs(lr_at, points):
+    """lr_at at every (step, schedule) of `points`; a named mistake confirmed at another of them."""
+    expect_cases(*(_lr_case(lr_at, step, s) for step, s in points), atol=1e-15, rtol=1e-9, hint=LR_HINT)
 
 
 @graded("optim.lr_at", points=2)
 def test_lr_warm_up(student):
     lr_at = student.piece("optim", "lr_at")
-    for s in SCHEDULES[:2]:
-        for step in range(s["warmup_steps"] + 1):
-            _check_lr(lr_at, step, s)
+    _check_lrs(lr_at, [(step, s) for s in SCHEDULES[:2] for step in range(s["warmup_steps"] + 1)])
     s = SCHEDULES[0]
     expect_equal(round(lr_at(s["warmup_steps"] - 1, **s), 12), s["lr"], "the last warm-up step's rate",
                  hint="the warm-up reaches the peak lr at step warmup_steps - 1")
@@ -66,18 +71,17 @@ def test_lr_warm_up(student):
 @graded("optim.lr_at", points=2)
 def test_lr_cosine_reaches_min_lr_at_max_steps(student):
     lr_at = student.piece("optim", "lr_at")
-    for s in SCHEDULES:
-        for step in range(s["warmup_steps"], s["max_steps"] + 1, max(1, s["max_steps"] // 13)):
-            _check_lr(lr_at, step, s)
-        _check_lr(lr_at, s["max_steps"], s)                     # exactly min_lr there
+    _check_lrs(lr_at, [(step, s) for s in SCHEDULES
+                       for step in [*range(s["warmup_steps"], s["max_steps"] + 1, max(1, s["max_steps"] // 13)),
+                                    s["max_steps"]]])                  # exactly min_lr at max_steps
 
 
 @graded("optim.lr_at", points=1)
 def test_lr_after_max_steps_stays_at_min_lr(student):
     lr_at = student.piece("optim", "lr_at")
-    for s in SCHEDULES:
-        for step in (s["max_steps"] + 1, s["max_steps"] + s["max_steps"] // 2, 3 * s["max_steps"]):
-            _check_lr(lr_at, step, s)
+    _check_lrs(lr_at, [(step, s) for s in SCHEDULES
+                       for step in (s["max_steps"] + 1, s["max_steps"] + 5, s["max_steps"] + s["max_steps"] // 2,
+                                    3 * s["max_steps"])])
 
 
 # ----------------------------------------------------------------------------- AdamW
@@ -126,44 +130,87 @@ MISTAKES = {
 }
 
 
-def _run_adamw(student, param, grads, lr, betas, eps, weight_decay, what):
-    adamw_step = student.piece("optim", "adamw_step")
-    want = _torch_adamw(param, grads, lr, betas, eps, weight_decay)
-    wrong = {name: _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, **how) for name, how in MISTAKES.items()}
-    p, m, v = param.clone(), torch.zeros_like(param), torch.zeros_like(param)
+ADAMW_HINT = "m, v: running means of g and g²; bias-correct both; decay param; step"
+
+
+def _adamw_run(adamw_step, param, grads, lr, betas, eps, weight_decay):
+    """The learner's adamw_step applied step by step: [(param, m, v) after each step] (an error or a
+    value that is not a triple ends the run with that value)."""
+    p, m, v, out = param.clone(), torch.zeros_like(param), torch.zeros_like(param), []
     for t, g in enumerate(grads, start=1):
-        out = adamw_step(p, g.clone(), m, v, t, lr, betas, eps, weight_decay)
-        expect_true(isinstance(out, (tuple, list)) and len(out) == 3, f"adamw_step(..., step={t})",
-                    f"returned {type(out).__name__}, not (param, m, v)", "return the new param, m and v")
-        p, m, v = out
-        if t in (1, len(grads)):
-            step = f"{what}, after step {t}"
-            for i, name in enumerate(("param", "m", "v")):
-                expect_close(out[i], want[t - 1][i], f"{name} {step}",
-                             mistakes={n: w[t - 1][i] for n, w in wrong.items()},
-                             hint="m, v: running means of g and g²; bias-correct both; decay param; step")
+        step = adamw_step(p, g.clone(), m, v, t, lr, betas, eps, weight_decay)
+        out.append(step)
+        if not (isinstance(step, (tuple, list)) and len(step) == 3):
+            break
+        p, m, v = (x.clone() if isinstance(x, torch.Tensor) else x for x in step)
+    return out
+
+
+def _run_adamw(student, setup, other):
+    """setup, other: (param, grads, lr, betas, eps, weight_decay, what). After step 1 and after the
+    last step of `setup`, param, m and v against torch.optim.AdamW; a named mistake is confirmed at
+    the same step of `other`."""
+    adamw_step = student.piece("optim", "adamw_step")
+    runs = {}
+
+    def expectations(config):
+        param, grads, lr, betas, eps, wd, _ = config
+        want = _torch_adamw(param, grads, lr, betas, eps, wd)
+        wrong = {name: _mistaken_adamw(param, grads, lr, betas, eps, wd, **how) for name, how in MISTAKES.items()}
+        return want, wrong
+
+    def run(config):
+        if id(config) not in runs:
+            runs[id(config)] = _adamw_run(adamw_step, *config[:6])
+        return runs[id(config)]
+
+    def learner(config, t, i):
+        out = run(config)
+        step = out[min(t, len(out)) - 1]
+        return step[i] if isinstance(step, (tuple, list)) and len(step) == 3 else step
+
+    want, wrong = expectations(setup)
+    want2, wrong2 = expectations(other)
+    n, n2, what = len(setup[1]), len(other[1]), setup[6]
+    for t, t2 in ((1, 1), (n, n2)):
+        out = run(setup)
+        step = out[min(t, len(out)) - 1]
+        expect_true(isinstance(step, (tuple, list)) and len(step) == 3, f"adamw_step(..., step={min(t, len(out))})",
+                    f"returned {type(step).__name__}, not (param, m, v)", "return the new param, m and v")
+        for i, name in enumerate(("param", "m", "v")):
+            expect_close(step[i], want[t - 1][i], f"{name} {what}, after step {t}",
+                         mistakes={k: w[t - 1][i] for k, w in wrong.items()},
+                         second=Second(lambda i=i, t2=t2: learner(other, t2, i), want2[t2 - 1][i],
+                                       {k: w[t2 - 1][i] for k, w in wrong2.items()}),
+                         hint=ADAMW_HINT)
 
 
 @graded("optim.adamw_step", points=3)
 def test_adamw_matches_torch(student):
     # The trainer's dtype and tiny gradients, where eps matters.
-    param, grads = _randn(8, seed=40, dtype=torch.float32), [1e-6 * _randn(8, seed=41 + t, dtype=torch.float32)
-                                                           for t in range(4)]
-    _run_adamw(student, param, grads, lr=3e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01,
-               what="AdamW(lr=3e-3, eps=1e-6, weight_decay=0.01) on a float32 tensor with gradients of about 1e-6")
-    param, grads = _randn(4, 6, seed=30), [_randn(4, 6, seed=31 + t) for t in range(6)]
-    _run_adamw(student, param, grads, lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
-               what="AdamW(lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1) on a (4, 6) float64 tensor")
+    small = (_randn(8, seed=40, dtype=torch.float32), [1e-6 * _randn(8, seed=41 + t, dtype=torch.float32) for t in range(4)],
+             3e-3, (0.9, 0.999), 1e-6, 0.01,
+             "AdamW(lr=3e-3, eps=1e-6, weight_decay=0.01) on a float32 tensor with gradients of about 1e-6")
+    wide = (_randn(4, 6, seed=30), [_randn(4, 6, seed=31 + t) for t in range(6)], 1e-2, (0.9, 0.95), 1e-8, 0.1,
+            "AdamW(lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1) on a (4, 6) float64 tensor")
+    small64 = (_randn(5, seed=42), [2e-6 * _randn(5, seed=43 + t) for t in range(3)], 2e-3, (0.9, 0.999), 1e-6, 0.05,
+               "AdamW(lr=2e-3, eps=1e-6, weight_decay=0.05) on a float64 tensor with gradients of about 2e-6")
+    wide2 = (_randn(3, 5, seed=60), [_randn(3, 5, seed=61 + t) for t in range(5)], 3e-2, (0.8, 0.9), 1e-8, 0.2,
+             "AdamW(lr=3e-2, betas=(0.8, 0.9), weight_decay=0.2) on a (3, 5) float64 tensor")
+    _run_adamw(student, small, small64)
+    _run_adamw(student, wide, wide2)
 
 
 @graded("optim.adamw_step", points=2)
 def test_adamw_first_step_moves_every_weight_by_about_lr(student):
     """At step 1 the corrected m̂ is g and v̂ is g²: every weight moves by lr·g/(|g| + eps), about
     lr, whatever the size of its gradient (here from 1e-3 to 1e3)."""
-    param = torch.zeros(7, dtype=torch.float64)
     grad = torch.tensor([1e-3, -1e-2, 0.1, -1.0, 10.0, -100.0, 1e3], dtype=torch.float64)
-    _run_adamw(student, param, [grad], lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-               what="the first step from 0 with gradients from 1e-3 to 1e3 (no weight decay)")
+    first = (torch.zeros(7, dtype=torch.float64), [grad], 0.01, (0.9, 0.999), 1e-8, 0.0,
+             "the first step from 0 with gradients from 1e-3 to 1e3 (no weight decay)")
+    other = (torch.ones(5, dtype=torch.float64), [torch.tensor([2e-3, -0.5, 4.0, -30.0, 500.0], dtype=torch.float64)],
+             0.05, (0.8, 0.99), 1e-8, 0.0, "the first step from 1 with gradients from 2e-3 to 500 (no weight decay)")
+    _run_adamw(student, first, other)
 
 
 @graded("optim.adamw_step", points=2)
@@ -172,5 +219,9 @@ def test_adamw_weight_decay_is_decoupled(student):
     through the normalisation and move every weight by about lr; AdamW shrinks each by lr·wd."""
     param = torch.tensor([[1e-3, 0.5], [2.0, -40.0]], dtype=torch.float64)
     grads = [torch.zeros_like(param), 0.1 * _randn(2, 2, seed=50), torch.zeros_like(param)]
-    _run_adamw(student, param, grads, lr=0.1, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.5,
-               what="AdamW(lr=0.1, weight_decay=0.5) on weights from 1e-3 to 40, gradients 0 at steps 1 and 3")
+    param2 = torch.tensor([3.0, -0.02, 15.0], dtype=torch.float64)
+    grads2 = [torch.zeros_like(param2), 0.2 * _randn(3, seed=51), torch.zeros_like(param2), torch.zeros_like(param2)]
+    _run_adamw(student, (param, grads, 0.1, (0.9, 0.999), 1e-8, 0.5,
+                         "AdamW(lr=0.1, weight_decay=0.5) on weights from 1e-3 to 40, gradients 0 at steps 1 and 3"),
+               (param2, grads2, 0.05, (0.9, 0.999), 1e-8, 0.3,
+                "AdamW(lr=0.05, weight_decay=0.3) on weights from 0.02 to 15, gradients 0 at steps 1, 3 and 4"))

@@ -8,9 +8,15 @@ the learner's piece, and judges the output in the grader's own process with `exp
     def test_softmax_rows_sum_to_one(student):
         softmax = student.piece("attention", "softmax")
         expect_close(softmax(scores), reference, "softmax(scores)",
-                     mistakes={"softmax over the wrong axis (dim=-2)": reference_wrong_axis})
+                     mistakes={"softmax over the wrong axis (dim=-2)": reference_wrong_axis},
+                     second=Second(lambda: softmax(scores2), reference2, {"softmax over ...": wrong_axis2}))
+
+A typical mistake is named only when it reproduces the learner's output on both inputs (expect.py);
+an error the learner's code raises is explained in words (explain.py).
 """
-from .expect import Mismatch, expect_close, expect_equal, expect_runs, expect_true
+from .expect import (Case, Mismatch, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
+                     expect_unchanged, load_weights)
 from .markers import VISIBILITIES, graded
 
-__all__ = ["Mismatch", "VISIBILITIES", "expect_close", "expect_equal", "expect_runs", "expect_true", "graded"]
+__all__ = ["Case", "Mismatch", "Second", "VISIBILITIES", "expect_cases", "expect_close", "expect_equal",
+           "expect_runs", "expect_true", "expect_unchanged", "graded", "load_weights"]

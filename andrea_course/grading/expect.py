@@ -1,27 +1,138 @@
-"""Judging a learner's output: clear failures that name the shape, the largest error and,
-when the output matches a known typical mistake, that mistake and its fix."""
+"""Judging a learner's output: clear failures that name the shape, the largest error and the first
+values that differ, and a typical mistake only when the learner's code could be making it.
+
+A typical mistake is named when its output equals the learner's on the test's input AND on a
+second input (`second=`, a Second), where that mistake gives a wrong answer too: one input alone
+cannot tell two mistakes apart that happen to agree on it (counting each word of {(7, 7, 7): 2}
+once, and skipping overlapping pairs, both give {(7, 7): 2}). The second input is run only when
+the first fails. Otherwise the failure says that no typical mistake the test knows matches, and
+shows where the values differ:
+
+    second = Second(lambda: softmax(scores2), torch.softmax(scores2, -1), mistakes_on(scores2))
+    expect_close(softmax(scores), torch.softmax(scores, -1), "softmax(scores)",
+                 mistakes=mistakes_on(scores), second=second)
+
+expect_cases(case, case, ...) checks several inputs at once, each failure confirmed on the next.
+"""
 from __future__ import annotations
 
+import math
+from typing import Any, Callable, NamedTuple
+
 import torch
+
+from .explain import explain, keys
 
 # Tolerances by dtype, never by machine.
 TOLERANCES = {torch.float64: (1e-10, 1e-8), torch.float32: (1e-5, 1e-4),
               torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2)}
+NO_KNOWN_MISTAKE = "none of the typical mistakes this test knows gives your output"
+SHOWN = 3                     # differing entries listed
+
+
+class Second(NamedTuple):
+    """The piece on a second input, which confirms or rules out a typical mistake.
+
+    got: runs the learner's code on that input (called only when the first input fails; an error
+    there names nothing); want: the right output there; mistakes: {description: that mistake's
+    output there} (for expect_runs: {description: a function that raises that mistake's error})."""
+    got: Callable[[], Any]
+    want: Any
+    mistakes: dict
+
+
+class Case(NamedTuple):
+    """One input of expect_cases: what it is, the learner's output on it (a function: the call),
+    the right output, and {description: each typical mistake's output on it}."""
+    what: str
+    got: Callable[[], Any]
+    want: Any
+    mistakes: dict = {}
 
 
 class Mismatch(AssertionError):
-    """A graded check failed. Fields feed the notebook's check box and the grader's report."""
+    """A graded check failed. Fields feed the notebook's check box and the grader's report.
+
+    differences: where the values differ (positions, the learner's value, the expected one);
+    mistake: the typical mistake the output matches (on two inputs); unmatched: the test knows
+    typical mistakes and none gives this output; meaning: what an error the learner's code
+    raised means (explain.py)."""
 
     def __init__(self, what: str, problem: str, hint: str = "", *, shape_found=None,
-                 shape_expected=None, max_error: float | None = None, mistake: str | None = None):
+                 shape_expected=None, max_error: float | None = None, mistake: str | None = None,
+                 differences: str | None = None, unmatched: bool = False, meaning: str | None = None):
         self.what, self.problem, self.hint, self.mistake = what, problem, hint, mistake
         self.shape_found, self.shape_expected, self.max_error = shape_found, shape_expected, max_error
+        self.differences, self.unmatched, self.meaning = differences, bool(unmatched and not mistake), meaning
         parts = [f"{what}: {problem}"]
+        if meaning:
+            parts.append(f"What it means: {meaning}")
+        if differences:
+            parts.append(f"Where they differ: {differences}")
         if mistake:
             parts.append(f"Looks like a typical mistake: {mistake}")
+        elif self.unmatched:
+            parts.append(f"Typical mistakes: {NO_KNOWN_MISTAKE}.")
         if hint:
             parts.append(f"Hint: {hint}")
         super().__init__("\n".join(parts))
+
+
+# ----------------------------------------------------------------------------- close
+def expect_close(got, want, what: str, *, mistakes: dict | None = None, second=None,
+                 hint: str = "", atol: float | None = None, rtol: float | None = None) -> None:
+    """Pass when `got` is a tensor of want's shape, close to it within the dtype's tolerance.
+
+    mistakes: {"description of a typical mistake and its fix": the output that mistake gives on
+    this input}; second: the same piece on another input (a Second, or a list of them). A failure names a mistake only
+    when its output matches `got` here and the learner's output on the second input there, and
+    differs from the right answer on both (a mistake that gives the right answer is no mistake).
+    """
+    if not isinstance(want, torch.Tensor):
+        want = torch.as_tensor(want)
+    if not isinstance(got, torch.Tensor):
+        raise Mismatch(what, f"expected a torch.Tensor, got {type(got).__name__}",
+                       hint or "return a tensor (did you forget a `return`?)", shape_expected=tuple(want.shape))
+    same = _loose(atol, rtol)
+    name = lambda: _name(got, want, mistakes, second, same)
+    atol, rtol = _tol(want, atol, rtol)
+    listed = bool(mistakes)
+    if got.is_floating_point() and not torch.isfinite(got).all() and torch.isfinite(want).all() \
+            and got.shape == want.shape:
+        mistake = name()
+        raise Mismatch(what, f"{_count(~torch.isfinite(got))} of the output are NaN or infinite where the "
+                             f"reference is an ordinary number", hint or
+                       "look for a division by zero, exp of a large number, or -inf that reached a sum",
+                       shape_found=tuple(got.shape), shape_expected=tuple(want.shape), mistake=mistake,
+                       differences=_first_differences(got, want, atol, rtol), unmatched=listed)
+    if got.shape != want.shape:
+        raise Mismatch(what, f"shape {tuple(got.shape)}, expected {tuple(want.shape)}", hint,
+                       shape_found=tuple(got.shape), shape_expected=tuple(want.shape), mistake=name(),
+                       unmatched=listed)
+    if _close(got, want, atol, rtol):
+        return
+    problem, err = _difference(got, want)
+    raise Mismatch(what, f"{problem}, tolerance {atol:g} + {rtol:g}·|expected|)", hint,
+                   shape_found=tuple(got.shape), shape_expected=tuple(want.shape), max_error=err,
+                   mistake=name(), differences=_first_differences(got, want, atol, rtol), unmatched=listed)
+
+
+def expect_cases(*cases: Case, hint: str = "", atol: float | None = None, rtol: float | None = None,
+                 exact: bool = False) -> None:
+    """Each case must pass (expect_close, or expect_equal when exact). A failing case names a
+    typical mistake only when the learner's output on another case matches it as well (the first
+    of the following cases, in a circle, that lists that mistake)."""
+    if len(cases) < 2:
+        raise ValueError("expect_cases needs at least two cases: a mistake is confirmed on a second input")
+    for i, case in enumerate(cases):
+        others = [cases[(i + j) % len(cases)] for j in range(1, len(cases))]
+        seconds = [Second(other.got, other.want, dict(other.mistakes)) for other in others]
+        got = case.got()
+        if exact:
+            expect_equal(got, case.want, case.what, hint, mistakes=dict(case.mistakes), second=seconds)
+        else:
+            expect_close(got, case.want, case.what, mistakes=dict(case.mistakes), second=seconds, hint=hint,
+                         atol=atol, rtol=rtol)
 
 
 def _tol(t: torch.Tensor, atol, rtol):
@@ -32,36 +143,69 @@ def _tol(t: torch.Tensor, atol, rtol):
 def _close(got: torch.Tensor, want: torch.Tensor, atol, rtol) -> bool:
     if got.shape != want.shape:
         return False
-    return bool(torch.allclose(got.to(want.dtype), want, atol=atol, rtol=rtol, equal_nan=True))
+    if got.dtype == torch.bool or want.dtype == torch.bool:
+        return bool((got == want).all())
+    return bool(torch.allclose(got.detach().to(want.dtype), want, atol=atol, rtol=rtol, equal_nan=True))
 
 
-def expect_close(got, want: torch.Tensor, what: str, *, mistakes: dict | None = None,
-                 hint: str = "", atol: float | None = None, rtol: float | None = None) -> None:
-    """Pass when `got` is a tensor of want's shape, close to it within the dtype's tolerance.
+def _loose(atol=None, rtol=None):
+    """How closely the learner's output must match a mistake's (and a mistake's differ from the
+    truth) to count: looser than the pass test, so that a mistake computed in another order
+    still matches. The tolerance is that of the dtype of the right answer on that input, loosened
+    (or the test's own atol/rtol, as given: a test that sets them knows the scale of its values)."""
+    def same(a, b, want=None) -> bool:
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+            ref = want if isinstance(want, torch.Tensor) else b
+            at, rt = _tol(ref, atol, rtol)
+            if atol is None and rtol is None:              # the dtype's tolerance, loosened
+                at, rt = max(at, 1e-6), max(rt, 1e-5)
+            return a.shape == b.shape and _close(a, b, at, rt)
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            return False
+        return _same(a, b)
+    return same
 
-    mistakes: {"description of a typical mistake and its fix": the output that mistake gives}.
-    A failure names a mistake only when `got` matches that mistake's output AND that output
-    differs from `want` on this input (a mistake that gives the right answer here is no mistake).
-    """
-    if not isinstance(got, torch.Tensor):
-        raise Mismatch(what, f"expected a torch.Tensor, got {type(got).__name__}",
-                       "return a tensor (did you forget a `return`?)", shape_expected=tuple(want.shape))
-    atol, rtol = _tol(want, atol, rtol)
-    mistake = lambda: _which_mistake(got, want, mistakes, atol, rtol)
-    if got.is_floating_point() and not torch.isfinite(got).all() and torch.isfinite(want).all():
-        raise Mismatch(what, f"{_count(~torch.isfinite(got))} of the output are NaN or infinite where the "
-                             f"reference is an ordinary number", hint or
-                       "look for a division by zero, exp of a large number, or -inf that reached a sum",
-                       shape_found=tuple(got.shape), shape_expected=tuple(want.shape), mistake=mistake())
-    if got.shape != want.shape:
-        raise Mismatch(what, f"shape {tuple(got.shape)}, expected {tuple(want.shape)}", hint,
-                       shape_found=tuple(got.shape), shape_expected=tuple(want.shape), mistake=mistake())
-    if _close(got, want, atol, rtol):
-        return
-    problem, err = _difference(got, want)
-    raise Mismatch(what, f"{problem}, tolerance {atol:g} + {rtol:g}·|expected|)", hint,
-                   shape_found=tuple(got.shape), shape_expected=tuple(want.shape), max_error=err,
-                   mistake=mistake())
+
+def _name(got, want, mistakes, second, same) -> str | None:
+    """The one typical mistake whose output matches the learner's on this input and on a second,
+    and is wrong on both; None when none (or more than one) does.
+
+    second: a Second, or several (expect_cases): each mistake is confirmed on the first where it
+    gives a wrong answer. same(a, b) or, for a second input of another dtype, same(a, b, want)
+    compares outputs."""
+    here = [n for n, wrong in (mistakes or {}).items()
+            if wrong is not None and _match(same, got, wrong, want) and not _match(same, wrong, want, want)]
+    if not here or not second:
+        return None
+    seconds = [second] if isinstance(second, Second) else list(second)
+    outputs: dict[int, Any] = {}
+
+    def learner_on(i):
+        if i not in outputs:
+            try:
+                outputs[i] = (True, seconds[i].got())
+            except Exception:                           # noqa: BLE001 - an error there confirms nothing
+                outputs[i] = (False, None)
+        return outputs[i]
+
+    confirmed = []
+    for n in here:
+        i = next((i for i, s in enumerate(seconds) if s.mistakes.get(n) is not None
+                  and not _match(same, s.mistakes[n], s.want, s.want)), None)
+        if i is None:                                   # no other input where this mistake shows
+            continue
+        ran, got2 = learner_on(i)
+        if ran and _match(same, got2, seconds[i].mistakes[n], seconds[i].want):
+            confirmed.append(n)
+    return confirmed[0] if len(confirmed) == 1 else None
+
+
+def _match(same, a, b, want) -> bool:
+    """same(a, b), with the tolerance of want's dtype when the comparison takes one."""
+    try:
+        return same(a, b, want)
+    except TypeError:
+        return same(a, b)
 
 
 def _count(mask: torch.Tensor) -> str:
@@ -107,61 +251,193 @@ def _specials(values: torch.Tensor) -> str:
     return " or ".join(kinds) or "special values"
 
 
-def _which_mistake(got, want, mistakes, atol, rtol):
-    """The first mistake whose output `got` matches and that differs from `want` on this input.
-    The match is looser than the pass test (a mistake computed in another order still matches),
-    so "differs from want" uses the same looser tolerance."""
-    atol, rtol = max(atol, 1e-6), max(rtol, 1e-5)
-    for name, wrong in (mistakes or {}).items():
-        if (isinstance(wrong, torch.Tensor) and _close(got, wrong, atol, rtol)
-                and not _close(wrong, want, atol, rtol)):
-            return name
-    return None
-
-
-def expect_equal(got, want, what: str, hint: str = "", mistakes: dict | None = None) -> None:
-    """Exact equality for ints, strings, dicts of them, or integer/bool tensors."""
-    if isinstance(want, torch.Tensor):
-        ok = isinstance(got, torch.Tensor) and got.shape == want.shape and bool((got == want).all())
+def _first_differences(got: torch.Tensor, want: torch.Tensor, atol: float = 0.0, rtol: float = 0.0) -> str | None:
+    """'7 of 60 entries differ; the first: [0, 1, 2] yours 0.5312, expected 0.6121; ...' (None when
+    the shapes differ or nothing does)."""
+    if got.shape != want.shape:
+        return None
+    exact = not (got.is_floating_point() or want.is_floating_point()) or (atol == 0 and rtol == 0)
+    g, w = got.detach(), want.detach()
+    if exact:
+        bad = g != w.to(g.dtype) if g.dtype == w.dtype or not g.is_floating_point() else g.double() != w.double()
     else:
-        ok = got == want
-    if ok:
+        g, w = g.double(), w.double()
+        bad = ~torch.isclose(g, w, atol=atol, rtol=rtol, equal_nan=True)
+    if not bad.any():
+        return None
+    where = bad.nonzero()[:SHOWN]
+    shown = []
+    for index in where.tolist():
+        at = f"[{', '.join(map(str, index))}] " if index else ""
+        shown.append(f"{at}yours {_number(g[tuple(index)])}, expected {_number(w[tuple(index)])}")
+    n, total = int(bad.sum()), bad.numel()
+    head = f"{n} of {total} entries differ; the first: " if total > 1 else ""
+    return head + "; ".join(shown)
+
+
+def _number(v: torch.Tensor) -> str:
+    x = v.item()
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return str(x)
+    if math.isnan(x) or math.isinf(x):
+        return str(x)
+    return f"{x:.6g}"
+
+
+# ----------------------------------------------------------------------------- equal
+def expect_equal(got, want, what: str, hint: str = "", mistakes: dict | None = None, second=None) -> None:
+    """Exact equality for ints, strings, lists, dicts of them, or integer/bool tensors; a mistake is
+    named under expect_close's rule (on this input and on `second`)."""
+    if _same(got, want):
         return
-    mistake = next((n for n, w in (mistakes or {}).items() if _same(got, w) and not _same(w, want)), None)
-    shown = lambda v: f"tensor of shape {tuple(v.shape)}" if isinstance(v, torch.Tensor) else repr(v)
-    raise Mismatch(what, f"got {shown(got)}, expected {shown(want)}", hint, mistake=mistake)
+    mistake = _name(got, want, mistakes, second, _same)
+    problem, differences = _describe_unequal(got, want)
+    shapes = {}
+    if isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor):
+        shapes = dict(shape_found=tuple(got.shape), shape_expected=tuple(want.shape))
+    raise Mismatch(what, problem, hint, mistake=mistake, differences=differences, unmatched=bool(mistakes),
+                   **shapes)
 
 
 def _same(a, b) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
                 and bool((a == b).all()))
-    return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and type(a) is type(b):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:                                   # noqa: BLE001 - a learner object's odd __eq__
+        return False
 
 
-def expect_runs(call, what: str, *, mistakes: dict | None = None, hint: str = ""):
+def _shown(value, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _describe_unequal(got, want) -> tuple[str, str | None]:
+    """(the problem in words, where the values differ) for expect_equal."""
+    if isinstance(want, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            return f"expected a tensor of shape {tuple(want.shape)}, got {type(got).__name__}", None
+        if got.shape != want.shape:
+            return f"shape {tuple(got.shape)}, expected {tuple(want.shape)}", None
+        differences = _first_differences(got, want)
+        if want.numel() <= 16:
+            return f"got {got.tolist()}, expected {want.tolist()}", differences
+        n = int((got != want.to(got.dtype) if got.dtype == want.dtype else got.double() != want.double()).sum())
+        return f"{n} of {want.numel()} entries differ", differences
+    if isinstance(want, dict) and isinstance(got, dict):
+        return _dict_difference(got, want), None
+    if isinstance(want, (list, tuple)) and isinstance(got, (list, tuple)):
+        return _sequence_difference(got, want), None
+    if isinstance(want, (dict, list, tuple)) and not isinstance(got, type(want)):
+        return f"expected a {type(want).__name__}, got {type(got).__name__}: {_shown(got)}", None
+    return f"got {_shown(got)}, expected {_shown(want)}", None
+
+
+def _dict_difference(got: dict, want: dict) -> str:
+    missing = [k for k in want if k not in got]
+    extra = [k for k in got if k not in want]
+    changed = [k for k in want if k in got and not _same(got[k], want[k])]
+    parts = []
+    if missing:
+        parts.append(f"missing {keys([str(k) for k in missing])}")
+    if extra:
+        parts.append(f"not expected: {keys([str(k) for k in extra])}")
+    for k in changed[:SHOWN]:
+        parts.append(f"at {k!r} yours {_shown(got[k], 80)}, expected {_shown(want[k], 80)}")
+    if len(changed) > SHOWN:
+        parts.append(f"{len(changed) - SHOWN} more values differ")
+    if len(want) <= 4 and len(got) <= 4:
+        return f"got {_shown(got)}, expected {_shown(want)}" + (f" ({'; '.join(parts)})" if parts else "")
+    return "the dict differs: " + "; ".join(parts)
+
+
+def _sequence_difference(got, want) -> str:
+    if len(got) <= 8 and len(want) <= 8:
+        return f"got {_shown(got)}, expected {_shown(want)}"
+    first = next((i for i, (a, b) in enumerate(zip(got, want)) if not _same(a, b)), None)
+    lengths = f"{len(got)} items, expected {len(want)}"
+    if first is None:
+        return f"{lengths}: the first {min(len(got), len(want))} agree"
+    return (f"{lengths}; the first difference at index {first}: yours {_shown(got[first], 80)}, "
+            f"expected {_shown(want[first], 80)}")
+
+
+# ----------------------------------------------------------------------------- errors and properties
+def expect_runs(call, what: str, *, mistakes: dict | None = None, second: Second | None = None, hint: str = ""):
     """Run `call()` (the learner's code on the test's input) and return what it returns.
 
     mistakes: {"description of a typical mistake and its fix": a function that makes that mistake
-    on the same input}. When the learner's code raises and a mistake's function raises the same
-    error (same type, same message: a shape error says which sizes clashed where), a Mismatch
-    names that mistake; any other error propagates as it is (the check box then shows the
-    learner's own line and the test's hints)."""
+    on the same input}; second: the learner's code and the same mistakes on another input (its
+    `want` is not used). When the learner's code raises, a mistake is named when its function
+    raises the same error (same type, same message: a shape error says which sizes clashed where)
+    on this input AND on the second one; the Mismatch then says what the error means. Any other
+    error propagates as it is (both runners explain it: explain.py)."""
     try:
         return call()
     except Exception as exc:                        # noqa: BLE001 - judged below, else re-raised
-        for name, wrong in (mistakes or {}).items():
-            try:
-                wrong()
-            except Exception as theirs:             # noqa: BLE001
-                if type(theirs) is type(exc) and str(theirs) == str(exc):
-                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                    raise Mismatch(what, f"your code raised {type(exc).__name__}: {first}", hint,
-                                   mistake=name) from exc
-        raise
+        name = _raising_mistake(exc, mistakes, second)
+        if name is None:
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise Mismatch(what, f"your code raised {type(exc).__name__}: {first}", hint, mistake=name,
+                       meaning=explain(exc)) from exc
+
+
+def _raises_like(exc: BaseException, wrong) -> bool:
+    try:
+        wrong()
+    except Exception as theirs:                     # noqa: BLE001
+        return type(theirs) is type(exc) and str(theirs) == str(exc)
+    return False
+
+
+def _raising_mistake(exc, mistakes, second) -> str | None:
+    here = [n for n, wrong in (mistakes or {}).items() if _raises_like(exc, wrong)]
+    if not here or second is None:
+        return None
+    try:
+        second.got()
+    except Exception as again:                      # noqa: BLE001
+        there = [n for n in here if n in second.mistakes and _raises_like(again, second.mistakes[n])]
+        return there[0] if len(there) == 1 else None
+    return None
 
 
 def expect_true(condition: bool, what: str, problem: str, hint: str = "", mistake: str | None = None) -> None:
-    """A property check (rows sum to one, causality, ...)."""
+    """A property check (rows sum to one, causality, ...). `mistake` names what the failed property
+    itself shows (every row has the same mask, say), never a guess."""
     if not condition:
         raise Mismatch(what, problem, hint, mistake=mistake)
+
+
+def expect_unchanged(before: dict, after: dict, what: str) -> None:
+    """The learner's code left its inputs as they were: {name: a copy taken before the call} against
+    {name: the same tensor after it}. A change is named: the piece changed its input in place."""
+    changed = [name for name, old in before.items()
+               if isinstance(old, torch.Tensor) and isinstance(after.get(name), torch.Tensor)
+               and not (old.shape == after[name].shape and bool(torch.equal(old, after[name])))]
+    if changed:
+        names = ", ".join(changed)
+        raise Mismatch(what, f"after the call, {names} no longer holds what it was given",
+                       "compute a new tensor (y = x * mask) rather than changing the input (x *= mask, x.mul_(...), "
+                       "x[...] = ...): the caller still needs its x",
+                       mistake=f"changed its input in place: your code wrote into {names}, which belongs to the caller")
+
+
+def load_weights(module, state: dict, what: str) -> None:
+    """module.load_state_dict(state), where a failure is said in one line: which parameter names
+    or shapes differ from the reference's."""
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as exc:
+        raise Mismatch(what, "the reference's weights do not fit your module",
+                       "keep the exercise's attribute names and layer sizes",
+                       meaning=explain(exc)) from None

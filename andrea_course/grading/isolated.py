@@ -283,6 +283,11 @@ class IsolatedStudent:
         self._kill()
         self.left = self.timeout
 
+    def source(self, activity: str, name: str) -> str:
+        """The source text of a piece, read from the learner's file in this process (never run)."""
+        from .student import source_of
+        return source_of(self.folder / f"{activity}.py", name)
+
     def piece(self, activity: str, name: str) -> Proxy:
         """A proxy for the learner's own function or class."""
         if activity in self._import_failures:

@@ -40,6 +40,7 @@ from pathlib import Path
 import pytest
 
 from .expect import Mismatch
+from .explain import explain
 from ..overlay import impl_from_env
 from .isolated import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
 from .sandbox import UID_BASE, Cgroup
@@ -161,6 +162,9 @@ def failure_message(excinfo) -> str:
         text = str(exc)
     else:
         text = excinfo.exconly()
+    meaning = explain(exc) if not isinstance(exc, (Mismatch, PartsFailed, pytest.fail.Exception)) else None
+    if meaning:
+        text = f"{text.strip()}\nWhat it means: {meaning}"
     return text.strip()[:MAX_OUTPUT]
 
 

@@ -3,7 +3,9 @@
 InProcessStudent hands out the learner's own objects directly (fast; `pytest`, notebooks).
 The autograder (andrea-grade) uses IsolatedStudent (isolated.py) instead, whose pieces
 run in a separate process: tests must therefore use pieces only through this protocol:
-call a function; construct a class; call an instance or its methods; read an attribute.
+call a function; construct a class; call an instance or its methods; read an attribute; and
+read a piece's source text (student.source: the file is read, never run, for checks of how a
+piece is written, such as a Triton kernel's conversion to fp32).
 Arguments and results: tensors, numbers, strings, None, random generators (a copy: draws in
 the learner's code do not advance the test's), ModelConfig, and lists, tuples and
 dicts of these.
@@ -13,7 +15,32 @@ every other piece it calls, so a test grades that piece alone.
 """
 from __future__ import annotations
 
+import ast
+import inspect
+from pathlib import Path
+
 from ..overlay import Overlay, impl_from_env
+
+MAX_SOURCE = 1 << 20          # bytes of a learner's file read for student.source
+
+
+def source_of(path: Path, name: str) -> str:
+    """The text of the top-level function or class `name` in the file at `path` (decorators
+    included), read and parsed, never run; '' when the file or the name is missing or the file
+    does not parse."""
+    try:
+        if path.stat().st_size > MAX_SOURCE:
+            return ""
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return ""
+    lines = text.splitlines(keepends=True)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            return "".join(lines[first - 1:node.end_lineno])
+    return ""
 
 
 class InProcessStudent:
@@ -44,6 +71,16 @@ class InProcessStudent:
         if (activity, name) in self.overrides:
             return self.overrides[(activity, name)]
         return self.overlay.isolated(activity, name)
+
+    def source(self, activity: str, name: str) -> str:
+        """The source text of a piece as written (an override's own source in the mutation tests)."""
+        if (activity, name) in self.overrides:
+            obj = self.overrides[(activity, name)]
+            try:
+                return inspect.getsource(getattr(obj, "fn", obj))
+            except (OSError, TypeError):
+                return ""
+        return source_of(self.overlay.path(activity), name)
 
     def close(self) -> None:
         pass

@@ -216,7 +216,8 @@ def _entry(e) -> tuple:
 def describe(item, call, rep, folder: Path) -> Outcome:
     """An Outcome from pytest's report of a failed test: the rows a learner reads, never a
     traceback through the grader."""
-    from ..grading.expect import Mismatch
+    from ..grading.expect import NO_KNOWN_MISTAKE, Mismatch
+    from ..grading.explain import explain
 
     exc = call.excinfo.value if call.excinfo is not None else None
     name = item.name
@@ -233,12 +234,18 @@ def describe(item, call, rep, folder: Path) -> Outcome:
                             for f in traceback.extract_tb(exc.__cause__.__traceback__)], folder)
             if where:
                 rows.append(("where", where))
+        if getattr(exc, "meaning", None):
+            rows.append(("what it means", exc.meaning))
         if exc.max_error is not None:
             rows.append(("largest error", f"{exc.max_error:.3g}"))
         if exc.shape_found is not None or exc.shape_expected is not None:
             rows.append(("shape", f"found {_fmt_shape(exc.shape_found)}, expected {_fmt_shape(exc.shape_expected)}"))
+        if getattr(exc, "differences", None):
+            rows.append(("where they differ", exc.differences))
         if exc.mistake:
             rows.append(("typical mistake", exc.mistake))
+        elif getattr(exc, "unmatched", False):
+            rows.append(("typical mistake", NO_KNOWN_MISTAKE))
         if exc.hint:
             rows.append(("hint", exc.hint))
         status = "failed"
@@ -257,8 +264,11 @@ def describe(item, call, rep, folder: Path) -> Outcome:
         rows = [("problem", f"your code raised {type(exc).__name__}: {first}" if where
                  else f"{type(exc).__name__}: {first}")]
         rows.append(("where", where or f"in the test {name}, after your code returned"))
+        meaning = explain(exc, where.split("\n", 1)[1].strip() if "\n" in where else None)
+        if meaning:
+            rows.append(("what it means", meaning))
         rows += [("hint", h) for h in hints]
-        if mistakes:
+        if mistakes and not meaning:
             rows.append(("this test looks for", "\n".join(f"• {m}" for m in mistakes[:4])))
         status = "error"
     else:

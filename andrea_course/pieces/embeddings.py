@@ -9,7 +9,7 @@ __all__ = list(lesson("embeddings").pieces)     # the pieces the learner writes 
 
 
 def embed_lookup(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """table (V, D), ids (B, T) -> (B, T, D)."""
+    """table (V, D), ids (B, T) -> (B, T, D); ids of any shape (..., ) -> (..., D)."""
     return F.embedding(ids, table)
 
 

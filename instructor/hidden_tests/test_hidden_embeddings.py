@@ -8,9 +8,11 @@ from andrea_course.graded.test_embeddings import (  # the activity's helpers
 
 
 @graded("embeddings.cosine_similarity", points=1, visibility="hidden")
-def test_cosine_similarity_of_a_zero_vector_is_zero(student):
-    u = torch.zeros(2, D, dtype=torch.float64)
-    v = torch.randn(2, D, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
-    got = student.piece("embeddings", "cosine_similarity")(u, v)
-    expect_close(got, torch.zeros(2, dtype=torch.float64), "cosine_similarity(zero vector, v)",
-                 hint="0/0 is NaN: clamp the product of the norms to at least eps before dividing")
+def test_cosine_similarity_of_parallel_and_opposite_vectors(student):
+    """A vector against itself stretched (cosine 1) and against its opposite (cosine -1), whatever the lengths."""
+    u = torch.randn(3, D, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    scale = torch.tensor([[0.01], [1.0], [300.0]], dtype=torch.float64)
+    got = student.piece("embeddings", "cosine_similarity")(torch.cat([u, u]), torch.cat([u * scale, -u * scale]))
+    expect_close(got, torch.tensor([1.0] * 3 + [-1.0] * 3, dtype=torch.float64),
+                 "cosine_similarity(u, u stretched) and cosine_similarity(u, -u stretched)",
+                 hint="the cosine only sees directions: the same direction gives 1, the opposite -1")

@@ -10,4 +10,5 @@ from andrea_course.graded.test_kernels import (  # the activity's helpers
 @graded("kernels.gelu_kernel", points=1, visibility="after_due_date")
 def test_gelu_kernel_exact_block_multiple(student):
     """4,096 values: four full blocks, no ragged tail."""
-    check_gelu(student, gelu_inputs(4096, torch.float32), "gelu(x) for x of 4,096 values")
+    check_gelu(student, [(gelu_inputs(4096, torch.float32), "gelu(x) for x of 4,096 values"),
+                         (gelu_inputs(2048, torch.float32, seed=3), "gelu(x) for x of 2,048 values")])

@@ -1,0 +1,387 @@
+"""What an error raised in a learner's code means, in the course's words.
+
+    explain(exc) -> str | None
+
+Both runners call it when a graded test fails because the learner's code raised: check()'s box
+(notebook/_runner.py, describe) and the grader's report (plugin.py, failure_message). It reads the
+error's type and message (an error that crossed from the sandboxed worker arrives as
+LearnerCodeError("RuntimeError: ...") and is read the same way) and, when it can, the learner's
+own line of code, and says what the error means and where such errors usually come from: a view
+of a non-contiguous tensor, shapes that do not broadcast (a reduction without keepdim), a matrix
+product of mismatched sizes or dtypes, an index out of range, a rank the code was not written
+for. None when the error is not one it knows: the runners then show the error as it is.
+"""
+from __future__ import annotations
+
+import os
+import re
+import traceback
+
+# Where library frames live: the learner's line is the innermost frame outside them.
+_LIBRARY_PARTS = (os.sep + "torch" + os.sep, os.sep + "triton" + os.sep, os.sep + "andrea_course" + os.sep,
+                  os.sep + "_pytest" + os.sep, os.sep + "pluggy" + os.sep, "site-packages", "dist-packages")
+_STDLIB = os.path.dirname(os.__file__)
+_TEST_FOLDERS = ("graded", "hidden_tests")            # the graded tests, in the package or a grader's copy
+_FROM_WORKER = re.compile(r"\(\w+\.py, line \d+, in [\w<>]+\)\s*$")   # isolated.py's "(file.py, line N, in f)"
+
+# reductions that drop the axis they reduce unless keepdim=True
+_REDUCTION = re.compile(r"\.(sum|mean|amax|amin|max|min|var|std|norm|logsumexp|prod|argmax|argmin)\(([^()]*)\)"
+                        r"|torch\.(sum|mean|amax|amin|max|min|var|std|norm|logsumexp|prod|argmax|argmin)\(([^()]*)\)")
+_LAST_INDEX = re.compile(r"\[\s*(?:\.\.\.|:)\s*,\s*-1\s*\]")          # x[:, -1] / x[..., -1]
+
+
+def explain(exc: BaseException, code: str | None = None) -> str | None:
+    """What `exc`, raised in the learner's code, means (None when it is not an error this knows).
+
+    code: the learner's line that raised, when the caller has it; otherwise it is read from the
+    exception's traceback (in this process) when there is one."""
+    if exc is None:
+        return None
+    kind, text = _kind_and_text(exc)
+    if code is None and not _FROM_WORKER.search(text):      # a worker's error: this process's frames are the grader's
+        code = learner_line(exc)
+    for rule in _RULES:
+        said = rule(kind, text, code or "")
+        if said:
+            return said
+    return None
+
+
+def learner_line(exc: BaseException) -> str | None:
+    """The innermost line of the traceback that lies outside PyTorch, Triton, the course's package
+    (graded tests included, wherever the grader keeps them) and the standard library: the learner's
+    own line, as far as this process can tell."""
+    tb = getattr(exc, "__traceback__", None)
+    if tb is None:
+        return None
+    for frame in reversed(traceback.extract_tb(tb)):
+        path = os.path.abspath(frame.filename or "")
+        if any(part in path for part in _LIBRARY_PARTS) or path.startswith(_STDLIB) or not frame.line \
+                or os.path.basename(os.path.dirname(path)) in _TEST_FOLDERS:
+            continue
+        return frame.line.strip()
+    return None
+
+
+def _kind_and_text(exc: BaseException) -> tuple[str, str]:
+    """(type name, message) of the learner's error; one that crossed from the grading worker as
+    LearnerCodeError('RuntimeError: message (file.py, line N, in f)') is unwrapped."""
+    kind, text = type(exc).__name__, str(exc)
+    if kind == "InterpreterError" and exc.__cause__ is not None:          # Triton's interpreter wraps it
+        return _kind_and_text(exc.__cause__)
+    if kind in ("LearnerCodeError", "InterpreterError"):
+        found = re.match(r"\s*(\w+(?:Error|Exception)):\s*(.*)", text, re.S)
+        if found:
+            kind, text = found.group(1), found.group(2)
+        found = re.match(r"""\s*(\w+Error)\(["'](.*)["']\)\s*$""", text, re.S)   # InterpreterError's repr
+        if found:
+            kind, text = found.group(1), found.group(2)
+    return kind, text
+
+
+# ----------------------------------------------------------------------------- the rules
+def _view(kind, text, code):
+    if "view size is not compatible with input tensor's size and stride" not in text:
+        return None
+    return ("`.view()` only relabels memory that is already laid out in the new shape's order. After "
+            "`.transpose()` or `.permute()` the tensor is not (it is non-contiguous: its strides no longer "
+            "follow its shape), so no view can merge those axes. Use `.reshape(...)`, which copies when it "
+            "must, or `.contiguous().view(...)`.")
+
+
+def _broadcast(kind, text, code):
+    found = re.search(r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at "
+                      r"non-singleton dimension (\d+)", text)
+    if not found:
+        return None
+    a, b, dim = found.groups()
+    said = (f"Two tensors in one elementwise operation have shapes that do not broadcast: sizes {a} and {b} "
+            f"meet at the same axis (axis {dim} of the result). Shapes line up from the right, and only a "
+            f"size of 1 stretches to fit. ")
+    reduction = _reduction_without_keepdim(code)
+    if reduction:
+        return said + (f"On your line, `{reduction}` has no keepdim=True: it drops the axis it reduces, so "
+                       f"one value per row no longer lines up with its row. keepdim=True keeps that axis "
+                       f"with size 1.")
+    if _LAST_INDEX.search(code):
+        return said + ("On your line, indexing with -1 (`[:, -1]`) drops that axis; a slice `[:, -1:]` keeps "
+                       "it with size 1, so the value lines up with its row.")
+    return said + ("The usual cause is a statistic of each row taken without keepdim=True (x.sum(dim=-1), "
+                   ".mean, .amax, topk(...).values[:, -1]): it loses its axis and lines up with the wrong "
+                   "one. keepdim=True (or a slice such as [:, -1:]) keeps it as (..., 1).")
+
+
+def _reduction_without_keepdim(code: str) -> str | None:
+    for match in _REDUCTION.finditer(code):
+        args = match.group(2) if match.group(2) is not None else match.group(4)
+        if "keepdim" not in args and ("dim" in args or re.search(r"-?\d", args)):
+            return match.group(0)
+    return None
+
+
+def _expand(kind, text, code):
+    found = re.search(r"The expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\)", text)
+    if found:
+        return (f"A tensor was stretched (expand, or an assignment into a slice) to a shape it does not fit: "
+                f"an axis of size {found.group(2)} can only stretch when it has size 1, not to {found.group(1)}. "
+                f"Check that the shapes line up from the right.")
+    found = re.search(r"output with shape \[([\d, ]*)\] doesn't match the broadcast shape \[([\d, ]*)\]", text)
+    if found:
+        return (f"An in-place operation (+=, .add_, .mul_, ...) would make its result ({found.group(2)}) larger "
+                f"than the tensor it writes into ({found.group(1)}). Write it out of place, y = x + ..., or "
+                f"make the left-hand side the larger shape.")
+    return None
+
+
+def _matmul_shapes(kind, text, code):
+    found = re.search(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", text)
+    if found:
+        r1, c1, r2, c2 = found.groups()
+        return (f"A matrix product needs the inner sizes to agree: ({r1}×{c1}) @ ({r2}×{c2}) would need "
+                f"{c1} = {r2}. Check which axis each factor should contract: a missing .T or "
+                f".transpose(-2, -1), swapped factors, or a width that is not the one you meant.")
+    if re.search(r"Expected size for first two dimensions of batch2 tensor|batch1 must be a 3D tensor|"
+                 r"both arguments to matmul need to be at least 1D|size mismatch, got input", text):
+        return ("A batched matrix product met operands whose sizes do not chain: (..., T, K) @ (..., K, S) "
+                "needs the last axis of the first to equal the second-to-last of the second. Check which "
+                "axes you transposed (k.transpose(-2, -1) turns only the last two).")
+    found = re.search(r"einsum\(\): subscript (\w) has size (\d+) for operand (\d+) which does not broadcast "
+                      r"with previously seen size (\d+)", text)
+    if found:
+        letter, size, operand, before = found.groups()
+        return (f"In your einsum, the letter {letter} stands for an axis of size {before} in one operand and "
+                f"{size} in operand {operand}: one letter must name axes of one size. Check the order of the "
+                f"letters against each tensor's shape.")
+    found = re.search(r"inconsistent tensor size, expected tensor \[(\d+)\] and src \[(\d+)\]", text)
+    if found:
+        return (f"torch.dot multiplies two vectors of the same length; these have {found.group(1)} and "
+                f"{found.group(2)}.")
+    return None
+
+
+def _dtypes(kind, text, code):
+    found = (re.search(r"expected m1 and m2 to have the same dtype, but got: ([\w:]+) != ([\w:]+)", text)
+             or re.search(r"mat1 and mat2 must have the same dtype, but got (\w+) and (\w+)", text)
+             or re.search(r"expected both vectors to have same dtype, but found (\w+) and (\w+)", text)
+             or re.search(r"expected scalar type (\w+) but found (\w+)", text))
+    if not found:
+        return None
+    a, b = (_dtype_name(x) for x in found.groups())
+    if "int64" in (a, b):
+        return (f"An operation met an integer tensor (int64) where it needs a {a if a != 'int64' else b} one: "
+                f"ids and counts are integers, values are floats. Convert with .to(x.dtype), or create the "
+                f"tensor with the dtype it needs.")
+    return (f"A matrix product (or a linear layer) needs both factors in one dtype; here {a} meets {b}. A "
+            f"tensor made without dtype= is float32, PyTorch's default: make it in the other factor's dtype "
+            f"(dtype=x.dtype, or .to(x.dtype)).")
+
+
+def _dtype_name(name: str) -> str:
+    name = name.replace("c10::", "")
+    return {"float": "float32", "double": "float64", "Float": "float32", "Double": "float64", "Half": "float16",
+            "BFloat16": "bfloat16", "Long": "int64", "Int": "int32"}.get(name, name)
+
+
+def _index(kind, text, code):
+    found = re.search(r"index (-?\d+) is out of bounds for dimension (\d+) with size (\d+)", text)
+    if found:
+        i, dim, size = found.groups()
+        return (f"An index reached past the end of an axis: axis {dim} has size {size}, so its indices run "
+                f"from 0 to {int(size) - 1} (or -{size} to -1), and {i} is outside. Look for a shift by one "
+                f"(+1, or counting positions from 1) or an index into the wrong axis.")
+    if "index out of range in self" in text:
+        return ("An id given to an embedding lookup (or index_select) is not a row of the table: with V rows "
+                "the ids must lie in 0 .. V - 1. Look for a shift by one, or ids taken from the wrong tensor.")
+    if "selected index k out of range" in text:
+        return ("torch.topk(x, k) needs k no larger than the size of the axis it searches: asked for more "
+                "entries than there are (a top_k larger than the vocabulary V?). Use min(k, x.shape[-1]).")
+    if "Class values must be smaller than num_classes" in text:
+        return ("F.one_hot(ids, num_classes) met an id >= num_classes: with V classes the ids must lie in "
+                "0 .. V - 1.")
+    found = re.search(r"too many indices for tensor of dimension (\d+)", text)
+    if found:
+        return (f"Your code indexes more axes than the tensor has (it has {found.group(1)}): it was written for "
+                f"a tensor of another rank. Index from the end (x[..., i]) so that the same line serves a 1-D "
+                f"and a batched input.")
+    return None
+
+
+def _rank(kind, text, code):
+    found = re.search(r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], but got (-?\d+)\)",
+                      text)
+    if found:
+        low, high, got = found.groups()
+        rank = int(high) + 1
+        return (f"Your code asks for axis {got} of a tensor that has only {rank} ax{'is' if rank == 1 else 'es'}: "
+                f"it was written for inputs of another rank (a batch axis more or less). Count axes from the end "
+                f"(dim=-1, -2) so that the same code serves (T, D) and (B, T, D).")
+    found = re.search(r"(not enough|too many) values to unpack \(expected (\d+)(?:, got (\d+))?\)", text)
+    if found and (".shape" in code or ".size(" in code or not code):
+        want, got = found.group(2), found.group(3)
+        return (f"Unpacking a tensor's shape into a fixed number of names (as in B, T, D = x.shape) assumes a "
+                f"rank: the code expected {want} sizes{f' and the tensor has {got} axes' if got else ''}. Take only "
+                f"the sizes you need, from the end (T, D = x.shape[-2:]), so that 1-D and batched inputs both work.")
+    found = re.search(r"number of dimensions in the tensor input does not match the length of the desired "
+                      r"ordering of dimensions i\.e\. input\.dim\(\) = (\d+) is not equal to len\(dims\) = (\d+)", text)
+    if found:
+        return (f"permute() needs one entry per axis: the tensor has {found.group(1)}, the call names "
+                f"{found.group(2)}. To swap two axes whatever the rank, use transpose(a, b) with axes counted "
+                f"from the end.")
+    found = re.search(r"Tensors must have same number of dimensions: got (\d+) and (\d+)", text)
+    if found:
+        return (f"torch.cat joins tensors of one rank; these have {found.group(1)} and {found.group(2)} axes. "
+                f"Add the missing axis (x[None], x.unsqueeze(...)) or use torch.stack for a new one.")
+    found = re.search(r"Sizes of tensors must match except in dimension (\d+)\. Expected size (\d+) but got size (\d+)",
+                      text)
+    if found:
+        return (f"torch.cat along axis {found.group(1)} needs every other axis to agree; one tensor has "
+                f"{found.group(2)} where another has {found.group(3)}. Check the axis you join along.")
+    return None
+
+
+def _reshape(kind, text, code):
+    found = re.search(r"shape '\[([-\d, ]*)\]' is invalid for input of size (\d+)", text)
+    if found:
+        return (f"view/reshape to [{found.group(1)}] asks for a different number of elements than the tensor "
+                f"holds ({found.group(2)}). Check the sizes and which axis should absorb which (one -1 lets "
+                f"PyTorch work out that size).")
+    found = re.search(r"split_with_sizes expects split_sizes to sum exactly to (\d+)", text)
+    if found:
+        return (f"The sizes given to split must add up to the size of the axis split ({found.group(1)}): with "
+                f"grouped heads the queries take H·K and the keys and values G·K each.")
+    return None
+
+
+def _sampling(kind, text, code):
+    if "probability tensor contains either" in text:
+        return ("torch.multinomial was given something that is not a probability distribution: a NaN, an "
+                "infinity or a negative number. Draw from softmax probabilities, never from raw logits; a "
+                "division by a temperature of 0 makes the logits infinite (temperature 0 is the argmax).")
+    if "invalid multinomial distribution" in text:
+        return ("torch.multinomial was given a row whose probabilities sum to 0: every entry was zeroed or "
+                "masked. Keep at least one token (top-k keeps the k largest) and softmax before drawing.")
+    return None
+
+
+def _booleans(kind, text, code):
+    if "Boolean value of Tensor with more than one value is ambiguous" in text:
+        return ("An `if`, `and`, `or`, `not` or `while` met a tensor of many values, but Python needs one "
+                "True or False. For a choice per element use torch.where or masked_fill; for one answer "
+                "about the whole tensor, .any() or .all().")
+    if re.search(r"masked_fill_? only supports boolean masks", text):
+        return ("masked_fill takes a mask of booleans (True where to fill): build it with a comparison "
+                "(j > i) or .bool(), not with ones and zeros of a float dtype.")
+    return None
+
+
+def _ids(kind, text, code):
+    if re.search(r"Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int",
+                 text) or "one_hot is only applicable to index tensor" in text:
+        return ("Token ids must be integers (torch.long): a lookup or F.one_hot cannot use float ids. Keep the "
+                "ids as they come, or convert with .long().")
+    if "could not infer output dtype. Input dtype must be either a floating point" in text:
+        return ("mean() of an integer tensor (a count, a mask of 0/1 as int64) has no dtype to give: convert to "
+                "a float first (.float(), or .to(x.dtype)).")
+    if re.search(r"result type \w+ can't be cast to the desired output type \w+", text):
+        return ("An in-place operation would store a float result in an integer tensor (x /= 2 on int64, say). "
+                "Make the tensor a float one first (.float(), or dtype= when you create it), or write the "
+                "operation out of place.")
+    return None
+
+
+def _autograd(kind, text, code):
+    if "a leaf Variable that requires grad is being used in an in-place operation" in text:
+        return ("Your code changes a parameter (a tensor that requires grad) in place. Compute a new tensor "
+                "(y = w * 2) instead, or do the update under torch.no_grad().")
+    if "one of the variables needed for gradient computation has been modified by an inplace operation" in text:
+        return ("An in-place operation (x *= mask, x.add_(...)) overwrote a value autograd needs for the "
+                "backward pass: write it out of place, y = x * mask.")
+    return None
+
+
+def _state_dict(kind, text, code):
+    if "Error(s) in loading state_dict" not in text:
+        return None
+    owner = re.search(r"loading state_dict for (\w+)", text)
+    missing = re.findall(r'"([^"]+)"', _section(text, "Missing key(s) in state_dict:"))
+    extra = re.findall(r'"([^"]+)"', _section(text, "Unexpected key(s) in state_dict:"))
+    sizes = re.findall(r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) from "
+                       r"checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)", text)
+    who = owner.group(1) if owner else "your module"
+    # "Missing" are the learner's names the reference lacks; "Unexpected" the reference's names the learner's lacks
+    parts = []
+    if extra:
+        parts.append(f"your {who} lacks {keys(extra, 'parameters')}")
+    if missing:
+        parts.append(f"it has {keys(missing, 'parameters')} that the reference does not")
+    for name, want, got in sizes[:2]:
+        parts.append(f"{name} has shape ({got}) where the reference's has ({want})")
+    said = "The reference's weights do not fit your module: " + "; ".join(parts) + "."
+    groups = {k.split(".")[0] for k in extra}
+    if extra and len(groups) == 1 and all(re.match(r"[\w]+\.\d+\.", k) for k in extra):
+        said += (f" Every one it lacks is under {next(iter(groups))}.<i>: modules kept in a plain Python list "
+                 f"(or dict) are invisible to PyTorch; nn.ModuleList registers them.")
+    else:
+        said += " Keep the exercise's attribute names and the layer sizes its docstring gives."
+    return said
+
+
+def _section(text: str, title: str) -> str:
+    if title not in text:
+        return ""
+    rest = text.split(title, 1)[1]
+    return re.split(r"\n\s*\w[\w ]*key\(s\) in state_dict:|\n\s*size mismatch", rest)[0]
+
+
+def keys(names: list[str], noun: str = "entries", shown: int = 3) -> str:
+    """A list of names in a few words: '24 parameters under blocks. (blocks.0.ln1.weight, ...)', or
+    the names themselves when they are few."""
+    names = list(names)
+    if len(names) <= shown:
+        return ", ".join(names)
+    top = {n.split(".")[0] for n in names}
+    under = f" under {next(iter(top))}." if len(top) == 1 and "." in names[0] else ""
+    return f"{len(names)} {noun}{under} ({', '.join(names[:shown])}, …)"
+
+
+def _python(kind, text, code):
+    found = re.search(r"got an unexpected keyword argument '(\w+)'", text)
+    if found:
+        return (f"The test calls your function with the keyword argument {found.group(1)}=, the name the "
+                f"exercise's signature gives it: keep the exercise's parameter names and defaults.")
+    found = re.search(r"missing (\d+) required positional argument", text)
+    if found:
+        return ("The test calls your function as the exercise's signature says, and your version asks for "
+                "more arguments: keep the exercise's parameters and their defaults.")
+    found = re.search(r"takes (\d+) positional arguments? but (\d+) (?:were|was) given", text)
+    if found:
+        return ("The test calls your function with the arguments of the exercise's signature: keep its "
+                "parameters (and their order).")
+    if re.search(r"'NoneType' object (?:has no attribute|is not subscriptable|is not iterable)|"
+                 r"unsupported operand type\(s\) for .*'NoneType'|NoneType' object is not callable", text):
+        return ("A value is None where a tensor was expected. A function that ends without `return` gives "
+                "None: check that every path of yours returns its result.")
+    if kind == "ZeroDivisionError":
+        return ("A division by a Python 0: a parameter at its edge (p = 1 makes 1 - p = 0; a temperature "
+                "of 0) needs its own case before you divide.")
+    return None
+
+
+def _devices(kind, text, code):
+    if "Expected all tensors to be on the same device" in text:
+        return ("Two tensors on different devices met in one operation: create new tensors on the input's "
+                "device (device=x.device, or torch.zeros_like(x)).")
+    return None
+
+
+def _triton(kind, text, code):
+    found = re.search(r"Expected dtype \[([^\]]*)\] but got (\w+)", text)
+    if found:
+        return (f"Triton's math functions (tl.exp, tl.log, tl.sqrt, ...) take only {found.group(1)}; this value "
+                f"is {found.group(2)}. Convert what you load to fp32 right away, "
+                f"tl.load(...).to(tl.float32), compute in fp32, and convert back when you store.")
+    return None
+
+
+_RULES = (_view, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
+          _ids, _autograd, _state_dict, _python, _devices, _triton)
