@@ -3,7 +3,7 @@
     result = compare_runs("runs/mine", "runs/engine")     # two runs of the same settings and seed
     print(result)                                          # they agree, or where they part and why
 
-Two runs of the same settings, seed and data compute the same numbers up to rounding when every
+Two runs of the same settings, random seed and data compute the same numbers up to rounding when every
 piece of one computes what the other's does: the losses stay within 1e-4 for many steps (one
 thread; tests/test_capstone.py). When they part, what differs first says where to look, because
 each logged quantity comes from one stage of a step:
@@ -74,7 +74,7 @@ def compare_runs(mine, engine, tolerance: float = TOLERANCE, check: bool = True)
         diff = sorted(k for k in set(config_a["train"]) | set(config_b["train"])
                       if config_a["train"].get(k) != config_b["train"].get(k)) or ["model"]
         raise ValueError(f"{mine} and {engine} were trained with different settings ({', '.join(diff)}): "
-                         f"compare two runs of the same settings and seed")
+                         f"compare two runs of the same settings and the same seed")
     steps = min(len(log_a), len(log_b))
     gaps = [abs(a["loss"] - b["loss"]) for a, b in zip(log_a, log_b)]
     max_gap = max(gaps, default=0.0)

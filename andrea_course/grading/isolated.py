@@ -284,7 +284,7 @@ class IsolatedStudent:
         self.left = self.timeout
 
     def source(self, activity: str, name: str) -> str:
-        """The source text of a piece, read from the learner's file in this process (never run)."""
+        """The code of a piece as written, read from the learner's file in this process (never run)."""
         from .student import source_of
         return source_of(self.folder / f"{activity}.py", name)
 

@@ -4,7 +4,7 @@ InProcessStudent hands out the learner's own objects directly (fast; `pytest`, n
 The autograder (andrea-grade) uses IsolatedStudent (isolated.py) instead, whose pieces
 run in a separate process: tests must therefore use pieces only through this protocol:
 call a function; construct a class; call an instance or its methods; read an attribute; and
-read a piece's source text (student.source: the file is read, never run, for checks of how a
+read a piece's code as written (student.source: the file is read, never run, for checks of how a
 piece is written, such as a Triton kernel's conversion to fp32).
 Arguments and results: tensors, numbers, strings, None, random generators (a copy: draws in
 the learner's code do not advance the test's), ModelConfig, and lists, tuples and
@@ -73,7 +73,7 @@ class InProcessStudent:
         return self.overlay.isolated(activity, name)
 
     def source(self, activity: str, name: str) -> str:
-        """The source text of a piece as written (an override's own source in the mutation tests)."""
+        """The code of a piece as written (an override's own source in the mutation tests)."""
         if (activity, name) in self.overrides:
             obj = self.overrides[(activity, name)]
             try:
