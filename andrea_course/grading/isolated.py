@@ -884,7 +884,7 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
         from_r, from_w = os.pipe()
         dump_r, dump_w = os.pipe()
         gc.freeze()                      # the worker then copies none of these objects' pages
-        work = os.path.join(os.getcwd(), f"run{next(runs)}")
+        work = os.path.join(os.getcwd(), f"run{os.getpid()}-{next(runs)}")   # a restarted zygote: new names
         pid = os.fork()
         if pid == 0:
             code = 0
