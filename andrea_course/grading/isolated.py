@@ -81,6 +81,25 @@ def before_learner_load(activity: str, name: str) -> None:
     unreachable for the learner's code while its tests run (authorship.py, issue 22 item 2)."""
 
 
+def warm_up(kernels: bool = False) -> None:
+    """Import the engine and its version of every piece; with kernels, run each of the engine's
+    graded kernels once in Triton's interpreter (its own set-up costs a few tenths of a second per
+    process): a worker forked afterwards starts warm. Never the learner's code."""
+    from .. import pieces
+    for activity in pieces.ACTIVITIES:
+        try:
+            pieces.module(activity)
+        except ImportError:        # Triton or tokenizers missing: those activities cannot be graded
+            pass
+    if kernels and os.environ.get("TRITON_INTERPRET") == "1":
+        try:
+            from ..kernels import gelu_tanh, layer_norm, softmax
+            x = torch.randn(2, 16)
+            softmax(x), gelu_tanh(x), layer_norm(x, torch.ones(16), torch.zeros(16))
+        except Exception:          # noqa: BLE001  (no Triton: its tests say so themselves)
+            pass
+
+
 def learner_pieces(folder: str):
     """The ONE place the worker turns a submission folder into the learner's pieces:
     `learner_pieces(folder).isolated(activity, name)` is the learner's piece, with the engine
@@ -840,12 +859,8 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
     if config.get("cwd"):
         os.chdir(config["cwd"])
     if config.get("preload", True):
-        from .. import overlay, pieces  # noqa: F401  (imported once, here, for every worker)
-        for activity in pieces.ACTIVITIES:
-            try:
-                pieces.module(activity)
-            except ImportError:    # Triton or tokenizers missing: those activities cannot be graded
-                pass
+        from .. import overlay  # noqa: F401  (imported once, here, for every worker)
+        warm_up(kernels=True)
     sock = socket.socket(fileno=fd)
     statuses: dict[int, int] = {}
     runs = itertools.count(1)

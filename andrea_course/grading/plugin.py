@@ -43,7 +43,7 @@ import pytest
 
 from .expect import Mismatch
 from ..overlay import impl_from_env
-from .isolated import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
+from .isolated import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError, warm_up
 from .sandbox import Isolation
 from .student import InProcessStudent
 
@@ -162,7 +162,8 @@ def pytest_collection_finish(session):
     config = session.config
     runs_tests = not config.option.collectonly and not config.pluginmanager.hasplugin("dsession")
     if graded and runs_tests and any("student" in getattr(i, "fixturenames", ()) for i in session.items):
-        student = _student_of(config)
+        kernels = any((graded_info(i) or {}).get("exercise", "").startswith("kernels.") for i in session.items)
+        student = _student_of(config, kernels)
         if isinstance(student, IsolatedStudent):
             try:
                 student.boot()              # the worker's parent starts while the first test sets up
@@ -323,14 +324,17 @@ def pytest_sessionstart(session):
     _CONFIG[:] = [session.config]
 
 
-def _student_of(config):
-    """The session's student, made once: in a worker (isolated.py) unless --isolation in-process."""
+def _student_of(config, kernels: bool = True):
+    """The session's student, made once: in a worker (isolated.py) unless --isolation in-process.
+    The engine is imported first (and Triton's interpreter warmed when kernels are graded), so
+    that nothing a learner's code writes later changes what the grader compares with, and a
+    worker forked from this process starts warm."""
     if config._andrea_student is None:
         iso = config._andrea_isolation
         if iso.tier == "in-process":
             config._andrea_student = InProcessStudent(config._andrea_impl)
         else:
-            _preload_reference()
+            warm_up(kernels=kernels and iso.start == "fork")
             config._andrea_student = IsolatedStudent(config._andrea_impl, isolation=iso)
     return config._andrea_student
 
@@ -349,17 +353,6 @@ def student(_student_session):
     if isinstance(_student_session, IsolatedStudent):
         _student_session.begin_test()
     return _student_session
-
-
-def _preload_reference() -> None:
-    """Import the engine and its version of every piece before any learner code runs, so that
-    nothing a learner's code might write to disk later can change what the grader compares with."""
-    from .. import pieces
-    for activity in pieces.ACTIVITIES:
-        try:
-            pieces.module(activity)
-        except ImportError:            # Triton or tokenizers missing: their tests say so themselves
-            pass
 
 
 def pytest_unconfigure(config):

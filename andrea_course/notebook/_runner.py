@@ -438,36 +438,39 @@ def run_tests(paths, exercises, impl_name: str, tests_dir: Path, limit: float | 
                                 "process" if forked else "in-process", limit)
     with _interruptible():
         if forked:
-            _warm()
+            _warm(kernels=any(str(e).startswith("kernels.") for e in exercises))
             return _forked(work, limit + WORKER_GRACE, resolve(impl_name))
         return _here(work, limit, resolve(impl_name))
 
 
-_warmed: list = []
+_warmed: set = set()
 
 
-def _warm() -> None:
+def _warm(kernels: bool = False) -> None:
     """Import, once and in this process, what every forked run would otherwise import again:
-    pytest's own plugins, the grading plugin, the engine and its pieces (never
-    the learner's code). Halves the cost of a check that builds a model."""
-    if _warmed:
-        return
-    _warmed.append(True)
-    import importlib
+    pytest's own plugins, the grading plugin, the engine and its pieces (never the learner's
+    code); with kernels, Triton's interpreter warmed on the engine's kernels. Halves the cost of a
+    check that builds a model; a kernel check's worker starts in milliseconds, not half a second."""
+    if "imports" not in _warmed:
+        _warmed.add("imports")
+        import importlib
 
-    import pytest  # noqa: F401
-    with contextlib.suppress(Exception):
-        from _pytest.config import default_plugins
-        for name in default_plugins:
-            with contextlib.suppress(Exception):
-                importlib.import_module(f"_pytest.{name}")
-    with contextlib.suppress(Exception):
-        import andrea_course.grading.plugin  # noqa: F401
-        import andrea_course.model  # noqa: F401
-        from .. import pieces
-        for activity in pieces.ACTIVITIES:
-            with contextlib.suppress(Exception):
-                pieces.module(activity)
+        import pytest  # noqa: F401
+        with contextlib.suppress(Exception):
+            from _pytest.config import default_plugins
+            for name in default_plugins:
+                with contextlib.suppress(Exception):
+                    importlib.import_module(f"_pytest.{name}")
+        with contextlib.suppress(Exception):
+            import andrea_course.grading.plugin  # noqa: F401
+            import andrea_course.model  # noqa: F401
+            from ..grading.isolated import warm_up
+            warm_up()
+    if kernels and "kernels" not in _warmed:
+        _warmed.add("kernels")
+        with contextlib.suppress(Exception):
+            from ..grading.isolated import warm_up
+            warm_up(kernels=True)
 
 
 # ---- in a forked child
