@@ -87,6 +87,7 @@ def warm_up(kernels: bool = False) -> None:
     process): a worker forked afterwards starts warm. Never the learner's code."""
     from .. import pieces
     for activity in pieces.ACTIVITIES:
+        pieces.names(activity)
         try:
             pieces.module(activity)
         except ImportError:        # Triton or tokenizers missing: those activities cannot be graded
@@ -207,11 +208,43 @@ class _Child:
         return self.returncode
 
 
+class _Adopted:
+    """A worker's parent that another process started (IsolatedStudent.hand_over): alive while
+    its pid is; killed by pid (we may: the grader's processes run as one user)."""
+
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                with open(f"/proc/{self.pid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                state = "gone"
+            if state in ("Z", "X", "gone"):          # ended (a zombie until its parent reaps it)
+                self.returncode = -signal.SIGKILL
+        return self.returncode
+
+    def kill(self):
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def wait(self, timeout=None):
+        end = time.monotonic() + (10.0 if timeout is None else timeout)
+        while self.poll() is None and time.monotonic() < end:
+            time.sleep(0.01)
+        return self.returncode
+
+
 class IsolatedStudent:
     """The learner's pieces, run in a worker process (see the module docstring)."""
 
     def __init__(self, impl=None, overrides: dict | None = None, *, isolation: Isolation | None = None,
-                 python: str | None = None):
+                 python: str | None = None, adopt: str | None = None):
         if overrides:
             raise ValueError("IsolatedStudent does not take overrides: they are objects of this "
                              "process; use InProcessStudent for mutation tests")
@@ -235,6 +268,10 @@ class IsolatedStudent:
         self._send_fd = self._recv_fd = self._dump_fd = None
         self._booted = False
         self._pending = 0                    # answers of the zygote not read yet (wait=False)
+        self._hint = None                    # the activity the next test loads (begin_test)
+        if adopt:                            # a worker's parent another process started for us
+            fd, pid = (int(v) for v in str(adopt).split(":"))
+            self._zsock, self._zygote = socket.socket(fileno=fd), _Adopted(pid)
 
     @property
     def is_reference(self) -> bool:
@@ -247,9 +284,18 @@ class IsolatedStudent:
         if self._zygote is None:
             self._start_zygote(wait=False)
 
-    def begin_test(self) -> None:
+    def hand_over(self) -> str:
+        """Start the worker's parent now and give it to another process (the runner starts it
+        before pytest, so that both import torch at once): "fd:pid" for that process's
+        IsolatedStudent(adopt=...), the fd to pass it. This object may then only close() it."""
+        self.boot()
+        return f"{self._zsock.fileno()}:{self._zygote.pid}"
+
+    def begin_test(self, activity: str | None = None) -> None:
         """Start one test: a fresh worker (forked on the first request), with `timeout` seconds
-        of waiting for the learner's code (the grader's own work and worker start-up do not count)."""
+        of waiting for the learner's code (the grader's own work and worker start-up do not count).
+        activity: the file the test will load, which the next worker compiles while it waits."""
+        self._hint = activity if isinstance(activity, str) and activity.isidentifier() else None
         self._kill()
         self.left = self.timeout
 
@@ -394,10 +440,10 @@ class IsolatedStudent:
         self._await_zygote()
         try:
             try:
-                reply, fds = self._zask({"op": "take"}, with_fds=True)
+                reply, fds = self._zask({"op": "take", "hint": self._hint}, with_fds=True)
             except (OSError, ValueError):                 # the zygote died (a learner killed it?)
                 self._start_zygote()
-                reply, fds = self._zask({"op": "take"}, with_fds=True)
+                reply, fds = self._zask({"op": "take", "hint": self._hint}, with_fds=True)
             if len(fds) != 3 or type(reply.get("pid")) is not int:
                 for fd in fds:
                     os.close(fd)
@@ -428,7 +474,7 @@ class IsolatedStudent:
                 pass
         self._send_fd = self._recv_fd = self._dump_fd = None
         try:
-            self._zask({"op": "end", "pid": proc.pid}, wait=False)
+            self._zask({"op": "end", "pid": proc.pid, "hint": self._hint}, wait=False)
         except (OSError, ValueError, AttributeError):
             self._stop_zygote()
 
@@ -691,7 +737,30 @@ def _chain(exc: BaseException, folder: str) -> list:
     return out
 
 
-def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str) -> None:
+def _precompile(folder: str, activity: str | None) -> None:
+    """Compile the learner's `activity`.py now (never run it), while the worker waits for its
+    test: loading it then skips the compile. Only this worker's import machinery is changed."""
+    import importlib._bootstrap_external as external
+    path = os.path.join(folder, f"{activity}.py")
+    if not activity or not activity.isidentifier() or not os.path.isfile(path):
+        return
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 21)
+        code = compile(data, path, "exec", dont_inherit=True)
+    except (OSError, SyntaxError, ValueError, MemoryError, RecursionError):
+        return                                 # loading it says what is wrong
+    plain = external.SourceLoader.source_to_code
+
+    def source_to_code(self, source, where, *, _optimize=-1):
+        if where == path and source == data and _optimize == -1:
+            return code
+        return plain(self, source, where, _optimize=_optimize)
+
+    external.SourceLoader.source_to_code = source_to_code
+
+
+def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str, hint: str | None = None) -> None:
     faulthandler.register(signal.SIGUSR1, file=os.fdopen(dump_fd, "w", closefd=False), all_threads=False)
     impl = learner_pieces(folder)
     objects: dict[int, object] = {}
@@ -723,6 +792,7 @@ def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str) -> None:
             send(*wire.Writer().frame({"err": [["ValueError", f"the value could not be sent back: {exc}", []]]}))
 
     reply({"ready": True})
+    _precompile(folder, hint)
     while True:
         message = wire.read(readinto)
         fields = message.fields
@@ -887,8 +957,9 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
             except (ProcessLookupError, PermissionError):
                 pass
 
-    def make_spare() -> None:
-        """Fork the next worker: it sets itself up and greets the grader, then waits."""
+    def make_spare(hint=None) -> None:
+        """Fork the next worker: it sets itself up, greets the grader, compiles the file of the
+        activity `hint` (the next test's, as the grader guesses it), then waits."""
         if config.get("kill_all"):
             try:
                 os.kill(-1, signal.SIGKILL)     # everything of the uid we may signal, but us
@@ -921,7 +992,7 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
                 tempfile.tempdir = None
                 if "torch" in sys.modules:
                     torch.set_num_threads(1)
-                _worker(to_r, from_w, dump_w, config["folder"])
+                _worker(to_r, from_w, dump_w, config["folder"], hint)
             except BaseException:   # noqa: BLE001
                 traceback.print_exc()
                 code = 70
@@ -942,14 +1013,18 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
             os.close(f)
         request = json.loads(data)
         op = request.get("op")
+        hint = request.get("hint") if isinstance(request.get("hint"), str) else None
         passing: list[int] = []
+        prefork = False
         if op == "hello":
             reply = {"ready": True, "missing": missing}
         elif op == "take":
             if not spare:
-                make_spare()
+                make_spare(hint)
             reply, passing = {"pid": spare["pid"]}, list(spare["fds"])
             spare.clear()
+            # the next test's worker now, unless it must wait for the end of this one (kill_all)
+            prefork = not config.get("kill_all")
         elif op == "end":
             kill(int(request["pid"]))
             if spare and config.get("kill_all"):
@@ -958,7 +1033,7 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
                 spare.clear()
             reap()
             if not spare:
-                make_spare()
+                make_spare(hint)
             reply = {"ended": True}
         elif op == "poll":
             pid = int(request["pid"])
@@ -979,6 +1054,9 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
         socket.send_fds(sock, [json.dumps(reply).encode()], passing)
         for f in passing:
             os.close(f)
+        if prefork:
+            reap()
+            make_spare(hint)
 
 
 def _prctl(option: int, value: int) -> None:

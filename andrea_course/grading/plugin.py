@@ -60,6 +60,8 @@ def pytest_addoption(parser):
                          "in-process, or the autograder's JSON (sandbox, container)")
     group.addoption("--timeout-per-test", type=float, default=DEFAULT_TIMEOUT,
                     help="seconds the learner's code may run in one test (a worker process)")
+    group.addoption("--worker-parent", default=None,
+                    help="FD:PID of a worker's parent the runner started (IsolatedStudent.hand_over)")
     group.addoption("--results-jsonl", default=None,
                     help="append one JSON line per graded test to this file as it finishes")
     group.addoption("--results-key-fd", type=int, default=None,
@@ -335,7 +337,8 @@ def _student_of(config, kernels: bool = True):
             config._andrea_student = InProcessStudent(config._andrea_impl)
         else:
             warm_up(kernels=kernels and iso.start == "fork")
-            config._andrea_student = IsolatedStudent(config._andrea_impl, isolation=iso)
+            config._andrea_student = IsolatedStudent(config._andrea_impl, isolation=iso,
+                                                     adopt=config.getoption("--worker-parent"))
     return config._andrea_student
 
 
@@ -348,10 +351,11 @@ def _student_session(pytestconfig):
 
 
 @pytest.fixture
-def student(_student_session):
+def student(_student_session, request):
     """The learner's code (the reference when ANDREA_IMPL is unset)."""
     if isinstance(_student_session, IsolatedStudent):
-        _student_session.begin_test()
+        info = graded_info(request.node) or {}
+        _student_session.begin_test(info.get("exercise", "").split(".")[0] or None)
     return _student_session
 
 

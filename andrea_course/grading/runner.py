@@ -47,6 +47,7 @@ from ..graded import GRADED
 from ..paths import ROOT
 from ..overlay import resolve
 from .gradescope import Results, TestResult, to_gradescope, write_json
+from .isolated import IsolatedStudent, LearnerCodeError
 from .plugin import sign
 from .sandbox import UID_BASE, Cgroup, Container, Isolation, Limits, probe, probe_container
 
@@ -371,6 +372,17 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
         cmd.append("--collect-only")
     if jobs > 1:
         cmd += ["-p", "xdist.plugin", "-n", str(jobs)]
+    starter, passed = None, [key_r]
+    if jobs <= 1 and not collect_only:
+        # the worker's parent starts now, importing torch while pytest does (not after it)
+        starter = IsolatedStudent(staged, isolation=iso)
+        try:
+            handed = starter.hand_over()
+            cmd += ["--worker-parent", handed]
+            passed.append(int(handed.split(":")[0]))
+        except LearnerCodeError:
+            starter.close()
+            starter = None            # pytest's plugin starts it then, and says why it cannot
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDREA_", "PYTEST_", "PYTHON"))}
     env["PYTHONPATH"] = str(ROOT)
     # pytest's installed plugins (nbval, hypothesis, ...) are not the grader's: not loading them
@@ -386,11 +398,17 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
     orphans_since = None if walled else set(_children_map().get(os.getpid(), []))
     with open(log_path, "wb") as log_file:
         try:
+            proc = None
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file,
                                     stderr=subprocess.STDOUT, cwd=tmp, env=env,
-                                    start_new_session=True, pass_fds=(key_r,))
+                                    start_new_session=True, pass_fds=tuple(passed))
         finally:
             os.close(key_r)
+            if starter is not None:
+                starter._zsock.close()           # pytest's now
+                starter._zsock = None
+                if proc is None:
+                    starter.close()
         interrupted = None
         try:
             rc = proc.wait(timeout=timeout_total)
@@ -401,6 +419,8 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
         finally:
             _kill_run(proc, orphans_since)
             proc.wait()
+            if starter is not None:
+                starter.close()
     collected, finished, errors, forged = read_jsonl(jsonl, key)
     if collect_only:
         why = f"not graded: {results.refused}"
