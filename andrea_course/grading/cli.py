@@ -60,8 +60,8 @@ def parse(argv=None) -> argparse.Namespace:
                    help="batch: students graded at once (default: the number of cores); "
                         "one submission: pytest-xdist workers (default 1)")
     p.add_argument("--worker-uid", type=int, default=None,
-                   help="when run as root: the sandbox's uid (default: a fresh uid per run, "
-                        "from 2000000000 up)")
+                   help="when run as root: the worker's uid in the sandbox and container tiers "
+                        "(default: a fresh uid per run, from 2000000000 up)")
     p.add_argument("--isolation", choices=ISOLATIONS, default="auto",
                    help="how the learner's code is isolated: auto (sandbox, else container as root, else "
                         "nothing runs), sandbox, container, or process (a worker process as you)")
