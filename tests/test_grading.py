@@ -310,6 +310,7 @@ def test_partial_credit(tmp_path):
     (record,) = finished.values()
     assert forged == 0 and record["fraction"] == 0.25 and not record["passed"]
     assert "1 of 2 parts failed (partial credit 25%)" in record["output"] and "values differ" in record["output"]
+    assert record["mistake"] == "softmax over the wrong axis (dim=-2)"        # the named mistake, as data
 
 
 # Classes: pytest-xdist's loadscope gives each its own scope, so these long runs can share the cores.

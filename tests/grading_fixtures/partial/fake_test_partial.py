@@ -11,4 +11,5 @@ def test_softmax_in_parts(student, credit):
     with credit.part(1, "shape"):
         expect_equal(tuple(got.shape), tuple(scores.shape), "softmax(scores).shape")
     with credit.part(3, "values"):
-        expect_close(got, torch.softmax(scores, -1), "softmax(scores)")
+        expect_close(got, torch.softmax(scores, -1), "softmax(scores)",
+                     mistakes={"softmax over the wrong axis (dim=-2)": torch.softmax(scores, -2)})
