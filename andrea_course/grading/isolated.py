@@ -299,6 +299,10 @@ class IsolatedStudent:
         self._kill()
         self.left = self.timeout
 
+    def end_test(self) -> None:
+        """The test is over: its worker ends (and what it left running), while the grader goes on."""
+        self._kill()
+
     def piece(self, activity: str, name: str) -> Proxy:
         """A proxy for the learner's own function or class."""
         if activity in self._import_failures:
@@ -760,6 +764,19 @@ def _precompile(folder: str, activity: str | None) -> None:
     external.SourceLoader.source_to_code = source_to_code
 
 
+def _first_touch() -> None:
+    """A few small torch operations and a message written, while the worker waits for its test: a
+    forked process's first calls pay for the pages they write (copy-on-write) and for torch's
+    per-process set-up; the learner's first call then does not."""
+    try:
+        x = torch.ones(4, 8)
+        torch.softmax(x @ x.T, dim=-1).sum().item()
+        w = wire.Writer()
+        w.frame({"ok": w.value([x, 1.0, "s"])})
+    except Exception:              # noqa: BLE001
+        pass
+
+
 def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str, hint: str | None = None) -> None:
     faulthandler.register(signal.SIGUSR1, file=os.fdopen(dump_fd, "w", closefd=False), all_threads=False)
     impl = learner_pieces(folder)
@@ -793,6 +810,7 @@ def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str, hint: str | N
 
     reply({"ready": True})
     _precompile(folder, hint)
+    _first_touch()
     while True:
         message = wire.read(readinto)
         fields = message.fields
@@ -919,9 +937,10 @@ def _fork_zygote(theirs: socket.socket, config: dict) -> _Child:
 
 
 def _zygote(fd: int, config: dict, missing: list) -> None:
-    """Wait for fork requests from the grader; each child becomes one worker. In the sandbox and
-    container tiers, every fork first ends every other process of the uid (kill(-1): stray
-    daemons, fork bombs)."""
+    """Serve the grader: hand out a spare worker ("take"), fork the next while that one runs, and at
+    a test's end ("end") kill its worker and every process it left behind (a subreaper, the
+    zygote sees them all: in the sandbox and container tiers, if they cannot be counted down,
+    kill(-1) ends every process of the uid)."""
     if config.get("parent_death"):
         _prctl(1, signal.SIGKILL)                     # PR_SET_PDEATHSIG
         if config.get("parent") and os.getppid() != config["parent"]:
@@ -931,6 +950,7 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
     if config.get("preload", True):
         from .. import overlay  # noqa: F401  (imported once, here, for every worker)
         warm_up(kernels=True)
+    _prctl(36, 1)                                     # PR_SET_CHILD_SUBREAPER: orphans come to us
     sock = socket.socket(fileno=fd)
     statuses: dict[int, int] = {}
     runs = itertools.count(1)
@@ -957,15 +977,53 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
             except (ProcessLookupError, PermissionError):
                 pass
 
-    def make_spare(hint=None) -> None:
-        """Fork the next worker: it sets itself up, greets the grader, compiles the file of the
-        activity `hint` (the next test's, as the grader guesses it), then waits."""
+    def children() -> set[int]:
+        """Our children now (a subreaper: every process of the tier that outlived its parent)."""
+        me = os.getpid()
+        try:
+            return {int(c) for t in os.listdir(f"/proc/{me}/task")
+                    for c in open(f"/proc/{me}/task/{t}/children").read().split()}
+        except OSError:
+            found = set()
+            for entry in os.listdir("/proc"):
+                if entry.isdigit():
+                    try:
+                        if int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1]) == me:
+                            found.add(int(entry))
+                    except (OSError, IndexError, ValueError):
+                        pass
+            return found
+
+    def end(pid: int) -> None:
+        """End a test: kill its worker and wait for it; then whatever it left running (daemons,
+        pid-hoppers, fork bombs: all reparented to us) is killed, one by one while they can be
+        counted, else (sandbox and container tiers) with kill(-1), the spare with them."""
+        kill(pid)
+        deadline = time.monotonic() + 5.0
+        while pid not in statuses and time.monotonic() < deadline:
+            reap(pid)
+            if pid not in statuses:
+                time.sleep(0.002)
+        for _ in range(50):
+            strays = children() - {spare.get("pid")}
+            if not strays:
+                return
+            for stray in strays:
+                kill(stray)
+            reap()
         if config.get("kill_all"):
             try:
                 os.kill(-1, signal.SIGKILL)     # everything of the uid we may signal, but us
             except ProcessLookupError:
                 pass
+            for f in spare.get("fds", ()):
+                os.close(f)
+            spare.clear()
             reap()
+
+    def make_spare(hint=None) -> None:
+        """Fork the next worker: it sets itself up, greets the grader, compiles the file of the
+        activity `hint` (the next test's, as the grader guesses it), then waits."""
         to_r, to_w = os.pipe()
         from_r, from_w = os.pipe()
         dump_r, dump_w = os.pipe()
@@ -1023,15 +1081,9 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
                 make_spare(hint)
             reply, passing = {"pid": spare["pid"]}, list(spare["fds"])
             spare.clear()
-            # the next test's worker now, unless it must wait for the end of this one (kill_all)
-            prefork = not config.get("kill_all")
+            prefork = True                   # the next test's worker, while this one runs
         elif op == "end":
-            kill(int(request["pid"]))
-            if spare and config.get("kill_all"):
-                for f in spare["fds"]:
-                    os.close(f)
-                spare.clear()
-            reap()
+            end(int(request["pid"]))
             if not spare:
                 make_spare(hint)
             reply = {"ended": True}

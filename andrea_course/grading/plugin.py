@@ -353,10 +353,13 @@ def _student_session(pytestconfig):
 @pytest.fixture
 def student(_student_session, request):
     """The learner's code (the reference when ANDREA_IMPL is unset)."""
-    if isinstance(_student_session, IsolatedStudent):
+    isolated = isinstance(_student_session, IsolatedStudent)
+    if isolated:
         info = graded_info(request.node) or {}
         _student_session.begin_test(info.get("exercise", "").split(".")[0] or None)
-    return _student_session
+    yield _student_session
+    if isolated:
+        _student_session.end_test()          # its worker ends while pytest reports
 
 
 def pytest_unconfigure(config):
