@@ -19,8 +19,10 @@ NotImplementedError stays one), their causes and the learner's own frames (`exc.
 
 Where the worker runs (sandbox.py: the Isolation tiers): a parent process (the "zygote") that
 imported torch and the course once, after confining itself (confine.py: uid, capabilities,
-no_new_privs, seccomp, limits); every test gets a fresh worker forked from it (milliseconds),
-and in the sandbox and container tiers the zygote first kills every other process of its uid.
+no_new_privs, seccomp, limits); every test gets a fresh worker forked from it (a spare, forked
+while the previous test ran), and at a test's end the zygote, a subreaper, kills its worker and
+everything that worker left running (in the sandbox and container tiers, if they cannot be
+counted down, every process of the uid).
 The grader never opens a path the worker can write: it talks to the zygote over a socket and to
 the worker over pipes. In the process tier the zygote may be a fork of the grader itself
 (Isolation.start == "fork": check() and plain pytest), which costs no interpreter start.
@@ -860,7 +862,7 @@ def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str, hint: str | N
 
 class _Forked:
     """A worker forked by the zygote: not our child (in a sandbox, in another pid namespace),
-    so the zygote reaps it, tells us how it ended, and kills it for us."""
+    so the zygote reaps it, tells us how it ended, and ends it for us ("end")."""
 
     def __init__(self, student: IsolatedStudent, pid: int):
         self.student, self.pid, self.returncode = student, pid, None
@@ -881,13 +883,6 @@ class _Forked:
             time.sleep(0.005)
         return self.returncode
 
-    def kill(self) -> None:
-        try:
-            if self.student._zask({"op": "kill", "pid": self.pid}).get("killed") is not True:
-                raise OSError("the zygote did not kill the worker")
-        except (OSError, ValueError, AttributeError):
-            self.student._stop_zygote()                    # unresponsive: end the whole tier
-            self.returncode = -signal.SIGKILL
 
 
 # The exec-started zygote: confine first (by the file's path: nothing of the course or torch is
@@ -1098,9 +1093,6 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
             except (ProcessLookupError, PermissionError):
                 pass
             reply = {"asked": True}
-        elif op == "kill":
-            kill(int(request["pid"]))
-            reply = {"killed": True}
         else:
             reply = {"error": f"unknown request {op!r}"}
         socket.send_fds(sock, [json.dumps(reply).encode()], passing)

@@ -100,6 +100,9 @@ def isolation_of(config) -> Isolation:
     iso = Isolation.parse(config.getoption("--isolation"), timeout=timeout)
     if config.getoption("--isolation").strip().startswith("{"):
         return iso
+    if iso.tier not in ("process", "in-process"):
+        raise ValueError(f"{iso.tier!r} needs the runner's set-up (a uid, a folder, the probe): "
+                         f"use andrea-grade --isolation {iso.tier}; pytest takes process or in-process")
     if iso.tier == "process" and sys.platform.startswith("linux") and hasattr(os, "fork"):
         iso = iso.with_(start="fork")
     return iso
