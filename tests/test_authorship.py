@@ -286,7 +286,7 @@ def _course(tmp: Path, files) -> Course:
 
 
 def _batch(tmp: Path, students: Path, course: Course) -> dict:
-    options = dict(timeout_per_test=60, timeout_total=1200, sandbox=True, uid=None)
+    options = dict(timeout_per_test=60, timeout_total=1200, isolation="auto", own_work=False, uid=None)
     assert cli.batch(students, tmp / "gradebook.csv", tmp / "results", course, options, quiet=True, jobs=2) == 0
     return {p.stem: json.loads(p.read_text()) for p in (tmp / "results").glob("*.json")}
 

@@ -3,8 +3,9 @@ syntax error, an exception, prints, a crash. The box says what happened in the l
 and points at the learner's line, never at the grader's internals.
 
 Each runs a small graded test file of our own against a copy of the reference attention.py with
-one line changed, in both ways _runner.py can run tests (a forked child; this process with a
-watchdog thread)."""
+one line changed, in both ways _runner.py can run tests (fork: pytest in a forked child, the
+learner's code in the grader's worker process, one per test; thread: both in this process, with
+a watchdog thread)."""
 from __future__ import annotations
 
 import os
@@ -91,11 +92,15 @@ def test_an_infinite_loop_is_stopped_and_named(check_mode, graded_dir, tmp_path,
     sub = _softmax_ending(tmp_path, "    while True:\n        e = e + 0\n")
     assert check("attention.softmax", impl=sub, tests_dir=graded_dir) is None
     out = capsys.readouterr().out
-    assert out.startswith("[NOT YET RIGHT] attention.softmax: 1 of 2 graded tests fail"), out
     assert "your code ran longer than 1.5 s: an infinite loop?" in out
-    assert "1 more graded test did not run after that" in out
-    if check_mode == "fork":           # the child's stack, dumped at the timeout, names the line
+    if check_mode == "fork":           # each test's worker is stopped on its own, as in the grader;
+        # its stack, dumped at the timeout, names the line
+        assert out.startswith("[NOT YET RIGHT] attention.softmax: 2 of 2 graded tests fail"), out
+        assert "test_softmax_values, test_softmax_4d" in out
         assert f"attention.py, line {_line_of(sub, 'e = e + 0')}, in softmax" in out
+    else:                              # the watchdog stops the run
+        assert out.startswith("[NOT YET RIGHT] attention.softmax: 1 of 2 graded tests fail"), out
+        assert "1 more graded test did not run after that" in out
     _no_internals(out)
     chosen = use("attention", "softmax", impl=sub, tests_dir=graded_dir)
     assert chosen is not None and "ran longer than 1.5 s in test_softmax_values" in capsys.readouterr().out
@@ -185,11 +190,17 @@ def test_the_same_failure_in_many_tests_is_shown_once(check_mode, graded_dir, tm
 
 
 def test_a_crash_costs_only_the_running_test(graded_dir, tmp_path, capsys, monkeypatch):
+    """os._exit in softmax: both softmax tests fail, each saying so; weighted_sum, in the same
+    file and run, still passes (the worker of one test dies, not the run)."""
     monkeypatch.setenv("ANDREA_CHECK_MODE", "fork")
     sub = _softmax_ending(tmp_path, "    import os; os._exit(3)\n")
     check("attention.softmax", impl=sub, tests_dir=graded_dir)
     out = capsys.readouterr().out
-    assert "[NOT YET RIGHT]" in out and "ended abruptly" in out, out
+    assert out.startswith("[NOT YET RIGHT] attention.softmax: 2 of 2 graded tests fail"), out
+    assert "ended abruptly: your code ended the process (exit status 3)" in out, out
+    from andrea_course.notebook import run_graded_many
+    results = run_graded_many(["attention.softmax", "attention.weighted_sum"], impl=sub, tests_dir=graded_dir)
+    assert results["attention.weighted_sum"].passed and results["attention.softmax"].status == "failed"
 
 
 def test_boxes_carry_no_terminal_colour_codes():

@@ -1,11 +1,12 @@
-"""andrea-grade: grade one submission, or a whole class, each in its own sandbox.
+"""andrea-grade: grade one submission, or a whole class, each isolated from the grader.
 
     andrea-grade SUBMISSION [--out results.json] [--hidden-tests DIR] [options]
     andrea-grade --batch FOLDER --csv gradebook.csv [--out RESULTS_DIR] [--jobs N] [options]
                  [--similarity] [--report class.html | class.md]
+    andrea-grade exercises --own-work          # a learner grading their own exercises/ (make grade)
 
 A submission is a folder shaped like exercises/ (one .py file per activity). In a batch every
-subfolder of FOLDER is one student, graded in a sandbox of their own that shows only their own
+subfolder of FOLDER is one student, graded in a tier of their own that shows only their own
 files, --jobs students at a time; each gets RESULTS_DIR/<student>.json (default: the CSV's
 name without .csv, plus "-results") and a row in the CSV: student, total, one column per test.
 --similarity adds a last column, "similar": the pieces that look copied from the engine, the
@@ -13,8 +14,13 @@ answer key or a classmate (similarity.py; listed, never zeroed). --report writes
 report (report.py): each piece's successes, the typical mistakes, the similar pieces, the time
 per student.
 
+Isolation (--isolation, default auto: the strongest this machine allows; the output and
+results.json say which ran and what it does not give): sandbox (bubblewrap namespaces), else as
+root container (a uid of its own, seccomp, no capabilities: Docker's defaults, Gradescope);
+process (a worker process as you) only with --own-work or --unsafe-no-sandbox.
+
 Exit status: 0 graded; 1 no graded test was collected; 2 bad usage, or nothing graded (no
-sandbox on this machine, a missing submission).
+isolation on this machine that keeps the hidden tests and results safe, a missing submission).
 """
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ from .. import __version__
 from . import similarity
 from .gradescope import Results, table, to_gradescope
 from .report import summarize, write_report
-from .runner import DEFAULT_TIMEOUT_PER_TEST, DEFAULT_TIMEOUT_TOTAL, Course, grade
+from .runner import DEFAULT_TIMEOUT_PER_TEST, DEFAULT_TIMEOUT_TOTAL, ISOLATIONS, Course, grade
 
 
 class _Defaults(argparse.HelpFormatter):
@@ -52,7 +58,7 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--out", help="results.json to write (default: none; batch: a folder of "
                                   "<student>.json, default: the CSV's name + '-results')")
     p.add_argument("--hidden-tests", help="a private folder of graded tests to run as well (default: none)")
-    p.add_argument("--tests", help="the graded tests folder (default: the course's tests/)")
+    p.add_argument("--tests", help="the graded tests folder (default: the package's andrea_course/graded/)")
     p.add_argument("--timeout-per-test", type=float, default=DEFAULT_TIMEOUT_PER_TEST,
                    help="seconds of learner code per test")
     p.add_argument("--timeout-total", type=float, default=DEFAULT_TIMEOUT_TOTAL,
@@ -61,11 +67,17 @@ def parse(argv=None) -> argparse.Namespace:
                    help="batch: students graded at once (default: the number of cores); "
                         "one submission: pytest-xdist workers (default 1)")
     p.add_argument("--worker-uid", type=int, default=None,
-                   help="when run as root: the sandbox's uid (default: a fresh uid per run, "
-                        "from 2000000000 up)")
+                   help="when run as root: the worker's uid in the sandbox and container tiers "
+                        "(default: a fresh uid per run, from 2000000000 up)")
+    p.add_argument("--isolation", choices=ISOLATIONS, default="auto",
+                   help="how the learner's code is isolated: auto (sandbox, else container as root, else "
+                        "nothing runs), sandbox, container, or process (a worker process as you)")
+    p.add_argument("--own-work", action="store_true",
+                   help="you grade your own work (make grade): a worker process as you, no sandbox, "
+                        "also as root")
     p.add_argument("--unsafe-no-sandbox", action="store_true",
-                   help="grade without a sandbox (learner code runs as you, in a separate "
-                        "process only): for a learner grading their own work; refused as root")
+                   help="same as --isolation process: the learner's code runs as you in a worker "
+                        "process only; refused as root (use --own-work for your own code)")
     p.add_argument("--batch", help="a folder with one subfolder per student")
     p.add_argument("--csv", help="with --batch: the gradebook CSV to write")
     p.add_argument("--similarity", action="store_true",
@@ -83,6 +95,11 @@ def parse(argv=None) -> argparse.Namespace:
         p.error("--report and --similarity go with --batch")
     if args.report and Path(args.report).suffix.lower() not in (".html", ".htm", ".md", ".markdown"):
         p.error(f"--report must name a .html or a .md file, got {args.report!r}")
+    if args.unsafe_no_sandbox or args.own_work:
+        if args.isolation not in ("auto", "process"):
+            p.error(f"--{'own-work' if args.own_work else 'unsafe-no-sandbox'} runs the process tier, "
+                    f"not --isolation {args.isolation}")
+        args.isolation = "process"
     if args.jobs is not None and args.jobs < 1:
         p.error(f"--jobs must be at least 1, got {args.jobs}")
     for name in ("timeout_per_test", "timeout_total"):
@@ -100,7 +117,7 @@ def main(argv=None) -> int:
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _interrupt)    # a killed grader still writes results.json
     options = dict(timeout_per_test=args.timeout_per_test, timeout_total=args.timeout_total,
-                   sandbox=not args.unsafe_no_sandbox, uid=args.worker_uid)
+                   isolation=args.isolation, own_work=args.own_work, uid=args.worker_uid)
     kwargs = {"hidden": args.hidden_tests}
     if args.tests:
         kwargs["tests"] = args.tests
@@ -139,8 +156,8 @@ def batch(folder: Path, csv_path: Path, out_dir, course: Course, options: dict, 
     if not folder.is_dir():
         print(f"andrea-grade: batch folder {str(folder)!r} does not exist", file=sys.stderr)
         return 2
-    if not options["sandbox"] and jobs > 1:
-        print("andrea-grade: without a sandbox a batch is graded one student at a time", file=sys.stderr)
+    if options["isolation"] == "process" and jobs > 1:
+        print("andrea-grade: in the process tier a batch is graded one student at a time", file=sys.stderr)
         jobs = 1
     out_dir = Path(out_dir) if out_dir else csv_path.with_name(csv_path.stem + "-results")
     entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))

@@ -28,6 +28,7 @@ class TestResult:
     skipped: bool = False
     output: str = ""
     fraction: float = 0.0            # partial credit of a failed test with parts (plugin.Credit)
+    mistake: str | None = None       # the typical mistake its failure names (Mismatch.mistake)
 
     @property
     def activity(self) -> str:

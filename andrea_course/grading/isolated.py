@@ -1,190 +1,110 @@
-"""IsolatedStudent: the learner's code runs in a worker process, the grader only sees values.
+"""IsolatedStudent: the learner's code runs in a worker process; the graded test sees values.
 
-The autograder's `student` fixture (`pytest --isolate`). Same interface as InProcessStudent:
-`piece(activity, name)`, `is_reference`, `close()`. A piece is a proxy; using it sends a
-request over a pipe to a worker subprocess that holds the learner's objects:
+The `student` fixture of every runner (check() in a notebook, `make grade`, andrea-grade): the
+same interface as InProcessStudent (`piece(activity, name)`, `is_reference`, `close()`). A piece
+is a proxy; using it sends a request to a worker process that holds the learner's objects:
 
-    grader (pytest)                                worker (learner code)
-    softmax = student.piece("attention", "softmax")  -> ("load", "attention", "softmax")
-    softmax(scores)                                  -> ("call", handle, args, kwargs)
-    mlp = student.piece("mlp", "MLP")(cfg)           -> ("call", ...)  returns a new handle
-    mlp.fc.weight                                    -> ("getattr", ...) twice
+    grader (pytest)                                  worker (learner code)
+    softmax = student.piece("attention", "softmax")  -> load attention.softmax
+    softmax(scores)                                  -> call handle(args)    -> the answer
+    mlp = student.piece("mlp", "MLP")(cfg)           -> call ...             -> a new handle
+    mlp.fc.weight                                    -> getattr ... twice
 
-Values cross the pipe as tagged trees of tensors, numbers, strings, None, dtypes, devices,
-random generators (by their state: the other side draws from a copy), ModelConfig (rebuilt
-from its dict) and lists, tuples and dicts of these, written with
-torch.save and read back with torch.load(weights_only=True): the grader never unpickles an
-object the learner made. Anything else the learner returns stays in the worker and comes back
-as a handle (a proxy again). Comparisons (`==`) on a handle never reach the learner's code.
+Values cross as wire.py writes them: a tensor with its strides, offset and the storage it views;
+what the learner's code changes in place comes back into the test's own tensors and generators;
+anything that is not a value stays in the worker and comes back as a handle (a proxy again).
+Comparisons (`==`) on a proxy never reach the learner's code. The learner's prints come back
+with each answer (the test's output shows them); its exceptions come back with their type (a
+NotImplementedError stays one), their causes and the learner's own frames (`exc.frames`).
 
-Messages are torch.save zips whose entries must be stored, not compressed (nothing the grader
-reads inflates), of at most 1 GiB; a tensor may not be a view larger than its storage.
+Where the worker runs (sandbox.py: the Isolation tiers): a parent process (the "zygote") that
+imported torch and the course once, after confining itself (confine.py: uid, capabilities,
+no_new_privs, seccomp, limits); every test gets a fresh worker forked from it (a spare, forked
+while the previous test ran), and at a test's end the zygote, a subreaper, kills its worker and
+everything that worker left running (in the sandbox and container tiers, if they cannot be
+counted down, every process of the uid).
+The grader never opens a path the worker can write: it talks to the zygote over a socket and to
+the worker over pipes. In the process tier the zygote may be a fork of the grader itself
+(Isolation.start == "fork": check() and plain pytest), which costs no interpreter start.
 
-Where the worker runs (sandbox.py): a zygote process, started inside a bubblewrap sandbox as an
-unprivileged user (own pid, network, IPC and mount namespaces; the course and Python read-only;
-the submission read-only at /submission; a private /tmp; limits on memory, processes, open
-files, disk and CPU), imports torch once; every test gets a fresh worker forked from it, and
-before each fork the zygote kills every other process in the sandbox. The grader never opens a
-path inside the sandbox: it talks to the zygote over a socket and to the worker over pipes.
-`sandbox=False` (andrea-grade --unsafe-no-sandbox) runs the zygote as the grader's own user
-in a private temp folder: a learner grading their own work, never as root.
-
-Each test has a time budget for all its calls. A timeout, a crash (segfault, os._exit, exit at
-import) or a memory blow-up fails that test with a plain message and kills the worker.
+Each test has a time budget for all its calls. A timeout (the worker's stack is read first, to
+name the learner's line), a crash (a segfault, an abort, os._exit, exit at import) or a memory
+blow-up fails that test with a plain message (LearnerCodeError, whose `kind` says which) and
+kills the worker; the next test gets a new one.
 """
 from __future__ import annotations
 
 import builtins
+import faulthandler
+import gc
 import io
 import itertools
 import json
 import os
+import re
 import select
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
-import zipfile
+from pathlib import Path
 
 import torch
 
 from .. import authorship
-from ..config import ModelConfig
-from ..paths import ROOT
 from ..overlay import ImplementationError, resolve
-from .sandbox import SANDBOX_ROOT, Cgroup, Limits, Sandbox
+from ..paths import ROOT
+from . import wire
+from .sandbox import SANDBOX_ROOT, Cgroup, Container, Isolation, Limits, Sandbox, worker_env
 
-HEADER = struct.Struct("<Q")
-MAX_MESSAGE = 1 << 30               # 1 GiB: a bigger answer is refused, not read
 DEFAULT_TIMEOUT = 60.0              # seconds of learner time per test
 BOOT_TIMEOUT = 180.0                # starting Python, torch and the course (not the learner's time)
+DUMP_WAIT = 1.0                     # seconds to wait for a timed-out worker's stack
+MAX_FRAMES = 40
 
 
 class LearnerCodeError(Exception):
     """The learner's code failed in a way that is not an ordinary exception: a timeout, a crash,
-    sys.exit, too much memory, or a value the grader cannot read. The message says which."""
+    sys.exit, too much memory, or a value the grader cannot read. The message says which;
+    `kind` is one of "timeout", "crash", "exit", "memory", "start", "value", "error"; `frames`
+    the learner's lines involved, as (path, line, function, code)."""
+
+    def __init__(self, message: str, kind: str = "error", frames=None):
+        super().__init__(message)
+        self.kind, self.frames = kind, list(frames or [])
 
 
-# ----------------------------------------------------------------------------- values
-_SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
-
-
-def encode(value, handle_of=None, depth: int = 0):
-    """A tagged tree that torch.load(weights_only=True) reads back. `handle_of(obj)` (worker
-    side) turns anything else into a handle id; without it (grader side) anything else is an
-    error: graded tests may pass only values to learner code."""
-    if depth > 64:
-        raise ValueError("value nested more than 64 levels deep")
-    kind = type(value)
-    if value is None:
-        return ("none",)
-    if kind in _SCALARS:
-        return (_SCALARS[kind], value)
-    if isinstance(value, torch.Tensor):
-        t = value.detach()
-        if type(t) is not torch.Tensor:
-            t = t.as_subclass(torch.Tensor)
-        return ("tensor", t.clone())        # clone: never ship a view's whole storage
-    if isinstance(value, torch.dtype):
-        return ("dtype", str(value).removeprefix("torch."))
-    if isinstance(value, torch.device):
-        return ("device", str(value))
-    if isinstance(value, torch.Generator):     # by its state: the worker draws from a copy
-        return ("generator", str(value.device), value.get_state())
-    if isinstance(value, ModelConfig):
-        return ("config", encode(value.to_dict(), handle_of, depth + 1))
-    if isinstance(value, Proxy):
-        return ("handle", object.__getattribute__(value, "_hid"))
-    if kind in (list, tuple) or (isinstance(value, tuple) and hasattr(value, "_fields")):
-        tag = "list" if kind is list else "tuple"
-        return (tag, [encode(v, handle_of, depth + 1) for v in value])
-    if isinstance(value, dict):
-        return ("dict", [(encode(k, handle_of, depth + 1), encode(v, handle_of, depth + 1))
-                         for k, v in value.items()])
-    if isinstance(value, slice):
-        return ("slice", [encode(v, handle_of, depth + 1) for v in (value.start, value.stop, value.step)])
-    if handle_of is not None:
-        return ("handle", handle_of(value))
-    raise TypeError(f"a graded test can pass only tensors, numbers, strings, None, dtypes, "
-                    f"generators, ModelConfig and lists/tuples/dicts of these to learner code, "
-                    f"not {type(value).__name__}")
-
-
-def decode(tree, proxy_of=None, depth: int = 0):
-    """The value a tagged tree stands for; a malformed tree raises ValueError."""
-    if depth > 66 or not isinstance(tree, tuple) or not tree or not isinstance(tree[0], str):
-        raise ValueError("malformed value")
-    tag, rest = tree[0], tree[1:]
-    if tag == "none" and not rest:
-        return None
-    if tag in ("bool", "int", "float", "str") and len(rest) == 1:
-        want = getattr(builtins, tag)
-        if type(rest[0]) is not want:
-            raise ValueError(f"malformed {tag}")
-        return rest[0]
-    if tag == "tensor" and len(rest) == 1 and type(rest[0]) is torch.Tensor:
-        t = rest[0]
-        if t.numel() * t.element_size() > max(t.untyped_storage().nbytes(), 0) and t.numel() > 0:
-            raise ValueError("a tensor larger than its storage (a stride-0 view): send real values")
-        return t
-    if tag == "dtype" and len(rest) == 1 and isinstance(getattr(torch, str(rest[0]), None), torch.dtype):
-        return getattr(torch, rest[0])
-    if tag == "device" and len(rest) == 1 and type(rest[0]) is str:
-        return torch.device(rest[0])
-    if tag == "generator" and len(rest) == 2 and type(rest[0]) is str and type(rest[1]) is torch.Tensor:
+def warm_up(kernels: bool = False) -> None:
+    """Import the engine and its version of every piece; with kernels, run each of the engine's
+    graded kernels once in Triton's interpreter (its own set-up costs a few tenths of a second per
+    process): a worker forked afterwards starts warm. Never the learner's code."""
+    from .. import pieces
+    for activity in pieces.ACTIVITIES:
+        pieces.names(activity)
         try:
-            generator = torch.Generator(device=rest[0])
-            generator.set_state(rest[1])
-        except (RuntimeError, TypeError, ValueError) as exc:
-            raise ValueError(f"malformed generator: {exc}") from None
-        return generator
-    if tag == "config" and len(rest) == 1:
-        fields = decode(rest[0], proxy_of, depth + 1)
-        if not isinstance(fields, dict):
-            raise ValueError("malformed config")
-        return ModelConfig.from_dict(fields)
-    if tag in ("list", "tuple") and len(rest) == 1 and type(rest[0]) is list:
-        items = [decode(v, proxy_of, depth + 1) for v in rest[0]]
-        return items if tag == "list" else tuple(items)
-    if tag == "dict" and len(rest) == 1 and type(rest[0]) is list:
-        out = {}
-        for pair in rest[0]:
-            if not (isinstance(pair, tuple) and len(pair) == 2):
-                raise ValueError("malformed dict")
-            key = decode(pair[0], proxy_of, depth + 1)
-            if isinstance(key, (torch.Tensor, list, dict, Proxy)):
-                raise ValueError("unhashable dict key")
-            out[key] = decode(pair[1], proxy_of, depth + 1)
-        return out
-    if tag == "slice" and len(rest) == 1 and type(rest[0]) is list and len(rest[0]) == 3:
-        return slice(*(decode(v, proxy_of, depth + 1) for v in rest[0]))
-    if tag == "handle" and proxy_of is not None and len(rest) in (1, 2) and type(rest[0]) is int:
-        return proxy_of(rest[0], rest[1] if len(rest) == 2 and type(rest[1]) is str else "object")
-    raise ValueError(f"malformed value (tag {tag!r})")
+            pieces.module(activity)
+        except ImportError:        # Triton or tokenizers missing: those activities cannot be graded
+            pass
+    if kernels and os.environ.get("TRITON_INTERPRET") == "1":
+        try:
+            from ..kernels import gelu_tanh, layer_norm, softmax
+            x = torch.randn(2, 16)
+            softmax(x), gelu_tanh(x), layer_norm(x, torch.ones(16), torch.zeros(16))
+        except Exception:          # noqa: BLE001  (no Triton: its tests say so themselves)
+            pass
 
 
-def dumps(obj) -> bytes:
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    return buf.getvalue()
-
-
-def loads(data: bytes):
-    """torch.load(weights_only=True) of a message, refusing one that would inflate: every entry
-    of torch.save's zip must be stored uncompressed, so nothing read grows past `data`."""
-    try:
-        entries = zipfile.ZipFile(io.BytesIO(data)).infolist()
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise ValueError(f"not a torch.save message ({exc})") from None
-    if any(e.compress_type != zipfile.ZIP_STORED or e.file_size != e.compress_size for e in entries) \
-            or sum(e.file_size for e in entries) > len(data):
-        raise ValueError("a compressed message (the grader never inflates what learner code sends)")
-    return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+def learner_pieces(folder: str):
+    """The ONE place the worker turns a submission folder into the learner's pieces:
+    `learner_pieces(folder).isolated(activity, name)` is the learner's piece, with the engine
+    (andrea_course/pieces) standing in for every other piece it calls. Nothing here reads
+    solutions/ (not mounted in the sandbox)."""
+    from ..overlay import Overlay
+    return Overlay(folder)
 
 
 # ----------------------------------------------------------------------------- grader side
@@ -198,6 +118,10 @@ class Proxy:
         object.__setattr__(self, "_hid", hid)
         object.__setattr__(self, "_kind", kind)
         object.__setattr__(self, "_generation", generation)
+
+    @staticmethod
+    def _wire_handle(proxy) -> int:          # wire.Writer sends a proxy as its handle
+        return object.__getattribute__(proxy, "_hid")
 
     def _ask(self, op, *args):
         return object.__getattribute__(self, "_student")._request(op, self, *args)
@@ -220,13 +144,13 @@ class Proxy:
     def __len__(self):
         n = self._ask("len")
         if type(n) is not int or n < 0:
-            raise LearnerCodeError(f"len() of your {self._kind} did not give a non-negative int")
+            raise LearnerCodeError(f"len() of your {self._kind} did not give a non-negative int", "value")
         return n
 
     def __iter__(self):
         items = self._ask("list")
         if not isinstance(items, list):
-            raise LearnerCodeError(f"your {self._kind} could not be iterated")
+            raise LearnerCodeError(f"your {self._kind} could not be iterated", "value")
         return iter(items)
 
     def __eq__(self, other):          # never ask the learner's __eq__
@@ -248,38 +172,127 @@ class Proxy:
             pass
 
 
-class IsolatedStudent:
-    """The learner's pieces, run in a worker subprocess (see the module docstring)."""
+class _Child:
+    """A process this one forked (a fork-started zygote): poll, kill, wait like a Popen."""
 
-    def __init__(self, impl=None, overrides: dict | None = None, *, timeout: float = DEFAULT_TIMEOUT,
-                 limits: Limits = Limits(), sandbox: bool = True, uid: int | None = None,
-                 cgroup: Cgroup | None = None, python: str | None = None):
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                done, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = -signal.SIGKILL
+            else:
+                if done:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self):
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def wait(self, timeout=None):
+        try:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:
+            self.returncode = self.returncode if self.returncode is not None else -signal.SIGKILL
+        return self.returncode
+
+
+class _Adopted:
+    """A worker's parent that another process started (IsolatedStudent.hand_over): alive while
+    its pid is; killed by pid (we may: the grader's processes run as one user)."""
+
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                with open(f"/proc/{self.pid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                state = "gone"
+            if state in ("Z", "X", "gone"):          # ended (a zombie until its parent reaps it)
+                self.returncode = -signal.SIGKILL
+        return self.returncode
+
+    def kill(self):
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def wait(self, timeout=None):
+        end = time.monotonic() + (10.0 if timeout is None else timeout)
+        while self.poll() is None and time.monotonic() < end:
+            time.sleep(0.01)
+        return self.returncode
+
+
+class IsolatedStudent:
+    """The learner's pieces, run in a worker process (see the module docstring)."""
+
+    def __init__(self, impl=None, overrides: dict | None = None, *, isolation: Isolation | None = None,
+                 python: str | None = None, adopt: str | None = None):
         if overrides:
             raise ValueError("IsolatedStudent does not take overrides: they are objects of this "
                              "process; use InProcessStudent for mutation tests")
-        self.folder = resolve(impl)
-        self.timeout, self.limits = float(timeout), limits
-        self.sandboxed, self.uid, self.cgroup = sandbox, uid, cgroup
-        if not sandbox and os.geteuid() == 0:
-            raise LearnerCodeError("refused: without a sandbox the learner's code would run as root")
+        self.isolation = iso = isolation or Isolation()
+        if iso.tier == "in-process":
+            raise ValueError("the in-process tier is InProcessStudent's")
+        self.folder = resolve(impl if impl is not None else "solutions")
+        self.timeout = float(iso.timeout)
+        if iso.tier == "sandbox":
+            self.worker_folder = SANDBOX_ROOT
+        else:
+            self.worker_folder = str(self.folder)
         self.python = python or sys.executable
         self.proc = None
         self.generation = 0
-        self.left = float(timeout)         # seconds of learner time left in this test
+        self.left = self.timeout             # seconds of learner time left in this test
         self._dead: list[int] = []
         self._import_failures: dict[str, str] = {}   # activity -> why loading it killed the worker
-        self._tmp = None                   # without a sandbox: the zygote's private folder
+        self._tmp = None                     # process tier, exec start: the zygote's private folder
         self._zygote = self._zsock = self._zlog = None
+        self._send_fd = self._recv_fd = self._dump_fd = None
+        self._booted = False
+        self._pending = 0                    # answers of the zygote not read yet (wait=False)
+        self._hint = None                    # the activity the next test loads (begin_test)
+        if adopt:                            # a worker's parent another process started for us
+            fd, pid = (int(v) for v in str(adopt).split(":"))
+            self._zsock, self._zygote = socket.socket(fileno=fd), _Adopted(pid)
 
     @property
     def is_reference(self) -> bool:
         return self.folder == ROOT / "solutions"
 
     # ----- the fixture's hooks -----
-    def begin_test(self) -> None:
-        """Start one test: a fresh worker (forked on the first request; in a sandbox the zygote
-        first ends every other process in it), with `timeout` seconds of waiting for the
-        learner's code (the grader's own work and worker start-up do not count)."""
+    def boot(self) -> None:
+        """Start the worker's parent now without waiting for it (it imports torch while pytest
+        collects the tests); the first request waits for it."""
+        if self._zygote is None:
+            self._start_zygote(wait=False)
+
+    def hand_over(self) -> str:
+        """Start the worker's parent now and give it to another process (the runner starts it
+        before pytest, so that both import torch at once): "fd:pid" for that process's
+        IsolatedStudent(adopt=...), the fd to pass it. This object may then only close() it."""
+        self.boot()
+        return f"{self._zsock.fileno()}:{self._zygote.pid}"
+
+    def begin_test(self, activity: str | None = None) -> None:
+        """Start one test: a fresh worker (forked on the first request), with `timeout` seconds
+        of waiting for the learner's code (the grader's own work and worker start-up do not count).
+        activity: the file the test will load, which the next worker compiles while it waits."""
+        self._hint = activity if isinstance(activity, str) and activity.isidentifier() else None
         self._kill()
         self.left = self.timeout
 
@@ -288,17 +301,21 @@ class IsolatedStudent:
         from .student import source_of
         return source_of(self.folder / f"{activity}.py", name)
 
+    def end_test(self) -> None:
+        """The test is over: its worker ends (and what it left running), while the grader goes on."""
+        self._kill()
+
     def piece(self, activity: str, name: str) -> Proxy:
         """A proxy for the learner's own function or class."""
         if activity in self._import_failures:
-            raise LearnerCodeError(self._import_failures[activity])
+            raise LearnerCodeError(self._import_failures[activity], "crash")
         try:
             return self._request("load", None, activity, name)
         except LearnerCodeError as exc:
-            if getattr(exc, "during_load", False):
+            if getattr(exc, "during_load", False) and exc.kind in ("crash", "exit", "memory"):
                 self._import_failures[activity] = (
                     f"{exc} (while loading {activity}.py: its top-level code, or a file it imports)")
-                raise LearnerCodeError(self._import_failures[activity]) from None
+                raise LearnerCodeError(self._import_failures[activity], exc.kind, exc.frames) from None
             raise
 
     def close(self) -> None:
@@ -308,50 +325,61 @@ class IsolatedStudent:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
-    # ----- the worker -----
-    def _env(self) -> dict:
-        """The worker's whole environment: nothing of the grader's but the locale and Triton's mode."""
-        env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TRITON_INTERPRET") if k in os.environ}
-        home = "/tmp" if self.sandboxed else self._tmp
-        env.update(HOME=home, TMPDIR=home, USER="learner", OMP_NUM_THREADS="1",
-                   PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1")
-        return env
+    # ----- the worker's parent -----
+    def _zygote_config(self) -> dict:
+        return {**self.isolation.worker_config(), "confine": str(Path(__file__).with_name("confine.py")),
+                "root": str(ROOT), "folder": self.worker_folder}
 
-    def _start_zygote(self) -> None:
-        """A process that imported torch and the course once (inside the sandbox); every worker
-        is a fork of it, so a fresh worker costs milliseconds, not seconds."""
+    def _start_zygote(self, wait: bool = True) -> None:
+        """A process that imported torch and the course once (inside the tier's wall); every
+        worker is a fork of it, so a fresh worker costs milliseconds, not seconds."""
         self._stop_zygote()
+        iso = self.isolation
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        boot = ("import sys; sys.dont_write_bytecode = True; "
-                f"sys.path.insert(0, {str(ROOT)!r}); "
-                "from andrea_course.grading.isolated import _zygote; _zygote(int(sys.argv[1]), sys.argv[2])")
-        config = json.dumps({**self.limits.as_dict(), "sandbox": self.sandboxed,
-                             "whole_sandbox_limits": self.cgroup is not None})
-        command = [self.python, "-I", "-c", boot, str(theirs.fileno()), config]
-        self._zlog = tempfile.TemporaryFile(prefix="andrea-zygote-")     # the grader's, unnamed
-        kwargs = dict(stdin=subprocess.DEVNULL, stdout=self._zlog, stderr=self._zlog, env=self._env(),
-                      pass_fds=(theirs.fileno(),))
+        config = self._zygote_config()
         try:
-            if self.sandboxed:
-                box = Sandbox(self.limits, submission=self.folder, uid=self.uid, cgroup=self.cgroup)
-                self._zygote = box.popen(command, **kwargs)
-            else:
+            if iso.start == "fork":
                 self._tmp = self._tmp or tempfile.mkdtemp(prefix="andrea-worker-")
-                self._zygote = subprocess.Popen(command, cwd=self._tmp, start_new_session=True, **kwargs)
+                self._zygote = _fork_zygote(theirs, {**config, "cwd": self._tmp})
+            else:
+                self._zlog = tempfile.TemporaryFile(prefix="andrea-zygote-")     # the grader's, unnamed
+                command = [self.python, "-I", "-c", BOOT, str(theirs.fileno()), json.dumps(config)]
+                kwargs = dict(stdin=subprocess.DEVNULL, stdout=self._zlog, stderr=self._zlog,
+                              pass_fds=(theirs.fileno(),))
+                cgroup = Cgroup({k: Path(v) for k, v in iso.cgroup.items()}) if iso.cgroup else None
+                if iso.tier == "sandbox":
+                    box = Sandbox(iso.limits, submission=self.folder, uid=iso.uid, cgroup=cgroup)
+                    self._zygote = box.popen(command, env=worker_env("/tmp"), **kwargs)
+                elif iso.tier == "container":
+                    box = Container(iso.limits, box=iso.box, uid=iso.uid, cgroup=cgroup)
+                    home = str(Path(iso.box) / "home")
+                    self._zygote = box.popen(command, env=worker_env(home), **kwargs)
+                else:
+                    self._tmp = self._tmp or tempfile.mkdtemp(prefix="andrea-worker-")
+                    self._zygote = subprocess.Popen(command, cwd=self._tmp, start_new_session=True,
+                                                    env=worker_env(self._tmp), **kwargs)
         except OSError as exc:
             mine.close()
-            raise LearnerCodeError(f"the grading worker could not start: {exc}") from None
+            raise LearnerCodeError(f"the grading worker could not start: {exc}", "start") from None
         finally:
             theirs.close()
         self._zsock = mine
-        mine.settimeout(BOOT_TIMEOUT)
+        self._booted = False
+        if wait:
+            self._await_zygote()
+
+    def _await_zygote(self) -> None:
+        if self._booted:
+            return
+        self._zsock.settimeout(BOOT_TIMEOUT)
         try:
-            if self._zask({"op": "hello"}) != {"ready": True}:
+            if self._zask({"op": "hello"}).get("ready") is not True:
                 raise OSError("unexpected greeting")
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, AttributeError) as exc:
             log = self._zygote_log()
             self._stop_zygote()
-            raise LearnerCodeError(f"the grading worker failed to start ({exc}): {log}") from None
+            raise LearnerCodeError(f"the grading worker failed to start ({exc}): {log}", "start") from None
+        self._booted = True
 
     def _zygote_log(self) -> str:
         if self._zlog is None:
@@ -360,16 +388,41 @@ class IsolatedStudent:
         lines = self._zlog.read(1 << 16).decode(errors="replace").strip().splitlines()
         return " | ".join(lines[-3:])
 
-    def _zask(self, request: dict, fds=()) -> dict:
+    def _zask(self, request: dict, fds=(), *, wait: bool = True, with_fds: bool = False):
+        """Send the zygote a request; its answer (and, with_fds, the descriptors it passed). With
+        wait=False the answer is read (and dropped) before the next request's."""
+        if self._zsock is None:
+            raise OSError("the grading worker's parent process is not running")
         socket.send_fds(self._zsock, [json.dumps(request).encode()], list(fds))
-        reply = self._zsock.recv(65536)
-        if not reply:
+        if not wait:
+            self._pending += 1
+            return None
+        while self._pending:
+            self._pending -= 1
+            for fd in self._zrecv()[1]:
+                os.close(fd)
+        reply, got = self._zrecv()
+        if with_fds:
+            return reply, got
+        for fd in got:
+            os.close(fd)
+        return reply
+
+    def _zrecv(self) -> tuple[dict, list[int]]:
+        data, fds, _, _ = socket.recv_fds(self._zsock, 65536, 4)
+        if not data:
+            for fd in fds:
+                os.close(fd)
             raise OSError("the grading worker's parent process ended")
-        return json.loads(reply)
+        reply = json.loads(data)
+        if not isinstance(reply, dict):
+            raise ValueError("a malformed answer from the grading worker's parent")
+        return reply, list(fds)
 
     def _stop_zygote(self) -> None:
-        """End the sandbox (or the zygote's session): killing bwrap kills everything inside."""
+        """End the tier's processes (killing bwrap ends everything inside it)."""
         zygote, self._zygote = self._zygote, None
+        self._pending = 0
         if self._zsock is not None:
             self._zsock.close()
             self._zsock = None
@@ -384,47 +437,52 @@ class IsolatedStudent:
             self._zlog.close()
             self._zlog = None
 
+    # ----- one worker per test -----
     def _start(self) -> None:
+        """Take the zygote's spare worker (made at the end of the previous test, while the grader
+        went on): its pipes come over the socket, its greeting is waiting in them."""
         if self._zygote is None or self._zygote.poll() is not None:
             self._start_zygote()
-        to_worker_r, to_worker_w = os.pipe()
-        from_worker_r, from_worker_w = os.pipe()
-        folder = SANDBOX_ROOT if self.sandboxed else str(self.folder)
-        request = {"op": "fork", "folder": folder}
+        self._await_zygote()
         try:
             try:
-                pid = self._zask(request, [to_worker_r, from_worker_w])["pid"]
-            except (OSError, ValueError, KeyError):       # the zygote died (a learner killed it?)
+                reply, fds = self._zask({"op": "take", "hint": self._hint}, with_fds=True)
+            except (OSError, ValueError):                 # the zygote died (a learner killed it?)
                 self._start_zygote()
-                pid = self._zask(request, [to_worker_r, from_worker_w])["pid"]
-        except (OSError, ValueError, KeyError, LearnerCodeError) as exc:
-            for fd in (to_worker_w, from_worker_r):
-                os.close(fd)
-            raise LearnerCodeError(f"the grading worker failed to start ({exc})") from None
-        finally:
-            os.close(to_worker_r)
-            os.close(from_worker_w)
-        self.proc = _Forked(self, pid)
+                reply, fds = self._zask({"op": "take", "hint": self._hint}, with_fds=True)
+            if len(fds) != 3 or type(reply.get("pid")) is not int:
+                for fd in fds:
+                    os.close(fd)
+                raise OSError(f"unexpected answer {reply!r}")
+        except (OSError, ValueError, LearnerCodeError) as exc:
+            raise LearnerCodeError(f"the grading worker failed to start ({exc})", "start") from None
+        self.proc = _Forked(self, reply["pid"])
         self.generation += 1
-        self._send_fd, self._recv_fd = to_worker_w, from_worker_r
+        self._send_fd, self._recv_fd, self._dump_fd = fds
         os.set_blocking(self._send_fd, False)
+        os.set_blocking(self._dump_fd, False)
         self._dead.clear()
         hello = self._receive(time.monotonic() + BOOT_TIMEOUT, booting=True)
-        if hello != ("ready",):
+        if hello.fields.get("ready") is not True:
             self._kill()
-            raise LearnerCodeError(f"the grading worker failed to start: {hello!r}")
+            raise LearnerCodeError("the grading worker failed to start", "start")
 
     def _kill(self) -> None:
+        """End the test's worker: the zygote kills it (in the sandbox and container tiers,
+        every other process of the uid too) and forks the next test's spare, while we go on."""
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        for fd in (self._send_fd, self._recv_fd):
+        for fd in (self._send_fd, self._recv_fd, self._dump_fd):
             try:
                 os.close(fd)
-            except OSError:
+            except (OSError, TypeError):
                 pass
-        proc.kill()
-        proc.wait()
+        self._send_fd = self._recv_fd = self._dump_fd = None
+        try:
+            self._zask({"op": "end", "pid": proc.pid, "hint": self._hint}, wait=False)
+        except (OSError, ValueError, AttributeError):
+            self._stop_zygote()
 
     def _release(self, proxy: Proxy) -> None:
         if object.__getattribute__(proxy, "_generation") == self.generation and self.proc is not None:
@@ -436,186 +494,345 @@ class IsolatedStudent:
     def _request(self, op: str, proxy: Proxy | None, *args):
         if proxy is not None and object.__getattribute__(proxy, "_generation") != self.generation:
             raise LearnerCodeError("this object belonged to a grading worker that was stopped "
-                                   "(an earlier timeout or crash): construct it again")
+                                   "(an earlier timeout or crash): construct it again", "value")
         if self.proc is None:
             self._start()
         hid = None if proxy is None else object.__getattribute__(proxy, "_hid")
-        message = dumps((op, hid, encode(list(args)), list(self._dead)))
+        sent = wire.Writer()
+        head, blobs = sent.frame({"op": op, "hid": hid, "args": sent.value(list(args)), "dead": list(self._dead)})
         self._dead.clear()
         started = time.monotonic()
         deadline = started + max(self.left, 0.0)
         try:
-            self._send(HEADER.pack(len(message)) + message, deadline)
+            self._send([memoryview(head), *blobs], deadline)
             reply = self._receive(deadline)
         except LearnerCodeError as exc:
             exc.during_load = op == "load"
             raise
         finally:
             self.left -= time.monotonic() - started
-        if reply[0] == "ok":
-            try:
-                return decode(reply[1], self._proxy)
-            except Exception as exc:
-                raise LearnerCodeError(f"the grader could not read the value your code returned "
-                                       f"({exc})") from None
-        _, type_name, text, where = reply
-        raise _rebuild(type_name, text, where)
+        try:
+            wire.apply_changes(reply, sent)
+            printed = reply.fields.get("out")
+            if isinstance(printed, str) and printed:
+                sys.stdout.write(printed[-wire.MAX_PRINTED:])
+            if "ok" in reply.fields:
+                return wire.tree(reply, reply.fields["ok"], self._proxy, strict=True,
+                                 args=wire.argument_spans(sent))
+            error = reply.fields["err"]
+        except (wire.WireError, KeyError, TypeError) as exc:
+            self._kill()
+            raise LearnerCodeError(f"the grader could not read the value your code returned ({exc})",
+                                   "value") from None
+        raise self._rebuild_chain(error)
 
-    def _send(self, data: bytes, deadline: float) -> None:
-        view = memoryview(data)
-        while view:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._timeout()
-            _, writable, _ = select.select([], [self._send_fd], [], left)
-            if writable:
-                try:
-                    view = view[os.write(self._send_fd, view[:1 << 20]):]
-                except (BrokenPipeError, OSError):
+    def _send(self, views: list[memoryview], deadline: float) -> None:
+        for view in views:
+            while view:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._timeout()
+                _, writable, _ = select.select([], [self._send_fd], [], min(left, 0.5))
+                if writable:
+                    try:
+                        view = view[os.write(self._send_fd, view[:1 << 20]):]
+                    except (BrokenPipeError, OSError):
+                        self._crashed()
+                elif self.proc is not None and self.proc.poll() is not None:
                     self._crashed()
 
-    def _read_exactly(self, n: int, deadline: float, booting: bool) -> bytes:
-        chunks, got = [], 0
-        while got < n:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._timeout(booting)
-            readable, _, _ = select.select([self._recv_fd], [], [], min(left, 0.5))
-            if not readable:
-                if self.proc is not None and self.proc.poll() is not None:
-                    self._crashed(booting)     # dead, though a child of it may hold the pipe open
-                continue
-            chunk = os.read(self._recv_fd, min(n - got, 1 << 20))
-            if not chunk:
-                self._crashed(booting)
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
+    def _receive(self, deadline: float, booting: bool = False) -> wire.Message:
+        fd = self._recv_fd
 
-    def _receive(self, deadline: float, booting: bool = False):
-        (n,) = HEADER.unpack(self._read_exactly(HEADER.size, deadline, booting))
-        if n > MAX_MESSAGE:
-            self._kill()
-            raise LearnerCodeError(f"your code returned more than {MAX_MESSAGE >> 20} MiB of data")
-        data = self._read_exactly(n, deadline, booting)
+        def readinto(view: memoryview) -> None:
+            got = 0
+            while got < len(view):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._timeout(booting)
+                readable, _, _ = select.select([fd], [], [], min(left, 0.5))
+                if not readable:
+                    if self.proc is not None and self.proc.poll() is not None:
+                        self._crashed(booting)     # dead, though a child of it may hold the pipe open
+                    continue
+                n = os.readv(fd, [view[got:got + (1 << 24)]])
+                if not n:
+                    self._crashed(booting)
+                got += n
+
         try:
-            reply = loads(data)
-        except Exception as exc:
+            return wire.read(readinto)
+        except wire.WireError as exc:
             self._kill()
-            raise LearnerCodeError(f"the grader could not read what your code sent back ({exc})") from None
-        if not (isinstance(reply, tuple) and reply and reply[0] in ("ok", "err", "ready")
-                and len(reply) == {"ok": 2, "err": 4, "ready": 1}[reply[0]]):
-            self._kill()
-            raise LearnerCodeError("the grader could not read what your code sent back")
-        if reply[0] == "err" and not all(isinstance(x, str) for x in reply[1:]):
-            self._kill()
-            raise LearnerCodeError("the grader could not read the error your code raised")
-        return reply
+            if "at most" in str(exc) and "MiB" in str(exc):
+                raise LearnerCodeError(f"your code returned more than {wire.MAX_MESSAGE >> 20} MiB of data "
+                                       f"({exc})", "value") from None
+            raise LearnerCodeError(f"the grader could not read what your code sent back ({exc})", "value") from None
+
+    def _dump_stack(self) -> list:
+        """The worker's Python stack, asked for at a timeout (faulthandler, which works inside
+        native calls too): the learner's frames in it, innermost first."""
+        if self.proc is None or self._dump_fd is None:
+            return []
+        try:
+            self._zask({"op": "dump", "pid": self.proc.pid})
+        except (OSError, ValueError, AttributeError):
+            return []
+        text, end = b"", time.monotonic() + DUMP_WAIT
+        while time.monotonic() < end and len(text) < 1 << 16:
+            readable, _, _ = select.select([self._dump_fd], [], [], 0.05)
+            if readable:
+                try:
+                    chunk = os.read(self._dump_fd, 1 << 16)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                text += chunk
+            elif b"File " in text:
+                break
+        frames = []
+        for path, lineno, func in re.findall(r'File "([^"]+)", line (\d+) in (\S+)', text.decode("utf-8", "replace")):
+            local = self._local_path(path)
+            if local:
+                frames.append((local, int(lineno), func, _source_line(local, int(lineno))))
+        return frames
+
+    def _local_path(self, path: str) -> str | None:
+        """A worker's path of the learner's file as the grader names it (None for other files)."""
+        if not isinstance(path, str):
+            return None
+        folder = self.worker_folder.rstrip("/") + "/"
+        if not path.startswith(folder) or "/" in path[len(folder):]:
+            return None
+        return str(self.folder / path[len(folder):])
 
     def _timeout(self, booting: bool = False):
-        self._kill()
         if booting:
-            raise LearnerCodeError(f"the grading worker took longer than {BOOT_TIMEOUT:.0f} s to start")
+            self._kill()
+            raise LearnerCodeError(f"the grading worker took longer than {BOOT_TIMEOUT:.0f} s to start", "start")
+        frames = self._dump_stack()
+        self._kill()
         raise LearnerCodeError(f"your code ran longer than {self.timeout:g} s: an infinite loop? "
-                               f"(each test gives your code {self.timeout:g} s in all)")
+                               f"(each test gives your code {self.timeout:g} s in all)", "timeout", frames)
 
     def _crashed(self, booting: bool = False):
         proc = self.proc
         code = proc.wait(timeout=1.0) if proc is not None else None
         self._kill()
         if code is None:
-            raise LearnerCodeError("your code closed the grader's connection to its process")
+            raise LearnerCodeError("your code closed the grader's connection to its process", "crash")
         where = " while the grading worker started" if booting else ""
-        if code is not None and code < 0:
+        if code < 0:
             sig = -code
             try:
                 name = signal.Signals(sig).name
             except ValueError:
                 name = "unknown"
-            why = {signal.SIGSEGV: ": a segmentation fault", signal.SIGKILL: ": killed, out of memory?",
-                   signal.SIGABRT: ": aborted"}.get(sig, "")
-            raise LearnerCodeError(f"your code crashed the process{where} (signal {sig}, {name}{why})")
+            why = {signal.SIGSEGV: ": a segmentation fault, memory read or written out of bounds (a Triton "
+                                   "kernel's load or store without its mask?)",
+                   signal.SIGBUS: ": memory read or written out of bounds",
+                   signal.SIGKILL: ": killed, out of memory?",
+                   signal.SIGABRT: ": aborted, often memory written out of bounds (a Triton kernel's store "
+                                   "without its mask, or with the wrong row stride?)",
+                   signal.SIGSYS: ": a system call the grader does not allow"}.get(sig, "")
+            raise LearnerCodeError(f"your code crashed the process{where} (signal {sig}, {name}{why})", "crash")
         raise LearnerCodeError(f"your code ended the process{where} (exit status {code}): "
-                               f"did it call os._exit or sys.exit?")
+                               f"did it call os._exit or sys.exit?", "crash")
+
+    def _rebuild_chain(self, error) -> BaseException:
+        """The learner's exception and its causes, as the grader raises them."""
+        if not (isinstance(error, list) and error):
+            return LearnerCodeError("your code raised an exception the grader could not read", "value")
+        built = []
+        for item in error[:5]:
+            if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], str)
+                    and isinstance(item[2], list)):
+                return LearnerCodeError("your code raised an exception the grader could not read", "value")
+            frames = []
+            for f in item[2][:MAX_FRAMES]:
+                if isinstance(f, list) and len(f) == 4 and type(f[1]) is int and all(isinstance(x, str) for x in (f[0], f[2], f[3])):
+                    local = self._local_path(f[0])
+                    if local:
+                        frames.append((local, f[1], f[2][:200], f[3][:500]))
+            exc = rebuild(item[0], item[1][:20000])
+            try:
+                exc.frames = frames
+            except AttributeError:
+                pass
+            built.append(exc)
+        for outer, inner in zip(built, built[1:]):
+            outer.__cause__ = inner
+        return built[0]
+
+
+def _source_line(path: str, lineno: int) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for i, line in enumerate(f, 1):
+                if i == lineno:
+                    return line.strip()[:500]
+    except OSError:
+        pass
+    return ""
 
 
 _PASS_THROUGH = {name for name, obj in vars(builtins).items()
                  if isinstance(obj, type) and issubclass(obj, Exception)}
+_TRUSTED_MODULES = ("torch", "triton", "numpy")
 
 
-def _rebuild(type_name: str, text: str, where: str) -> Exception:
+def rebuild(type_name: str, text: str) -> BaseException:
     """The learner's exception, as the grader raises it: builtin types keep their type
-    (NotImplementedError stays NotImplementedError), others become LearnerCodeError."""
-    suffix = f" ({where})" if where else ""
-    if type_name == "ImplementationError":
+    (NotImplementedError stays NotImplementedError), and so do torch's, Triton's and numpy's
+    (when the grader has imported them); others become LearnerCodeError."""
+    short = type_name.rsplit(".", 1)[-1]
+    if short == "ImplementationError":
         return ImplementationError(text)
-    if type_name in ("SystemExit", "KeyboardInterrupt"):
-        return LearnerCodeError(f"your code called sys.exit ({type_name}{': ' + text if text else ''})"
-                                f"{suffix}")
-    if type_name == "MemoryError" or "can't allocate memory" in text or "not enough memory" in text:
-        return LearnerCodeError(f"your code ran out of memory: the grader allows "
-                                f"{Limits().memory >> 30} GB ({type_name}: {text.splitlines()[0] if text else ''})"
-                                f"{suffix}")
-    if type_name in _PASS_THROUGH:
-        return getattr(builtins, type_name)(text + suffix)
-    return LearnerCodeError(f"{type_name}: {text}{suffix}")
+    if short in ("SystemExit", "KeyboardInterrupt") and type_name in (short, f"builtins.{short}"):
+        return LearnerCodeError(f"your code called sys.exit ({short}{': ' + text if text else ''})", "exit")
+    if short == "MemoryError" or "can't allocate memory" in text or "not enough memory" in text:
+        first = text.splitlines()[0] if text else ""
+        return LearnerCodeError(f"your code ran out of memory: the grader allows {Limits().memory >> 30} GB "
+                                f"({short}: {first})", "memory")
+    if type_name in (short, f"builtins.{short}") and short in _PASS_THROUGH:
+        return getattr(builtins, short)(text)
+    module, _, qual = type_name.rpartition(".")
+    if module.split(".")[0] in _TRUSTED_MODULES and module in sys.modules:
+        cls = sys.modules[module]
+        for part in qual.split("."):
+            cls = getattr(cls, part, None)
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            try:
+                return cls(text)
+            except Exception:                  # noqa: BLE001  (an exception type with another signature)
+                pass
+    return LearnerCodeError(f"{short}: {text}")
 
 
 # ----------------------------------------------------------------------------- worker side
-def learner_pieces(folder: str):
-    """The ONE place the worker turns a submission folder into the learner's pieces:
-    `learner_pieces(folder).isolated(activity, name)` is the learner's piece, with the engine
-    (andrea_course/pieces) standing in for every other piece it calls. Nothing here reads
-    solutions/ (not mounted in the sandbox)."""
-    from ..overlay import Overlay
-    return Overlay(folder)
+def _qualified(exc: BaseException) -> str:
+    t = type(exc)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
-def _worker(recv_fd: int, send_fd: int, folder: str) -> None:
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except BaseException:   # noqa: BLE001  (a learner's exception whose __str__ fails)
+        return "(the exception's message could not be read)"
+
+
+def _frames(exc: BaseException, folder: str) -> list:
+    """[path, line, function, code] of the learner's own frames in exc's traceback."""
+    folder = os.path.abspath(folder)
+    try:
+        tb = traceback.extract_tb(exc.__traceback__)
+    except Exception:                          # noqa: BLE001
+        return []
+    return [[f.filename, f.lineno or 0, f.name, (f.line or "")[:500]] for f in tb
+            if os.path.dirname(os.path.abspath(f.filename)) == folder][-MAX_FRAMES:]
+
+
+def _chain(exc: BaseException, folder: str, note: str = "") -> list:
+    """[type, message, frames] of exc and its causes; `note` ends the first message (authorship's
+    word on a refused route to the engine)."""
+    out, seen = [], set()
+    while exc is not None and id(exc) not in seen and len(out) < 5:
+        seen.add(id(exc))
+        out.append([_qualified(exc), (_text(exc) + (note if not out else ""))[:20000], _frames(exc, folder)])
+        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    return out
+
+
+def _precompile(folder: str, activity: str | None) -> None:
+    """Compile the learner's `activity`.py now (never run it), while the worker waits for its
+    test: loading it then skips the compile. Only this worker's import machinery is changed."""
+    import importlib._bootstrap_external as external
+    path = os.path.join(folder, f"{activity}.py")
+    if not activity or not activity.isidentifier() or not os.path.isfile(path):
+        return
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 21)
+        code = compile(data, path, "exec", dont_inherit=True)
+    except (OSError, SyntaxError, ValueError, MemoryError, RecursionError):
+        return                                 # loading it says what is wrong
+    plain = external.SourceLoader.source_to_code
+
+    def source_to_code(self, source, where, *, _optimize=-1):
+        if where == path and source == data and _optimize == -1:
+            return code
+        return plain(self, source, where, _optimize=_optimize)
+
+    external.SourceLoader.source_to_code = source_to_code
+
+
+def _first_touch() -> None:
+    """A few small torch operations and a message written, while the worker waits for its test: a
+    forked process's first calls pay for the pages they write (copy-on-write) and for torch's
+    per-process set-up; the learner's first call then does not."""
+    try:
+        x = torch.ones(4, 8)
+        torch.softmax(x @ x.T, dim=-1).sum().item()
+        w = wire.Writer()
+        w.frame({"ok": w.value([x, 1.0, "s"])})
+    except Exception:              # noqa: BLE001
+        pass
+
+
+def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str, hint: str | None = None) -> None:
+    faulthandler.register(signal.SIGUSR1, file=os.fdopen(dump_fd, "w", closefd=False), all_threads=False)
     impl = learner_pieces(folder)
     objects: dict[int, object] = {}
     counter = iter(range(1, 1 << 62))
-    reader = os.fdopen(recv_fd, "rb", buffering=0)
-    writer = os.fdopen(send_fd, "wb", buffering=0)
 
     def handle_of(obj) -> int:
         hid = next(counter)
         objects[hid] = obj
         return hid
 
-    def reply(message) -> None:
-        data = dumps(message)
-        writer.write(HEADER.pack(len(data)) + data)
-
-    def read(n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = reader.read(n - len(data))
-            if not chunk:
+    def readinto(view: memoryview) -> None:
+        got = 0
+        while got < len(view):
+            n = os.readv(recv_fd, [view[got:got + (1 << 24)]])
+            if not n:
                 os._exit(0)              # the grader went away
-            data += chunk
-        return data
+            got += n
 
-    def kind_of(obj) -> str:
-        return f"class {obj.__name__}" if isinstance(obj, type) else type(obj).__name__
+    def send(head: bytes, blobs) -> None:
+        for view in (memoryview(head), *blobs):
+            while view:
+                view = view[os.write(send_fd, view[:1 << 20]):]
 
-    def wrap(value):
-        tree = encode(value, handle_of)
-        return ("handle", tree[1], kind_of(value)) if tree[0] == "handle" else tree
-
-    reply(("ready",))
-    while True:
-        (n,) = HEADER.unpack(read(HEADER.size))
-        op, hid, args, dead = loads(read(n))
-        for d in dead:
-            objects.pop(d, None)
+    def reply(fields: dict, writer: wire.Writer | None = None) -> None:
+        writer = writer or wire.Writer()
         try:
-            args = decode(args, lambda h, _kind: objects[h])
+            send(*writer.frame(fields))
+        except BaseException as exc:       # noqa: BLE001  (an answer too large, say)
+            send(*wire.Writer().frame({"err": [["ValueError", f"the value could not be sent back: {exc}", []]]}))
+
+    reply({"ready": True})
+    _precompile(folder, hint)
+    _first_touch()
+    while True:
+        message = wire.read(readinto)
+        fields = message.fields
+        for d in fields.get("dead", []):
+            objects.pop(d, None)
+        out = io.StringIO()
+        watch = None
+        stdout, stderr = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = out
+        try:
+            args = wire.tree(message, fields["args"], lambda h, _kind: objects[h])
+            watch = wire.Watch(message)
+            op = fields["op"]
             if op == "load":
                 authorship.forbid_engine(*args)     # the engine's own version of this piece: refused from here on
                 result = impl.isolated(*args)
             else:
-                target = objects[hid]
+                target = objects[fields["hid"]]
                 if op == "call":
                     result = target(*args[0], **args[1])
                 elif op == "getattr":
@@ -628,35 +845,26 @@ def _worker(recv_fd: int, send_fd: int, folder: str) -> None:
                     result = list(target)
                 else:
                     raise ValueError(f"unknown request {op!r}")
-            message = ("ok", wrap(result) if op != "list" else ("list", [wrap(v) for v in result]))
+            answer = {"ok": result}
         except BaseException as exc:   # noqa: BLE001  (the learner's exception, reported)
-            message = ("err", type(exc).__name__, _text(exc) + authorship.refused_note(exc), _where(exc, folder))
+            answer = {"err": _chain(exc, folder, authorship.refused_note(exc))}
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
+        writer = wire.Writer(handle_of, aliases=watch.aliases() if watch else None, materialize=True)
         try:
-            reply(message)
+            fields_out = {"ok": writer.value(answer["ok"])} if "ok" in answer else {"err": answer["err"]}
         except BaseException as exc:   # noqa: BLE001
-            reply(("err", type(exc).__name__, f"the value could not be sent back: {exc}", ""))
-
-
-def _text(exc: BaseException) -> str:
-    try:
-        return str(exc)
-    except BaseException:   # noqa: BLE001  (a learner's exception whose __str__ fails)
-        return "(the exception's message could not be read)"
-
-
-def _where(exc: BaseException, folder: str) -> str:
-    """'attention.py, line 12, in softmax': the learner's innermost frame, if any."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if os.path.dirname(os.path.abspath(f.filename)) == os.path.abspath(folder)]
-    if not frames or isinstance(exc, NotImplementedError):
-        return ""
-    f = frames[-1]
-    return f"{os.path.basename(f.filename)}, line {f.lineno}, in {f.name}"
+            writer = wire.Writer(handle_of, materialize=True)
+            fields_out = {"err": [["ValueError", f"the value could not be sent back: {_text(exc)}", []]]}
+        if watch is not None:
+            fields_out.update(watch.changes(writer))
+        fields_out["out"] = out.getvalue()[-wire.MAX_PRINTED:]
+        reply(fields_out, writer)
 
 
 class _Forked:
-    """A worker forked by the zygote: not our child (and, in a sandbox, in another pid
-    namespace), so the zygote reaps it, tells us how it ended, and kills it for us."""
+    """A worker forked by the zygote: not our child (in a sandbox, in another pid namespace),
+    so the zygote reaps it, tells us how it ended, and ends it for us ("end")."""
 
     def __init__(self, student: IsolatedStudent, pid: int):
         self.student, self.pid, self.returncode = student, pid, None
@@ -674,57 +882,76 @@ class _Forked:
         while self.poll() is None:
             if end is not None and time.monotonic() > end:
                 return None
-            time.sleep(0.01)
+            time.sleep(0.005)
         return self.returncode
 
-    def kill(self) -> None:
+
+
+# The exec-started zygote: confine first (by the file's path: nothing of the course or torch is
+# imported yet), then import the course as the unprivileged user, then serve.
+BOOT = """
+import importlib.util, json, sys
+sys.dont_write_bytecode = True
+config = json.loads(sys.argv[2])
+spec = importlib.util.spec_from_file_location("andrea_course_confine", config["confine"])
+confine = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(confine)
+missing = confine.confine(config)
+sys.path.insert(0, config["root"])
+from andrea_course.grading.isolated import _zygote
+_zygote(int(sys.argv[1]), config, missing)
+"""
+
+
+def _fork_zygote(theirs: socket.socket, config: dict) -> _Child:
+    """The process tier's zygote as a fork of this process (which has imported torch and the
+    course already): its own session, stdin/stdout/stderr at /dev/null, no other descriptor
+    of ours, SIGKILL when we end."""
+    fd = theirs.fileno()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
         try:
-            if self.student._zask({"op": "kill", "pid": self.pid}).get("killed") is not True:
-                raise OSError("the zygote did not kill the worker")
-        except (OSError, ValueError, AttributeError):
-            self.student._stop_zygote()                    # unresponsive: end the whole sandbox
-            self.returncode = -signal.SIGKILL
+            os.setsid()
+            null = os.open(os.devnull, os.O_RDWR)
+            for target in (0, 1, 2):
+                os.dup2(null, target)
+            for entry in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else []:
+                n = int(entry)
+                if n > 2 and n != fd:
+                    try:
+                        os.close(n)
+                    except OSError:
+                        pass
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _zygote(fd, {**config, "preload": False, "parent": parent}, [])
+        except BaseException:        # noqa: BLE001
+            code = 70
+        finally:
+            os._exit(code)
+    return _Child(pid)
 
 
-def _limit_self(config: dict) -> None:
-    """The zygote's limits, inherited by every worker and whatever it starts."""
-    import resource
-    disk = int(config["disk"])
-    wanted = {resource.RLIMIT_CORE: 0, resource.RLIMIT_FSIZE: disk,
-              resource.RLIMIT_NOFILE: int(config["open_files"]), resource.RLIMIT_CPU: int(config["cpu_seconds"])}
-    if not config["whole_sandbox_limits"]:
-        wanted[resource.RLIMIT_AS] = int(config["memory"])
-        if config["sandbox"]:       # the sandbox's own uid; never the grading user's
-            wanted[resource.RLIMIT_NPROC] = int(config["processes"])
-    for which, value in wanted.items():
-        soft, hard = resource.getrlimit(which)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(which, (value, value))
-
-
-def _prctl(option: int, value: int) -> None:
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
-def _zygote(fd: int, config_json: str) -> None:
-    """Wait for fork requests from the grader; each child becomes one worker. In a sandbox,
-    every fork first ends every other process in it (kill(-1): stray daemons, fork bombs)."""
-    config = json.loads(config_json)
-    _limit_self(config)
-    _prctl(4, 0)                       # PR_SET_DUMPABLE 0: learner processes cannot ptrace the zygote
-    from .. import overlay, pieces  # noqa: F401  (imported once, here, for every worker)
-    for activity in pieces.ACTIVITIES:
-        try:
-            pieces.module(activity)
-        except ImportError:        # Triton or tokenizers missing: those activities cannot be graded
-            pass
+def _zygote(fd: int, config: dict, missing: list) -> None:
+    """Serve the grader: hand out a spare worker ("take"), fork the next while that one runs, and at
+    a test's end ("end") kill its worker and every process it left behind (a subreaper, the
+    zygote sees them all: in the sandbox and container tiers, if they cannot be counted down,
+    kill(-1) ends every process of the uid)."""
+    if config.get("parent_death"):
+        _prctl(1, signal.SIGKILL)                     # PR_SET_PDEATHSIG
+        if config.get("parent") and os.getppid() != config["parent"]:
+            os._exit(0)                               # the grader ended before we could notice
+    if config.get("cwd"):
+        os.chdir(config["cwd"])
+    if config.get("preload", True):
+        from .. import overlay  # noqa: F401  (imported once, here, for every worker)
+        warm_up(kernels=True)
+    _prctl(36, 1)                                     # PR_SET_CHILD_SUBREAPER: orphans come to us
     sock = socket.socket(fileno=fd)
     statuses: dict[int, int] = {}
     runs = itertools.count(1)
+    spare: dict = {}                 # the next test's worker: {"pid", "fds"} (the grader's ends)
 
     def reap(pid: int = -1) -> None:
         while True:
@@ -740,6 +967,96 @@ def _zygote(fd: int, config_json: str) -> None:
             if pid > 0:
                 return
 
+    def kill(pid: int) -> None:
+        for k in (os.killpg, os.kill):
+            try:
+                k(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def children() -> set[int]:
+        """Our children now (a subreaper: every process of the tier that outlived its parent)."""
+        me = os.getpid()
+        try:
+            return {int(c) for t in os.listdir(f"/proc/{me}/task")
+                    for c in open(f"/proc/{me}/task/{t}/children").read().split()}
+        except OSError:
+            found = set()
+            for entry in os.listdir("/proc"):
+                if entry.isdigit():
+                    try:
+                        if int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1]) == me:
+                            found.add(int(entry))
+                    except (OSError, IndexError, ValueError):
+                        pass
+            return found
+
+    def end(pid: int) -> None:
+        """End a test: kill its worker and wait for it; then whatever it left running (daemons,
+        pid-hoppers, fork bombs: all reparented to us) is killed, one by one while they can be
+        counted, else (sandbox and container tiers) with kill(-1), the spare with them."""
+        kill(pid)
+        deadline = time.monotonic() + 5.0
+        while pid not in statuses and time.monotonic() < deadline:
+            reap(pid)
+            if pid not in statuses:
+                time.sleep(0.002)
+        for _ in range(50):
+            strays = children() - {spare.get("pid")}
+            if not strays:
+                return
+            for stray in strays:
+                kill(stray)
+            reap()
+        if config.get("kill_all"):
+            try:
+                os.kill(-1, signal.SIGKILL)     # everything of the uid we may signal, but us
+            except ProcessLookupError:
+                pass
+            for f in spare.get("fds", ()):
+                os.close(f)
+            spare.clear()
+            reap()
+
+    def make_spare(hint=None) -> None:
+        """Fork the next worker: it sets itself up, greets the grader, compiles the file of the
+        activity `hint` (the next test's, as the grader guesses it), then waits."""
+        to_r, to_w = os.pipe()
+        from_r, from_w = os.pipe()
+        dump_r, dump_w = os.pipe()
+        gc.freeze()                      # the worker then copies none of these objects' pages
+        work = os.path.join(os.getcwd(), f"run{os.getpid()}-{next(runs)}")   # a restarted zygote: new names
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                sock.close()
+                for f in (to_w, from_r, dump_r, *spare.get("fds", ())):
+                    os.close(f)
+                os.setsid()
+                if config.get("parent_death"):
+                    _prctl(1, signal.SIGKILL)
+                _prctl(4, 0)                  # PR_SET_DUMPABLE 0
+                os.makedirs(work, mode=0o700)
+                os.chdir(work)
+                log = os.open("output.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+                os.environ["HOME"] = os.environ["TMPDIR"] = work
+                tempfile.tempdir = None
+                if "torch" in sys.modules:
+                    torch.set_num_threads(1)
+                _worker(to_r, from_w, dump_w, config["folder"], hint)
+            except BaseException:   # noqa: BLE001
+                traceback.print_exc()
+                code = 70
+            finally:
+                os._exit(code)
+        for f in (to_r, from_w, dump_w):
+            os.close(f)
+        spare.update(pid=pid, fds=(to_w, from_r, dump_r))
+
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(sock, 65536, 4)
@@ -747,57 +1064,50 @@ def _zygote(fd: int, config_json: str) -> None:
             os._exit(0)
         if not data:
             os._exit(0)
+        for f in fds:                        # the grader never sends descriptors
+            os.close(f)
         request = json.loads(data)
         op = request.get("op")
+        hint = request.get("hint") if isinstance(request.get("hint"), str) else None
+        passing: list[int] = []
+        prefork = False
         if op == "hello":
-            reply = {"ready": True}
-        elif op == "fork" and len(fds) == 2:
-            if config["sandbox"]:
-                try:
-                    os.kill(-1, signal.SIGKILL)     # everything we may signal here, but us and init
-                except ProcessLookupError:
-                    pass
-                reap()
-            work = os.path.join(os.getcwd(), f"run{next(runs)}")
-            pid = os.fork()
-            if pid == 0:
-                code = 0
-                try:
-                    sock.close()
-                    os.setsid()
-                    _prctl(4, 1)
-                    os.makedirs(work, mode=0o700)
-                    os.chdir(work)
-                    log = os.open("output.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                    os.dup2(log, 1)
-                    os.dup2(log, 2)
-                    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-                    os.environ["HOME"] = os.environ["TMPDIR"] = work
-                    tempfile.tempdir = None
-                    _worker(fds[0], fds[1], request["folder"])
-                except BaseException:   # noqa: BLE001
-                    traceback.print_exc()
-                    code = 70
-                finally:
-                    os._exit(code)
-            for f in fds:
-                os.close(f)
-            reply = {"pid": pid}
+            reply = {"ready": True, "missing": missing}
+        elif op == "take":
+            if not spare:
+                make_spare(hint)
+            reply, passing = {"pid": spare["pid"]}, list(spare["fds"])
+            spare.clear()
+            prefork = True                   # the next test's worker, while this one runs
+        elif op == "end":
+            end(int(request["pid"]))
+            if not spare:
+                make_spare(hint)
+            reply = {"ended": True}
         elif op == "poll":
             pid = int(request["pid"])
             if pid not in statuses:
                 reap(pid)
             reply = {"status": statuses.get(pid)}
-        elif op == "kill":
-            pid = int(request["pid"])
-            for kill in (os.killpg, os.kill):
-                try:
-                    kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            reply = {"killed": True}
+        elif op == "dump":
+            try:
+                os.kill(int(request["pid"]), signal.SIGUSR1)
+            except (ProcessLookupError, PermissionError):
+                pass
+            reply = {"asked": True}
         else:
-            for f in fds:
-                os.close(f)
             reply = {"error": f"unknown request {op!r}"}
-        sock.send(json.dumps(reply).encode())
+        socket.send_fds(sock, [json.dumps(reply).encode()], passing)
+        for f in passing:
+            os.close(f)
+        if prefork:
+            reap()
+            make_spare(hint)
+
+
+def _prctl(option: int, value: int) -> None:
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass

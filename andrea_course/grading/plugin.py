@@ -1,13 +1,13 @@
 """pytest plugin: the `student` fixture, the graded markers, and the grader's options.
 
-Loaded by tests/conftest.py; the autograder (runner.py) loads it too, with:
+Loaded by pyproject.toml's addopts (plain pytest), check() and the autograder (runner.py), with:
 
     --impl SUB             whose code to grade (solutions, exercises or a submission folder)
-    --isolate              run the learner's code in a sandboxed worker process (isolated.py)
-    --timeout-per-test S   with --isolate: seconds of learner time per test
-    --sandbox-uid U        with --isolate, as root: the sandbox's unprivileged uid
-    --sandbox-cgroup JSON  with --isolate: the cgroup dirs the runner made for the sandbox
-    --unsafe-no-sandbox    with --isolate: no sandbox (a learner grading their own work)
+    --isolation ISO        how the learner's code runs (sandbox.Isolation): "process" (the
+                           default: a worker process, forked from this one where it can be),
+                           "in-process" (the tests' own process), or the JSON the runner writes
+                           for its "sandbox" and "container" tiers
+    --timeout-per-test S   seconds of learner time per test (a worker tier)
     --results-jsonl PATH   append one JSON line per graded test as it finishes
 
 Partial credit: a graded test that asks for the `credit` fixture splits its points into parts,
@@ -23,7 +23,8 @@ and scores points × (weight of the parts that passed) / (all weight); a failed 
 test (its message is reported) but the next part still runs.
 
 A results line: {"kind": "result", "nodeid", "name", "exercise", "points", "visibility", "mac",
-"passed", "fraction", "skipped", "output"}; "collected" lines list every graded test before the run, and
+"passed", "fraction", "skipped", "output", "mistake"} ("mistake": the typical mistake a failure
+names, Mismatch.mistake, else null); "collected" lines list every graded test before the run, and
 "collect_error" lines name test files that failed to import. With --results-key-fd the
 plugin reads a key from a pipe and signs every line (its "mac" field, HMAC-SHA256), so that lines written by
 anything else (the learner's code, say) are recognised and ignored by the runner.
@@ -35,6 +36,7 @@ import hashlib
 import hmac
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,8 +44,8 @@ import pytest
 from .expect import Mismatch
 from .explain import explain
 from ..overlay import impl_from_env
-from .isolated import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
-from .sandbox import UID_BASE, Cgroup
+from .isolated import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError, warm_up
+from .sandbox import Isolation
 from .student import InProcessStudent
 
 MAX_OUTPUT = 4000
@@ -54,17 +56,13 @@ def pytest_addoption(parser):
     group.addoption("--impl", default=None,
                     help="whose code to grade: solutions, exercises or a submission folder "
                          "(default: $ANDREA_IMPL, else solutions)")
-    group.addoption("--isolate", action="store_true",
-                    help="run the learner's code in a separate worker process (the autograder)")
+    group.addoption("--isolation", default="process",
+                    help="how the learner's code runs: process (a worker process: the default), "
+                         "in-process, or the autograder's JSON (sandbox, container)")
     group.addoption("--timeout-per-test", type=float, default=DEFAULT_TIMEOUT,
-                    help="with --isolate: seconds the learner's code may run in one test")
-    group.addoption("--sandbox-uid", type=int, default=None,
-                    help="with --isolate, as root: the sandbox's unprivileged uid "
-                         f"(default {UID_BASE} + this process's pid)")
-    group.addoption("--sandbox-cgroup", default=None,
-                    help="with --isolate: JSON {controller: dir} of a cgroup for the sandbox")
-    group.addoption("--unsafe-no-sandbox", action="store_true",
-                    help="with --isolate: run the worker without a sandbox (never as root)")
+                    help="seconds the learner's code may run in one test (a worker process)")
+    group.addoption("--worker-parent", default=None,
+                    help="FD:PID of a worker's parent the runner started (IsolatedStudent.hand_over)")
     group.addoption("--results-jsonl", default=None,
                     help="append one JSON line per graded test to this file as it finishes")
     group.addoption("--results-key-fd", type=int, default=None,
@@ -89,6 +87,26 @@ def pytest_configure(config):
         key = None
     config._andrea_key = bytes.fromhex(key.decode() if isinstance(key, bytes) else key) if key else b""
     config._andrea_outcomes = {}
+    config._andrea_student = None
+    try:
+        config._andrea_isolation = isolation_of(config)
+    except (ValueError, TypeError) as exc:
+        raise pytest.UsageError(f"--isolation: {exc}") from None
+
+
+def isolation_of(config) -> Isolation:
+    """The --isolation option as an Isolation; the process tier forks its worker's parent from
+    this process where it can (Linux), which costs no interpreter start."""
+    timeout = config.getoption("--timeout-per-test")
+    iso = Isolation.parse(config.getoption("--isolation"), timeout=timeout)
+    if config.getoption("--isolation").strip().startswith("{"):
+        return iso
+    if iso.tier not in ("process", "in-process"):
+        raise ValueError(f"{iso.tier!r} needs the runner's set-up (a uid, a folder, the probe): "
+                         f"use andrea-grade --isolation {iso.tier}; pytest takes process or in-process")
+    if iso.tier == "process" and sys.platform.startswith("linux") and hasattr(os, "fork"):
+        iso = iso.with_(start="fork")
+    return iso
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -141,10 +159,22 @@ def pytest_collection_modifyitems(session, config, items):
 
 def pytest_collection_finish(session):
     # Every process that collects writes the list (xdist workers included): the runner dedupes.
+    graded = False
     for item in session.items:
         info = graded_info(item)
         if info is not None:
+            graded = True
             _write(session.config, {"kind": "collected", "nodeid": item.nodeid, "name": item.name, **info})
+    config = session.config
+    runs_tests = not config.option.collectonly and not config.pluginmanager.hasplugin("dsession")
+    if graded and runs_tests and any("student" in getattr(i, "fixturenames", ()) for i in session.items):
+        kernels = any((graded_info(i) or {}).get("exercise", "").startswith("kernels.") for i in session.items)
+        student = _student_of(config, kernels)
+        if isinstance(student, IsolatedStudent):
+            try:
+                student.boot()              # the worker's parent starts while the first test sets up
+            except LearnerCodeError:
+                pass                        # the first test says why
 
 
 def pytest_collectreport(report):
@@ -156,16 +186,38 @@ def pytest_collectreport(report):
 
 def failure_message(excinfo) -> str:
     """The failure as a learner reads it: a Mismatch's (or the grader's) message, else the
-    exception as `Type: message`, never the traceback."""
+    exception as `Type: message`, never the traceback; with the learner's line where known."""
     exc = excinfo.value
     if isinstance(exc, (Mismatch, LearnerCodeError, PartsFailed, pytest.fail.Exception)):
         text = str(exc)
     else:
         text = excinfo.exconly()
+    where = location(exc)
+    if where and where not in text:
+        text = f"{text.rstrip()} ({where})"
     meaning = explain(exc) if not isinstance(exc, (Mismatch, PartsFailed, pytest.fail.Exception)) else None
     if meaning:
         text = f"{text.strip()}\nWhat it means: {meaning}"
     return text.strip()[:MAX_OUTPUT]
+
+
+def location(exc: BaseException) -> str:
+    """'attention.py, line 12, in softmax': the learner's innermost line an exception that came
+    from the worker names (its `frames`, or its cause's), else ''."""
+    seen = 0
+    while exc is not None and seen < 5:
+        frames = getattr(exc, "frames", None)
+        if frames:
+            path, lineno, func, _ = frames[-1] if not isinstance(exc, LearnerCodeError) else frames[0]
+            return f"{Path(path).name}, line {lineno}, in {func}"
+        exc = exc.__cause__
+        seen += 1
+    return ""
+
+
+def mistake_of(exc: BaseException | None) -> str | None:
+    """The typical mistake a failure names (Mismatch.mistake), else None."""
+    return getattr(exc, "mistake", None) if isinstance(exc, Mismatch) else None
 
 
 def _last_line(text: str) -> str:
@@ -182,6 +234,7 @@ class Credit:
 
     def __init__(self):
         self.parts: list[tuple[float, str, str | None]] = []     # (weight, what, failure or None)
+        self.mistakes: list[str] = []                            # typical mistakes the failed parts named
 
     @contextlib.contextmanager
     def part(self, weight: float, what: str):
@@ -191,6 +244,8 @@ class Credit:
             yield
         except (AssertionError, LearnerCodeError, NotImplementedError) as exc:
             self.parts.append((float(weight), what, f"{what}: {str(exc).strip() or type(exc).__name__}"))
+            if mistake_of(exc):
+                self.mistakes.append(mistake_of(exc))
         except Exception as exc:          # noqa: BLE001  (the learner's error fails this part only)
             self.parts.append((float(weight), what, f"{what}: {type(exc).__name__}: {exc}"))
         else:
@@ -218,8 +273,10 @@ def pytest_runtest_call(item):
     credit = getattr(item, "_andrea_credit", None)
     if credit is not None and credit.failures():
         n, total = len(credit.failures()), len(credit.parts)
-        raise PartsFailed(f"{n} of {total} parts failed (partial credit {credit.fraction:.0%}):\n"
-                          + "\n".join(credit.failures()))
+        failed = PartsFailed(f"{n} of {total} parts failed (partial credit {credit.fraction:.0%}):\n"
+                             + "\n".join(credit.failures()))
+        failed.mistake = credit.mistakes[0] if credit.mistakes else None
+        raise failed
     return result
 
 
@@ -233,6 +290,9 @@ def pytest_runtest_makereport(item, call):
     if call.excinfo is not None and report.failed and any(k == "andrea" for k, _ in item.user_properties):
         report.user_properties.append(("andrea_output", f"{call.when}: " * (call.when != "call")
                                        + failure_message(call.excinfo)))
+        exc = call.excinfo.value
+        report.user_properties.append(("andrea_mistake", mistake_of(exc) or getattr(exc, "mistake", None)
+                                       if isinstance(exc, (Mismatch, PartsFailed)) else None))
 
 
 def pytest_runtest_logreport(report):
@@ -242,9 +302,11 @@ def pytest_runtest_logreport(report):
     if info is None or config is None or not _is_controller(config):
         return
     state = config._andrea_outcomes.setdefault(report.nodeid, {"passed": True, "skipped": False,
-                                                               "output": ""})
+                                                               "output": "", "mistake": None})
     if report.failed:
         state["passed"] = False
+        if not state["output"]:
+            state["mistake"] = props.get("andrea_mistake")
         state["output"] = state["output"] or props.get("andrea_output") or _last_line(str(report.longrepr))
     elif report.skipped:
         state["skipped"] = True
@@ -259,7 +321,8 @@ def pytest_runtest_logreport(report):
         _write(config, {"kind": "result", "nodeid": report.nodeid,
                         "name": report.nodeid.rsplit("::", 1)[-1], **info, "passed": passed,
                         "fraction": fraction, "skipped": state["skipped"],
-                        "output": "" if passed else state["output"]})
+                        "output": "" if passed else state["output"],
+                        "mistake": None if passed else state["mistake"]})
 
 
 _CONFIG: list = []
@@ -270,37 +333,44 @@ def pytest_sessionstart(session):
     _CONFIG[:] = [session.config]
 
 
+def _student_of(config, kernels: bool = True):
+    """The session's student, made once: in a worker (isolated.py) unless --isolation in-process.
+    The engine is imported first (and Triton's interpreter warmed when kernels are graded), so
+    that nothing a learner's code writes later changes what the grader compares with, and a
+    worker forked from this process starts warm."""
+    if config._andrea_student is None:
+        iso = config._andrea_isolation
+        if iso.tier == "in-process":
+            config._andrea_student = InProcessStudent(config._andrea_impl)
+        else:
+            warm_up(kernels=kernels and iso.start == "fork")
+            config._andrea_student = IsolatedStudent(config._andrea_impl, isolation=iso,
+                                                     adopt=config.getoption("--worker-parent"))
+    return config._andrea_student
+
+
 @pytest.fixture(scope="session")
 def _student_session(pytestconfig):
-    if pytestconfig.getoption("--isolate"):
-        _preload_reference()
-        cgroup = pytestconfig.getoption("--sandbox-cgroup")
-        uid = pytestconfig.getoption("--sandbox-uid")
-        student = IsolatedStudent(
-            pytestconfig._andrea_impl, timeout=pytestconfig.getoption("--timeout-per-test"),
-            sandbox=not pytestconfig.getoption("--unsafe-no-sandbox"),
-            uid=uid if uid is not None else UID_BASE + os.getpid(),
-            cgroup=Cgroup({k: Path(v) for k, v in json.loads(cgroup).items()}) if cgroup else None)
-    else:
-        student = InProcessStudent(pytestconfig._andrea_impl)
+    student = _student_of(pytestconfig)
     yield student
     student.close()
+    pytestconfig._andrea_student = None
 
 
 @pytest.fixture
-def student(_student_session):
+def student(_student_session, request):
     """The learner's code (the reference when ANDREA_IMPL is unset)."""
-    if isinstance(_student_session, IsolatedStudent):
-        _student_session.begin_test()
-    return _student_session
+    isolated = isinstance(_student_session, IsolatedStudent)
+    if isolated:
+        info = graded_info(request.node) or {}
+        _student_session.begin_test(info.get("exercise", "").split(".")[0] or None)
+    yield _student_session
+    if isolated:
+        _student_session.end_test()          # its worker ends while pytest reports
 
 
-def _preload_reference() -> None:
-    """Import the engine and its version of every piece before any learner code runs, so that
-    nothing a learner's code might write to disk later can change what the grader compares with."""
-    from .. import pieces
-    for activity in pieces.ACTIVITIES:
-        try:
-            pieces.module(activity)
-        except ImportError:            # Triton or tokenizers missing: their tests say so themselves
-            pass
+def pytest_unconfigure(config):
+    student = getattr(config, "_andrea_student", None)
+    if student is not None:                # booted, but no test asked for it
+        student.close()
+        config._andrea_student = None

@@ -1,15 +1,19 @@
-"""Grade one submission: pytest over the graded tests in a subprocess, learner code sandboxed.
+"""Grade one submission: pytest over the graded tests in a subprocess, learner code isolated.
 
-    results = grade("path/to/submission", out="results.json")
+    results = grade("path/to/submission", out="results.json")                   # the best tier here
+    results = grade("exercises", isolation="process", own_work=True)            # make grade
 
 0. The submission's top-level .py files are copied (regular files only, never through a link,
-   bounded in number and size) into a private folder, which the sandbox (sandbox.py) shows the
-   learner's code read-only. No sandbox here: nothing runs, the results say why (unless
-   sandbox=False, --unsafe-no-sandbox, refused as root). As root, each run gets its own uid
-   and a cgroup (memory and processes for the whole sandbox), emptied and removed at the end.
+   bounded in number and size) into a private folder. The isolation tier (sandbox.py) is the
+   strongest this machine allows: "sandbox" (bubblewrap) where namespaces can be made, else, as
+   root, "container" (a uid of its own, seccomp, no capabilities: Docker's defaults, Gradescope);
+   where neither can hold the hidden tests and the results out of the learner's reach, nothing
+   runs and the results say why. "process" (no wall: a learner grading their own work) only when
+   asked, and as root only with own_work. As root, each run gets its own uid and, where one can
+   be made, a cgroup (memory and processes for the whole tier), emptied and removed at the end.
 1. The course's tests (and the instructor's hidden tests) are copied from a snapshot taken
    before any learner code ran into a fresh private folder; pytest runs there with the plugin's
-   --isolate (the learner's code in its own worker process) and `-m exercise` (graded tests only).
+   --isolation (the learner's code in its own worker process) and `-m exercise` (graded tests only).
 2. pytest streams one signed JSON line per graded test; lines without the run's signature
    (written by anything but the grader) are ignored and reported.
 3. An outer time limit stops the whole run; then every process the run left behind is killed.
@@ -17,8 +21,8 @@
    with the reason, and a crash of the grader itself still gives a results.json that says so.
 5. Course files changed during the run (by the learner's code) are named in the report.
 
-With a sandbox, runs in threads of one process are independent (the batch grades in
-parallel); without one (orphans reparent to this process) grade one submission at a time.
+With a sandbox or a container tier, runs in threads of one process are independent (the batch
+grades in parallel); in the process tier (orphans reparent to this process) grade one at a time.
 """
 from __future__ import annotations
 
@@ -29,7 +33,6 @@ import itertools
 import json
 import os
 import secrets
-import shutil
 import signal
 import stat
 import subprocess
@@ -43,8 +46,9 @@ from ..graded import GRADED
 from ..paths import ROOT
 from ..overlay import resolve
 from .gradescope import Results, TestResult, to_gradescope, write_json
+from .isolated import IsolatedStudent, LearnerCodeError
 from .plugin import sign
-from .sandbox import UID_BASE, Cgroup, Limits, Sandbox, probe
+from .sandbox import UID_BASE, Cgroup, Container, Isolation, Limits, probe, probe_container
 
 COURSE_TESTS = GRADED                   # the graded tests, shipped with the package
 DEFAULT_TIMEOUT_PER_TEST = 60.0
@@ -219,19 +223,28 @@ def sandbox_uid() -> int:
     return UID_BASE + (os.getpid() % 1_000_000) * 100 + next(_RUNS) % 100
 
 
+ISOLATIONS = ("auto", "sandbox", "container", "process")
+
+
 def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *,
           course: Course | None = None, hidden_tests: str | os.PathLike | None = None,
           timeout_per_test: float = DEFAULT_TIMEOUT_PER_TEST,
-          timeout_total: float = DEFAULT_TIMEOUT_TOTAL, jobs: int = 1, sandbox: bool = True,
-          uid: int | None = None, limits: Limits = Limits(),
+          timeout_total: float = DEFAULT_TIMEOUT_TOTAL, jobs: int = 1, isolation: str = "auto",
+          own_work: bool = False, uid: int | None = None, limits: Limits = Limits(),
           log: str | os.PathLike | None = None) -> Results:
-    """Grade one submission folder; write Gradescope's results.json to `out` (always, last)."""
+    """Grade one submission folder; write Gradescope's results.json to `out` (always, last).
+
+    isolation: "auto" (the strongest tier this machine allows: sandbox, else container as root,
+    else nothing runs), or one tier by name. own_work: the learner grades their own code
+    (`make grade`): the process tier is allowed as root too."""
     start = time.monotonic()
     results = Results()
     try:
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
         course = course or Course(hidden=hidden_tests)
         results = _run(resolve(submission), course, timeout_per_test, timeout_total, jobs,
-                       sandbox, uid, limits, log)
+                       isolation, own_work, uid, limits, log, out)
     except BaseException as exc:         # noqa: BLE001  (the grader's own failure: still report)
         results.notes.append(f"the grader failed: {type(exc).__name__}: {exc}")
         results.notes.append(traceback.format_exc(limit=3))
@@ -244,8 +257,31 @@ def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *
     return results
 
 
-def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs, sandbox,
-         uid, limits: Limits, log) -> Results:
+def choose_tier(isolation: str, staged: Path, uid: int | None, forbidden: dict, limits: Limits,
+                own_work: bool) -> tuple[str | None, list[str]]:
+    """(the tier to run in, or None; why each stronger tier could not be used)."""
+    as_root = os.geteuid() == 0
+    why = []
+    if isolation == "process":
+        if as_root and not own_work:
+            return None, ["--isolation process as root would run the learner's code as root (a learner "
+                          "grading their own work passes --own-work)"]
+        return "process", why
+    if isolation in ("auto", "sandbox"):
+        reason = probe(staged, uid)
+        if reason is None:
+            return "sandbox", why
+        why.append(f"sandbox: {reason}")
+    if isolation in ("auto", "container"):
+        reason = probe_container(uid, forbidden, limits) if as_root else "the container tier needs a root grader"
+        if reason is None:
+            return "container", why
+        why.append(f"container: {reason}")
+    return None, why
+
+
+def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs, isolation,
+         own_work, uid, limits: Limits, log, out) -> Results:
     results = Results()
     as_root = os.geteuid() == 0
     uid = (uid if uid is not None else sandbox_uid()) if as_root else None
@@ -256,44 +292,65 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
         skipped = stage_submission(submission, staged)
         if skipped:
             results.notes.append("files of the submission not graded: " + ", ".join(skipped))
-        refused = None
+        refused = tier = None
         if not any(staged.iterdir()):
             refused = (f"the submission has no .py file (looked in {submission.name}/): upload "
                        f"your activity files (attention.py, mlp.py, ...), not a zip or a folder")
-        elif sandbox:
-            why = probe(staged, uid)
-            if why:
-                refused = (f"REFUSED: no sandbox for the learner's code on this machine ({why}); "
-                           f"nothing was run. A learner grading their own work may pass "
-                           f"--unsafe-no-sandbox")
-        elif as_root:
-            refused = "REFUSED: --unsafe-no-sandbox as root would run the learner's code as root"
-        cgroup = Cgroup.make(f"andrea-grade-{os.getpid()}-{tmp.name}", limits) if sandbox and not refused else None
+        else:
+            forbidden = {str(tmp): "read"}
+            if course.hidden_dir:
+                forbidden[str(course.hidden_dir)] = "read"
+            if out is not None:
+                forbidden[os.path.dirname(os.path.abspath(out))] = "write"
+            tier, why = choose_tier(isolation, staged, uid, forbidden, limits, own_work)
+            if tier is None:
+                refused = ("REFUSED: no isolation on this machine keeps the learner's code from the hidden "
+                           "tests and the results; nothing was run (" + "; ".join(why) + ")")
+                if isolation == "auto" and not as_root:
+                    refused += ". A learner grading their own work may pass --own-work"
+            elif why:
+                results.notes.append("stronger isolation unavailable: " + "; ".join(why))
+        cgroup = box = None
+        if tier in ("sandbox", "container"):
+            cgroup = Cgroup.make(f"andrea-grade-{os.getpid()}-{tmp.name}", limits)
+        if tier == "container":
+            box = Container.make_box(staged, uid)
+        iso = None
+        if tier is not None:
+            iso = Isolation(tier, timeout=timeout_per_test, limits=limits,
+                            uid=uid if tier in ("sandbox", "container") and as_root else None,
+                            cgroup={k: str(v) for k, v in cgroup.dirs.items()} if cgroup else None,
+                            box=str(box) if box else None)
+            results.isolation = iso.describe()
+            results.notes.append(results.isolation)
+            if tier == "container" and (ROOT / "solutions").is_dir():
+                results.notes.append(f"WARNING: the answer key {ROOT / 'solutions'} is readable by the learner's "
+                                     f"code in the container tier: grade from the learner's release "
+                                     f"(docs/gradescope/make_zip.sh) or make it root's only")
         if refused:
             results.notes.append(refused)
             results.refused = refused
-        elif sandbox:
-            results.isolation = Sandbox(limits, submission=staged, uid=uid, cgroup=cgroup).describe()
-        else:
-            results.isolation = ("NOT ISOLATED (--unsafe-no-sandbox): the learner's code ran as "
-                                 "this user, in a separate process only")
-        if results.isolation:
-            results.notes.append(results.isolation)
         if refused and "no .py file" not in refused:
             return results        # nothing runs: no test is listed, the note says why
+        folder = box / "submission" if box is not None else staged
         try:
-            _pytest(results, tmp, staged, course, timeout_per_test, timeout_total, jobs, sandbox,
-                    uid, cgroup, log, collect_only=bool(refused))
+            _pytest(results, tmp, folder, course, timeout_per_test, timeout_total, jobs, iso,
+                    log, collect_only=bool(refused))
         finally:
             if cgroup is not None:
                 if not cgroup.kill():
                     results.notes.append(f"WARNING: processes of the sandbox outlived it ({cgroup.describe()})")
+            if tier == "container":
+                left = Container.cleanup(box, uid)
+                if left:
+                    results.notes.append("WARNING: " + "; ".join(left))
+            if cgroup is not None:
                 cgroup.remove()
     return results
 
 
 def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_per_test,
-            timeout_total, jobs, sandbox, uid, cgroup, log, collect_only: bool) -> None:
+            timeout_total, jobs, iso: Isolation | None, log, collect_only: bool) -> None:
     tests = tmp / "tests"
     materialize(course.tests, tests)
     if course.hidden:
@@ -304,37 +361,53 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
     key_r, key_w = os.pipe()              # the key travels by a pipe: not argv, not environ
     os.write(key_w, key.hex().encode() + b"\n")
     os.close(key_w)
+    iso = iso or Isolation("process", timeout=timeout_per_test)
     cmd = [sys.executable, "-s", "-m", "pytest", str(tests), "-c", str(tmp / "pytest.ini"),
            "--rootdir", str(tmp), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider",
-           "--isolate", "--impl", str(staged), "-m", "exercise",
+           "--isolation", iso.to_json(), "--impl", str(staged), "-m", "exercise",
            "--timeout-per-test", str(timeout_per_test), "--results-jsonl", str(jsonl),
-           "--results-key-fd", str(key_r), "--continue-on-collection-errors", "-q"]
+           "--results-key-fd", str(key_r), "--continue-on-collection-errors", "-q", "-W", "ignore"]
     if collect_only:
         cmd.append("--collect-only")
-    if not sandbox:
-        cmd.append("--unsafe-no-sandbox")
-    if uid is not None:
-        cmd += ["--sandbox-uid", str(uid)]
-    if cgroup is not None:
-        cmd += ["--sandbox-cgroup", json.dumps({k: str(v) for k, v in cgroup.dirs.items()})]
     if jobs > 1:
-        cmd += ["-n", str(jobs)]
+        cmd += ["-p", "xdist.plugin", "-n", str(jobs)]
+    starter, passed = None, [key_r]
+    if jobs <= 1 and not collect_only:
+        # the worker's parent starts now, importing torch while pytest does (not after it)
+        starter = IsolatedStudent(staged, isolation=iso)
+        try:
+            handed = starter.hand_over()
+            cmd += ["--worker-parent", handed]
+            passed.append(int(handed.split(":")[0]))
+        except LearnerCodeError:
+            starter.close()
+            starter = None            # pytest's plugin starts it then, and says why it cannot
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDREA_", "PYTEST_", "PYTHON"))}
     env["PYTHONPATH"] = str(ROOT)
-    env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", TMPDIR=str(tmp / "tmp"))
+    # pytest's installed plugins (nbval, hypothesis, ...) are not the grader's: not loading them
+    # saves seconds per submission
+    env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", TMPDIR=str(tmp / "tmp"),
+               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     (tmp / "tmp").mkdir()                  # the grader's own temp files (torch's caches) go too
     log_path = Path(log) if log else tmp / "pytest.log"
     timed_out = False
-    if not sandbox:
+    walled = iso.tier in ("sandbox", "container") or collect_only      # (collecting runs no learner code)
+    if not walled:
         _become_subreaper()
-    orphans_since = None if sandbox else set(_children_map().get(os.getpid(), []))
+    orphans_since = None if walled else set(_children_map().get(os.getpid(), []))
     with open(log_path, "wb") as log_file:
         try:
+            proc = None
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file,
                                     stderr=subprocess.STDOUT, cwd=tmp, env=env,
-                                    start_new_session=True, pass_fds=(key_r,))
+                                    start_new_session=True, pass_fds=tuple(passed))
         finally:
             os.close(key_r)
+            if starter is not None:
+                starter._zsock.close()           # pytest's now
+                starter._zsock = None
+                if proc is None:
+                    starter.close()
         interrupted = None
         try:
             rc = proc.wait(timeout=timeout_total)
@@ -345,6 +418,8 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
         finally:
             _kill_run(proc, orphans_since)
             proc.wait()
+            if starter is not None:
+                starter.close()
     collected, finished, errors, forged = read_jsonl(jsonl, key)
     if collect_only:
         why = f"not graded: {results.refused}"
@@ -370,7 +445,7 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
             points=float(record["points"]), visibility=record["visibility"],
             passed=bool(got and got["passed"]), skipped=bool(got and got.get("skipped")),
             fraction=float(got.get("fraction") or 0.0) if got else 0.0,
-            output=(got["output"] if got else why)))
+            output=(got["output"] if got else why), mistake=(got.get("mistake") if got else None)))
     for e in errors:
         results.notes.append(f"a test file failed to load: {Path(e['path']).name}: {e['output']}")
     if forged:

@@ -1,13 +1,17 @@
-"""Running graded tests for the notebook, each test under a wall-clock limit.
+"""Running graded tests for the notebook, each test under a time limit, as the grader runs them.
 
-On Linux the tests run in a forked child of the kernel: the fork costs about 15 ms, shares
-everything already imported, and can be stopped whatever the learner's code is doing (a
-Python loop, a long native torch call, a crash). The child streams one message per test
-back through a pipe, so a timeout or a crash costs only the test that was running; on a
-timeout the child's stack is dumped first (faulthandler), to say which line was running.
-Elsewhere (macOS, Windows: forking a process that holds torch's thread pools is not safe
-there) the tests run in this process and a watchdog thread interrupts a test that runs past
-the limit, which works for Python loops but waits for a native call to return.
+On Linux ("fork" mode) pytest runs in a forked child of the kernel (the fork costs about 15 ms
+and shares everything already imported), and the learner's code runs where andrea-grade runs
+it: in a worker process (grading/isolated.py, the "process" tier: a fork of that child, one
+fresh worker per test) that gets the test's values over the same wire. So a check gives the
+grader's verdict, and a timeout, a crash (a Triton store out of bounds included), sys.exit or
+running out of memory fails the test it happens in and the next test runs; at a timeout the
+worker's stack is read first (faulthandler), to say which line was running. The child streams
+one message per test back through a pipe; an outer limit stops the child if the grader itself
+hangs. Elsewhere ("thread" mode: macOS, Windows, where forking a process that holds torch's
+thread pools is not safe) the tests and the learner's code run in this process and a watchdog
+thread interrupts a test that runs past the limit, which works for Python loops but waits for a
+native call to return.
 
 The learner's interrupt (Ctrl-C, the stop button) ends the run: Run.stopped says so and the
 caller re-raises KeyboardInterrupt after showing what it has.
@@ -43,6 +47,8 @@ DEFAULT_LIMIT = 30.0            # seconds per graded test; the slowest course te
 BOOT_LIMIT = 120.0              # seconds to start pytest and import the tests (no learner code runs then)
 MODE_ENV = "ANDREA_CHECK_MODE"  # "fork" or "thread"; default: fork on Linux, thread elsewhere
 MAX_PRINTED = (12, 1200)        # lines, characters of a failing test's prints shown
+WORKER_GRACE = 15.0             # fork mode: the worker stops the learner's code at the limit; the
+                                # outer limit (limit + this) stops a grader that hangs
 
 
 def time_limit() -> float:
@@ -204,6 +210,13 @@ def _fmt_shape(shape) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ")" if isinstance(shape, (tuple, list)) else str(shape)
 
 
+def _remote_frames(exc) -> list:
+    """The learner's frames of an exception that came from the grading worker (its `frames`:
+    (path, line, function, code), outermost first), else []."""
+    frames = getattr(exc, "frames", None)
+    return [tuple(f) for f in frames] if isinstance(frames, list) else []
+
+
 def _entry(e) -> tuple:
     """(path, 1-based line, function, code) of a pytest traceback entry."""
     try:
@@ -230,7 +243,8 @@ def describe(item, call, rep, folder: Path) -> Outcome:
     if isinstance(exc, Mismatch):
         rows = [("problem", f"{exc.what}: {exc.problem}")]
         if exc.__cause__ is not None and exc.__cause__.__traceback__ is not None:   # expect_runs named an error
-            where = _where([(f.filename, f.lineno, f.name, f.line or "")
+            where = _where(_remote_frames(exc.__cause__) or
+                           [(f.filename, f.lineno, f.name, f.line or "")
                             for f in traceback.extract_tb(exc.__cause__.__traceback__)], folder)
             if where:
                 rows.append(("where", where))
@@ -258,7 +272,7 @@ def describe(item, call, rep, folder: Path) -> Outcome:
         rows += [("hint", h) for h in hints if h not in msg]
         status = "failed"
     elif exc is not None:
-        entries = [_entry(e) for e in call.excinfo.traceback]
+        entries = _remote_frames(exc) or [_entry(e) for e in call.excinfo.traceback]
         where = _where(entries, folder)
         first = "\n".join((str(exc).strip() or type(exc).__name__).splitlines()[:4])
         rows = [("problem", f"your code raised {type(exc).__name__}: {first}" if where
@@ -294,7 +308,25 @@ def taught_in(item) -> str | None:
     return exercise.split(".")[0] if exercise else None
 
 
-def _hooks(exercises, folder: Path, emit, upto: str | None = None):
+def _worker_outcome(item, exc, folder: Path, limit: float) -> Outcome | None:
+    """The box rows of a failure the worker reported (isolated.LearnerCodeError): a timeout with
+    the learner's line running at that moment, a crash, sys.exit, memory; None for others."""
+    from ..grading.isolated import LearnerCodeError
+    if not isinstance(exc, LearnerCodeError) or exc.kind == "error":
+        return None
+    where = _where([tuple(f) for f in reversed(exc.frames)], folder) if exc.frames else ""
+    if exc.kind == "timeout":
+        rows = [("problem", f"your code ran longer than {limit:g} s: an infinite loop? (the check stopped it)")]
+        if where:
+            rows.append(("where", f"{where}\n(the line running when it was stopped)"))
+        return Outcome(item.name, "timeout", f"ran longer than {limit:g} s", rows)
+    rows = [("problem", str(exc))]
+    if exc.kind == "crash":
+        rows[0] = ("problem", f"the process running your code ended abruptly: {exc}")
+    return Outcome(item.name, "error", str(exc), rows)
+
+
+def _hooks(exercises, folder: Path, emit, upto: str | None = None, limit: float = DEFAULT_LIMIT):
     """A pytest plugin object: keeps the tests of `exercises` (of ideas taught up to the notebook
     of activity `upto`, when given) and emits one message per event."""
     import pytest
@@ -343,7 +375,9 @@ def _hooks(exercises, folder: Path, emit, upto: str | None = None):
                 emit(("outcome", exercise, key, Outcome(item.name, "passed")))
             elif key not in self.failed:                 # keep the first failure (setup before teardown)
                 self.failed.add(key)
-                emit(("outcome", exercise, key, describe(item, call, rep, folder)))
+                exc = call.excinfo.value if call.excinfo is not None else None
+                outcome = _worker_outcome(item, exc, folder, limit) or describe(item, call, rep, folder)
+                emit(("outcome", exercise, key, outcome))
 
     hooks = Hooks()
     hooks.failed = set()
@@ -382,12 +416,15 @@ def _isolated_modules(*stems: str):
         sys.modules.update(saved)
 
 
-def _pytest(paths: list[Path], exercises, impl_name: str, tests_dir: Path, emit, upto: str | None = None) -> None:
-    """Run the graded tests of `exercises` in `paths` with pytest, in this process."""
+def _pytest(paths: list[Path], exercises, impl_name: str, tests_dir: Path, emit, upto: str | None = None,
+            isolation: str = "process", limit: float = DEFAULT_LIMIT) -> None:
+    """Run the graded tests of `exercises` in `paths` with pytest, in this process; the learner's
+    code in a worker process (isolation "process") or here ("in-process", thread mode)."""
     import pytest
 
-    hooks = _hooks(set(exercises), resolve(impl_name), emit, upto)
+    hooks = _hooks(set(exercises), resolve(impl_name), emit, upto, limit)
     args = [*map(str, paths), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider", "--impl", impl_name,
+            "--isolation", isolation, "--timeout-per-test", str(limit),
             "-o", "addopts=", "-o", "python_files=test_*.py", "--capture=sys", "-q", "--tb=short",
             "--color=no", "-W", "ignore", "--import-mode=importlib",
             f"--rootdir={tests_dir.parent}", f"--confcutdir={tests_dir}", "-c", os.devnull]
@@ -406,39 +443,44 @@ def run_tests(paths, exercises, impl_name: str, tests_dir: Path, limit: float | 
     in Run.later). Never raises: a timeout, a crash or the learner's interrupt are reported in
     Run.stopped."""
     limit = time_limit() if limit is None else float(limit)
-    work = lambda emit: _pytest(list(paths), exercises, impl_name, Path(tests_dir), emit, upto)
+    forked = mode() == "fork"
+    work = lambda emit: _pytest(list(paths), exercises, impl_name, Path(tests_dir), emit, upto,  # noqa: E731
+                                "process" if forked else "in-process", limit)
     with _interruptible():
-        if mode() == "fork":
-            _warm()
-            return _forked(work, limit, resolve(impl_name))
+        if forked:
+            _warm(kernels=any(str(e).startswith("kernels.") for e in exercises))
+            return _forked(work, limit + WORKER_GRACE, resolve(impl_name))
         return _here(work, limit, resolve(impl_name))
 
 
-_warmed: list = []
+_warmed: set = set()
 
 
-def _warm() -> None:
+def _warm(kernels: bool = False) -> None:
     """Import, once and in this process, what every forked run would otherwise import again:
-    pytest's own plugins, the grading plugin, the engine and its pieces (never
-    the learner's code). Halves the cost of a check that builds a model."""
-    if _warmed:
-        return
-    _warmed.append(True)
-    import importlib
+    pytest's own plugins, the grading plugin, the engine and its pieces (never the learner's
+    code); with kernels, Triton's interpreter warmed on the engine's kernels. Halves the cost of a
+    check that builds a model; a kernel check's worker starts in milliseconds, not half a second."""
+    if "imports" not in _warmed:
+        _warmed.add("imports")
+        import importlib
 
-    import pytest  # noqa: F401
-    with contextlib.suppress(Exception):
-        from _pytest.config import default_plugins
-        for name in default_plugins:
-            with contextlib.suppress(Exception):
-                importlib.import_module(f"_pytest.{name}")
-    with contextlib.suppress(Exception):
-        import andrea_course.grading.plugin  # noqa: F401
-        import andrea_course.model  # noqa: F401
-        from .. import pieces
-        for activity in pieces.ACTIVITIES:
-            with contextlib.suppress(Exception):
-                pieces.module(activity)
+        import pytest  # noqa: F401
+        with contextlib.suppress(Exception):
+            from _pytest.config import default_plugins
+            for name in default_plugins:
+                with contextlib.suppress(Exception):
+                    importlib.import_module(f"_pytest.{name}")
+        with contextlib.suppress(Exception):
+            import andrea_course.grading.plugin  # noqa: F401
+            import andrea_course.model  # noqa: F401
+            from ..grading.isolated import warm_up
+            warm_up()
+    if kernels and "kernels" not in _warmed:
+        _warmed.add("kernels")
+        with contextlib.suppress(Exception):
+            from ..grading.isolated import warm_up
+            warm_up(kernels=True)
 
 
 # ---- in a forked child
