@@ -210,6 +210,15 @@ def test_the_engine_and_the_trainer_load_no_learner_layer_and_no_import_hook():
     assert not up and not got["hook"], got
 
 
+def test_andrea_train_without_impl_loads_no_grading_and_no_pytest():
+    """andrea-train's command line trains the engine where only the package's requirements are
+    installed: the grading layer (and pytest with it) loads only for --impl."""
+    got = _fresh("import sys, json\nimport andrea_course.capstone.cli, andrea_course.capstone\n"
+                 "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('andrea_course', 'pytest', '_pytest')))))")
+    up = [m for m in got if m.startswith(("andrea_course.grading", "andrea_course.notebook", "pytest", "_pytest"))]
+    assert "andrea_course.capstone.cli" in got and not up, up
+
+
 @pytest.mark.skipif(not (ROOT / "exercises").is_dir(), reason="no exercises/")
 def test_the_import_hook_comes_with_a_learners_folder():
     got = _fresh("from andrea_course.overlay import Overlay\nimport sys\n"

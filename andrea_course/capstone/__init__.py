@@ -14,3 +14,5 @@ from .compare import Comparison, compare_runs
 from .parts import Parts, engine_parts, learner_parts, with_tokenizer
 
 __all__ = ["Comparison", "Parts", "compare_runs", "engine_parts", "learner_parts", "with_tokenizer"]
+# Nothing here imports the grading layer (and so pytest) until a learner's pieces are asked for:
+# andrea-train without --impl runs where only the package's requirements are installed.

@@ -120,7 +120,10 @@ def _main(argv) -> int:
             from ..train.data import TokenData
             TokenData.from_folder(tc.data)
         tc = with_tokenizer(tc)
-        parts = learner_parts(impl, tc)
+        try:
+            parts = learner_parts(impl, tc)
+        except ImplementationError as exc:
+            raise UsageError(f"--impl: {exc}") from None
     else:
         parts = engine_parts()
     trainer = parts.trainer(tc, out, resume=args.resume, device=args.device, progress=not args.no_progress)
