@@ -3,7 +3,7 @@ syntax error, an exception, prints, a crash. The box says what happened in the l
 and points at the learner's line, never at the grader's internals.
 
 Each runs a small graded test file of our own against a copy of the reference attention.py with
-one line changed, in both ways _runner.py can run tests (fork: pytest in a forked child, the
+one line changed, in both ways grading/local_runner.py can run tests (fork: pytest in a forked child, the
 learner's code in the grader's worker process, one per test; thread: both in this process, with
 a watchdog thread)."""
 from __future__ import annotations

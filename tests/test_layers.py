@@ -42,11 +42,7 @@ MAY_IMPORT = {
 PIECES_MAY_IMPORT_OF_TRAIN = {"train.schedule", "train.tokenizer"}
 # Imports that still run up, each named so that no other can join it (and checked to exist, so
 # that each line goes once its import does):
-KNOWN_UPWARD = {
-    # the in-process runner of the graded tests lives in notebook/ until the runners become one
-    # path in grading/ (issue 22)
-    ("grading.passing", "notebook.checks"),
-}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
 def _modules() -> dict[str, object]:

@@ -881,7 +881,7 @@ def test_every_named_mistake_can_be_confirmed_on_a_second_input(file, monkeypatc
 # ----- issue 23: what both runners say for the natural mistakes learners made -----
 # A learner's folder: the answer key with one piece rewritten the way a learner wrote it (the last
 # definition of a name in a file is the one that counts). check() reads the box's rows from
-# notebook/_runner.py's describe(); the grader (make grade) writes plugin.py's failure_message.
+# grading/local_runner.py's describe(); the grader (make grade) writes plugin.py's failure_message.
 
 LEARNERS = {
     "multihead": '''

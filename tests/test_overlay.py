@@ -144,8 +144,8 @@ def test_a_model_lists_the_pieces_it_is_built_from():
 def test_build_takes_the_verdict_and_never_runs_a_test(tmp_path, monkeypatch):
     """The overlay uses what the grading layer hands down: a piece is used when accepted and
     written; a stub never, even if accepted; nothing is used without a verdict."""
-    import andrea_course.notebook.checks as checks
-    monkeypatch.setattr(checks, "run_graded_many", lambda *a, **k: pytest.fail("build ran graded tests"))
+    import andrea_course.grading.local as local
+    monkeypatch.setattr(local, "run_graded_many", lambda *a, **k: pytest.fail("build ran graded tests"))
     folder = _submission(tmp_path / "sub", {"mlp": _exercise_with("mlp", {
         "gelu_tanh": "return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))"})})
     model = build(CFG, folder, accept={"mlp.gelu_tanh", "mlp.MLP"})

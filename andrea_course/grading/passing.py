@@ -15,6 +15,7 @@ import os
 
 from .. import overlay as _overlay
 from ..config import ModelConfig
+from . import local
 
 _verdicts: dict[tuple, dict[str, str]] = {}    # (folder, its files' stamps) -> {exercise: verdict}
 
@@ -38,10 +39,6 @@ def passing(impl: str | os.PathLike, exercises=None) -> dict[str, str]:
 
 
 def _run(folder: "_overlay.Overlay", exercises: list[str]) -> dict[str, str]:
-    # The in-process runner of the graded tests is check()'s (notebook/_runner.py) until the
-    # runners become one path in grading/: imported here, when tests must run.
-    from ..notebook.checks import run_graded_many
-
     out, to_run = {}, []
     for exercise in exercises:
         activity, _, piece = str(exercise).partition(".")
@@ -53,7 +50,7 @@ def _run(folder: "_overlay.Overlay", exercises: list[str]) -> dict[str, str]:
             out[exercise] = "engine: not written yet"
         else:
             to_run.append(exercise)
-    for exercise, result in run_graded_many(to_run, impl=str(folder.folder)).items() if to_run else ():
+    for exercise, result in local.run_graded_many(to_run, impl=str(folder.folder)).items() if to_run else ():
         if result.passed:
             out[exercise] = "yours"
         elif result.error:

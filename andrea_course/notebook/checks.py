@@ -3,8 +3,8 @@
 The graded tests live in tests/test_<activity>.py (and any other tests/test_*.py, see graded_files)
 and carry @graded("activity.piece", ...).
 check("attention.softmax") runs exactly the tests marked with that exercise, with pytest, against
-the learner's freshly re-read files, each test under a time limit (_runner.py: in a forked child
-on Linux), and shows one box. It never raises, except KeyboardInterrupt: the learner's interrupt
+the learner's freshly re-read files, each test under a time limit (grading/local.py: in a forked
+child on Linux), and shows one box. It never raises, except KeyboardInterrupt: the learner's interrupt
 stops the cell, after a box that says so.
 
 A notebook checks only what it has taught: check() and use() run the tests of ideas taught up to
@@ -14,221 +14,17 @@ test. The boxes point to hint("activity.piece") for more help (hints.py).
 """
 from __future__ import annotations
 
-import ast
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from .. import pieces
-from ..graded import GRADED
+from ..grading.local import CheckResult, notebook_impl, run_graded, run_graded_many
+from ..grading.local_runner import Outcome, time_limit
 from ..grading.markers import LESSONS
 from ..lessons import lesson
-from ..overlay import ImplementationError, Overlay, impl_from_env, resolve
-from ..paths import WorkspaceError, workspace
+from ..overlay import ImplementationError, Overlay
 from ._display import box
-from ._runner import Outcome, Run, run_tests, syntax_error_text, time_limit
 
-TESTS_DIR = GRADED              # the graded tests, shipped with the package
-DEFAULT_IMPL = "exercises"     # in a notebook the learner's own exercises are the point
-
-
-def notebook_impl() -> str:
-    """Whose code a notebook checks: $ANDREA_IMPL if set, else the learner's exercises/: the
-    workspace's, by its path, when the notebook runs in one (paths.workspace())."""
-    chosen = impl_from_env()
-    if chosen:
-        return chosen
-    try:
-        found = workspace()
-    except WorkspaceError:                           # a bad $ANDREA_WORKSPACE: check() says so
-        found = None
-    return str(found / DEFAULT_IMPL) if found is not None else DEFAULT_IMPL
-
-
-@dataclass
-class CheckResult:
-    exercise: str
-    impl: str
-    outcomes: list[Outcome] = field(default_factory=list)
-    error: str | None = None         # the tests could not be run at all (missing file, bad name, ...)
-    syntax: str | None = None        # the learner's file does not compile: `file, line N` and a caret
-    not_run: int = 0                 # tests left unrun after a timeout or a crash
-    later: list = field(default_factory=list)   # activities teaching the tests left out (upto=)
-    interrupted: bool = False        # the learner interrupted the check
-
-    @property
-    def status(self) -> str:
-        """passed | failed | unwritten | error (no tests run, or none found)."""
-        if self.syntax:
-            return "failed"
-        if self.error or not self.outcomes:
-            return "error"
-        st = {o.status for o in self.outcomes}
-        if st <= {"passed", "skipped"} and "passed" in st and not self.not_run:
-            return "passed"
-        if "unwritten" in st and not (st & {"failed", "error", "timeout"}):
-            return "unwritten"
-        if st <= {"skipped"}:
-            return "error"
-        return "failed"
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "passed"
-
-
-_recent: dict[tuple, tuple] = {}      # (exercise, impl, tests file) -> (file stamps, CheckResult)
-
-
-def graded_files(exercise: str, tests_dir: str | os.PathLike | None = None) -> list[Path]:
-    """The test files holding `exercise`'s graded tests: tests/test_<activity>.py, and any other
-    tests/test_*.py with a test decorated @graded(exercise) (an activity's tests may span files,
-    e.g. the modern block's test_modules.py, test_budget.py and test_modern_model.py)."""
-    tests_dir = Path(tests_dir) if tests_dir is not None else TESTS_DIR
-    home = tests_dir / f"test_{str(exercise).split('.')[0]}.py"
-    others = [p for p in sorted(tests_dir.glob("test_*.py")) if p != home and _marks(p, exercise)]
-    return ([home] if home.exists() else []) + others
-
-
-def _marks(path: Path, exercise: str) -> bool:
-    """Whether a test function in `path` is decorated @graded(exercise, ...) (not just mentions it)."""
-    text = path.read_text(encoding="utf-8")
-    if exercise not in text:
-        return False
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return False
-    return any(isinstance(d, ast.Call) and getattr(d.func, "id", None) == "graded" and d.args
-               and isinstance(d.args[0], ast.Constant) and d.args[0].value == exercise
-               for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) for d in node.decorator_list)
-
-
-def _stamps(impl_name: str, test_files: list[Path]) -> tuple:
-    """What a result depends on: the learner's .py files and the test files, by mtime and size."""
-    files = sorted(resolve(impl_name).glob("*.py")) + list(test_files)
-    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
-
-
-def run_graded(exercise: str, impl: str | os.PathLike | None = None,
-               tests_dir: str | os.PathLike | None = None, reuse: bool = False,
-               upto: str | None = None) -> CheckResult:
-    """Run the graded tests of `exercise` ("activity.piece") against `impl`; never raises.
-
-    upto: run only the tests of ideas taught up to that activity's notebook (None: every test).
-    reuse=True returns the last result for the same exercise, code and tests when no file
-    changed since (use() after check() then costs nothing)."""
-    impl_name = str(impl) if impl is not None else notebook_impl()
-    key = (exercise, impl_name, str(tests_dir), upto)
-    try:
-        stamps = _stamps(impl_name, graded_files(exercise, tests_dir))
-    except Exception:                                # noqa: BLE001 - then simply do not reuse
-        stamps = None
-    if reuse and stamps is not None and key in _recent and _recent[key][0] == stamps:
-        return _recent[key][1]
-    result = _run_many([exercise], impl_name, tests_dir, upto)[exercise]
-    if stamps is not None and result.error is None and not result.interrupted:
-        _recent[key] = (stamps, result)
-    return result
-
-
-def run_graded_many(exercises, impl: str | os.PathLike | None = None,
-                    tests_dir: str | os.PathLike | None = None, upto: str | None = None) -> dict[str, CheckResult]:
-    """{exercise: CheckResult} for several exercises, in ONE pytest run (cheaper than one run
-    each: the suite checks every exercise the notebooks name this way). Never raises."""
-    return _run_many(list(dict.fromkeys(exercises)), str(impl) if impl is not None else notebook_impl(),
-                     tests_dir, upto)
-
-
-def _run_many(exercises: list[str], impl_name: str, tests_dir, upto: str | None = None) -> dict[str, CheckResult]:
-    results = {e: CheckResult(e, impl_name) for e in exercises}
-    tests_dir = Path(tests_dir) if tests_dir is not None else TESTS_DIR
-    files: dict[str, list[Path]] = {}
-    for exercise, result in results.items():
-        try:
-            activity, piece = str(exercise).split(".")
-        except ValueError:
-            result.error = (f"{exercise!r} is not an exercise name: write it as 'activity.piece', "
-                            f"e.g. 'attention.softmax'")
-            continue
-        if upto is not None and upto != activity and upto not in LESSONS:
-            result.error = f"upto={upto!r} is not an activity of the course: one of {', '.join(LESSONS)}"
-            continue
-        try:
-            paths = graded_files(exercise, tests_dir)
-        except Exception as exc:                     # noqa: BLE001 - unreadable test files
-            result.error = f"the graded tests could not be read: {type(exc).__name__}: {exc}"
-            continue
-        if not paths:
-            result.error = (f"no graded tests for {exercise}: {tests_dir / f'test_{activity}.py'} does not exist "
-                            f"and no other test file names it")
-            continue
-        result.syntax = _syntax_error(impl_name, activity)
-        if result.syntax is None:
-            files[exercise] = paths
-    if not files:
-        return results
-    paths = list(dict.fromkeys(p for ps in files.values() for p in ps))
-    run = run_tests(paths, list(files), impl_name, tests_dir, upto=upto)
-    for exercise in files:
-        _fill(results[exercise], run, files[exercise])
-    return results
-
-
-def _syntax_error(impl_name: str, activity: str) -> str | None:
-    """The learner's activity file, compiled (not run): None, or where it does not parse."""
-    try:
-        folder = resolve(impl_name)
-        path = folder / f"{activity}.py"
-        source = path.read_text(encoding="utf-8")
-    except Exception:                                # noqa: BLE001 - no such file: the tests say so
-        return None
-    try:
-        compile(source, str(path), "exec")
-    except SyntaxError as exc:
-        return f"SyntaxError: {exc.msg}\n" + syntax_error_text(exc, folder)
-    except ValueError as exc:                        # null bytes
-        return f"{path.name} cannot be read as Python: {exc}"
-    return None
-
-
-def _fill(result: CheckResult, run: Run, paths: list[Path]) -> None:
-    """Put what a run found for one exercise into its CheckResult."""
-    exercise = result.exercise
-    done = run.outcomes.get(exercise, {})
-    outcomes = dict(done)
-    running = run.running if run.running and run.running[0] == exercise else None
-    limit = time_limit()
-    if running and run.stopped == "timeout":
-        rows = [("problem", f"your code ran longer than {limit:g} s: an infinite loop? (the check stopped it)")]
-        if run.where:
-            rows.append(("where", f"{run.where}\n(the line running when it was stopped)"))
-        outcomes[running[1]] = Outcome(running[2], "timeout", f"ran longer than {limit:g} s", rows)
-    elif running and run.stopped == "crash":
-        outcomes[running[1]] = Outcome(running[2], "error", "the test's process ended", [
-            ("problem", "the process running this test ended abruptly (a crash, os._exit or exit() in your "
-                        "code, or it ran out of memory)")])
-    result.outcomes = list(outcomes.values())
-    result.later = list(run.later.get(exercise, []))
-    result.not_run = max(0, len(run.collected.get(exercise, [])) - len(outcomes)) if run.stopped else 0
-    result.interrupted = run.stopped == "interrupt"
-    if run.collect_errors:
-        result.error = "the graded tests could not be loaded:\n" + _tail(run.collect_errors[0])
-    elif not result.outcomes and not result.interrupted:
-        if run.stopped in ("timeout", "crash"):
-            result.error = (f"the graded tests did not start within {limit:g} s" if run.stopped == "timeout"
-                            else "the process running the graded tests ended before they started")
-        else:
-            result.error = (f"no graded test is marked @graded({exercise!r}) in "
-                            f"{', '.join(p.name for p in paths)}"
-                            + ("" if run.exit_code in (0, 5) else
-                               f" (pytest exit code {run.exit_code}):\n{_tail(run.log)}"))
-
-
-def _tail(text: str, lines: int = 12) -> str:
-    rows = [r for r in str(text).rstrip().splitlines()]
-    return "\n".join(rows[-lines:])
-
+__all__ = ["CheckResult", "Outcome", "check", "notebook_impl", "run_graded", "run_graded_many", "show_result", "use"]
 
 def _sections(bad: list[Outcome]) -> list[tuple[str, list]]:
     """One section per distinct failure: tests that fail the same way (the same exception at the

@@ -229,8 +229,8 @@ def _entry(e) -> tuple:
 def describe(item, call, rep, folder: Path) -> Outcome:
     """An Outcome from pytest's report of a failed test: the rows a learner reads, never a
     traceback through the grader."""
-    from ..grading.expect import NO_KNOWN_MISTAKE, Mismatch
-    from ..grading.explain import explain
+    from .expect import NO_KNOWN_MISTAKE, Mismatch
+    from .explain import explain
 
     exc = call.excinfo.value if call.excinfo is not None else None
     name = item.name
@@ -311,7 +311,7 @@ def taught_in(item) -> str | None:
 def _worker_outcome(item, exc, folder: Path, limit: float) -> Outcome | None:
     """The box rows of a failure the worker reported (isolated.LearnerCodeError): a timeout with
     the learner's line running at that moment, a crash, sys.exit, memory; None for others."""
-    from ..grading.isolated import LearnerCodeError
+    from .isolated import LearnerCodeError
     if not isinstance(exc, LearnerCodeError) or exc.kind == "error":
         return None
     where = _where([tuple(f) for f in reversed(exc.frames)], folder) if exc.frames else ""
@@ -330,7 +330,7 @@ def _hooks(exercises, folder: Path, emit, upto: str | None = None, limit: float 
     """A pytest plugin object: keeps the tests of `exercises` (of ideas taught up to the notebook
     of activity `upto`, when given) and emits one message per event."""
     import pytest
-    from ..grading.markers import later_or_same
+    from .markers import later_or_same
 
     class Hooks:
         def pytest_collection_modifyitems(self, session, config, items):
@@ -474,12 +474,12 @@ def _warm(kernels: bool = False) -> None:
         with contextlib.suppress(Exception):
             import andrea_course.grading.plugin  # noqa: F401
             import andrea_course.model  # noqa: F401
-            from ..grading.isolated import warm_up
+            from .isolated import warm_up
             warm_up()
     if kernels and "kernels" not in _warmed:
         _warmed.add("kernels")
         with contextlib.suppress(Exception):
-            from ..grading.isolated import warm_up
+            from .isolated import warm_up
             warm_up(kernels=True)
 
 
