@@ -596,8 +596,10 @@ print(json.dumps({"processes": procs, "files": files}))
 @pytest.mark.slow
 @pytest.mark.usefixtures("bundle")
 class TestGradescopeBundle:
+    @pytest.mark.nightly
     def test_the_zip_builds_installs_and_grades(self, bundle, sandboxed):
-        """run_autograder on this machine (the sandbox tier): the reference gets full marks on the
+        """Nightly (two minutes; the container test below grades the same bundle in CI).
+        run_autograder on this machine (the sandbox tier): the reference gets full marks on the
         real suite, hidden test included; the untouched exercises 0; an empty submission 0."""
         reference, _ = _autograde(bundle, sorted(SOLUTIONS.glob("*.py")))
         failed = [(t["name"], t["output"]) for t in reference["tests"] if t["status"] != "passed"]

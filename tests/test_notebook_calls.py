@@ -96,10 +96,12 @@ NOTEBOOK = {  # a small notebook: one call a graded test makes, one no graded te
     "nbformat": 4, "nbformat_minor": 5}
 
 
-@pytest.mark.slow
+@pytest.mark.nightly
 def test_the_nbval_run_checks_the_calls(tmp_path):
     """nbval with the plugin (as `make test` runs the notebooks): the kernel records the calls and
-    the session fails, naming the one call no graded test makes."""
+    the session fails, naming the one call no graded test makes. Nightly (a minute: the plugin runs
+    the graded suite once); `make test` runs the plugin on every notebook, and the tests above
+    check the same recorder finds a gap."""
     pytest.importorskip("nbval")
     path = tmp_path / "calls.ipynb"
     path.write_text(json.dumps(NOTEBOOK), encoding="utf-8")
