@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import overlay
-from ..train.optimizer import StepwiseAdamW
 from ..train.schedule import matmul_weights
 from ..train.settings import TrainConfig, model_config, model_switches
 from ..train.trainer import Trainer
@@ -88,7 +87,7 @@ def learner_parts(impl: str | os.PathLike, tc: TrainConfig) -> Parts:
     folder shaped like exercises/): each piece theirs once all its graded tests pass."""
     folder = overlay.resolve(impl)
     try:                                         # the graded tests run with pytest: imported only here,
-        from ..grading.passing import passing    # so training the engine needs no test tools
+        from ..grading.passing import learner_training, passing    # so training the engine needs no test tools
     except ModuleNotFoundError as exc:
         if exc.name != "pytest":
             raise
@@ -98,18 +97,10 @@ def learner_parts(impl: str | os.PathLike, tc: TrainConfig) -> Parts:
     model_pieces = list(_model_pieces(cfg, folder, switches)) or list(getattr(overlay, "SLOTS", ()))
     status = passing(folder, model_pieces + list(TRAINING_PIECES))
     accepted = {name for name, s in status.items() if s == "yours"}
-    model_yours = accepted & set(model_pieces)
     # the overlay may still say no to a passing piece (RoPE, ...): the model built says last (train/record.py)
     table = {name: status[name] for name in model_pieces}
     learner = overlay.Overlay(folder, accept=accepted)
-    parts = Parts(model_factory=lambda cfg, **sw: overlay.build(cfg, folder, accept=model_yours, **sw))
-
-    optim = learner.module("optim") if accepted & set(OPTIM_PIECES) else None
-    if status["optim.adamw_step"] == "yours":
-        update = optim.adamw_step
-        parts.optimizer_factory = lambda groups, **kw: StepwiseAdamW(groups, update=update, **kw)
-    if status["optim.lr_at"] == "yours":
-        parts.lr_schedule = optim.lr_at
+    parts = Parts(**learner_training(folder, status))
     for name in OPTIM_PIECES:
         table[name] = status[name]
 

@@ -14,6 +14,12 @@ answer key or a classmate (similarity.py; listed, never zeroed). --report writes
 report (report.py): each piece's successes, the typical mistakes, the similar pieces, the time
 per student.
 
+The capstone's leaderboard (leaderboard.py), when the hidden tests folder holds a leaderboard.json
+(or --leaderboard FILE names one; --no-leaderboard turns it off): after the graded tests, each
+learner's andrea-tiny is trained from their pieces that passed, in their own worker, and its
+validation loss on held-out stories goes to results.json's "leaderboard" (Gradescope's), to the
+output, and to the CSV's "validation loss" column; never into the score.
+
 Isolation (--isolation, default auto: the strongest this machine allows; the output and
 results.json say which ran and what it does not give): sandbox (bubblewrap namespaces), else as
 root container (a uid of its own, seccomp, no capabilities: Docker's defaults, Gradescope);
@@ -40,6 +46,9 @@ from .report import summarize, write_report
 from .runner import DEFAULT_TIMEOUT_PER_TEST, DEFAULT_TIMEOUT_TOTAL, ISOLATIONS, Course, grade
 
 
+LOSS_COLUMN = "validation loss"          # the gradebook's leaderboard column (empty: no value)
+
+
 class _Defaults(argparse.HelpFormatter):
     """Shows each option's default, except where there is none or the help already says it."""
 
@@ -59,6 +68,11 @@ def parse(argv=None) -> argparse.Namespace:
                                   "<student>.json, default: the CSV's name + '-results')")
     p.add_argument("--hidden-tests", help="a private folder of graded tests to run as well (default: none)")
     p.add_argument("--tests", help="the graded tests folder (default: the package's andrea_course/graded/)")
+    board = p.add_mutually_exclusive_group()
+    board.add_argument("--leaderboard", metavar="FILE",
+                       help="the capstone leaderboard's settings, leaderboard.json (default: the hidden tests "
+                            "folder's, if it has one; else no leaderboard)")
+    board.add_argument("--no-leaderboard", action="store_true", help="no leaderboard, even with a leaderboard.json")
     p.add_argument("--timeout-per-test", type=float, default=DEFAULT_TIMEOUT_PER_TEST,
                    help="seconds of learner code per test")
     p.add_argument("--timeout-total", type=float, default=DEFAULT_TIMEOUT_TOTAL,
@@ -118,7 +132,7 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGTERM, _interrupt)    # a killed grader still writes results.json
     options = dict(timeout_per_test=args.timeout_per_test, timeout_total=args.timeout_total,
                    isolation=args.isolation, own_work=args.own_work, uid=args.worker_uid)
-    kwargs = {"hidden": args.hidden_tests}
+    kwargs = {"hidden": args.hidden_tests, "leaderboard": False if args.no_leaderboard else args.leaderboard}
     if args.tests:
         kwargs["tests"] = args.tests
     try:
@@ -126,6 +140,8 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as exc:
         print(f"andrea-grade: {exc}", file=sys.stderr)
         return 2
+    if course.leaderboard is not None and not args.quiet:
+        print(f"leaderboard: {course.leaderboard.describe()} ({course.leaderboard_file})")
     if args.batch:
         return batch(Path(args.batch), Path(args.csv), args.out, course, options, args.quiet,
                      jobs=args.jobs or os.cpu_count() or 1, similar=args.similarity, report=args.report)
@@ -179,6 +195,9 @@ def batch(folder: Path, csv_path: Path, out_dir, course: Course, options: dict, 
                                                    f"{student.name}: {results.score:g} / {results.max_score:g}"))
             statuses.append(_status(results))
             row = {"student": student.name, "total": f"{results.score:g}"}
+            if course.leaderboard is not None:
+                value = results.leaderboard.value if results.leaderboard is not None else None
+                row[LOSS_COLUMN] = f"{value:.4f}" if value is not None else ""
             for t in results.tests:
                 column = f"{t.exercise}: {t.name}"
                 if column not in columns:
@@ -192,7 +211,8 @@ def batch(folder: Path, csv_path: Path, out_dir, course: Course, options: dict, 
             row["similar"] = pairs.note(name)
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     with open(csv_path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=["student", "total", *columns], restval="0")
+        board = [LOSS_COLUMN] if course.leaderboard is not None else []
+        writer = csv.DictWriter(f, fieldnames=["student", "total", *board, *columns], restval="0")
         writer.writeheader()
         writer.writerows(rows.values())
     minutes = (time.monotonic() - start) / 60

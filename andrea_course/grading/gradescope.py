@@ -3,7 +3,8 @@
     {"score": 37.0, "execution_time": 21, "output": "...", "visibility": "visible",
      "stdout_visibility": "hidden",
      "tests": [{"name": ..., "score": 2.0, "max_score": 2.0, "status": "passed", "output": ...,
-                "output_format": "text", "visibility": "visible", "number": "3", "tags": [...]}]}
+                "output_format": "text", "visibility": "visible", "number": "3", "tags": [...]}],
+     "leaderboard": [{"name": "Validation loss", "value": 4.2133, "order": "asc"}]}   # the capstone's (leaderboard.py)
 
 https://gradescope-autograders.readthedocs.io/en/latest/specs/ (fields as of 2024).
 """
@@ -53,6 +54,7 @@ class Results:
     isolation: str = ""              # how the learner's code was isolated (sandbox.describe)
     refused: str | None = None       # why nothing was graded (no sandbox, no .py file)
     written: str | None = None       # where results.json was written
+    leaderboard: object = None       # leaderboard.Entry when the course has a leaderboard (never in the score)
 
     @property
     def score(self) -> float:
@@ -88,7 +90,8 @@ def to_gradescope(results: Results, stdout_visibility: str = "hidden") -> dict:
             "tags": [t.activity, t.exercise],
         })
     summary = f"Score: {results.score:g} / {results.max_score:g}"
-    return {
+    board = results.leaderboard.gradescope() if results.leaderboard is not None else []
+    out = {
         "score": results.score,
         "execution_time": int(round(results.execution_time)),
         "output": "\n".join([summary, *results.notes]),
@@ -97,6 +100,9 @@ def to_gradescope(results: Results, stdout_visibility: str = "hidden") -> dict:
         "stdout_visibility": stdout_visibility,
         "tests": tests,
     }
+    if board:
+        out["leaderboard"] = board
+    return out
 
 
 def write_json(path: str | os.PathLike, data: dict) -> str:

@@ -241,7 +241,7 @@ class IsolatedStudent:
     """The learner's pieces, run in a worker process (see the module docstring)."""
 
     def __init__(self, impl=None, overrides: dict | None = None, *, isolation: Isolation | None = None,
-                 python: str | None = None, adopt: str | None = None):
+                 python: str | None = None, adopt: str | None = None, training: dict | None = None):
         if overrides:
             raise ValueError("IsolatedStudent does not take overrides: they are objects of this "
                              "process; use InProcessStudent for mutation tests")
@@ -266,6 +266,8 @@ class IsolatedStudent:
         self._booted = False
         self._pending = 0                    # answers of the zygote not read yet (wait=False)
         self._hint = None                    # the activity the next test loads (begin_test)
+        self._limit = wire.MAX_MESSAGE       # the largest reply read (train() lowers it)
+        self._training = training            # the leaderboard's settings: its worker's parent prepares them
         if adopt:                            # a worker's parent another process started for us
             fd, pid = (int(v) for v in str(adopt).split(":"))
             self._zsock, self._zygote = socket.socket(fileno=fd), _Adopted(pid)
@@ -318,6 +320,20 @@ class IsolatedStudent:
                 raise LearnerCodeError(self._import_failures[activity], exc.kind, exc.frames) from None
             raise
 
+    def train(self, accept: dict, settings: dict, *, timeout: float | None = None, limit: int = wire.MAX_MESSAGE):
+        """The leaderboard's training (leaderboard.train) in a fresh worker, with `timeout` seconds
+        (default: the isolation's per-test time): its reply ({"weights": ..., ...}) as it came back,
+        a reply over `limit` bytes refused unread; every failure a LearnerCodeError, as in a test."""
+        per_test = self.timeout
+        self.timeout = float(timeout) if timeout is not None else per_test
+        self.begin_test()
+        self._limit = limit
+        try:
+            return self._request("train", None, accept, settings)
+        finally:
+            self._limit, self.timeout = wire.MAX_MESSAGE, per_test
+            self.end_test()
+
     def close(self) -> None:
         self._kill()
         self._stop_zygote()
@@ -328,7 +344,7 @@ class IsolatedStudent:
     # ----- the worker's parent -----
     def _zygote_config(self) -> dict:
         return {**self.isolation.worker_config(), "confine": str(Path(__file__).with_name("confine.py")),
-                "root": str(ROOT), "folder": self.worker_folder}
+                "root": str(ROOT), "folder": self.worker_folder, "training": self._training}
 
     def _start_zygote(self, wait: bool = True) -> None:
         """A process that imported torch and the course once (inside the tier's wall); every
@@ -561,11 +577,11 @@ class IsolatedStudent:
                 got += n
 
         try:
-            return wire.read(readinto)
+            return wire.read(readinto, limit=self._limit)
         except wire.WireError as exc:
             self._kill()
             if "at most" in str(exc) and "MiB" in str(exc):
-                raise LearnerCodeError(f"your code returned more than {wire.MAX_MESSAGE >> 20} MiB of data "
+                raise LearnerCodeError(f"your code returned more than {self._limit >> 20} MiB of data "
                                        f"({exc})", "value") from None
             raise LearnerCodeError(f"the grader could not read what your code sent back ({exc})", "value") from None
 
@@ -831,6 +847,9 @@ def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str, hint: str | N
             if op == "load":
                 authorship.forbid_engine(*args)     # the engine's own version of this piece: refused from here on
                 result = impl.isolated(*args)
+            elif op == "train":                     # the leaderboard's model, trained here (leaderboard.py)
+                from .leaderboard import train
+                result = train(folder, *args)
             else:
                 target = objects[fields["hid"]]
                 if op == "call":
@@ -947,6 +966,9 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
     if config.get("preload", True):
         from .. import overlay  # noqa: F401  (imported once, here, for every worker)
         warm_up(kernels=True)
+    if config.get("training"):
+        from .leaderboard import warm_up as warm_training
+        warm_training(config["training"])             # the engine's data and imports, before any fork
     _prctl(36, 1)                                     # PR_SET_CHILD_SUBREAPER: orphans come to us
     sock = socket.socket(fileno=fd)
     statuses: dict[int, int] = {}

@@ -20,6 +20,10 @@
 4. results.json is written ALWAYS, last, atomically: tests that never reported count as failed
    with the reason, and a crash of the grader itself still gives a results.json that says so.
 5. Course files changed during the run (by the learner's code) are named in the report.
+6. With a leaderboard (leaderboard.py; the hidden tests folder's leaderboard.json): its worker's
+   parent starts with pytest; after the tests, the learner's andrea-tiny is trained in a worker of
+   the same tier from the pieces that passed, and measured here on held-out stories. The value
+   goes to results.json's "leaderboard" and one line to the output; never into the score.
 
 With a sandbox or a container tier, runs in threads of one process are independent (the batch
 grades in parallel); in the process tier (orphans reparent to this process) grade one at a time.
@@ -47,6 +51,7 @@ from ..paths import ROOT
 from ..overlay import resolve
 from .gradescope import Results, TestResult, to_gradescope, write_json
 from .isolated import IsolatedStudent, LearnerCodeError
+from .leaderboard import SETTINGS_FILE, Entry, Settings, measure, start as start_leaderboard, written_any
 from .plugin import sign
 from .sandbox import UID_BASE, Cgroup, Container, Isolation, Limits, probe, probe_container
 
@@ -87,7 +92,9 @@ class Course:
     of the course files whose change during a run is reported."""
 
     def __init__(self, tests: str | os.PathLike = COURSE_TESTS, hidden: str | os.PathLike | None = None,
-                 guard: list[str | os.PathLike] | None = None):
+                 guard: list[str | os.PathLike] | None = None, leaderboard: str | os.PathLike | bool | None = None):
+        """leaderboard: the leaderboard's settings file (leaderboard.Settings); None: the hidden tests
+        folder's leaderboard.json when it has one; False: no leaderboard."""
         self.tests_dir = Path(tests).resolve()
         self.hidden_dir = Path(hidden).resolve() if hidden else None
         if not self.tests_dir.is_dir():
@@ -96,6 +103,13 @@ class Course:
             raise FileNotFoundError(f"hidden tests folder {self.hidden_dir} does not exist")
         self.tests = snapshot(self.tests_dir)
         self.hidden = snapshot(self.hidden_dir) if self.hidden_dir else {}
+        self.hidden.pop(SETTINGS_FILE, None)          # read here, never copied next to the tests
+        if leaderboard is None and self.hidden_dir and (self.hidden_dir / SETTINGS_FILE).is_file():
+            leaderboard = self.hidden_dir / SETTINGS_FILE
+        self.leaderboard_file = Path(leaderboard).resolve() if leaderboard not in (None, False, True) else None
+        if leaderboard is True:
+            raise ValueError("leaderboard=True: name the leaderboard's settings file (leaderboard.json)")
+        self.leaderboard = Settings.load(self.leaderboard_file) if self.leaderboard_file else None
         if self.hidden:
             ours = {Path(p).name for p in self.tests if p.endswith(".py")}
             clash = sorted({Path(p).name for p in self.hidden if p.endswith(".py")} & ours)
@@ -231,18 +245,19 @@ def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *
           timeout_per_test: float = DEFAULT_TIMEOUT_PER_TEST,
           timeout_total: float = DEFAULT_TIMEOUT_TOTAL, jobs: int = 1, isolation: str = "auto",
           own_work: bool = False, uid: int | None = None, limits: Limits = Limits(),
-          log: str | os.PathLike | None = None) -> Results:
+          log: str | os.PathLike | None = None, leaderboard: str | os.PathLike | bool | None = None) -> Results:
     """Grade one submission folder; write Gradescope's results.json to `out` (always, last).
 
     isolation: "auto" (the strongest tier this machine allows: sandbox, else container as root,
     else nothing runs), or one tier by name. own_work: the learner grades their own code
-    (`make grade`): the process tier is allowed as root too."""
+    (`make grade`): the process tier is allowed as root too. leaderboard (without `course`): the
+    leaderboard's settings file; default: the hidden tests folder's leaderboard.json, if any."""
     start = time.monotonic()
     results = Results()
     try:
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
-        course = course or Course(hidden=hidden_tests)
+        course = course or Course(hidden=hidden_tests, leaderboard=leaderboard)
         results = _run(resolve(submission), course, timeout_per_test, timeout_total, jobs,
                        isolation, own_work, uid, limits, log, out)
     except BaseException as exc:         # noqa: BLE001  (the grader's own failure: still report)
@@ -283,6 +298,7 @@ def choose_tier(isolation: str, staged: Path, uid: int | None, forbidden: dict, 
 def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs, isolation,
          own_work, uid, limits: Limits, log, out) -> Results:
     results = Results()
+    began = time.monotonic()
     as_root = os.geteuid() == 0
     uid = (uid if uid is not None else sandbox_uid()) if as_root else None
     with tempfile.TemporaryDirectory(prefix="andrea-grade-") as tmp:
@@ -300,6 +316,8 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
             forbidden = {str(tmp): "read"}
             if course.hidden_dir:
                 forbidden[str(course.hidden_dir)] = "read"
+            if course.leaderboard_file:
+                forbidden[str(course.leaderboard_file)] = "read"
             if out is not None:
                 forbidden[os.path.dirname(os.path.abspath(out))] = "write"
             tier, why = choose_tier(isolation, staged, uid, forbidden, limits, own_work)
@@ -333,10 +351,25 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
         if refused and "no .py file" not in refused:
             return results        # nothing runs: no test is listed, the note says why
         folder = box / "submission" if box is not None else staged
+        board = None
+        ranked = course.leaderboard is not None and iso is not None and not refused
         try:
-            _pytest(results, tmp, folder, course, timeout_per_test, timeout_total, jobs, iso,
-                    log, collect_only=bool(refused))
+            if ranked and written_any(folder, course.leaderboard):
+                # its worker's parent starts now, preparing the training while the tests run
+                board = start_leaderboard(folder, course.leaderboard, iso)
+            stopped = _pytest(results, tmp, folder, course, timeout_per_test, timeout_total, jobs, iso,
+                              log, collect_only=bool(refused))
+            if ranked:
+                if stopped:
+                    results.leaderboard = Entry(None, f"Leaderboard: no value: {stopped}")
+                else:
+                    board, student = None, board          # measure() closes it
+                    results.leaderboard = measure(folder, results.tests, course.leaderboard, iso, student=student,
+                                                  seconds=timeout_total - (time.monotonic() - began))
+                results.notes.append(results.leaderboard.note)
         finally:
+            if board is not None:
+                board.close()
             if cgroup is not None:
                 if not cgroup.kill():
                     results.notes.append(f"WARNING: processes of the sandbox outlived it ({cgroup.describe()})")
@@ -350,7 +383,9 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
 
 
 def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_per_test,
-            timeout_total, jobs, iso: Isolation | None, log, collect_only: bool) -> None:
+            timeout_total, jobs, iso: Isolation | None, log, collect_only: bool) -> str | None:
+    """Run the graded tests; fills `results`. Returns why the run stopped early (the total time
+    limit, an interrupt), else None."""
     tests = tmp / "tests"
     materialize(course.tests, tests)
     if course.hidden:
@@ -458,6 +493,11 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
         results.notes.append("WARNING: course files changed while this submission was graded "
                              "(this run used copies made before; later runs will not): "
                              + ", ".join(changes[:10]))
+    if timed_out:
+        return f"the grading stopped at the total time limit of {timeout_total:g} s"
+    if interrupted is not None:
+        return "the grading was interrupted"
+    return None
 
 
 def read_jsonl(path: Path, key: bytes):
