@@ -285,3 +285,15 @@ def test_the_held_out_split_is_not_in_the_learners_release():
         assert number.encode() not in data, f"{name} holds the held-out split's number"
     from andrea_course.train.corpus import generate
     assert not set(generate(settings.held_out_seed, settings.held_out_stories)) & set(load_corpus())
+
+
+def test_the_class_report_shows_the_validation_loss():
+    from andrea_course.grading import report
+    board = {"ana": {"execution_time": 30, "tests": [], "leaderboard": lb.Entry(4.9623, "").gradescope()},
+             "bo": {"execution_time": 12, "tests": []}}
+    summary = report.summarize(board)
+    assert {s.student: s.loss for s in summary.students} == {"ana": 4.9623, "bo": None}
+    text = report.to_markdown(summary)
+    assert "| student | score | seconds | validation loss |" in text and "| 4.9623 |" in text
+    assert "<th>validation loss</th>" in report.to_html(summary) and '<td class="n">4.9623</td>' in report.to_html(summary)
+    assert "validation loss" not in report.to_markdown(report.summarize({"bo": board["bo"]}))

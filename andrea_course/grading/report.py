@@ -16,7 +16,8 @@ loads nothing: every value from a submission is escaped.
   most common first (students who made it), each with the piece and one example message.
 - Similar pieces: the pairs similarity.compare listed, highest first (for the instructor to
   look at: nothing is ever zeroed because of it).
-- Time: each student's grading time, slowest first.
+- Time: each student's grading time, slowest first (with the capstone leaderboard's validation
+  loss when the results have one).
 """
 from __future__ import annotations
 
@@ -91,6 +92,16 @@ class StudentRow:
     score: float
     max_score: float
     seconds: float
+    loss: float | None = None        # the capstone leaderboard's validation loss (None: no value)
+
+
+def leaderboard_value(data: dict) -> float | None:
+    """The validation loss of a results.json's Gradescope "leaderboard" field, if it has one."""
+    for entry in data.get("leaderboard") or []:
+        if isinstance(entry, dict) and entry.get("name") == "Validation loss" \
+                and type(entry.get("value")) in (int, float):
+            return float(entry["value"])
+    return None
 
 
 @dataclass
@@ -100,6 +111,10 @@ class Summary:
     mistakes: list[MistakeRow]
     pairs: list                      # similarity.Pair, highest first
     threshold: float | None = None   # the similarity threshold the pairs were listed at
+
+
+def _loss(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"
 
 
 def _order(exercise: str) -> tuple:
@@ -117,7 +132,7 @@ def summarize(results: dict[str, dict], similar: SimilarityReport | None = None)
         tests = [t for t in data.get("tests", []) if isinstance(t, dict)]
         students.append(StudentRow(student, float(data.get("score", sum(t.get("score", 0) for t in tests)) or 0),
                                    float(sum(t.get("max_score", 0) for t in tests)),
-                                   float(data.get("execution_time", 0) or 0)))
+                                   float(data.get("execution_time", 0) or 0), leaderboard_value(data)))
         mine: dict[str, list[dict]] = {}
         for t in tests:
             mine.setdefault(exercise_of(t), []).append(t)
@@ -183,9 +198,12 @@ def to_markdown(summary: Summary, title: str = "Class report") -> str:
                   "| piece | student | similar to | score |", "|---|---|---|---:|"]
         lines += [f"| {_cell(p.exercise)} | {_cell(p.student)} | {_cell(p.other)} | {p.score:.2f} |"
                   for p in summary.pairs]
-    lines += ["", "## Students and time", "", "| student | score | seconds |", "|---|---:|---:|"]
+    board = any(s.loss is not None for s in summary.students)
+    lines += ["", "## Students and time", "", "| student | score | seconds |" + (" validation loss |" if board else ""),
+              "|---|---:|---:|" + ("---:|" if board else "")]
     for s in sorted(summary.students, key=lambda s: (-s.seconds, s.student)):
-        lines.append(f"| {_cell(s.student)} | {s.score:g} / {s.max_score:g} | {s.seconds:.0f} |")
+        lines.append(f"| {_cell(s.student)} | {s.score:g} / {s.max_score:g} | {s.seconds:.0f} |"
+                     + (f" {_loss(s.loss)} |" if board else ""))
     if summary.students:
         times = sorted(s.seconds for s in summary.students)
         lines += ["", f"Median {times[len(times) // 2]:.0f} s, longest {times[-1]:.0f} s, "
@@ -243,10 +261,13 @@ def to_html(summary: Summary, title: str = "Class report") -> str:
         out += [f'<tr><td>{_e(p.exercise)}</td><td>{_e(p.student)}</td><td>{_e(p.other)}</td>'
                 f'<td class="n">{p.score:.2f}</td></tr>' for p in summary.pairs]
         out.append("</table>")
-    out.append("<h2>Students and time</h2><table><tr><th>student</th><th>score</th><th>seconds</th></tr>")
+    board = any(s.loss is not None for s in summary.students)
+    out.append("<h2>Students and time</h2><table><tr><th>student</th><th>score</th><th>seconds</th>"
+               + ("<th>validation loss</th>" if board else "") + "</tr>")
     for s in sorted(summary.students, key=lambda s: (-s.seconds, s.student)):
         out.append(f'<tr><td>{_e(s.student)}</td><td class="n">{s.score:g} / {s.max_score:g}</td>'
-                   f'<td class="n">{s.seconds:.0f}</td></tr>')
+                   f'<td class="n">{s.seconds:.0f}</td>'
+                   + (f'<td class="n">{_loss(s.loss)}</td>' if board else "") + "</tr>")
     out.append("</table>")
     if summary.students:
         times = sorted(s.seconds for s in summary.students)

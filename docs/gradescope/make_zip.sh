@@ -4,7 +4,8 @@
 # Gradescope unpacks the zip INTO /autograder/source, so the learner's release of the course
 # (andrea-release: the package and its graded tests, no solutions/, no hidden tests) is at the
 # zip's root, next to setup.sh and run_autograder; hidden tests go to hidden_tests/ (setup.sh
-# makes them readable by root only). PYTHON: a Python that imports andrea_course (default python3).
+# makes them readable by root only); a leaderboard.json among them turns the capstone leaderboard on
+# (docs/instructors.md, section 7). PYTHON: a Python that imports andrea_course (default python3).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HIDDEN=${1:-}
