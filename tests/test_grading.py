@@ -499,10 +499,15 @@ def bundle(tmp_path_factory):
         shutil.rmtree(top, ignore_errors=True)
 
 
+# A short leaderboard (6 steps): the bundle carries it and the reference gets a value.
+BUNDLE_LEADERBOARD = dict(held_out_seed=4242, held_out_stories=20, steps=6, stories=100)
+
+
 def _build_bundle(top: Path, scratch: Path) -> dict:
     hidden = scratch / "hidden"
     hidden.mkdir()
     shutil.copy(FIXTURES / "hidden" / "fake_test_hidden.py", hidden / "test_hidden_rms.py")
+    (hidden / "leaderboard.json").write_text(json.dumps(BUNDLE_LEADERBOARD))     # the leaderboard, on
     zip_path = scratch / "autograder.zip"
     subprocess.run(["bash", str(ROOT / "docs/gradescope/make_zip.sh"), str(hidden), str(zip_path)],
                    check=True, capture_output=True, env={**os.environ, "PYTHON": sys.executable})
@@ -511,7 +516,8 @@ def _build_bundle(top: Path, scratch: Path) -> dict:
         z.extractall(autograder / "source")
     source = autograder / "source"
     for name in ("setup.sh", "run_autograder", "pyproject.toml", "andrea_course/__init__.py",
-                 "andrea_course/graded/test_attention.py", "hidden_tests/test_hidden_rms.py"):
+                 "andrea_course/graded/test_attention.py", "hidden_tests/test_hidden_rms.py",
+                 "hidden_tests/leaderboard.json"):
         assert (source / name).is_file(), name
     for name in ("solutions", "instructor", "tests"):
         assert not (source / name).exists(), f"the autograder zip holds {name}/"
@@ -607,8 +613,10 @@ class TestGradescopeBundle:
         assert reference["score"] == sum(t["max_score"] for t in reference["tests"]) > 0
         assert any("test_rms_norm_hidden" in t["name"] and t["visibility"] == "hidden" for t in reference["tests"])
         assert "isolation: sandbox" in reference["output"]
+        assert [e["name"] for e in reference["leaderboard"]] == ["Validation loss"], reference["output"]
         untouched, _ = _autograde(bundle, sorted(EXERCISES.glob("*.py")))
         assert untouched["score"] == 0 and len(untouched["tests"]) == len(reference["tests"])
+        assert "leaderboard" not in untouched and "Leaderboard: no value" in untouched["output"]
         empty, _ = _autograde(bundle, [FIXTURES / "README.md"])
         assert empty["score"] == 0 and "has no .py file" in empty["output"]
         assert len(empty["tests"]) == len(reference["tests"])
@@ -630,6 +638,7 @@ class TestGradescopeBundle:
         assert reference["score"] == sum(t["max_score"] for t in reference["tests"]) > 0
         assert "isolation: container" in reference["output"] and "Not given here" in reference["output"]
         assert "Creating new namespace failed" in reference["output"]             # why not the sandbox
+        assert [e["name"] for e in reference["leaderboard"]] == ["Validation loss"], reference["output"]
         assert left == {"processes": [], "files": []}
         untouched, _ = _autograde(bundle, sorted(EXERCISES.glob("*.py")), container=True)
         assert untouched["score"] == 0 and len(untouched["tests"]) == len(reference["tests"])
