@@ -271,7 +271,7 @@ def written_any(folder, settings: Settings) -> bool:
             stubs = overlay.unwritten_pieces(path.read_text(encoding="utf-8"))
         except OSError:
             continue
-        except (SyntaxError, ValueError, UnicodeDecodeError):
+        except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
             return True
         if any(p.split(".")[1] not in stubs for p in considered(settings) if p.startswith(activity + ".")):
             return True
