@@ -257,9 +257,14 @@ class Entry:
         return [] if self.value is None else [{"name": NAME, "value": round(self.value, 4), "order": "asc"}]
 
 
+GENERATION_ONLY = ("model.KVCache", "model.sample_next")    # pieces of the model no training step runs
+
+
 def considered(settings: Settings) -> list[str]:
-    """The learner's pieces the leaderboard's model is built and trained with."""
-    return [*overlay.model_pieces(settings.model_config()), "optim.adamw_step", "optim.lr_at"]
+    """The learner's pieces a training step of the leaderboard's model runs (its model's, but
+    what only generation uses; adamw_step; lr_at)."""
+    return [*(p for p in overlay.model_pieces(settings.model_config()) if p not in GENERATION_ONLY),
+            "optim.adamw_step", "optim.lr_at"]
 
 
 def written_any(folder, settings: Settings) -> bool:
