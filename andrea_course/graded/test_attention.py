@@ -235,6 +235,9 @@ def test_causal_mask_with_cached_keys(student):
     fn = student.piece("attention", "causal_mask")
     expect_cases(_mask_case(fn, 3, 6), _mask_case(fn, 2, 5), exact=True,
                  hint="with S - T cached keys, query i sits at position i + S - T: allowed j <= i + S - T")
+    # As the model calls it: on the device of its scores.
+    expect_equal(fn(3, 5, device=torch.device("cpu")), _allowed(3, 5), "causal_mask(3, 5, device=torch.device('cpu'))",
+                 hint="take the device keyword (default None) and build the mask's index tensors there")
 
 
 def _masked(scores):

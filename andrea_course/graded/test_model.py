@@ -362,6 +362,10 @@ def test_sample_next_at_temperature_0_is_greedy(student):
     expect_runs(first.got, first.what, mistakes={TEMPERATURE_0: divided},
                 second=Second(second.got, None, {TEMPERATURE_0: divided2}), hint=SAMPLE_HINT)
     expect_cases(first, second, exact=True, hint=SAMPLE_HINT)
+    # As generate() calls it: positional arguments, temperature the int 0, no top_k, no generator.
+    logits = torch.randn(3, 30, generator=torch.Generator().manual_seed(44))
+    expect_equal(fn(logits, 0, None, None), logits.argmax(dim=-1, keepdim=True),
+                 "sample_next(logits, 0, None, None), as generate(temperature=0) calls it", hint=SAMPLE_HINT)
 
 
 def _engine_case(fn, logits, temperature, top_k, seed, extra=None):

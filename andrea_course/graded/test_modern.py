@@ -593,6 +593,11 @@ def test_apply_rope_turns_each_pair_of_features(student):
     # Position 0 is not turned at all.
     expect_close(got[..., 0, :], x[..., 0, :], "apply_rope(x)[..., position 0, :]",
                  hint="the angle at position 0 is 0: cos 1, sin 0")
+    # As the model calls it: float32 queries that are a view, (B, T, H, K) seen as (B, H, T, K).
+    xs = _randn(2, 5, 3, K, seed=25, dtype=torch.float32).transpose(1, 2)
+    expect_close(apply_rope(xs, a.cos().float(), a.sin().float(), 0), _turn(xs.double(), a[:5]).float(),
+                 "apply_rope(x: a float32 (2, 3, 5, 8) view of a (2, 5, 3, 8) tensor, float32 cos, sin)",
+                 hint="work on x's last axis by indexing (halves of K); a transposed view cannot be .view()-ed")
 
 
 @graded("modern.apply_rope", points=2)
@@ -690,6 +695,13 @@ def test_rope_attention_with_and_without_a_cache(student):
                                       "rope_attention of positions 2, 3 after a cache of 2 turned keys"))
     y1 = rope_attention(q[:, :, :3], k[:, :, :3], v[:, :, :3], cos, sin, empty(q), empty(q))[0]
     expect_close(y1, want[:, :, :3], "rope_attention of positions 0, 1, 2, no cache")
+    # As the model calls it: float32, the queries contiguous or a view (B, T, H, K) seen as (B, H, T, K).
+    f32 = [t.float() for t in (q, k, v, cos, sin, empty(q), empty(q))]
+    want32 = _ref_rope_attention(*f32)[0]
+    for q32, how in ((f32[0], "contiguous"), (f32[0].transpose(1, 2).contiguous().transpose(1, 2), "a view")):
+        out32 = rope_attention(q32, *f32[1:])
+        expect_close(out32[0] if isinstance(out32, (tuple, list)) else out32, want32,
+                     f"rope_attention(float32 q ({how}), k, v of 5 positions, no cache)[0]")
 
 
 # ----------------------------------------------------------------------------- RMSNorm: keepdim

@@ -211,6 +211,12 @@ def test_grouped_kv_heads(student):
     for bias in (True, False):                          # the classic block's biases, and the modern block's none
         _check_grouped(student, ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=1, n_heads=4,
                                             n_kv_heads=2, d_ff=32, bias=bias))
+    # A RoPE model's config builds the same weights (the positions are turned elsewhere).
+    rope = ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=32,
+                       bias=False, position="rope")
+    load_weights(student.piece("multihead", "MultiHeadAttention")(rope),
+                 pieces.module("multihead").MultiHeadAttention(rope).state_dict(),
+                 "MultiHeadAttention(D=16, H=4, G=2, no biases, position='rope')")
 
 
 def _check_grouped(student, cfg):

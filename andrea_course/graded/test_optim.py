@@ -50,7 +50,8 @@ LR_HINT = "warm-up: lr·(step + 1)/warmup_steps; then a cosine from lr to min_lr
 def _lr_case(lr_at, step, s):
     what = (f"lr_at({step}, lr={s['lr']:g}, min_lr={s['min_lr']:g}, warmup_steps={s['warmup_steps']}, "
             f"max_steps={s['max_steps']})")
-    return Case(what, lambda: _rate(lr_at(step, **s)), _rate(_want(step, s)),
+    return Case(what, lambda: _rate(lr_at(step, s["lr"], s["min_lr"], s["warmup_steps"], s["max_steps"])),   # as the trainer calls it
+                _rate(_want(step, s)),
                 {name: _rate(value) for name, value in _lr_mistakes(step, s).items()})
 
 
@@ -188,16 +189,20 @@ def _run_adamw(student, setup, other):
 @graded("optim.adamw_step", points=3)
 def test_adamw_matches_torch(student):
     # The trainer's dtype and tiny gradients, where eps matters.
-    small = (_randn(8, seed=40, dtype=torch.float32), [1e-6 * _randn(8, seed=41 + t, dtype=torch.float32) for t in range(4)],
-             3e-3, (0.9, 0.999), 1e-6, 0.01,
-             "AdamW(lr=3e-3, eps=1e-6, weight_decay=0.01) on a float32 tensor with gradients of about 1e-6")
+    small = (_randn(2, 4, seed=40, dtype=torch.float32),
+             [1e-6 * _randn(2, 4, seed=41 + t, dtype=torch.float32) for t in range(4)], 3e-3, (0.9, 0.999), 1e-6, 0.01,
+             "AdamW(lr=3e-3, eps=1e-6, weight_decay=0.01) on a (2, 4) float32 weight with gradients of about 1e-6")
     wide = (_randn(4, 6, seed=30), [_randn(4, 6, seed=31 + t) for t in range(6)], 1e-2, (0.9, 0.95), 1e-8, 0.1,
             "AdamW(lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1) on a (4, 6) float64 tensor")
     small64 = (_randn(5, seed=42), [2e-6 * _randn(5, seed=43 + t) for t in range(3)], 2e-3, (0.9, 0.999), 1e-6, 0.05,
                "AdamW(lr=2e-3, eps=1e-6, weight_decay=0.05) on a float64 tensor with gradients of about 2e-6")
     wide2 = (_randn(3, 5, seed=60), [_randn(3, 5, seed=61 + t) for t in range(5)], 3e-2, (0.8, 0.9), 1e-8, 0.2,
              "AdamW(lr=3e-2, betas=(0.8, 0.9), weight_decay=0.2) on a (3, 5) float64 tensor")
+    flat = (_randn(8, seed=70, dtype=torch.float32), [1e-6 * _randn(8, seed=71 + t, dtype=torch.float32) for t in range(3)],
+            3e-3, (0.9, 0.999), 1e-6, 0.01,
+            "AdamW(lr=3e-3, eps=1e-6, weight_decay=0.01) on a (8,) float32 bias with gradients of about 1e-6")
     _run_adamw(student, small, small64)
+    _run_adamw(student, flat, small64)
     _run_adamw(student, wide, wide2)
 
 
