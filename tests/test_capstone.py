@@ -99,7 +99,7 @@ def test_sample_says_whose_model_it_samples(runs, capsys):
         assert whose in capsys.readouterr().err
 
 
-@pytest.mark.slow
+@pytest.mark.nightly              # a minute and a half: the graded tests run three times
 def test_resume_keeps_the_runs_pieces_and_says_what_changed(tmp_path, capsys):
     """--resume without --impl goes on with the folder in pieces.json, reading it afresh: a piece
     that fails now runs the engine's, and the change is said and recorded; a BPE that learns

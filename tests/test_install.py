@@ -6,7 +6,7 @@ when it updates the course; reveal() needs no widget; andrea-make-exercises --ve
 package lists its packages and carries the workspace's files; andrea-start writes and reuses a
 workspace, and checks inside one judge its exercises.
 
-Slow (marked `slow`; all but the plain install also `nightly`, run by `make test-nightly`, not by
+Slow (marked `nightly`, run by `make test-nightly`, not by
 `make test`), each in a fresh virtual environment (no system site-packages; pip's own
 cache is reused; --no-compile): the first cell on a simulated Colab, each extra alone doing what
 it is for, a non-editable `pip install` from a folder outside the repository, and the same with
@@ -618,7 +618,7 @@ def test_browser_extra_brings_playwright(venvs, tmp_path):
     _venv_run(python, "from playwright.sync_api import sync_playwright", tmp_path)
 
 
-@pytest.mark.slow
+@pytest.mark.nightly              # two minutes; tests/test_layers.py checks in CI that andrea-train loads no test tools
 @pytest.mark.venv("plain")
 def test_plain_install_outside_the_repository_builds_trains_and_samples(venvs, tmp_path):
     """`pip install FOLDER` (not editable; the folder is deleted afterwards), run elsewhere: the

@@ -89,7 +89,7 @@ def test_activation_checkpointing_trains_the_same_losses(tmp_path, data_dir):
     assert runs[True] == runs[False]
 
 
-@pytest.mark.slow
+@pytest.mark.nightly              # a minute of torch.compile on a CPU; tests/test_capstone.py compiles a model in CI
 def test_compiled_training_equals_eager_and_resumes_identically(tmp_path, data_dir):
     """torch.compile of the model (forward and backward) as the trainer does on a GPU, on the
     smallest model that shows it (one block); compiling costs about a minute on two cores."""
