@@ -289,15 +289,27 @@ class Container:
 
 
 def pids_of(uid: int) -> list[int]:
+    """The living processes of `uid`. A zombie is left out: it runs nothing, and it stays until its
+    parent reaps it (a grader that became a subreaper adopts a killed daemon's last pid)."""
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
+                if os.stat(f"/proc/{entry}").st_uid == uid and not _dead(entry):
                     out.append(int(entry))
             except OSError:
                 pass
     return out
+
+
+def _dead(pid: str) -> bool:
+    """Whether /proc/<pid> is a zombie (state Z) or dead (X): killed, not yet reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return True
+    return stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X")
 
 
 def kill_uid(uid: int, timeout: float = 10.0) -> bool:
