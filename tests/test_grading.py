@@ -564,7 +564,8 @@ def _autograde(bundle, files, container: bool = False) -> tuple[dict, dict]:
     after = f"{sys.executable} -I -c {shlex.quote(LEFTOVERS)} {UID_BASE} > {autograder}/leftovers.json"
     readable = [sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
                 *__import__("site").getsitepackages(), str(ROOT)]
-    argv, keep = docker_default(["bash", "-c", f"{run}; {after}"], readable=readable)
+    argv, keep = docker_default(["bash", "-c", f"{run}; {after}"], readable=readable,
+                                writable=[autograder.parent])
     for fd in keep:
         os.set_inheritable(fd, True)
     try:

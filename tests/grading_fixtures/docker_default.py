@@ -1,14 +1,18 @@
 """A simulated Docker-default container, as Gradescope runs its autograder in: root without
 CAP_SYS_ADMIN (Docker's default capabilities only), a seccomp filter refusing unshare, setns,
 mount and clone with namespace flags, a read-only /sys (so no cgroup can be made), its own pid,
-IPC and UTS namespaces, the machine's network. Built with bubblewrap from a root shell:
+IPC and UTS namespaces, the machine's network, and temp folders of its own (/tmp, /var/tmp,
+/dev/shm start empty and vanish with it, as a container's do: what an earlier, killed run left in
+this machine's /tmp is not seen, and nothing the grader leaves outlives the container unseen).
+Built with bubblewrap from a root shell:
 
-    argv, keep = docker_default(["bash", "run_autograder"], readable=[venv, course])
+    argv, keep = docker_default(["bash", "run_autograder"], readable=[venv, course], writable=[bundle])
     subprocess.run(argv, pass_fds=keep)
 
 `readable`: paths that the container's image would have where every user can read them
 (Gradescope's images install Python in /usr; here it may sit under /root, mode 0700): each
 closed parent folder is replaced, inside, by an open one holding only the way to that path.
+`writable`: paths the container shares with this machine (a bind mount, as `docker run -v`).
 """
 from __future__ import annotations
 
@@ -37,7 +41,15 @@ def _openings(paths) -> dict[Path, set[str]]:
     return out
 
 
-def docker_default(command: list[str], readable=(), env: dict | None = None) -> tuple[list[str], tuple[int, ...]]:
+TEMP = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _in_temp(path: Path) -> bool:
+    return any(path == Path(t) or Path(t) in path.parents for t in TEMP)
+
+
+def docker_default(command: list[str], readable=(), writable=(), env: dict | None = None
+                   ) -> tuple[list[str], tuple[int, ...]]:
     """(bwrap's argv, the descriptors to pass: the seccomp program's)."""
     exe = shutil.which("bwrap")
     if exe is None or os.geteuid() != 0:
@@ -53,10 +65,17 @@ def docker_default(command: list[str], readable=(), env: dict | None = None) -> 
     args = [exe, "--bind", "/", "/", "--ro-bind", "/sys", "/sys", "--dev-bind", "/dev", "/dev",
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "gradescope", "--proc", "/proc",
             "--die-with-parent"]
+    for temp in TEMP:
+        args += ["--perms", "1777", "--tmpfs", temp]
     for folder, names in sorted(_openings(readable).items()):
         args += ["--perms", "0755", "--tmpfs", str(folder)]
         for name in sorted(names):
             args += ["--bind", str(folder / name), str(folder / name)]
+    for path in map(lambda q: Path(q).resolve(), readable):
+        if _in_temp(path):                      # hidden by the container's own temp folders
+            args += ["--ro-bind", str(path), str(path)]
+    for path in map(lambda q: Path(q).resolve(), writable):
+        args += ["--bind", str(path), str(path)]
     args += ["--cap-drop", "ALL"]
     for cap in DOCKER_CAPS:
         args += ["--cap-add", cap]
