@@ -351,10 +351,14 @@ class ANDREA(nn.Module):
         from a normal with std = init_std (default 1/sqrt(D)), scaled by 1/sqrt(2L) for a residual
         projection (W_O and the MLP's last layer, marked by residual(), as GPT-2), its bias 0; a
         Norm's gains 1 and shift 0; any other parameter of two or more axes (the embedding tables)
-        from the same normal. A module of no known type keeps the 1-D parameters its constructor made."""
+        from the same normal. A module of no known type keeps the 1-D parameters its constructor made.
+        A model built on the meta device (count_parameters) has no values to set: it is left alone
+        (and PyTorch's initialisers would import its compiler for meta tensors, seconds)."""
         std = init_std if init_std is not None else 1.0 / math.sqrt(self.cfg.d_model)
         for module in self.modules():
             for name, p in module.named_parameters(recurse=False):
+                if p.is_meta:
+                    continue
                 if isinstance(module, nn.Linear):
                     if name == "bias":
                         nn.init.zeros_(p)

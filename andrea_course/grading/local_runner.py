@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import faulthandler
+import gc
 import inspect
 import io
 import os
@@ -425,7 +426,8 @@ def _pytest(paths: list[Path], exercises, impl_name: str, tests_dir: Path, emit,
     hooks = _hooks(set(exercises), resolve(impl_name), emit, upto, limit)
     args = [*map(str, paths), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider", "--impl", impl_name,
             "--isolation", isolation, "--timeout-per-test", str(limit),
-            "-o", "addopts=", "-o", "python_files=test_*.py", "--capture=sys", "-q", "--tb=short",
+            "-o", "addopts=", "-o", "python_files=test_*.py", "--capture=sys", "-q", "--tb=native",
+            "-p", "no:unraisableexception",
             "--color=no", "-W", "ignore", "--import-mode=importlib",
             f"--rootdir={tests_dir.parent}", f"--confcutdir={tests_dir}", "-c", os.devnull]
     out = io.StringIO()
@@ -497,6 +499,7 @@ def _send(fd: int, msg) -> None:
 def _child(work, w: int, dump) -> None:
     code = 1
     try:
+        gc.freeze()              # the kernel's objects: no collection walks them again (pytest collects)
         signal.signal(signal.SIGINT, signal.SIG_IGN)       # the parent handles the learner's interrupt
         faulthandler.register(signal.SIGUSR1, file=dump, all_threads=False)
         if "torch" in sys.modules:
@@ -617,6 +620,16 @@ def _interruptible():
             signal.signal(signal.SIGINT, old)
 
 
+def _runs_code_in(thread_id: int, folder: Path) -> bool:
+    """Whether a frame of the thread's current stack runs a file under `folder` (the learner's)."""
+    frame = sys._current_frames().get(thread_id)
+    while frame is not None:
+        if _learner_path(frame.f_code.co_filename, folder):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _here(work, limit: float, folder: Path) -> Run:
     run = Run()
     state = {"deadline": time.monotonic() + max(limit, BOOT_LIMIT), "fired": False, "over": False}
@@ -639,17 +652,20 @@ def _here(work, limit: float, folder: Path) -> Run:
             _raise_in(target, KeyboardInterrupt)
 
     def watchdog():
-        # Fires at the deadline, then again every REARM seconds until the tests' thread has left
-        # the learner's code: one interrupt can be swallowed (an `except BaseException` in a loop).
+        # Fires at the deadline, then again every REARM seconds while the tests' thread is still
+        # in the learner's code: one interrupt can be swallowed (an `except BaseException` in a
+        # loop). Never again once it has left: an interrupt landing in pytest's own reporting
+        # (inside its compile() or ast calls, say) would break the report, not stop the learner.
         while True:
             time.sleep(0.05)
             with lock:
                 if state["over"]:
                     return
                 if time.monotonic() > state["deadline"]:
-                    state["fired"] = True
                     state["deadline"] = time.monotonic() + REARM
-                    stop()
+                    if not state["fired"] or _runs_code_in(target, folder):
+                        state["fired"] = True
+                        stop()
 
     dog = threading.Thread(target=watchdog, daemon=True)
     dog.start()

@@ -145,7 +145,10 @@ def _become_subreaper() -> None:
             pass
 
 
-def _children_map() -> dict[int, list[int]]:
+def _children_map(zombies: bool = False) -> dict[int, list[int]]:
+    """{ppid: [its living children]}. A zombie is left out unless asked for: it runs nothing and
+    cannot be killed (a grader that became a subreaper holds the killed orphans of a run until it
+    reaps them)."""
     kids: dict[int, list[int]] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit():
@@ -154,8 +157,10 @@ def _children_map() -> dict[int, list[int]]:
             stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(entry))
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if state in ("Z", "X") and not zombies:
+            continue
+        kids.setdefault(int(ppid), []).append(int(entry))
     return kids
 
 
@@ -178,7 +183,7 @@ def _kill_run(proc: subprocess.Popen, orphans_since: set[int] | None, rounds: in
         new = [c for c in kids.get(me, []) if c not in orphans_since] if orphans_since is not None else []
         found = set(new) | set(_descendants(new + [proc.pid], kids)) | set(alive)
         if not found:
-            return
+            break
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -186,11 +191,13 @@ def _kill_run(proc: subprocess.Popen, orphans_since: set[int] | None, rounds: in
                 pass
         proc.poll()
         time.sleep(0.05)
-        for pid in new:
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
+    if orphans_since is not None:              # reap the run's orphans (ours since we are their subreaper)
+        for pid in _children_map(zombies=True).get(me, []):
+            if pid not in orphans_since and pid != proc.pid:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
 
 
 # ----------------------------------------------------------------------------- submissions
@@ -401,7 +408,10 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
            "--rootdir", str(tmp), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider",
            "--isolation", iso.to_json(), "--impl", str(staged), "-m", "exercise",
            "--timeout-per-test", str(timeout_per_test), "--results-jsonl", str(jsonl),
-           "--results-key-fd", str(key_r), "--continue-on-collection-errors", "-q", "-W", "ignore"]
+           "--results-key-fd", str(key_r), "--continue-on-collection-errors", "-q", "-W", "ignore",
+           # a failure's text is the plugin's; pytest's long form parses the test file again per
+           # failure, and its unraisable-exception hook collects garbage five times at the end
+           "--tb=native", "-p", "no:unraisableexception"]
     if collect_only:
         cmd.append("--collect-only")
     if jobs > 1:
@@ -429,7 +439,7 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
     walled = iso.tier in ("sandbox", "container") or collect_only      # (collecting runs no learner code)
     if not walled:
         _become_subreaper()
-    orphans_since = None if walled else set(_children_map().get(os.getpid(), []))
+    orphans_since = None if walled else set(_children_map(zombies=True).get(os.getpid(), []))
     with open(log_path, "wb") as log_file:
         try:
             proc = None
