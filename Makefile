@@ -38,7 +38,8 @@ lab: $(LAB_STAMP)
 # reference solutions (tests/piece_calls.py then checks that a graded test makes every call the
 # notebooks make to a learner's piece) and once with the untouched exercises in the learner's release
 # (andrea-release: no solutions/, no hidden tests; everything must still run there); then every
-# notebook in a real JupyterLab in headless Chromium (skipped when Chromium is absent).
+# notebook in a real JupyterLab in headless Chromium (skipped when Chromium is absent; two
+# JupyterLabs and browsers side by side: 290 s instead of about 400 s on two cores).
 # Each stage prints its time. Tests marked `nightly` (fresh virtual environments for each extra,
 # the larger memory profiles: minutes each) run with `make test-nightly`, not here.
 # In a learner's release (no solutions/) `make grade` grades your exercises/ instead.
@@ -55,7 +56,7 @@ test: $(ALL_STAMP)
 	$(call stage,unit and graded tests,ANDREA_IMPL=solutions $(PYTEST) -m "not browser and not nightly" --durations=15 tests andrea_course/graded instructor/hidden_tests)
 	$(call stage,notebooks with the answer key,ANDREA_IMPL=solutions PYTHONPATH=tests $(PYTEST) -p piece_calls --nbval-lax --nbval-current-env notebooks)
 	$(call stage,notebooks with the untouched exercises in the release,$(BIN)/andrea-release --force $(NOKEY) && cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY) OMP_NUM_THREADS=1 $(abspath $(BIN))/python -m pytest -n 2 --dist loadscope -p no:cacheprovider --nbval-lax --nbval-current-env notebooks)
-	$(call stage,notebooks in a browser,$(BIN)/python -m pytest -m browser tests/test_browser.py)
+	$(call stage,notebooks in a browser,OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 -m browser tests/test_browser.py)
 
 # Minutes each: every extra in its own fresh virtual environment (the simulated Colab among them),
 # and the memory profiles of bf16, activation checkpointing, the modern block and ANDREA-120M.

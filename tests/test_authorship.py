@@ -23,7 +23,7 @@ from andrea_course.grading.student import InProcessStudent
 from andrea_course.graded import GRADED
 from andrea_course.paths import ROOT
 from andrea_course.overlay import ImplementationError, Overlay
-from test_grading import sandboxed  # noqa: F401  (the fixture: skip without a sandbox, check nothing is left)
+from grading_helpers import sandboxed  # noqa: F401  (the fixture: skip without a sandbox, check nothing is left)
 
 EXERCISES = ROOT / "exercises"
 

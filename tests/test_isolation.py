@@ -6,7 +6,7 @@ bounding set, no_new_privs and the filter; the runner picks the strongest tier t
 allows and refuses only where nothing keeps the hidden tests and results out of reach; the
 container tier's clean-up leaves no process and no file of its uid.
 
-The container tier itself, end to end, runs in tests/test_grading.py (TestGradescopeBundle, in a
+The container tier itself, end to end, runs in tests/test_gradescope.py (TestGradescopeBundle, in a
 simulated Docker-default container). Tests that need root or bubblewrap say so and skip."""
 import ctypes
 import ctypes.util

@@ -12,7 +12,7 @@ from andrea_course.exercises import EXERCISES, SOLUTIONS
 from andrea_course.grading import cli, report
 from andrea_course.grading.similarity import Pair, Report as SimilarityReport
 from andrea_course.graded import GRADED
-from test_grading import sandboxed  # noqa: F401  (the fixture: skip without a sandbox)
+from grading_helpers import sandboxed  # noqa: F401  (the fixture: skip without a sandbox)
 import test_mistakes
 
 

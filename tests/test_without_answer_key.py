@@ -1,6 +1,6 @@
 """The package stands on its own: in the learner's release (andrea-release: no solutions/, no
 hidden tests), the engine builds, counts and trains. Grading there (the untouched exercises 0,
-the reference pieces full marks) is tests/test_grading.py::TestGradescopeBundle, whose
+the reference pieces full marks) is tests/test_gradescope.py::TestGradescopeBundle, whose
 autograder zip holds the release; the notebooks run in the release too (the Makefile's second
 nbval pass)."""
 import os

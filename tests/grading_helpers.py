@@ -1,0 +1,108 @@
+"""What the autograder's tests share: a small fixture course, submissions made from the answer key
+with hostile code appended (tests/grading_fixtures/evil/), results.json read per test, and the
+`sandboxed` fixture (skip, or with ANDREA_REQUIRE_SANDBOX=1 fail, without a sandbox; check that
+nothing is left behind). Imported by test_grading.py, test_gradescope.py, test_one_verdict.py,
+test_authorship.py, test_report.py and others.
+"""
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from andrea_course.grading.runner import Course
+from andrea_course.grading.sandbox import UID_BASE, Cgroup, probe
+from andrea_course.exercises import SOLUTIONS
+
+FIXTURES = Path(__file__).parent / "grading_fixtures"
+
+TESTS = ["test_embed_lookup", "test_softmax", "test_scale_scores", "test_gelu_tanh", "test_mlp_module",
+         "test_rms_norm_hidden"]
+POINTS = dict(zip(TESTS, [2, 2, 1, 1, 1, 1]))
+
+
+
+def make_course(tmp: Path) -> Course:
+    (tmp / "course" / "tests").mkdir(parents=True)
+    (tmp / "course" / "hidden").mkdir()
+    shutil.copy(FIXTURES / "fake_test_small.py", tmp / "course" / "tests" / "test_small.py")
+    shutil.copy(FIXTURES / "hidden" / "fake_test_hidden.py", tmp / "course" / "hidden" / "test_hidden.py")
+    return tmp / "course"
+
+
+def make_submission(folder: Path, evils=(), base: Path = SOLUTIONS, **placeholders) -> Path:
+    folder.mkdir(parents=True)
+    for path in base.glob("*.py"):
+        shutil.copy(path, folder / path.name)
+    for evil in evils:
+        activity = evil.split("__")[0]
+        code = (FIXTURES / "evil" / f"{evil}.py").read_text()
+        for name, value in placeholders.items():
+            code = code.replace(f"__{name.upper()}__", str(value))
+        with open(folder / f"{activity}.py", "a") as f:
+            f.write(code)
+    return folder
+
+
+def by_test(results_json: Path) -> dict:
+    data = json.loads(results_json.read_text())
+    return data, {t["name"].split(": ", 1)[1]: t for t in data["tests"]}
+
+
+
+# ----------------------------------------------------------------------------- sandbox helpers
+@pytest.fixture
+def sandboxed(tmp_path, monkeypatch):
+    """Skip (or, with ANDREA_REQUIRE_SANDBOX=1, fail) without a sandbox; give the grader a
+    private temp folder, and check after the test that nothing was left behind."""
+    why = probe(FIXTURES, UID_BASE if os.geteuid() == 0 else None)
+    if why:
+        if os.environ.get("ANDREA_REQUIRE_SANDBOX") == "1":
+            pytest.fail(f"no sandbox on this machine: {why}")
+        pytest.skip(f"no sandbox on this machine: {why}")
+    grader_tmp = tmp_path / "grader-tmp"
+    grader_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(grader_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    yield
+    monkeypatch.undo()
+    tempfile.tempdir = None
+    assert not list(grader_tmp.iterdir()), "the grader left files in its temp folder"
+    assert not leftovers(), leftovers()
+
+
+def our_uids() -> range:
+    """The sandbox uids grade() gives this process's runs (runner.sandbox_uid)."""
+    low = UID_BASE + (os.getpid() % 1_000_000) * 100
+    return range(low, low + 100)
+
+
+def leftovers() -> list[str]:
+    """Processes and files of this process's sandboxes, and their cgroups (root only: as
+    another user the sandbox runs under one's own uid)."""
+    if os.geteuid() != 0:
+        return []
+    uids, found = our_uids(), []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        uid = int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+        if uid in uids:
+            found.append(f"process {pid} of uid {uid}")
+    for top in ("/tmp", "/dev/shm", "/var/tmp"):
+        for folder, dirs, files in os.walk(top):
+            for name in dirs + files:
+                try:
+                    if os.lstat(os.path.join(folder, name)).st_uid in uids:
+                        found.append(f"file {os.path.join(folder, name)}")
+                except OSError:
+                    pass
+    for parent in Cgroup.parents().values():
+        found += [f"cgroup {p}" for p in parent.glob(f"andrea-grade-{os.getpid()}-*")]
+    return found
+
+

@@ -1,0 +1,76 @@
+"""`make grade` prints what a learner needs, and the instructors' guide and `andrea-grade --help`
+say what the suite and the grader really are."""
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from andrea_course.grading import cli
+from andrea_course.graded import GRADED
+from andrea_course.paths import ROOT
+
+
+
+# ----------------------------------------------------------------------------- make grade and the docs
+def _collected(folder: Path, tmp_path: Path) -> tuple[int, float]:
+    """(graded tests, points) in a folder, as the grader collects them."""
+    jsonl = tmp_path / f"{folder.name}.jsonl"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "-m", "exercise",
+                    "-o", "addopts=", "-p", "andrea_course.grading.plugin", "--results-jsonl", str(jsonl), str(folder)],
+                   capture_output=True, env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, cwd=tmp_path)
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    records = {r["nodeid"]: r for r in records if r["kind"] == "collected"}
+    return len(records), sum(r["points"] for r in records.values())
+
+
+def test_the_instructors_guide_counts_the_suite(tmp_path):
+    text = (ROOT / "docs" / "instructors.md").read_text()
+    for tag, folder in (("suite", GRADED), ("hidden", ROOT / "instructor" / "hidden_tests")):
+        if not folder.is_dir():
+            continue                                          # a learner's release has no hidden tests
+        n, points = _collected(folder, tmp_path)
+        said = re.search(rf"<!-- {tag} -->(\d+) (?:graded )?tests worth (\d+) points<!-- /{tag} -->", text)
+        assert said, f"docs/instructors.md does not say how many {tag} tests there are"
+        assert (int(said.group(1)), float(said.group(2))) == (n, points), \
+            f"docs/instructors.md says {said.group(0)}; the {tag} tests are {n}, worth {points:g} points"
+
+
+def test_the_help_says_the_defaults():
+    import contextlib
+    out = io.StringIO()
+    with pytest.raises(SystemExit), contextlib.redirect_stdout(out):
+        cli.parse(["--help"])
+    text = " ".join(out.getvalue().split())
+    assert "andrea_course/graded/" in text and "course's tests/" not in text
+    for words in ("--isolation", "auto", "sandbox", "container", "--own-work", "(default: 60.0)"):
+        assert words in text, words
+
+
+@pytest.mark.slow
+def test_make_grade_prints_what_a_learner_needs(tmp_path):
+    """`make grade` (its recipe, run as the Makefile runs it): for the untouched exercises, the score
+    table and one line per failing test, no traceback, exit 0 (it graded)."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    recipe = subprocess.run(["make", "-n", "-s", "grade", "LAB_STAMP=", "BIN=BIN"], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.strip()
+    assert recipe == "BIN/andrea-grade exercises --own-work", recipe
+    done = subprocess.run([sys.executable, "-m", "andrea_course.grading.cli", *recipe.split()[1:]], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1200,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("ANDREA_")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    n, points = _collected(GRADED, tmp_path)
+    assert "Traceback" not in out, out
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert re.search(rf"TOTAL +0 / {points:g}\b", out), out[-500:]
+    failing = [line for line in out.splitlines() if line.startswith("      x ")]
+    assert len(failing) == n and all("not implemented yet" in line for line in failing), failing[:3]
+    assert "isolation: a worker process as you (your own work" in out and "graded in" in out
+    assert len(out.splitlines()) < n + 30

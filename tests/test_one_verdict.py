@@ -1,0 +1,105 @@
+"""One verdict in every runner: student mistakes that once got full marks from andrea-grade while
+pytest and check() caught them fail the same tests under andrea-grade (sandbox), plain pytest,
+check() and, where the learner's code cannot crash it, one process."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from andrea_course.grading import cli
+from andrea_course.grading.runner import Course
+from andrea_course.grading.sandbox import Limits
+from andrea_course.graded import GRADED
+
+from grading_helpers import by_test, make_submission, sandboxed  # noqa: F401  (sandboxed: a fixture)
+
+
+# ----------------------------------------------------------------------------- one verdict
+# Student mistakes that once got full marks from andrea-grade while pytest and check() caught
+# them: (file, the answer key's line, the mistaken line) or code appended to the file.
+KERNEL_LOAD = '    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)'
+KERNEL_STORE = "    tl.store(y_ptr + row * y_row_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)"
+ONE_VERDICT = {
+    # the test's own tensor overwritten: the test's expected values change with it, in one process
+    "dropout_in_place": ("block.py", None, """
+
+def dropout(x, p, training, generator=None):
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return x.zero_()
+    keep = torch.rand(x.shape, generator=generator, device=x.device) >= p
+    return x.mul_(keep).div_(1 - p)
+"""),
+    # rows read n_cols apart: wrong only where x is a slice of a wider matrix
+    "softmax_loads_rows_n_cols_apart": ("kernels.py", KERNEL_LOAD, KERNEL_LOAD.replace("row * x_row_stride", "row * n_cols")),
+    # y stepped by x's row stride: writes past y where x is a slice (in one process: abort)
+    "softmax_stores_with_x_stride": ("kernels.py", KERNEL_STORE, KERNEL_STORE.replace("row * y_row_stride", "row * x_row_stride")),
+}
+ONE_VERDICT_EXERCISES = ["block.dropout", "kernels.softmax_kernel"]
+
+
+def _mistaken(folder: Path, file: str, old, new) -> Path:
+    make_submission(folder)
+    text = (folder / file).read_text()
+    if old is None:
+        text += new
+    else:
+        assert old in text, old
+        text = text.replace(old, new)
+    (folder / file).write_text(text)
+    return folder
+
+
+def _pytest_verdicts(impl: Path, isolation: str) -> dict:
+    """{test name: passed} of the two test files' dropout and softmax-kernel tests, by plain pytest."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
+                           str(GRADED / "test_block.py"), str(GRADED / "test_kernels.py"),
+                           "-k", "dropout or softmax_kernel", "--impl", str(impl), "--isolation", isolation,
+                           "-o", "addopts=", "-p", "andrea_course.grading.plugin", "--rootdir", str(impl)],
+                          capture_output=True, text=True, cwd=impl, timeout=900,
+                          env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    found = {}
+    for line in done.stdout.splitlines():
+        word, _, rest = line.partition(" ")
+        if word in ("PASSED", "FAILED") and "::" in rest:
+            found[rest.split("::")[1].split(" ")[0]] = word == "PASSED"
+    assert found, done.stdout[-3000:] + done.stderr[-2000:]
+    return found
+
+
+@pytest.mark.slow
+def test_one_verdict_in_every_runner(tmp_path, sandboxed):
+    """The dropout done in place and the two row-stride mistakes of the softmax kernel fail the
+    same tests under andrea-grade (sandbox), plain pytest (its worker), check() and, where the
+    learner's code cannot crash the process, in one process; the reference passes them all."""
+    from andrea_course.notebook import run_graded_many
+    subs = {name: _mistaken(tmp_path / "class" / name, *spec) for name, spec in ONE_VERDICT.items()}
+    subs["reference"] = make_submission(tmp_path / "class" / "reference")
+    tests = tmp_path / "graded"
+    tests.mkdir()
+    for name in ("test_block.py", "test_kernels.py"):
+        shutil.copy(GRADED / name, tests / name)
+    out = tmp_path / "results"
+    options = dict(timeout_per_test=60, timeout_total=900, isolation="auto", own_work=False, uid=None, limits=Limits())
+    assert cli.batch(tmp_path / "class", tmp_path / "book.csv", out, Course(tests, guard=[]), options,
+                     quiet=True, jobs=2) == 0
+    for name, sub in subs.items():
+        _, graded = by_test(out / f"{name}.json")
+        checked = run_graded_many(ONE_VERDICT_EXERCISES, impl=sub)
+        in_check = {o.name: o.status == "passed" for r in checked.values() for o in r.outcomes}
+        ours = lambda verdicts: {n: v for n, v in verdicts.items() if n in in_check}     # noqa: E731
+        grader = ours({n: t["status"] == "passed" for n, t in graded.items()})
+        in_worker = ours(_pytest_verdicts(sub, "process"))
+        assert len(in_check) >= 10 and grader == in_worker == in_check, (name, grader, in_worker, in_check)
+        if name != "softmax_stores_with_x_stride":          # this one may abort a process it runs in
+            assert ours(_pytest_verdicts(sub, "in-process")) == grader, name
+        failed = sorted(n for n, ok in grader.items() if not ok)
+        if name == "reference":
+            assert not failed
+        else:
+            assert failed and all(("dropout" in n) == (name == "dropout_in_place") for n in failed), (name, failed)
+            assert name == "dropout_in_place" or failed == ["test_softmax_kernel_strided_rows"], (name, failed)
