@@ -2,7 +2,7 @@
 with hostile code appended (tests/grading_fixtures/evil/), results.json read per test, and the
 `sandboxed` fixture (skip, or with ANDREA_REQUIRE_SANDBOX=1 fail, without a sandbox; check that
 nothing is left behind). Imported by test_grading.py, test_gradescope.py, test_one_verdict.py,
-test_authorship.py, test_report.py and others.
+test_authorship.py and test_report.py.
 """
 import json
 import os
