@@ -1,8 +1,8 @@
 """What the autograder's tests share: a small fixture course, submissions made from the answer key
 with hostile code appended (tests/grading_fixtures/evil/), results.json read per test, and the
-`sandboxed` fixture (skip, or with ANDREA_REQUIRE_SANDBOX=1 fail, without a sandbox; check that
-nothing is left behind). Imported by test_grading.py, test_gradescope.py, test_one_verdict.py,
-test_authorship.py and test_report.py.
+`sandboxed` fixture (need_sandbox(): skip, or with ANDREA_REQUIRE_SANDBOX=1 fail, without a sandbox;
+then check that nothing is left behind). Imported by test_grading.py, test_gradescope.py,
+test_one_verdict.py, test_authorship.py, test_report.py and test_isolation.py.
 """
 import json
 import os
@@ -53,15 +53,21 @@ def by_test(results_json: Path) -> dict:
 
 
 # ----------------------------------------------------------------------------- sandbox helpers
-@pytest.fixture
-def sandboxed(tmp_path, monkeypatch):
-    """Skip (or, with ANDREA_REQUIRE_SANDBOX=1, fail) without a sandbox; give the grader a
-    private temp folder, and check after the test that nothing was left behind."""
-    why = probe(FIXTURES, UID_BASE if os.geteuid() == 0 else None)
+def need_sandbox(submission: Path, uid: int | None) -> None:
+    """Skip the test (or, with ANDREA_REQUIRE_SANDBOX=1, fail it) where no bubblewrap sandbox
+    starts on this machine (sandbox.probe says why)."""
+    why = probe(submission, uid)
     if why:
         if os.environ.get("ANDREA_REQUIRE_SANDBOX") == "1":
             pytest.fail(f"no sandbox on this machine: {why}")
         pytest.skip(f"no sandbox on this machine: {why}")
+
+
+@pytest.fixture
+def sandboxed(tmp_path, monkeypatch):
+    """Skip (or, with ANDREA_REQUIRE_SANDBOX=1, fail) without a sandbox; give the grader a
+    private temp folder, and check after the test that nothing was left behind."""
+    need_sandbox(FIXTURES, UID_BASE if os.geteuid() == 0 else None)
     grader_tmp = tmp_path / "grader-tmp"
     grader_tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(grader_tmp))

@@ -21,10 +21,10 @@ import time
 import pytest
 import torch
 
-from andrea_course.exercises import SOLUTIONS
 from andrea_course.grading import runner, seccomp
 from andrea_course.grading.isolated import IsolatedStudent
-from andrea_course.grading.sandbox import UID_BASE, Container, Isolation, Limits, kill_uid, pids_of, probe, sweep_uid
+from andrea_course.grading.sandbox import UID_BASE, Container, Isolation, Limits, kill_uid, pids_of, sweep_uid
+from grading_helpers import make_submission, need_sandbox
 
 needs_linux = pytest.mark.skipif(seccomp.machine() is None, reason="a seccomp table for this machine")
 
@@ -144,15 +144,8 @@ def test_the_sandboxed_worker_has_no_capabilities_no_new_privileges_and_the_filt
     if shutil.which("unshare") is None:
         pytest.skip("util-linux's unshare is needed to try a nested user namespace")
     uid = UID_BASE + 99 if os.geteuid() == 0 else None
-    why = probe(tmp_path, uid)
-    if why:
-        if os.environ.get("ANDREA_REQUIRE_SANDBOX") == "1":
-            pytest.fail(f"no sandbox on this machine: {why}")
-        pytest.skip(f"no sandbox on this machine: {why}")
-    sub = tmp_path / "sub"
-    sub.mkdir()
-    for path in SOLUTIONS.glob("*.py"):
-        shutil.copy(path, sub / path.name)
+    need_sandbox(tmp_path, uid)
+    sub = make_submission(tmp_path / "sub")
     with open(sub / "attention.py", "a") as f:
         f.write(CONFINEMENT)
     student = IsolatedStudent(sub, isolation=Isolation("sandbox", uid=uid, timeout=60))

@@ -53,7 +53,7 @@ from .gradescope import Results, TestResult, to_gradescope, write_json
 from .isolated import IsolatedStudent, LearnerCodeError
 from .leaderboard import SETTINGS_FILE, Entry, Settings, measure, start as start_leaderboard, written_any
 from .plugin import sign
-from .sandbox import UID_BASE, Cgroup, Container, Isolation, Limits, probe, probe_container
+from .sandbox import DEAD, UID_BASE, Cgroup, Container, Isolation, Limits, probe, probe_container, proc_stat
 
 COURSE_TESTS = GRADED                   # the graded tests, shipped with the package
 DEFAULT_TIMEOUT_PER_TEST = 60.0
@@ -153,14 +153,10 @@ def _children_map(zombies: bool = False) -> dict[int, list[int]]:
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not entry.isdigit():
             continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
+        found = proc_stat(entry)
+        if found is None or (found[0] in DEAD and not zombies):
             continue
-        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-        if state in ("Z", "X") and not zombies:
-            continue
-        kids.setdefault(int(ppid), []).append(int(entry))
+        kids.setdefault(found[1], []).append(int(entry))
     return kids
 
 

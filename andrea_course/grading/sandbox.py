@@ -302,14 +302,24 @@ def pids_of(uid: int) -> list[int]:
     return out
 
 
-def _dead(pid: str) -> bool:
-    """Whether /proc/<pid> is a zombie (state Z) or dead (X): killed, not yet reaped."""
+DEAD = ("Z", "X")          # a process's state once it has ended: a zombie, not yet reaped, or dead
+
+
+def proc_stat(pid: int | str) -> tuple[str, int] | None:
+    """(state, parent pid) of a process from /proc/<pid>/stat; None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
-        return True
-    return stat[stat.rfind(b")") + 2:][:1] in (b"Z", b"X")
+        return None
+    state, ppid = stat[stat.rfind(b")") + 2:].split()[:2]      # after "pid (name) "
+    return state.decode(), int(ppid)
+
+
+def _dead(pid: str) -> bool:
+    """Whether a process has ended (killed, not yet reaped) or is gone."""
+    found = proc_stat(pid)
+    return found is None or found[0] in DEAD
 
 
 def kill_uid(uid: int, timeout: float = 10.0) -> bool:

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from andrea_course.grading import seccomp
+from andrea_course.grading.sandbox import SHARED_TEMP
 
 DOCKER_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
                "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
@@ -41,11 +42,8 @@ def _openings(paths) -> dict[Path, set[str]]:
     return out
 
 
-TEMP = ("/tmp", "/var/tmp", "/dev/shm")
-
-
 def _in_temp(path: Path) -> bool:
-    return any(path == Path(t) or Path(t) in path.parents for t in TEMP)
+    return any(path == Path(t) or Path(t) in path.parents for t in SHARED_TEMP)
 
 
 def docker_default(command: list[str], readable=(), writable=(), env: dict | None = None
@@ -65,7 +63,7 @@ def docker_default(command: list[str], readable=(), writable=(), env: dict | Non
     args = [exe, "--bind", "/", "/", "--ro-bind", "/sys", "/sys", "--dev-bind", "/dev", "/dev",
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "gradescope", "--proc", "/proc",
             "--die-with-parent"]
-    for temp in TEMP:
+    for temp in SHARED_TEMP:
         args += ["--perms", "1777", "--tmpfs", temp]
     for folder, names in sorted(_openings(readable).items()):
         args += ["--perms", "0755", "--tmpfs", str(folder)]
