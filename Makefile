@@ -15,48 +15,60 @@ ALL_STAMP := $(VENV)/.installed
 .PHONY: lab test test-nightly grade setup exercises train bench clean
 setup: $(ALL_STAMP)
 
-# What a learner needs: torch, the course (editable) with JupyterLab, widgets, plots, pytest for
-# check() and Triton for notebook 08; and the course's kernel. The kernelspec is named python3,
-# the name the notebooks carry (Colab, Binder and VS Code know it), shown as "ANDREA course".
-$(LAB_STAMP): pyproject.toml
+# One pip call per set (one resolution; torch first where it comes from its own index), then the bytecode of the whole venv compiled on every
+# core: pip's own compiling, one file after another, took longer than the install itself.
+# $(call install,EXTRAS): the venv, torch, the course (editable) with EXTRAS, and its kernel.
+# The kernelspec is named python3, the name the notebooks carry (Colab, Binder and VS Code know
+# it), shown as "ANDREA course".
+define install
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PIP) -e '.[notebooks]'
+	$(if $(TORCH_INDEX),$(PIP) --no-compile $(TORCH) --index-url $(TORCH_INDEX))
+	$(PIP) --no-compile $(TORCH) -e '.[$(1)]'
+	@$(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true   # (some packages ship files that do not compile, on purpose)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "ANDREA course"
+endef
+
+# What a learner needs: torch, the course with JupyterLab, widgets, plots, pytest for check()
+# and Triton for notebook 08.
+$(LAB_STAMP): pyproject.toml
+	$(call install,notebooks)
 	@touch $@
 
 # Everything: the learner's set plus training, Hugging Face, the test suite and the browser test.
-$(ALL_STAMP): $(LAB_STAMP)
-	$(PIP) -e '.[all]'
-	@touch $@
+$(ALL_STAMP): pyproject.toml
+	$(call install,all)
+	@touch $@ $(LAB_STAMP)
 
 # As root (containers, cloud machines) JupyterLab wants --allow-root.
 lab: $(LAB_STAMP)
 	cd notebooks && ../$(BIN)/jupyter-lab $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# The whole suite: unit and graded tests; every notebook under nbval twice, once with the
-# reference solutions (tests/piece_calls.py then checks that a graded test makes every call the
-# notebooks make to a learner's piece) and once with the untouched exercises in the learner's release
-# (andrea-release: no solutions/, no hidden tests; everything must still run there); then every
-# notebook in a real JupyterLab in headless Chromium (skipped when Chromium is absent; two
-# JupyterLabs and browsers side by side: 290 s instead of about 400 s on two cores).
-# Each stage prints its time. Tests marked `nightly` (fresh virtual environments for each extra,
-# the larger memory profiles: minutes each) run with `make test-nightly`, not here.
-# In a learner's release (no solutions/) `make grade` grades your exercises/ instead.
+# The whole suite: unit and graded tests; every notebook under nbval with the reference solutions
+# (tests/piece_calls.py then checks that a graded test makes every call the notebooks make to a
+# learner's piece); then the learner's release (andrea-release: no solutions/, no hidden tests,
+# the untouched exercises), whose every notebook must still run: in a real JupyterLab in headless
+# Chromium (tests/test_browser.py: two JupyterLabs and browsers side by side), or under nbval where
+# Chromium is absent. Each stage prints its time. Tests marked `nightly` (fresh virtual
+# environments for each extra, the larger memory profiles: minutes each) run with
+# `make test-nightly`, not here. In a learner's release (no solutions/) `make grade` grades your
+# exercises/ instead.
 # Two workers (test processes or notebook kernels) on two cores, one torch thread each:
 # threads fighting over the cores made small-tensor training cells 5-20x slower.
 # The unit tests end with their 15 slowest: a slow CI run shows where its time went.
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadscope
 NOKEY  := $(abspath build/release)
+CHROMIUM ?= $(or $(shell command -v chromium 2>/dev/null),$(shell command -v chromium-browser 2>/dev/null))
 # $(call stage,NAME,COMMAND): run COMMAND, then say how long it took (and stop make if it failed)
 stage = @start=$$(date +%s); echo "== stage $(1)"; $(2); rc=$$?; \
 	echo "== stage $(1): $$(( $$(date +%s) - start )) s$$( [ $$rc = 0 ] || echo ", FAILED (exit $$rc)")"; exit $$rc
+release_in_browser = CHROMIUM=$(CHROMIUM) ANDREA_RELEASE=$(NOKEY) OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 -m browser tests/test_browser.py
+release_in_nbval = cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY) OMP_NUM_THREADS=1 \
+	$(abspath $(BIN))/python -m pytest -n 2 --dist loadscope -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 test: $(ALL_STAMP)
 	@test -d solutions || { echo "this is a learner's release (no solutions/): run 'make grade' to grade your exercises"; exit 2; }
 	$(call stage,unit and graded tests,ANDREA_IMPL=solutions $(PYTEST) -m "not browser and not nightly" --durations=15 tests andrea_course/graded instructor/hidden_tests)
 	$(call stage,notebooks with the answer key,ANDREA_IMPL=solutions PYTHONPATH=tests $(PYTEST) -p piece_calls --nbval-lax --nbval-current-env notebooks)
-	$(call stage,notebooks with the untouched exercises in the release,$(BIN)/andrea-release --force $(NOKEY) && cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY) OMP_NUM_THREADS=1 $(abspath $(BIN))/python -m pytest -n 2 --dist loadscope -p no:cacheprovider --nbval-lax --nbval-current-env notebooks)
-	$(call stage,notebooks in a browser,OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 -m browser tests/test_browser.py)
+	$(call stage,the learner's release: every notebook $(if $(CHROMIUM),in JupyterLab in Chromium,under nbval (no Chromium)),$(BIN)/andrea-release --force $(NOKEY) >/dev/null && $(if $(CHROMIUM),$(release_in_browser),$(release_in_nbval)))
 
 # Minutes each: every extra in its own fresh virtual environment (the simulated Colab among them),
 # and the memory profiles of bf16, activation checkpointing, the modern block and ANDREA-120M.

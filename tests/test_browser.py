@@ -1,10 +1,14 @@
-"""The course in a real JupyterLab, driven in headless Chromium (issue: a notebook that passes
+"""The learner's release in a real JupyterLab, driven in headless Chromium (a notebook that passes
 nbval can still show a widget as its text fallback, pick the wrong kernel, or show an error box).
 
-For every notebook: open it in JupyterLab, check the kernel is the course's ("ANDREA course"),
-Run All, then check that no cell shows an error, that no widget fell back to its text form,
-that a quiz answers when clicked, and that exercise checks show their boxes. A screenshot of
-each notebook goes to screenshots/ (ignored by git).
+The course served is a learner's release (andrea-release: no answer key, no hidden tests, the
+untouched exercises): $ANDREA_RELEASE when set (`make test` passes the one it built), else one
+built here. For every notebook: open it in JupyterLab, check the kernel is the course's
+("ANDREA course"), Run All, then check that every cell ran and none shows an error, that no widget
+fell back to its text form, that a quiz answers when clicked, and that exercise checks show their
+boxes. This is also `make test`'s run of every notebook in the release: with Chromium absent the
+Makefile runs them under nbval instead. A screenshot of each notebook goes to screenshots/
+(ignored by git).
 
 Runs when Chromium (/usr/bin/chromium or $CHROMIUM) and Playwright are present; .ci/run
 installs Chromium first. Playwright drives the system's Chromium: it downloads no browser.
@@ -52,14 +56,28 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """A JupyterLab server on loopback, serving a copy of notebooks/ (runs never touch the repo)."""
+def release(tmp_path_factory) -> Path:
+    """A learner's release: $ANDREA_RELEASE, or one built here (andrea_course.release)."""
+    given = os.environ.get("ANDREA_RELEASE")
+    if given:
+        if not (Path(given) / "notebooks").is_dir() or (Path(given) / "solutions").exists():
+            pytest.fail(f"ANDREA_RELEASE={given} is not a learner's release (andrea-release writes one)")
+        return Path(given)
+    from andrea_course.release import build
+    return build(tmp_path_factory.mktemp("release") / "course", quiet=True)
+
+
+@pytest.fixture(scope="module")
+def lab(release, tmp_path_factory):
+    """A JupyterLab server on loopback, serving a copy of the release's notebooks/ (runs never
+    touch it); its kernels import the release's andrea_course and judge its exercises/."""
     work = tmp_path_factory.mktemp("lab")
-    shutil.copytree(ROOT / "notebooks", work / "notebooks")
-    port, token = _free_port(), secrets.token_hex(16)
-    jupyter_lab = Path(sys.executable).with_name("jupyter-lab")
+    shutil.copytree(release / "notebooks", work / "notebooks")
     env = dict(os.environ)
     env.pop("ANDREA_IMPL", None)              # what a learner sees: their own exercises/
+    env["PYTHONPATH"] = str(release)          # the release's package, not this checkout's
+    port, token = _free_port(), secrets.token_hex(16)
+    jupyter_lab = Path(sys.executable).with_name("jupyter-lab")
     # Every cell in the page (no windowed rendering), so all prompts and outputs can be read;
     # no news pop-up over the screenshot.
     settings = work / "settings"
@@ -129,16 +147,18 @@ def test_notebook_in_jupyterlab(nb, lab, browser):
 
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-        # Done when every code cell has an execution count and none shows [*].
+        # Done when some cell has run and none is queued or running ([*]): either every code cell
+        # has its execution count, or an error stopped Run All (the cells after it show [ ]).
         n_code = sum(1 for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+        prompts_js = """() => [...document.querySelectorAll(
+            '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputArea-prompt')].map(p => p.textContent.trim())"""
         page.wait_for_function(
-            """n => {
-                const nb = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
-                const prompts = [...nb.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
-                    .map(p => p.textContent.trim());
-                return prompts.length >= n && prompts.every(t => /^\\[\\d+\\]:$/.test(t));
-            }""", arg=n_code, timeout=RUN_TIMEOUT_MS)
+            f"""() => {{ const p = ({prompts_js})();
+                        return p.some(t => /^\\[\\d+\\]:$/.test(t)) && !p.some(t => t === '[*]:'); }}""",
+            timeout=RUN_TIMEOUT_MS, polling=250)
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+        prompts = page.evaluate(prompts_js)
+        ran = sum(bool(re.fullmatch(r"\[\d+\]:", t)) for t in prompts)
         time.sleep(1.0)   # let widget views render
 
         panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
@@ -146,6 +166,8 @@ def test_notebook_in_jupyterlab(nb, lab, browser):
         texts = [outputs.nth(i).inner_text() for i in range(outputs.count())]
         errors = [t for t in texts if "Traceback" in t or re.search(r"^\w+Error: ", t, re.M)]
         assert not errors, f"{nb.name}: a cell shows an error:\n{errors[0][:1500]}"
+        assert len(prompts) >= n_code and ran == len(prompts), \
+            f"{nb.name}: Run All stopped after {ran} of {len(prompts)} code cells, with no error shown"
         fallback = [t for t in texts if WIDGET_FALLBACK.search(t)]
         assert not fallback, f"{nb.name}: a widget shows as its text fallback: {fallback[0][:300]}"
 

@@ -166,10 +166,11 @@ class TestGradescopeBundle:
     def test_in_a_docker_default_container(self, bundle, tmp_path):
         """Gradescope's default container (root without CAP_SYS_ADMIN, a seccomp filter refusing
         new namespaces, a read-only /sys): bubblewrap cannot start there, so the container tier
-        grades: the reference gets full marks, the untouched exercises 0, and a hostile
-        submission its honest points only (scale_scores, whose canary passes only if its worker
-        is confined), having read no hidden test, forged no result, killed no grader, left
-        nothing behind; results.json names the isolation and what it does not give."""
+        grades: the reference gets full marks, and a hostile submission (the untouched
+        exercises, which score 0, with two hostile files) its honest points only (scale_scores,
+        whose canary passes only if its worker is confined), having read no hidden test, forged
+        no result, killed no grader, left nothing behind; results.json names the isolation and
+        what it does not give."""
         if os.geteuid() != 0 or shutil.which("bwrap") is None:
             pytest.skip("the simulated container needs root and bubblewrap")
         hidden = bundle["source"] / "hidden_tests"
@@ -182,9 +183,9 @@ class TestGradescopeBundle:
         assert "Creating new namespace failed" in reference["output"]             # why not the sandbox
         assert [e["name"] for e in reference["leaderboard"]] == ["Validation loss"], reference["output"]
         assert left == {"processes": [], "files": []}
-        untouched, _ = _autograde(bundle, sorted(EXERCISES.glob("*.py")), container=True)
-        assert untouched["score"] == 0 and len(untouched["tests"]) == len(reference["tests"])
 
+        # The hostile submission is the untouched exercises with two hostile files: every test but
+        # the canary's fails, so it also shows the untouched exercises getting 0 here.
         hostile = make_submission(tmp_path / "hostile", ["attention__container_escape", "embeddings__kills_every_process"],
                                   base=EXERCISES, hidden=hidden, results=bundle["autograder"] / "results")
         data, left = _autograde(bundle, sorted(hostile.glob("*.py")), container=True)
