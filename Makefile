@@ -15,8 +15,9 @@ ALL_STAMP := $(VENV)/.installed
 .PHONY: lab test test-nightly grade setup exercises train bench clean
 setup: $(ALL_STAMP)
 
-# One pip call per set (one resolution; torch first where it comes from its own index), then the bytecode of the whole venv compiled on every
-# core: pip's own compiling, one file after another, took longer than the install itself.
+# One pip call per set (one resolution; torch first where it comes from its own index), then
+# the bytecode of the whole venv compiled on every core: pip's own compiling, one file after
+# another, took longer than the install itself.
 # $(call install,EXTRAS): the venv, torch, the course (editable) with EXTRAS, and its kernel.
 # The kernelspec is named python3, the name the notebooks carry (Colab, Binder and VS Code know
 # it), shown as "ANDREA course".
@@ -61,6 +62,7 @@ CHROMIUM ?= $(or $(shell command -v chromium 2>/dev/null),$(shell command -v chr
 # $(call stage,NAME,COMMAND): run COMMAND, then say how long it took (and stop make if it failed)
 stage = @start=$$(date +%s); echo "== stage $(1)"; $(2); rc=$$?; \
 	echo "== stage $(1): $$(( $$(date +%s) - start )) s$$( [ $$rc = 0 ] || echo ", FAILED (exit $$rc)")"; exit $$rc
+# (the browser test without loadscope: each notebook is a test of its own, shared out one by one)
 release_in_browser = CHROMIUM=$(CHROMIUM) ANDREA_RELEASE=$(NOKEY) OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 -m browser tests/test_browser.py
 release_in_nbval = cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY) OMP_NUM_THREADS=1 \
 	$(abspath $(BIN))/python -m pytest -n 2 --dist loadscope -p no:cacheprovider --nbval-lax --nbval-current-env notebooks

@@ -21,9 +21,9 @@ except ImportError:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """The scopes holding a test marked `slow` first, so that pytest-xdist (`--dist loadscope`,
-    which hands out scopes in collection order) starts the longest work early and the run does
-    not end with one worker busy and the other idle. The order within a scope is kept."""
+    """The scopes holding a test marked `slow` first: pytest-xdist (`--dist loadscope`) hands out
+    scopes in collection order, so the longest work starts early, beside other work, rather
+    than last with the other worker idle. The order within a scope is kept."""
     def scope(item):
         return item.nodeid.rsplit("::", 1)[0]
     slow = {scope(item) for item in items if item.get_closest_marker("slow") is not None}

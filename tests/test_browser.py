@@ -123,14 +123,12 @@ def browser():
         b.close()
 
 
-def _source(nb: Path) -> str:
-    cells = json.loads(nb.read_text())["cells"]
-    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-
-
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[n.stem for n in NOTEBOOKS])
-def test_notebook_in_jupyterlab(nb, lab, browser):
+def test_notebook_in_jupyterlab(nb, release, lab, browser):
     url, token = lab
+    code = [c["source"] for c in json.loads((release / "notebooks" / nb.name).read_text())["cells"]
+            if c["cell_type"] == "code"]                 # the notebook served: the release's copy
+    src = "\n".join("".join(lines) for lines in code)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(f"{url}/lab/workspaces/{nb.stem}/tree/{nb.name}?reset&token={token}")
@@ -149,7 +147,6 @@ def test_notebook_in_jupyterlab(nb, lab, browser):
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         # Done when some cell has run and none is queued or running ([*]): either every code cell
         # has its execution count, or an error stopped Run All (the cells after it show [ ]).
-        n_code = sum(1 for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
         prompts_js = """() => [...document.querySelectorAll(
             '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputArea-prompt')].map(p => p.textContent.trim())"""
         page.wait_for_function(
@@ -166,12 +163,11 @@ def test_notebook_in_jupyterlab(nb, lab, browser):
         texts = [outputs.nth(i).inner_text() for i in range(outputs.count())]
         errors = [t for t in texts if "Traceback" in t or re.search(r"^\w+Error: ", t, re.M)]
         assert not errors, f"{nb.name}: a cell shows an error:\n{errors[0][:1500]}"
-        assert len(prompts) >= n_code and ran == len(prompts), \
+        assert len(prompts) >= len(code) and ran == len(prompts), \
             f"{nb.name}: Run All stopped after {ran} of {len(prompts)} code cells, with no error shown"
         fallback = [t for t in texts if WIDGET_FALLBACK.search(t)]
         assert not fallback, f"{nb.name}: a widget shows as its text fallback: {fallback[0][:300]}"
 
-        src = _source(nb)
         if "check(" in src:
             n_boxes = panel.locator(".andrea-box").count()
             assert n_boxes > 0, f"{nb.name}: calls check(...) but shows no check box"
