@@ -708,7 +708,9 @@ def test_the_untouched_exercises_fail_every_graded_test_by_name(tmp_path):
     env.update(ANDREA_IMPL="exercises", OMP_NUM_THREADS="1")   # tiny tensors: more threads only contend
     run = subprocess.run([sys.executable, "-m", "pytest", "--impl", "exercises", "-p", "no:xdist",
                           "-p", "no:cacheprovider", "-p", "no:nbval", "-p", "no:hypothesispytest",
-                          "-q", f"--junitxml={report}",
+                          # the plugin's failure text is what is read; pytest's long form would
+                          # parse each failing test's file again, half of this run's time
+                          "-q", "--tb=native", f"--junitxml={report}",
                           *[str(TESTS / f) for f in GRADED_FILES],
                           *[str(HIDDEN / f.replace("test_", "test_hidden_", 1)) for f in GRADED_FILES
                             if (HIDDEN / f.replace("test_", "test_hidden_", 1)).exists()]],
@@ -977,8 +979,8 @@ def reports(learners_folder, tmp_path_factory):
     files = [str(GRADED / f"test_{a}.py") for a in sorted({e.split(".")[0] for e in EXERCISES})]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
     env.update(OMP_NUM_THREADS="1")
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:nbval",
-                    "--impl", str(learners_folder), "--results-jsonl", str(jsonl), *files],
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "--tb=native", "-p", "no:cacheprovider", "-p", "no:xdist",
+                    "-p", "no:nbval", "--impl", str(learners_folder), "--results-jsonl", str(jsonl), *files],
                    cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
     return {r["name"]: r["output"] for r in lines if r.get("kind") == "result" and not r["passed"]}

@@ -7,6 +7,7 @@ own lr_at) and one AdamW step (against torch.optim.AdamW on the same tensors, se
 import math
 
 import torch
+from torch.optim.adamw import adamw as torch_adamw
 
 from andrea_course.grading import Case, Second, expect_cases, expect_close, expect_equal, expect_true, graded
 from andrea_course.train.schedule import lr_at as trainer_lr_at
@@ -91,15 +92,16 @@ def _randn(*shape, seed, dtype=torch.float64):
 
 
 def _torch_adamw(param, grads, lr, betas, eps, weight_decay):
-    """[(param, m, v) after each step] from torch.optim.AdamW."""
-    p = param.clone().requires_grad_(True)
-    opt = torch.optim.AdamW([p], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=False)
-    out = []
+    """[(param, m, v) after each step] from PyTorch's AdamW, through its functional form
+    (torch.optim.adamw.adamw, the very function torch.optim.AdamW.step calls): building the
+    optimizer object would import torch's compiler stack, seconds per run, for the same numbers."""
+    p, m, v, out = param.clone(), torch.zeros_like(param), torch.zeros_like(param), []
+    step = torch.tensor(0.0)
     for g in grads:
-        p.grad = g.clone()
-        opt.step()
-        st = opt.state[p]
-        out.append((p.detach().clone(), st["exp_avg"].clone(), st["exp_avg_sq"].clone()))
+        torch_adamw([p], [g.clone()], [m], [v], [], [step], foreach=False, capturable=False, differentiable=False,
+                    fused=None, grad_scale=None, found_inf=None, has_complex=False, amsgrad=False,
+                    beta1=betas[0], beta2=betas[1], lr=lr, weight_decay=weight_decay, eps=eps, maximize=False)
+        out.append((p.clone(), m.clone(), v.clone()))
     return out
 
 
