@@ -16,8 +16,9 @@ ALL_STAMP := $(VENV)/.installed
 setup: $(ALL_STAMP)
 
 # One pip call per set (one resolution; torch first where it comes from its own index), then
-# the bytecode of the whole venv compiled on every core: pip's own compiling, one file after
-# another, took longer than the install itself.
+# the venv's bytecode compiled on every core: pip's own compiling, one file after another, took
+# longer than the install itself. Skipped: pandas (pulled in by `datasets`, never imported here)
+# and pip (6 and 2 s of compiling for nothing).
 # $(call install,EXTRAS): the venv, torch, the course (editable) with EXTRAS, and its kernel.
 # The kernelspec is named python3, the name the notebooks carry (Colab, Binder and VS Code know
 # it), shown as "ANDREA course".
@@ -25,7 +26,7 @@ define install
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(if $(TORCH_INDEX),$(PIP) --no-compile $(TORCH) --index-url $(TORCH_INDEX))
 	$(PIP) --no-compile $(TORCH) -e '.[$(1)]'
-	@$(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true   # (some packages ship files that do not compile, on purpose)
+	@$(BIN)/python -m compileall -q -j 0 -x '/site-packages/(pandas|pip)/' $(VENV)/lib >/dev/null 2>&1 || true   # (some packages ship files that do not compile, on purpose)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "ANDREA course"
 endef
 
@@ -55,7 +56,10 @@ lab: $(LAB_STAMP)
 # exercises/ instead.
 # Two workers (test processes or notebook kernels) on two cores, one torch thread each:
 # threads fighting over the cores made small-tensor training cells 5-20x slower.
-# The unit tests end with their 15 slowest: a slow CI run shows where its time went.
+# The unit tests end with their 15 slowest: a slow CI run shows where its time went. They keep
+# the order tests/conftest.py gives them, the longest scopes first (--no-loadscope-reorder: by
+# default pytest-xdist orders scopes by their number of tests, which left one-test scopes of a
+# minute or two to the end).
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadscope
 NOKEY  := $(abspath build/release)
 CHROMIUM ?= $(or $(shell command -v chromium 2>/dev/null),$(shell command -v chromium-browser 2>/dev/null))
@@ -68,7 +72,7 @@ release_in_nbval = cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY) OMP_
 	$(abspath $(BIN))/python -m pytest -n 2 --dist loadscope -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
 test: $(ALL_STAMP)
 	@test -d solutions || { echo "this is a learner's release (no solutions/): run 'make grade' to grade your exercises"; exit 2; }
-	$(call stage,unit and graded tests,ANDREA_IMPL=solutions $(PYTEST) -m "not browser and not nightly" --durations=15 tests andrea_course/graded instructor/hidden_tests)
+	$(call stage,unit and graded tests,ANDREA_IMPL=solutions $(PYTEST) --no-loadscope-reorder -m "not browser and not nightly" --durations=15 tests andrea_course/graded instructor/hidden_tests)
 	$(call stage,notebooks with the answer key,ANDREA_IMPL=solutions PYTHONPATH=tests $(PYTEST) -p piece_calls --nbval-lax --nbval-current-env notebooks)
 	$(call stage,the learner's release: every notebook $(if $(CHROMIUM),in JupyterLab in Chromium,under nbval (no Chromium)),$(BIN)/andrea-release --force $(NOKEY) >/dev/null && $(if $(CHROMIUM),$(release_in_browser),$(release_in_nbval)))
 

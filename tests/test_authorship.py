@@ -291,7 +291,7 @@ def _batch(tmp: Path, students: Path, course: Course) -> dict:
     return {p.stem: json.loads(p.read_text()) for p in (tmp / "results").glob("*.json")}
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=50)
 def test_every_route_to_the_engine_scores_only_the_learners_own_work(tmp_path, sandboxed):
     """andrea-grade --batch over the route submissions and the answer key: each piece a route
     hands in fails every one of its tests, saying why; the pieces the learner wrote (the answer
@@ -335,7 +335,7 @@ PRELUDE = ("\n\n# ---- correct variants ----\nimport math\nimport torch\nimport 
            "from andrea_course import ops\n")
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=50)
 @pytest.mark.skipif(not SOLUTIONS.is_dir(), reason="a student release has no answer key")
 def test_honest_work_keeps_full_marks_under_the_guard(tmp_path, sandboxed):
     """The answer key with correct variants in place of its pieces (the engine's PyTorch versions

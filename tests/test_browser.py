@@ -6,7 +6,9 @@ untouched exercises): $ANDREA_RELEASE when set (`make test` passes the one it bu
 built here. For every notebook: open it in JupyterLab, check the kernel is the course's
 ("ANDREA course"), Run All, then check that every cell ran and none shows an error, that no widget
 fell back to its text form, that a quiz answers when clicked, and that exercise checks show their
-boxes. This is also `make test`'s run of every notebook in the release: with Chromium absent the
+boxes. Each test worker keeps one JupyterLab page open and opens its notebooks there one after
+another (JupyterLab's own docmanager:open), closing each with its kernel when done: loading
+JupyterLab afresh per notebook cost about 5 s of the browser's time each. This is also `make test`'s run of every notebook in the release: with Chromium absent the
 Makefile runs them under nbval instead. A screenshot of each notebook goes to screenshots/
 (ignored by git).
 
@@ -92,7 +94,8 @@ def lab(release, tmp_path_factory):
     server = subprocess.Popen(
         [str(jupyter_lab), "--no-browser", "--ip=127.0.0.1", f"--port={port}",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work / 'notebooks'}",
-         "--allow-root", "--LabApp.news_url=", "--ServerApp.open_browser=False"],
+         "--allow-root", "--LabApp.news_url=", "--ServerApp.open_browser=False",
+         "--LabApp.expose_app_in_browser=True"],          # window.jupyterapp: open and close notebooks
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -123,16 +126,56 @@ def browser():
         b.close()
 
 
+class LabPage:
+    """One JupyterLab page, opened once and reused for every notebook of this worker; a test that
+    fails leaves it closed, and the next test opens a fresh one."""
+
+    def __init__(self, browser, url: str, token: str):
+        self.browser, self.url, self.token, self.page = browser, url, token, None
+
+    def open(self, name: str):
+        if self.page is None:
+            self.page = self.browser.new_page(viewport={"width": 1400, "height": 1000})
+            self.page.goto(f"{self.url}/lab?reset&token={self.token}")
+            self.page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started", timeout=60_000)
+            self.page.evaluate("() => window.jupyterapp.restored.then(() => true)")
+        self.page.evaluate("name => window.jupyterapp.commands.execute('docmanager:open', {path: name}).then(() => true)",
+                           name)
+        return self.page
+
+    def close_notebooks(self) -> None:
+        """Every open document closed, unsaved, and its kernel told to shut down (not waited for:
+        the server ends it while the next notebook opens)."""
+        self.page.evaluate("""() => {
+            const app = window.jupyterapp;
+            for (const w of Array.from(app.shell.widgets('main'))) {
+                const session = w.sessionContext && w.sessionContext.session;
+                if (session) { app.serviceManager.sessions.shutdown(session.id).catch(() => {}); }
+                w.dispose();
+            } }""")
+
+    def discard(self) -> None:
+        if self.page is not None:
+            self.page.close()
+            self.page = None
+
+
+@pytest.fixture(scope="module")
+def lab_page(lab, browser):
+    shared = LabPage(browser, *lab)
+    yield shared
+    shared.discard()
+
+
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[n.stem for n in NOTEBOOKS])
-def test_notebook_in_jupyterlab(nb, release, lab, browser):
-    url, token = lab
+def test_notebook_in_jupyterlab(nb, release, lab_page):
     code = [c["source"] for c in json.loads((release / "notebooks" / nb.name).read_text())["cells"]
             if c["cell_type"] == "code"]                 # the notebook served: the release's copy
     src = "\n".join("".join(lines) for lines in code)
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = lab_page.open(nb.name)
+    done = False
     try:
-        page.goto(f"{url}/lab/workspaces/{nb.stem}/tree/{nb.name}?reset&token={token}")
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+        page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell", timeout=60_000)
         kernel = page.locator(".jp-Toolbar .jp-KernelName, .jp-Toolbar-kernelName").first
         try:
             page.wait_for_function(
@@ -185,5 +228,8 @@ def test_notebook_in_jupyterlab(nb, release, lab, browser):
         if first_box.count():
             first_box.scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / f"{nb.stem}.png"))
+        lab_page.close_notebooks()
+        done = True
     finally:
-        page.close()
+        if not done:
+            lab_page.discard()          # whatever state the failure left, the next test starts afresh

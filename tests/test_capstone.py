@@ -46,7 +46,7 @@ def runs(tmp_path_factory):
     return root
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=35)
 def test_correct_pieces_train_the_engines_model(runs):
     record = json.loads((runs / "mine" / "pieces.json").read_text(encoding="utf-8"))
     assert record["folder"] == str(runs / "correct")
@@ -67,7 +67,7 @@ def test_correct_pieces_train_the_engines_model(runs):
     assert result.agree and "Your run follows the engine's" in str(result)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=35)
 def test_a_piece_that_slipped_through_grading_parts_the_curves(runs):
     """A LayerNorm whose statistics are taken as constants (.detach(), to "save memory"): its
     output is exact, so every graded test passes, but its gradient is not. The curves part and
@@ -91,7 +91,7 @@ def test_a_piece_that_slipped_through_grading_parts_the_curves(runs):
     assert "The curves part at step 2" in text and "Suspect block.layer_norm" in text
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=1)
 def test_sample_says_whose_model_it_samples(runs, capsys):
     from andrea_course.train.sample import main as sample_main
     n = len(json.loads((runs / "mine" / "pieces.json").read_text(encoding="utf-8"))["pieces"])
@@ -208,7 +208,7 @@ def test_stepwise_adamw_refuses_an_update_of_the_wrong_shape():
         StepwiseAdamW([p], update=None)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=2)
 def test_the_learners_model_compiles_without_a_graph_break():
     """The training forward of a model built from the answer key's pieces, under TorchDynamo:
     one graph, no break (the trainer compiles it on a GPU)."""

@@ -23,7 +23,7 @@ def _cell(src: str) -> dict:
     return {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": src}
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=30)
 def test_a_notebook_with_an_infinite_loop_finishes_with_the_timeout_box(tmp_path):
     pytest.importorskip("nbval")
     sub = tmp_path / "exercises"

@@ -15,7 +15,7 @@ from andrea_course.train import checkpoint as ckpt
 from andrea_course.train.runlog import read_log
 from test_train import ENV, _config_file, _train_cmd, _trainer, data_dir  # noqa: F401  (data_dir: a fixture)
 
-pytestmark = [pytest.mark.faults, pytest.mark.slow]
+pytestmark = [pytest.mark.faults, pytest.mark.slow(seconds=50)]
 RUN = dict(max_steps=4, eval_every=2, checkpoint_every=2)
 
 

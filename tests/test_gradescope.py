@@ -141,7 +141,7 @@ print(json.dumps({"processes": procs, "files": files}))
 """
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=150)      # the container test below; its bundle fixture's set-up
 @pytest.mark.usefixtures("bundle")
 class TestGradescopeBundle:
     @pytest.mark.nightly

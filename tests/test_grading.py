@@ -78,7 +78,7 @@ HOSTILE = {   # student: (base, evil fixtures appended, the score its honest wor
 SMALL = Limits(memory=2 << 30, processes=128, disk=32 << 20)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=65)
 def test_a_class_of_hostile_submissions(tmp_path, sandboxed):
     """One batch in parallel: a student for every kind of attack, one who did nothing, and the
     reference (whom the copier tries to rob and overwrite)."""
@@ -224,7 +224,7 @@ def test_partial_credit(tmp_path):
 
 
 # Classes: pytest-xdist's loadscope gives each its own scope, so these long runs can share the cores.
-@pytest.mark.slow
+@pytest.mark.slow(seconds=35)
 class TestTotalTimeLimit:
     def test_total_time_limit_still_writes_results(self, tmp_path, sandboxed):
         """softmax loops forever and the per-test limit is longer than the total: the total ends it."""

@@ -174,7 +174,7 @@ def test_a_training_that_diverges_gives_no_value(settings, tmp_path):
                                  "loss became nan"), entry.note
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=7)
 def test_a_training_that_runs_out_of_time_gives_no_value(settings):
     slow = lb.Settings(**{**SMALL, "timeout": 6, "steps": 10_000})
     entry = lb.measure(SOLUTIONS, verdict(["optim.lr_at"]), slow, FORK)
@@ -218,7 +218,7 @@ def test_grading_writes_gradescopes_field_and_one_line(tmp_path):
     assert line.startswith("Leaderboard: validation loss ") and "2 of your 16 pieces trained it" in line
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=45)
 def test_a_batch_writes_the_gradebooks_column(tmp_path, capsys):
     """andrea-grade --batch --leaderboard FILE: the CSV has a "validation loss" column, a number
     for the reference, an empty cell for the untouched exercises (which keep their points)."""

@@ -18,23 +18,30 @@ from andrea_course.paths import ROOT
 
 
 # ----------------------------------------------------------------------------- make grade and the docs
-def _collected(folder: Path, tmp_path: Path) -> tuple[int, float]:
-    """(graded tests, points) in a folder, as the grader collects them."""
-    jsonl = tmp_path / f"{folder.name}.jsonl"
+def _collected(folders: dict[str, Path], tmp_path: Path) -> dict[str, tuple[int, float]]:
+    """{tag: (graded tests, points)} of each folder, as the grader collects them (one pytest run)."""
+    jsonl = tmp_path / "collected.jsonl"
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "-m", "exercise",
-                    "-o", "addopts=", "-p", "andrea_course.grading.plugin", "--results-jsonl", str(jsonl), str(folder)],
+                    "-o", "addopts=", "-p", "andrea_course.grading.plugin", "--results-jsonl", str(jsonl),
+                    *map(str, folders.values())],
                    capture_output=True, env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, cwd=tmp_path)
     records = [json.loads(line) for line in jsonl.read_text().splitlines()]
     records = {r["nodeid"]: r for r in records if r["kind"] == "collected"}
-    return len(records), sum(r["points"] for r in records.values())
+    out = {}
+    for tag, folder in folders.items():
+        mine = [r for nodeid, r in records.items() if nodeid.split("::")[0].startswith(folder.name + "/")
+                or f"/{folder.name}/" in nodeid.split("::")[0]]
+        out[tag] = (len(mine), sum(r["points"] for r in mine))
+    return out
 
 
 def test_the_instructors_guide_counts_the_suite(tmp_path):
     text = (ROOT / "docs" / "instructors.md").read_text()
-    for tag, folder in (("suite", GRADED), ("hidden", ROOT / "instructor" / "hidden_tests")):
-        if not folder.is_dir():
-            continue                                          # a learner's release has no hidden tests
-        n, points = _collected(folder, tmp_path)
+    folders = {tag: folder for tag, folder in (("suite", GRADED), ("hidden", ROOT / "instructor" / "hidden_tests"))
+               if folder.is_dir()}                            # a learner's release has no hidden tests
+    counted = _collected(folders, tmp_path)
+    assert sum(n for n, _ in counted.values()) > 0, "no graded test collected"
+    for tag, (n, points) in counted.items():
         said = re.search(rf"<!-- {tag} -->(\d+) (?:graded )?tests worth (\d+) points<!-- /{tag} -->", text)
         assert said, f"docs/instructors.md does not say how many {tag} tests there are"
         assert (int(said.group(1)), float(said.group(2))) == (n, points), \
@@ -52,7 +59,7 @@ def test_the_help_says_the_defaults():
         assert words in text, words
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=30)
 def test_make_grade_prints_what_a_learner_needs(tmp_path):
     """`make grade` (its recipe, run as the Makefile runs it): for the untouched exercises, the score
     table and one line per failing test, no traceback, exit 0 (it graded)."""

@@ -701,7 +701,7 @@ def test_every_graded_test_passes_with_the_reference():
         getattr(MODULES[file], name)(student)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=15)
 def test_the_untouched_exercises_fail_every_graded_test_by_name(tmp_path):
     report = tmp_path / "report.xml"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}

@@ -71,7 +71,7 @@ def _pytest_verdicts(impl: Path, isolation: str) -> dict:
     return found
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=80)
 def test_one_verdict_in_every_runner(tmp_path, sandboxed):
     """The dropout done in place and the two row-stride mistakes of the softmax kernel fail the
     same tests under andrea-grade (sandbox), plain pytest (its worker), check() and, where the

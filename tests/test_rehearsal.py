@@ -103,7 +103,7 @@ def test_compiled_training_equals_eager_and_resumes_identically(tmp_path, data_d
     assert _losses(resumed) == _losses(whole)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=40)
 def test_fsdp_with_checkpointing_on_two_processes_matches_one(tmp_path, data_dir, one_process):  # noqa: F811
     """FSDP2 and activation checkpointing together, as for a model too big for one GPU. (DDP's and
     FSDP2's checkpoints resuming on 1, 2 and 4 processes: tests/test_faults_dist.py.)"""

@@ -105,7 +105,7 @@ def _mutant(fn, name: str) -> str:
 NO_MAX = "def softmax(scores):\n    return scores.exp() / scores.exp().sum(dim=-1, keepdim=True)\n"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=45)
 @pytest.mark.skipif(not SOLUTIONS.is_dir(), reason="a student release has no answer key")
 def test_andrea_grade_batch_writes_the_class_report(tmp_path, sandboxed):
     """The answer key, the untouched exercises and three mutants graded by andrea-grade --batch

@@ -12,7 +12,7 @@ import pytest
 
 from andrea_course.paths import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(seconds=10)
 
 
 @pytest.fixture(scope="module")
