@@ -132,11 +132,20 @@ def owner(path):
     except OSError:
         return -1
 
+
+def writable(path):
+    try:
+        return bool(os.lstat(path).st_mode & 0o002)
+    except OSError:
+        return False
+
 procs = [p for p in os.listdir("/proc") if p.isdigit() and owner(f"/proc/{p}") >= low]
 files = []
 for top in ("/tmp", "/dev/shm", "/var/tmp"):
     for folder, dirs, names in os.walk(top):
         files += [os.path.join(folder, n) for n in dirs + names if owner(os.path.join(folder, n)) >= low]
+        # only a folder a worker's uid may write can hold its files: its own, or everyone's
+        dirs[:] = [d for d in dirs if owner(os.path.join(folder, d)) >= low or writable(os.path.join(folder, d))]
 print(json.dumps({"processes": procs, "files": files}))
 """
 

@@ -73,7 +73,7 @@ def test_make_grade_prints_what_a_learner_needs(tmp_path):
                           env={k: v for k, v in os.environ.items() if not k.startswith("ANDREA_")})
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
-    n, points = _collected(GRADED, tmp_path)
+    n, points = _collected({"suite": GRADED}, tmp_path)["suite"]
     assert "Traceback" not in out, out
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert re.search(rf"TOTAL +0 / {points:g}\b", out), out[-500:]

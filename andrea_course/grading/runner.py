@@ -1,4 +1,5 @@
-"""Grade one submission: pytest over the graded tests in a subprocess, learner code isolated.
+"""Grade one submission: pytest over the graded tests in a child process (a fork of the grader where
+there is fork: forked.py), learner code isolated.
 
     results = grade("path/to/submission", out="results.json")                   # the best tier here
     results = grade("exercises", isolation="process", own_work=True)            # make grade
@@ -49,6 +50,7 @@ from pathlib import Path
 from ..graded import GRADED
 from ..paths import ROOT
 from ..overlay import resolve
+from . import forked
 from .gradescope import Results, TestResult, to_gradescope, write_json
 from .isolated import IsolatedStudent, LearnerCodeError
 from .leaderboard import SETTINGS_FILE, Entry, Settings, measure, start as start_leaderboard, written_any
@@ -169,7 +171,7 @@ def _descendants(pids, kids) -> list[int]:
     return found
 
 
-def _kill_run(proc: subprocess.Popen, orphans_since: set[int] | None, rounds: int = 20) -> None:
+def _kill_run(proc, orphans_since: set[int] | None, rounds: int = 20) -> None:
     """SIGKILL the run's pytest and every process below it; with `orphans_since` (no sandbox)
     also our children that were not there when the run began (orphans reparented to us)."""
     me = os.getpid()
@@ -439,9 +441,7 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
     with open(log_path, "wb") as log_file:
         try:
             proc = None
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log_file,
-                                    stderr=subprocess.STDOUT, cwd=tmp, env=env,
-                                    start_new_session=True, pass_fds=tuple(passed))
+            proc = forked.start(cmd[4:], env=env, cwd=tmp, log=log_file, pass_fds=tuple(passed))
         finally:
             os.close(key_r)
             if starter is not None:
