@@ -165,6 +165,18 @@ def test_no_isolation_means_nothing_is_run(tmp_path, monkeypatch):
     assert len(tests) == 5 and all("not graded" in t["output"] for t in tests.values())
 
 
+def test_a_module_of_the_graders_process_never_stands_in_for_a_test_file(tmp_path, sandboxed, monkeypatch):
+    """The grader's pytest is a fork of the grader (forked.py): a module the grader's process
+    imported under a test file's name (its own test suite's test_small, say) must not stand in
+    for the course's file of that name, which pytest would then refuse to load."""
+    import types
+    monkeypatch.setitem(sys.modules, "test_small", types.ModuleType("test_small"))
+    course = make_course(tmp_path)
+    results = grade(make_submission(tmp_path / "ref"), tmp_path / "r.json", course=Course(course / "tests", guard=[]))
+    assert sorted(t.name for t in results.tests) == sorted(TESTS[:-1]), results.notes
+    assert all(t.passed for t in results.tests) and not any("failed to load" in n for n in results.notes)
+
+
 def test_no_graded_test_exits_1(tmp_path, capsys):
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_plain.py").write_text("def test_plain():\n    pass\n")

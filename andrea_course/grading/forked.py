@@ -89,15 +89,21 @@ def _child(args: list[str], env: dict, cwd: str, log_fd: int, keep: set[int]) ->
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     sys.dont_write_bytecode = True
     tempfile.tempdir = None                                      # $TMPDIR: the run's own
-    # The run's tests are the package `tests` of its folder: no module of that name (or a
-    # conftest) that this process imported for anything else may stand in for them.
-    for name in [n for n in sys.modules if n == "tests" or n.startswith("tests.") or n.split(".")[-1] == "conftest"]:
+    # The run imports its test files by their names (test_attention, tests.test_attention, a
+    # conftest): a module of such a name this process imported for anything else (the grader's
+    # own test suite, say) would stand in for them, and pytest would refuse the file.
+    for name in [n for n in sys.modules if _test_like(n)]:
         del sys.modules[name]
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)                 # tiny expected values; no thread pool after a fork
     gc.freeze()                                                  # the grader's objects: never copied by a collection
     import pytest
     return int(pytest.main(args))
+
+
+def _test_like(name: str) -> bool:
+    parts = name.split(".")
+    return parts[0] in ("tests", "hidden") or any(p.startswith("test_") or p == "conftest" for p in parts)
 
 
 class Forked:
