@@ -1,5 +1,7 @@
 import os
 
+import pytest
+
 # Triton reads this when a kernel is defined: without a GPU, run kernels in its interpreter.
 if "TRITON_INTERPRET" not in os.environ:
     try:
@@ -27,9 +29,6 @@ def _seconds(item) -> float:
     if mark is None:
         return 0.2
     return float(mark.kwargs.get("seconds", 20))
-
-
-import pytest  # noqa: E402
 
 
 @pytest.hookimpl(trylast=True)          # after `-m` has deselected what does not run

@@ -107,7 +107,8 @@ def _test_like(name: str) -> bool:
 
 
 class Forked:
-    """The forked pytest, seen as subprocess.Popen sees its child."""
+    """A process this one forked (the graded run's pytest; the process tier's fork-started worker
+    parent, isolated.py), seen as subprocess.Popen sees its child."""
 
     def __init__(self, pid: int):
         self.pid, self.returncode = pid, None
@@ -134,8 +135,10 @@ class Forked:
         return self.returncode
 
     def kill(self) -> None:
+        """SIGKILL its process group (it leads a session of its own) and itself."""
         if self.returncode is None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(self.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass

@@ -59,6 +59,7 @@ from .. import authorship
 from ..overlay import ImplementationError, resolve
 from ..paths import ROOT
 from . import wire
+from .forked import Forked
 from .sandbox import SANDBOX_ROOT, Cgroup, Container, Isolation, Limits, Sandbox, worker_env
 
 DEFAULT_TIMEOUT = 60.0              # seconds of learner time per test
@@ -170,39 +171,6 @@ class Proxy:
             object.__getattribute__(self, "_student")._release(self)
         except Exception:
             pass
-
-
-class _Child:
-    """A process this one forked (a fork-started zygote): poll, kill, wait like a Popen."""
-
-    def __init__(self, pid: int):
-        self.pid, self.returncode = pid, None
-
-    def poll(self):
-        if self.returncode is None:
-            try:
-                done, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                self.returncode = -signal.SIGKILL
-            else:
-                if done:
-                    self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def kill(self):
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def wait(self, timeout=None):
-        try:
-            _, status = os.waitpid(self.pid, 0)
-            self.returncode = os.waitstatus_to_exitcode(status)
-        except ChildProcessError:
-            self.returncode = self.returncode if self.returncode is not None else -signal.SIGKILL
-        return self.returncode
 
 
 class _Adopted:
@@ -922,7 +890,7 @@ _zygote(int(sys.argv[1]), config, missing)
 """
 
 
-def _fork_zygote(theirs: socket.socket, config: dict) -> _Child:
+def _fork_zygote(theirs: socket.socket, config: dict) -> Forked:
     """The process tier's zygote as a fork of this process (which has imported torch and the
     course already): its own session, stdin/stdout/stderr at /dev/null, no other descriptor
     of ours, SIGKILL when we end."""
@@ -949,7 +917,7 @@ def _fork_zygote(theirs: socket.socket, config: dict) -> _Child:
             code = 70
         finally:
             os._exit(code)
-    return _Child(pid)
+    return Forked(pid)
 
 
 def _zygote(fd: int, config: dict, missing: list) -> None:
