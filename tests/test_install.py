@@ -333,7 +333,7 @@ VENVS = {
     "workspace": ["{src}[notebooks]"],             # non-editable, as a learner without a clone
     "notebooks": ["-e", "{src}[notebooks]"],
     "kernels": ["-e", "{src}[kernels]"],
-    "train": ["-e", "{src}[train]"],
+    "train": ["-e", "{src}[train,datasets]"],
     "hf": ["-e", "{src}[hf]"],
     "test": ["-e", "{src}[test]"],
     "browser": ["-e", "{src}[browser]"],
@@ -555,7 +555,7 @@ def test_kernels_extra_runs_a_triton_kernel(venvs, tmp_path):
 @pytest.mark.nightly
 @pytest.mark.venv("train")
 def test_train_extra_prepares_trains_logs_and_reads_a_dataset(venvs, tmp_path):
-    """[train] alone: andrea-prepare on text files and on a `datasets` dataset (a local one: no
+    """[train] and [datasets] alone: andrea-prepare on text files and on a `datasets` dataset (a local one: no
     network), andrea-train with TensorBoard logs and the loss plot."""
     python = python_of(venvs, "train")
     bin_ = python.parent
