@@ -16,14 +16,14 @@ from andrea_course.exercises import SOLUTIONS
 from andrea_course.paths import ROOT
 
 
-LIMIT = 2        # seconds per graded test in this notebook ($ANDREA_CHECK_TIMEOUT)
+LIMIT = 1        # seconds per graded test in this notebook ($ANDREA_CHECK_TIMEOUT): each test of softmax loops
 
 
 def _cell(src: str) -> dict:
     return {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": src}
 
 
-@pytest.mark.slow(seconds=30)
+@pytest.mark.slow(seconds=15)
 def test_a_notebook_with_an_infinite_loop_finishes_with_the_timeout_box(tmp_path):
     pytest.importorskip("nbval")
     sub = tmp_path / "exercises"
@@ -35,9 +35,9 @@ def test_a_notebook_with_an_infinite_loop_finishes_with_the_timeout_box(tmp_path
     cells = [
         _cell("from IPython.utils.capture import capture_output\n"
               "from andrea_course.notebook import check, use"),
-        _cell(f"check('attention.softmax', impl={str(sub)!r})"),                  # a learner's check cell
-        _cell(f"with capture_output() as cap:\n"
-              f"    check('attention.softmax', impl={str(sub)!r})\n"
+        _cell(f"with capture_output() as cap:\n"                                   # a learner's check cell,
+              f"    check('attention.softmax', impl={str(sub)!r})\n"                # its box read, then shown
+              f"cap.show()\n"
               f"html = cap.outputs[0].data['text/html']\n"
               f"assert 'your code ran longer than {LIMIT} s: an infinite loop?' in html, html\n"
               f"assert 'attention.py, line' in html and 'in softmax' in html, html\n"
@@ -59,4 +59,4 @@ def test_a_notebook_with_an_infinite_loop_finishes_with_the_timeout_box(tmp_path
                            "-p", "no:cacheprovider", "-q", "-o", "addopts=", f"--rootdir={tmp_path}"],
                           cwd=tmp_path, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "5 passed" in proc.stdout, proc.stdout[-2000:]
+    assert "4 passed" in proc.stdout, proc.stdout[-2000:]
