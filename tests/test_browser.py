@@ -199,11 +199,16 @@ def test_notebook_in_jupyterlab(nb, release, lab_page):
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
         prompts = page.evaluate(prompts_js)
         ran = sum(bool(re.fullmatch(r"\[\d+\]:", t)) for t in prompts)
-        time.sleep(1.0)   # let widget views render
+        outputs_js = """() => [...document.querySelectorAll(
+            '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output')].map(o => o.innerText)"""
+        try:                          # widget views render after their cell has run: give them 5 s
+            page.wait_for_function(f"fallback => !({outputs_js})().some(t => new RegExp(fallback).test(t))",
+                                   arg=WIDGET_FALLBACK.pattern, timeout=5_000, polling=100)
+        except playwright_api.TimeoutError:
+            pass                      # named below
 
         panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
-        outputs = panel.locator(".jp-OutputArea-output")
-        texts = [outputs.nth(i).inner_text() for i in range(outputs.count())]
+        texts = page.evaluate(outputs_js)
         errors = [t for t in texts if "Traceback" in t or re.search(r"^\w+Error: ", t, re.M)]
         assert not errors, f"{nb.name}: a cell shows an error:\n{errors[0][:1500]}"
         assert len(prompts) >= len(code) and ran == len(prompts), \
