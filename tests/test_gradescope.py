@@ -3,6 +3,7 @@ this machine (the sandbox tier, nightly) and in a simulated Docker-default conta
 container tier: no namespaces) with the reference, the untouched exercises and a hostile
 submission."""
 import json
+import re
 import os
 import shlex
 import shutil
@@ -204,3 +205,25 @@ class TestGradescopeBundle:
         assert data["score"] == sum(honest.values()) and len(data["tests"]) == len(reference["tests"])
         assert "isolation: container" in data["output"] and "TAMPERING" not in data["output"]
         assert left == {"processes": [], "files": []} and snapshot(hidden) == hidden_before
+
+
+# ----------------------------------------------------------------------------- hidden tests, shown later
+def test_hidden_tests_come_after_the_due_date_and_the_output_says_how_many_points():
+    """A hidden folder's test left "visible" by its @graded is written after_due_date; one marked
+    hidden stays hidden; the visible output gives the score on the tests shown now and the points
+    still to come, never the total (Gradescope hides the total while a test is hidden)."""
+    from andrea_course.grading.gradescope import Results, TestResult, table, to_gradescope
+    r = Results(tests=[TestResult("tests/test_a.py::test_a", "test_a", "attention.softmax", 2, passed=True),
+                       TestResult("tests/hidden/test_h.py::test_h", "test_h", "attention.attention", 3),
+                       TestResult("tests/hidden/test_h.py::test_k", "test_k", "mlp.MLP", 1, "hidden", passed=True),
+                       TestResult("tests/test_b.py::test_b", "test_b", "mlp.gelu_tanh", 4, "after_published")])
+    data = to_gradescope(r)
+    assert [t["visibility"] for t in data["tests"]] == ["visible", "after_due_date", "hidden", "after_published"]
+    assert data["output"].splitlines()[:2] == [
+        "Score on the 1 test(s) shown now: 2 / 2.",
+        "Still to come: 8 more point(s) from 3 test(s) not shown before the due date (1 shown after the due date, "
+        "1 never shown, 1 shown when grades are published); your final score counts them."]
+    assert data["score"] == 3 and "3 /" not in data["output"]
+    assert re.search(r"of which +1 / 8 +from 3 test\(s\) learners do not see", table(r)), table(r)
+    alone = to_gradescope(Results(tests=r.tests[:1]))
+    assert alone["output"] == "Score: 2 / 2" and alone["tests"][0]["visibility"] == "visible"

@@ -3,6 +3,7 @@
     andrea-grade SUBMISSION [--out results.json] [--hidden-tests DIR] [options]
     andrea-grade --batch FOLDER --csv gradebook.csv [--out RESULTS_DIR] [--jobs N] [options]
                  [--similarity] [--report class.html | class.md]
+                 [--gradebook canvas|moodle ... [--roster roster.csv] [--roster-key folder]]
     andrea-grade exercises --own-work          # a learner grading their own exercises/ (make grade)
 
 A submission is a folder shaped like exercises/ (one .py file per activity). In a batch every
@@ -12,7 +13,9 @@ name without .csv, plus "-results") and a row in the CSV: student, total, one co
 --similarity adds a last column, "similar": the pieces that look copied from the engine, the
 answer key or a classmate (similarity.py; listed, never zeroed). --report writes the class
 report (report.py): each piece's successes, the typical mistakes, the similar pieces, the time
-per student.
+per student. --gradebook canvas (or moodle; both may be given) writes that LMS's gradebook import
+CSV beside the CSV, <csv name>-canvas.csv (gradebook.py): --roster maps each submission folder
+to the student's LMS identity, and a folder with no roster row is left out with one line saying so.
 
 The capstone's leaderboard (leaderboard.py), when the hidden tests folder holds a leaderboard.json
 (or --leaderboard FILE names one; --no-leaderboard turns it off): after the graded tests, each
@@ -40,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .. import __version__
-from . import similarity
+from . import gradebook, similarity
 from .gradescope import Results, table, to_gradescope
 from .report import summarize, write_report
 from .runner import DEFAULT_TIMEOUT_PER_TEST, DEFAULT_TIMEOUT_TOTAL, ISOLATIONS, Course, grade
@@ -97,6 +100,20 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--similarity", action="store_true",
                    help="with --batch: a last CSV column listing the pieces that look copied (never zeroed)")
     p.add_argument("--report", help="with --batch: the class report to write, class.html or class.md")
+    p.add_argument("--gradebook", action="append", choices=gradebook.FORMATS, default=[],
+                   help="with --batch: also write this LMS's gradebook import CSV, <csv name>-<lms>.csv "
+                        "(give it twice for both)")
+    p.add_argument("--roster", help="with --gradebook: a CSV mapping each submission folder to the student's "
+                                    "LMS identity (default: the folder name is the SIS Login ID / Username)")
+    p.add_argument("--roster-key", default=gradebook.ROSTER_KEY,
+                   help="the roster's column holding the submission folder names")
+    p.add_argument("--assignment", default=gradebook.DEFAULT_ASSIGNMENT,
+                   help="with --gradebook: the grade column's name; Canvas: 'Name (1234)' fills assignment 1234")
+    p.add_argument("--grade-items", choices=gradebook.ITEMS, default="total",
+                   help="with --gradebook: one grade column for the total, or one per activity")
+    p.add_argument("--scale-to", type=float, default=None,
+                   help="with --gradebook: scale each grade column to this many points, e.g. 100 for "
+                        "percentages (default: points as graded)")
     p.add_argument("--quiet", action="store_true", help="print only the totals")
     args = p.parse_args(argv)
     if bool(args.batch) == bool(args.submission):
@@ -105,8 +122,12 @@ def parse(argv=None) -> argparse.Namespace:
         p.error("--batch needs --csv gradebook.csv")
     if args.csv and not args.batch:
         p.error("--csv goes with --batch")
-    if (args.report or args.similarity) and not args.batch:
-        p.error("--report and --similarity go with --batch")
+    if (args.report or args.similarity or args.gradebook) and not args.batch:
+        p.error("--report, --similarity and --gradebook go with --batch")
+    if args.roster and not args.gradebook:
+        p.error("--roster goes with --gradebook canvas|moodle")
+    if args.scale_to is not None and args.scale_to <= 0:
+        p.error(f"--scale-to must be > 0 points, got {args.scale_to:g}")
     if args.report and Path(args.report).suffix.lower() not in (".html", ".htm", ".md", ".markdown"):
         p.error(f"--report must name a .html or a .md file, got {args.report!r}")
     if args.unsafe_no_sandbox or args.own_work:
@@ -143,8 +164,14 @@ def main(argv=None) -> int:
     if course.leaderboard is not None and not args.quiet:
         print(f"leaderboard: {course.leaderboard.describe()} ({course.leaderboard_file})")
     if args.batch:
+        try:
+            books = _gradebooks(args)
+        except gradebook.GradebookError as exc:
+            print(f"andrea-grade: {exc}", file=sys.stderr)
+            return 2
         return batch(Path(args.batch), Path(args.csv), args.out, course, options, args.quiet,
-                     jobs=args.jobs or os.cpu_count() or 1, similar=args.similarity, report=args.report)
+                     jobs=args.jobs or os.cpu_count() or 1, similar=args.similarity, report=args.report,
+                     gradebooks=books)
     if not Path(args.submission).is_dir() and args.submission not in ("solutions", "exercises"):
         print(f"andrea-grade: submission folder {args.submission!r} does not exist", file=sys.stderr)
         if args.out:
@@ -155,6 +182,19 @@ def main(argv=None) -> int:
           else f"{args.submission}: {results.score:g} / {results.max_score:g}")
     print(f"graded in {results.execution_time:.1f} s" + (f"; results: {results.written}" if results.written else ""))
     return _status(results)
+
+
+def _gradebooks(args) -> dict:
+    """The LMS gradebooks asked for, their roster read (and refused) before any grading."""
+    if not args.gradebook:
+        return {}
+    roster = gradebook.read_roster(args.roster, args.roster_key) if args.roster else None
+    for kind in dict.fromkeys(args.gradebook):
+        gradebook.identity_columns(kind, roster)
+    csv_path = Path(args.csv)
+    return {kind: dict(path=csv_path.with_name(f"{csv_path.stem}-{kind}.csv"), roster=roster,
+                       items=args.grade_items, assignment=args.assignment, scale_to=args.scale_to)
+            for kind in dict.fromkeys(args.gradebook)}
 
 
 def _status(results: Results) -> int:
@@ -168,7 +208,7 @@ def _status(results: Results) -> int:
 
 
 def batch(folder: Path, csv_path: Path, out_dir, course: Course, options: dict, quiet: bool,
-          jobs: int = 1, similar: bool = False, report: str | None = None) -> int:
+          jobs: int = 1, similar: bool = False, report: str | None = None, gradebooks: dict | None = None) -> int:
     if not folder.is_dir():
         print(f"andrea-grade: batch folder {str(folder)!r} does not exist", file=sys.stderr)
         return 2
@@ -224,6 +264,10 @@ def batch(folder: Path, csv_path: Path, out_dir, course: Course, options: dict, 
             print(f"  {p.exercise}: {p.student} ~ {p.other} {p.score:.2f}")
     if report:
         print(f"class report: {write_report(report, summarize(graded, pairs))}")
+    for kind, how in (gradebooks or {}).items():
+        done = gradebook.write(kind, results=graded, **how)
+        for i, line in enumerate(gradebook.describe(done)):
+            print(line, file=sys.stderr if i and "left out" in line else sys.stdout)
     return max([s for s in statuses if s != 1] or [0])
 
 

@@ -7,6 +7,12 @@
      "leaderboard": [{"name": "Validation loss", "value": 4.2133, "order": "asc"}]}   # the capstone's (leaderboard.py)
 
 https://gradescope-autograders.readthedocs.io/en/latest/specs/ (fields as of 2024).
+
+Hidden tests: a test from the instructor's hidden folder (--hidden-tests) that its @graded
+leaves "visible" is written "after_due_date" (one marked hidden or after_published keeps that).
+Gradescope then shows neither those tests nor the total to learners before the due date, so the
+visible "output" says the score on the tests shown now and how many points are still to come
+from the others: "all tests passed" is not read as the final grade.
 """
 from __future__ import annotations
 
@@ -15,6 +21,11 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
+
+# Where the runner puts the hidden folder's tests (runner._pytest: tests/hidden/ under its rootdir).
+HIDDEN_NODEID_PREFIX = "tests/hidden/"
+LATER = {"after_due_date": "shown after the due date", "after_published": "shown when grades are published",
+         "hidden": "never shown"}
 
 
 @dataclass
@@ -45,6 +56,13 @@ class TestResult:
     def max_score(self) -> float:
         return 0.0 if self.skipped else self.points
 
+    @property
+    def shown(self) -> str:
+        """Its Gradescope visibility: a hidden folder's test is never "visible"."""
+        if self.visibility == "visible" and self.nodeid.startswith(HIDDEN_NODEID_PREFIX):
+            return "after_due_date"
+        return self.visibility
+
 
 @dataclass
 class Results:
@@ -63,6 +81,11 @@ class Results:
     @property
     def max_score(self) -> float:
         return sum(t.max_score for t in self.tests)
+
+    @property
+    def later(self) -> list[TestResult]:
+        """The tests learners do not see before the due date (hidden ones included)."""
+        return [t for t in self.tests if t.shown != "visible"]
 
     def by_activity(self) -> dict[str, list[TestResult]]:
         out: dict[str, list[TestResult]] = {}
@@ -85,16 +108,16 @@ def to_gradescope(results: Results, stdout_visibility: str = "hidden") -> dict:
             "status": "passed" if (t.passed or t.skipped) else "failed",   # a partial score fails
             "output": output,
             "output_format": "text",
-            "visibility": t.visibility,
+            "visibility": t.shown,
             "number": str(number),
             "tags": [t.activity, t.exercise],
         })
-    summary = f"Score: {results.score:g} / {results.max_score:g}"
+    summary = score_lines(results)
     board = results.leaderboard.gradescope() if results.leaderboard is not None else []
     out = {
         "score": results.score,
         "execution_time": int(round(results.execution_time)),
-        "output": "\n".join([summary, *results.notes]),
+        "output": "\n".join([*summary, *results.notes]),
         "output_format": "text",
         "visibility": "visible",
         "stdout_visibility": stdout_visibility,
@@ -103,6 +126,23 @@ def to_gradescope(results: Results, stdout_visibility: str = "hidden") -> dict:
     if board:
         out["leaderboard"] = board
     return out
+
+
+def score_lines(results: Results) -> list[str]:
+    """The score as learners may see it before the due date: the total when every test is
+    visible; else the score on the tests shown now and the points still to come."""
+    later = results.later
+    if not later:
+        return [f"Score: {results.score:g} / {results.max_score:g}"]
+    now = [t for t in results.tests if t.shown == "visible"]
+    kinds = {}
+    for t in later:
+        kinds[t.shown] = kinds.get(t.shown, 0) + 1
+    how = ", ".join(f"{n} {LATER.get(kind, kind)}" for kind, n in kinds.items())
+    return [f"Score on the {len(now)} test(s) shown now: {sum(t.score for t in now):g} / "
+            f"{sum(t.max_score for t in now):g}.",
+            f"Still to come: {sum(t.max_score for t in later):g} more point(s) from {len(later)} test(s) "
+            f"not shown before the due date ({how}); your final score counts them."]
 
 
 def write_json(path: str | os.PathLike, data: dict) -> str:
@@ -156,5 +196,10 @@ def table(results: Results, title: str = "") -> str:
                 mark = "-" if t.skipped else "x"
                 lines.append(f"      {mark} {t.name} [{t.exercise}]: {first[:150]}")
     lines.append(f"  {'TOTAL':<{width}}  {results.score:>5g} / {results.max_score:<5g}")
+    later = results.later
+    if later:
+        lines.append(f"  {'of which':<{width}}  {sum(t.score for t in later):>5g} / "
+                     f"{sum(t.max_score for t in later):<5g}  from {len(later)} test(s) learners do not "
+                     f"see before the due date (results.json's output says the points still to come)")
     lines.extend(f"  note: {n}" for n in results.notes)
     return "\n".join(lines)
