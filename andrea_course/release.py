@@ -1,6 +1,7 @@
 """andrea-release: the learner's copy of the course, built from the instructor's repository.
 
     andrea-release OUT              # OUT/ : the repository a class gets, without the answer key
+    andrea-release OUT --repo https://github.com/you/andrea-course   # its links point there
 
 A listed pipeline (in the manner of nbgrader's generate_assignment), each step one function:
 
@@ -11,8 +12,11 @@ A listed pipeline (in the manner of nbgrader's generate_assignment), each step o
     3. readme    README.md written for the learner's copy: the parts between
                  <!-- instructor-only --> and <!-- /instructor-only --> left out, the parts in
                  <!-- learner-only ... --> shown (on GitHub both markers are invisible comments)
-    4. notebooks check every notebook is committed without outputs
-    5. verify    nothing of the answer key is left: no solutions/, no file holding a solution
+    4. links     every Colab badge and set-up cell, Binder link, git clone and pip line (and
+                 pyproject.toml's Repository) pointed at --repo (default: pyproject.toml's
+                 address; andrea_course/links.py), and checked: none points elsewhere
+    5. notebooks check every notebook is committed without outputs
+    6. verify    nothing of the answer key is left: no solutions/, no file holding a solution
                  region or a hidden test, and every exercise piece a stub
 
 The graded tests (andrea_course/graded/) ship with the package, so a learner checks their work
@@ -30,6 +34,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from . import links as course_links
 from .exercises import BEGIN, generate
 from .paths import ROOT
 from .overlay import unwritten_pieces
@@ -97,6 +102,19 @@ def readme(root: Path, out: Path) -> list[str]:
     return ["README.md"]
 
 
+def links(root: Path, out: Path, repo: str | None = None) -> list[str]:
+    """4. Every link to the course's repository pointed at `repo` (default: pyproject's)."""
+    try:
+        course_links.rewrite(out, repo)
+    except course_links.LinkError as exc:
+        raise ReleaseError(str(exc)) from None
+    found = course_links.links(out)
+    stray = course_links.problems(out)
+    if stray:
+        raise ReleaseError(f"{len(stray)} link(s) of the release point elsewhere: {stray[0]}")
+    return [str(link) for link in found]
+
+
 def notebooks(root: Path, out: Path) -> list[str]:
     """4. Notebooks without outputs (a saved output could hold a solution's result)."""
     names = []
@@ -145,13 +163,19 @@ def _private_tests(source: str) -> list[str]:
                     for k in d.keywords)]
 
 
-PIPELINE = (copy, exercises, readme, notebooks, verify)
+PIPELINE = (copy, exercises, readme, links, notebooks, verify)
 
 
-def build(out: str | Path, root: Path = ROOT, force: bool = False, quiet: bool = False) -> Path:
-    """Run the pipeline into `out` (refused if it exists, unless force). Returns the folder."""
+def build(out: str | Path, root: Path = ROOT, force: bool = False, quiet: bool = False,
+          repo: str | None = None) -> Path:
+    """Run the pipeline into `out` (refused if it exists, unless force), its links pointed at
+    `repo` (default: pyproject.toml's address). Returns the folder."""
     out = Path(out).resolve()
     root = Path(root).resolve()
+    try:
+        repo = course_links.normalize(repo) if repo else course_links.repository(root)
+    except course_links.LinkError as exc:
+        raise ReleaseError(f"--repo: {exc}") from None
     if not (root / "solutions").is_dir():
         raise ReleaseError(f"{root} has no solutions/: a release is built from the instructor's repository")
     if out == root or root in out.parents and not out.is_relative_to(root / "build"):
@@ -165,7 +189,7 @@ def build(out: str | Path, root: Path = ROOT, force: bool = False, quiet: bool =
     tmp.mkdir(parents=True)
     try:
         for step in PIPELINE:
-            done = step(root, tmp)
+            done = step(root, tmp, repo) if step is links else step(root, tmp)
             if not quiet:
                 print(f"{step.__name__:>9}: {len(done)} {'item' if len(done) == 1 else 'items'}")
     except BaseException:
@@ -179,14 +203,17 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="andrea-release", description=__doc__.split("\n")[0])
     p.add_argument("out", help="the folder to write the learner's copy to (must not exist)")
     p.add_argument("--force", action="store_true", help="replace OUT if it exists (default: refuse)")
+    p.add_argument("--repo", help="the address the copy is published at, https://github.com/you/andrea-course: "
+                                  "every Colab, Binder, clone and pip link points there (default: pyproject.toml's "
+                                  "[project.urls] Repository)")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     args = p.parse_args(argv)
     try:
-        out = build(args.out, force=args.force)
+        out = build(args.out, force=args.force, repo=args.repo)
     except ReleaseError as exc:
         print(f"andrea-release: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote the learner's copy to {out}")
+    print(f"wrote the learner's copy to {out}; its links point at {course_links.repository(out)}")
     return 0
 
 

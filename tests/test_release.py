@@ -45,3 +45,23 @@ def test_release_refuses_to_overwrite_or_to_write_inside_the_repository(release,
     assert "already exists" in capsys.readouterr().err
     assert main([str(ROOT / "notebooks" / "release")]) == 2
     assert "inside the course's repository" in capsys.readouterr().err
+
+
+def test_a_release_for_a_fork_points_every_link_there(tmp_path):
+    """andrea-release OUT --repo URL: no placeholder left anywhere in the copy, every link (Colab
+    badges and cells, Binder, git clone, pip, citation) and pyproject.toml's setting at URL."""
+    import re
+    from andrea_course import links
+    fork = "https://github.com/a-teacher/andrea-course"
+    try:
+        out = build(tmp_path / "fork", quiet=True, repo=fork + "/")
+    except ReleaseError as exc:
+        pytest.skip(str(exc))
+    placeholder = re.compile(r"\bOWNER\b")
+    for path in out.rglob("*"):
+        if path.is_file() and path.suffix in (".md", ".ipynb", ".py", ".toml", ".txt", ".cfg", ".sh", ""):
+            assert not placeholder.search(path.read_text(encoding="utf-8", errors="replace")), path
+    found = links.links(out)
+    assert links.repository(out) == fork and {link.target for link in found} == {fork}
+    assert {link.kind for link in found} == {kind for kind, _ in links.KINDS}
+    assert main([str(tmp_path / "other"), "--repo", "https://example.com/x"]) == 2

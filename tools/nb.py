@@ -13,13 +13,12 @@ Every notebook gets the kernelspec `python3` (what Colab, Binder and VS Code rec
 registers the course's venv under that name) and is written without outputs or execution
 counts. `colab` puts an "Open in Colab" badge under each notebook's title and, as its first code
 cell, the set-up cell that runs on Colab only (andrea_course/notebook/colab.py); both take the
-repository's address from pyproject.toml's [project.urls] Repository, and running it again
-after that address changes rewrites them.
+repository's address from pyproject.toml's [project.urls] Repository (andrea_course/links.py;
+`python -m andrea_course.links URL` sets it and rewrites every link of the checkout).
 """
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -30,46 +29,10 @@ LANGUAGE_INFO = {"name": "python", "pygments_lexer": "ipython3",
 
 
 ROOT = Path(__file__).resolve().parent.parent
-COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
-COLAB_CELL_ID = "colab-setup"
-COLAB_CELL = """\
-# Google Colab only (elsewhere this cell does nothing): keeps the course in your Google Drive,
-# where your exercises survive the VM, and installs it next to Colab's own torch and widgets.
-# drive=False keeps it on the VM instead (lost when Colab recycles the VM).
-import sys
-if "google.colab" in sys.modules:
-    import importlib.util, os, subprocess
-    REPO, VM_COPY = "{repo}", "/content/andrea"
-    if not os.path.isdir(VM_COPY):
-        subprocess.run(["git", "clone", "-q", "--depth=1", REPO, VM_COPY], check=True)
-    # the set-up file alone: the course's own dependencies are not installed yet
-    spec = importlib.util.spec_from_file_location("andrea_colab", f"{{VM_COPY}}/andrea_course/notebook/colab.py")
-    colab = importlib.util.module_from_spec(spec); spec.loader.exec_module(colab)
-    colab.setup(REPO, VM_COPY, drive=True)"""
-
-
-def repository() -> str:
-    """The course's public repository, from pyproject.toml's [project.urls] Repository."""
-    found = re.search(r'^Repository\s*=\s*"([^"]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"), re.M)
-    if not found:
-        raise SystemExit("pyproject.toml has no [project.urls] Repository = \"https://github.com/OWNER/NAME\"")
-    return found.group(1).rstrip("/")
-
-
-def colab_url(notebook_name: str, repo: str | None = None) -> str:
-    """Colab's address for notebooks/<notebook_name> on the repository's main branch."""
-    path = (repo or repository()).removeprefix("https://github.com/")
-    return f"https://colab.research.google.com/github/{path}/blob/main/notebooks/{notebook_name}"
-
-
-def binder_url(notebook_name: str = "01_embeddings.ipynb", repo: str | None = None) -> str:
-    """Binder's address: the repository's main branch in JupyterLab, at notebooks/<notebook_name>."""
-    path = (repo or repository()).removeprefix("https://github.com/")
-    return f"https://mybinder.org/v2/gh/{path}/main?urlpath=lab/tree/notebooks/{notebook_name}"
-
-
-def colab_badge(notebook_name: str, repo: str | None = None) -> str:
-    return f"[![Open In Colab]({COLAB_BADGE})]({colab_url(notebook_name, repo)})"
+sys.path.insert(0, str(ROOT))
+# The badge, the set-up cell and the addresses: andrea_course/links.py (one setting for every link).
+from andrea_course.links import (COLAB_BADGE, COLAB_CELL, COLAB_CELL_ID, binder_url, colab_badge,  # noqa: E402,F401
+                                 colab_url, repository)
 
 
 def with_colab(nb: dict, notebook_name: str, repo: str | None = None) -> dict:
