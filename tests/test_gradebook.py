@@ -110,6 +110,8 @@ def test_a_roster_that_cannot_map_is_refused_in_one_line(tmp_path):
         gradebook.read_roster(path)
     assert cli.main(["--batch", str(tmp_path), "--csv", str(tmp_path / "g.csv"), "--gradebook", "moodle",
                      "--roster", str(path), "--own-work"]) == 2                 # before anything is graded
+    assert cli.main(["--batch", str(tmp_path), "--csv", str(tmp_path / "g.csv"), "--gradebook", "canvas",
+                     "--grade-items", "activities", "--assignment", "A (12)", "--own-work"]) == 2
     with pytest.raises(SystemExit):
         cli.parse([str(tmp_path), "--gradebook", "canvas"])                      # not a batch
 

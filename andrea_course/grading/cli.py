@@ -190,7 +190,7 @@ def _gradebooks(args) -> dict:
         return {}
     roster = gradebook.read_roster(args.roster, args.roster_key) if args.roster else None
     for kind in dict.fromkeys(args.gradebook):
-        gradebook.identity_columns(kind, roster)
+        gradebook.check(kind, roster, args.grade_items, args.assignment)
     csv_path = Path(args.csv)
     return {kind: dict(path=csv_path.with_name(f"{csv_path.stem}-{kind}.csv"), roster=roster,
                        items=args.grade_items, assignment=args.assignment, scale_to=args.scale_to)
@@ -265,7 +265,12 @@ def batch(folder: Path, csv_path: Path, out_dir, course: Course, options: dict, 
     if report:
         print(f"class report: {write_report(report, summarize(graded, pairs))}")
     for kind, how in (gradebooks or {}).items():
-        done = gradebook.write(kind, results=graded, **how)
+        try:
+            done = gradebook.write(kind, results=graded, **how)
+        except OSError as exc:
+            print(f"andrea-grade: the {kind} gradebook could not be written: {exc}", file=sys.stderr)
+            statuses.append(2)
+            continue
         for i, line in enumerate(gradebook.describe(done)):
             print(line, file=sys.stderr if i and "left out" in line else sys.stdout)
     return max([s for s in statuses if s != 1] or [0])

@@ -30,6 +30,7 @@ capstone's validation loss is never a grade and stays in andrea-grade's own CSV.
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -177,14 +178,22 @@ class Written:
     notes: list[str]
 
 
+def check(kind: str, roster: Roster | None, items: str = "total", assignment: str = DEFAULT_ASSIGNMENT) -> None:
+    """GradebookError, in one line, for what `write` could not use: asked before any grading."""
+    if kind not in FORMATS:
+        raise GradebookError(f"--gradebook must be one of {', '.join(FORMATS)}, got {kind!r}")
+    if items not in ITEMS:
+        raise GradebookError(f"--grade-items must be one of {', '.join(ITEMS)}, got {items!r}")
+    if items == "activities" and re.search(r"\(\d+\)\s*$", assignment):
+        raise GradebookError(f"--assignment {assignment!r} names one Canvas assignment by its ID: "
+                             f"use it with --grade-items total")
+    identity_columns(kind, roster)
+
+
 def write(kind: str, path: str | Path, results: dict[str, dict], roster: Roster | None = None,
           items: str = "total", assignment: str = DEFAULT_ASSIGNMENT, scale_to: float | None = None) -> Written:
     """Write the `kind` gradebook of {student folder: results.json dict} to `path`."""
-    if kind not in FORMATS:
-        raise GradebookError(f"--gradebook must be one of {', '.join(FORMATS)}, got {kind!r}")
-    if items == "activities" and assignment.rstrip().endswith(")") and "(" in assignment:
-        raise GradebookError(f"--assignment {assignment!r} names one Canvas assignment by its ID: "
-                             f"use it with --grade-items total")
+    check(kind, roster, items, assignment)
     ident = identity_columns(kind, roster)
     grades = columns(results, items, assignment, scale_to)
     rows, written, missing = [], [], []

@@ -84,8 +84,9 @@ class Results:
 
     @property
     def later(self) -> list[TestResult]:
-        """The tests learners do not see before the due date (hidden ones included)."""
-        return [t for t in self.tests if t.shown != "visible"]
+        """The tests that count and that learners do not see before the due date (hidden ones
+        included; a skipped test counts nothing)."""
+        return [t for t in self.tests if t.shown != "visible" and not t.skipped]
 
     def by_activity(self) -> dict[str, list[TestResult]]:
         out: dict[str, list[TestResult]] = {}
