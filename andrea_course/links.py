@@ -63,7 +63,7 @@ class LinkError(ValueError):
 
 
 def normalize(url: str) -> str:
-    """https://github.com/OWNER/NAME, from that address with or without ".git" or a last "/"."""
+    """https://github.com/owner/name, from that address with or without ".git" or a last "/"."""
     found = GITHUB.fullmatch(url.strip())
     if not found:
         raise LinkError(f"{url!r} is not a GitHub repository's address like https://github.com/you/andrea-course "
