@@ -2,7 +2,7 @@
 with hostile code appended (tests/grading_fixtures/evil/), results.json read per test, and the
 `sandboxed` fixture (need_sandbox(): skip, or with ANDREA_REQUIRE_SANDBOX=1 fail, without a sandbox;
 then check that nothing is left behind). Imported by test_grading.py, test_gradescope.py,
-test_one_verdict.py, test_authorship.py, test_report.py and test_isolation.py.
+test_one_verdict.py, test_authorship.py, test_report.py, test_isolation.py and test_small_machine.py.
 """
 import json
 import os
@@ -119,3 +119,87 @@ def leftovers() -> list[str]:
     return found
 
 
+
+
+# ----------------------------------------------------------------------------- a small machine
+class SmallMachine:
+    """A cgroup of `memory` bytes and `cpus` CPUs (v1 or v2), standing for a small grading
+    machine such as Gradescope's default (768 MB, half a vCPU): `enter(argv)` runs argv in it,
+    `peak()` is the most memory it held, `remove()` ends what is left and deletes it."""
+
+    PERIOD = 100_000                                  # microseconds: the CPU quota's window
+
+    def __init__(self, memory: int, cpus: float, name: str):
+        self.dirs: list[Path] = []
+        self.memory = None
+        for controller, parent in _cgroup_parents().items():
+            d = parent / name
+            d.mkdir()
+            self.dirs.append(d)
+            quota = f"{int(cpus * self.PERIOD)}"
+            if controller == "":                          # v2: one folder for both
+                (d / "memory.max").write_text(str(memory))
+                (d / "cpu.max").write_text(f"{quota} {self.PERIOD}")
+                self.memory = d
+            elif controller == "memory":
+                (d / "memory.limit_in_bytes").write_text(str(memory))
+                self.memory = d
+            else:
+                (d / "cpu.cfs_period_us").write_text(str(self.PERIOD))
+                (d / "cpu.cfs_quota_us").write_text(quota)
+
+    def enter(self, argv: list[str]) -> list[str]:
+        procs = [str(d / "cgroup.procs") for d in self.dirs]
+        script = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 111; shift; done; shift; exec "$@"'
+        return ["/bin/sh", "-c", script, "sh", *procs, "--", *argv]
+
+    def peak(self) -> int:
+        for name in ("memory.peak", "memory.max_usage_in_bytes"):
+            if (self.memory / name).exists():
+                return int((self.memory / name).read_text())
+        return 0
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            for pid in (d / "cgroup.procs").read_text().split():
+                try:
+                    os.kill(int(pid), 9)
+                except OSError:
+                    pass
+        for d in self.dirs:
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except OSError:
+                    __import__("time").sleep(0.1)
+
+
+def _cgroup_parents() -> dict[str, Path]:
+    """{controller: where this process may make a cgroup of it}: v2's one tree ("") or v1's
+    memory and cpu trees."""
+    parents = Cgroup.parents()
+    if "" in parents:
+        return {"": parents[""]}
+    own = {ctl: path.strip() for _, ctls, path in (l.split(":", 2) for l in Path("/proc/self/cgroup").read_text().splitlines())
+           for ctl in ctls.split(",")}
+    cpu = Path("/sys/fs/cgroup/cpu") / own.get("cpu", "/").lstrip("/")
+    return {"memory": parents["memory"], "cpu": cpu}
+
+
+@pytest.fixture
+def small_machine():
+    """SmallMachine(memory, cpus): made as root where cgroups can be written, else the test skips."""
+    made = []
+
+    def make(memory: int, cpus: float) -> SmallMachine:
+        if os.geteuid() != 0:
+            pytest.skip("a small machine's cgroup needs root")
+        try:
+            made.append(SmallMachine(memory, cpus, f"andrea-small-{os.getpid()}-{len(made)}"))
+        except (OSError, KeyError) as exc:
+            pytest.skip(f"no cgroup can be made here ({exc})")
+        return made[-1]
+    yield make
+    for machine in made:
+        machine.remove()

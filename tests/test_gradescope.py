@@ -84,10 +84,10 @@ def _build_bundle(top: Path, scratch: Path) -> dict:
     return {"autograder": autograder, "source": source, "venv": venv, "env": env}
 
 
-def _autograde(bundle, files, container: bool = False) -> tuple[dict, dict]:
-    """run_autograder on `files`, on this machine or in a simulated Docker-default container;
-    (results.json, what the container's processes and temp folders held of the workers' uids
-    afterwards)."""
+def _autograde(bundle, files, container: bool = False, machine=None) -> tuple[dict, dict]:
+    """run_autograder on `files`, on this machine or in a simulated Docker-default container
+    (inside `machine`'s cgroup where one is given: grading_helpers.small_machine); (results.json,
+    what the container's processes and temp folders held of the workers' uids afterwards)."""
     autograder = bundle["autograder"]
     shutil.rmtree(autograder / "submission", ignore_errors=True)
     shutil.rmtree(autograder / "results", ignore_errors=True)
@@ -108,6 +108,7 @@ def _autograde(bundle, files, container: bool = False) -> tuple[dict, dict]:
                 *__import__("site").getsitepackages(), str(ROOT)]
     argv, keep = docker_default(["bash", "-c", f"{run}; {after}"], readable=readable,
                                 writable=[autograder.parent])
+    argv = machine.enter(argv) if machine is not None else argv
     for fd in keep:
         os.set_inheritable(fd, True)
     try:

@@ -21,7 +21,7 @@ from andrea_course import ModelConfig
 from andrea_course.exercises import SOLUTIONS
 from andrea_course.grading import wire
 from andrea_course.grading.isolated import IsolatedStudent, LearnerCodeError, rebuild
-from andrea_course.grading.sandbox import Isolation
+from andrea_course.grading.sandbox import Isolation, Limits
 from andrea_course.paths import ROOT
 
 # Helpers appended to a copy of the answer key's attention.py: names that are not pieces come
@@ -57,6 +57,10 @@ def shout(n):
 
 def big_reply(n):
     return torch.zeros(n, dtype=torch.uint8)
+
+
+def many_references(n):
+    return [1] * n
 
 
 def broadcast(n):
@@ -164,6 +168,15 @@ def test_malformed_or_oversized_messages_are_refused_before_they_are_read():
 
     with pytest.raises(wire.WireError, match="at most"):                 # 2 GiB announced: nothing read
         wire.read(reader(struct.pack("<QQ", 10, 2 << 30)))
+    w = wire.Writer()                                   # 300,000 small values: 3 MiB, 50 MiB once parsed
+    head, _ = w.frame({"ok": w.value([1] * 300_000)})
+    assert len(head) < 4 << 20
+    with pytest.raises(wire.WireError, match=r"once read.*at most 32 MiB"):
+        wire.read(reader(bytes(head)), limit=32 << 20)
+    m = wire.read(reader(bytes(head)), limit=64 << 20)                 # under a larger cap it is read
+    assert wire.tree(m, m.fields["ok"]) == [1] * 300_000
+    with pytest.raises(ValueError, match="more than 524,288 values"):
+        wire.Writer().value([1] * (wire.MAX_NODES + 1))
     with pytest.raises(wire.WireError, match="header"):
         wire.read(reader(struct.pack("<QQ", 64 << 20, 0)))
     for header in (b"[1, 2]", b'{"tensors": [], "storages": [{"bytes": -1, "device": "cpu"}]}', b"not json",
@@ -242,30 +255,76 @@ def test_answers_prints_handles_and_errors(student, capsys):
 PEAK = '''
 import json, sys, torch
 from andrea_course.grading.isolated import IsolatedStudent
-from andrea_course.grading.sandbox import Isolation
+from andrea_course.grading.sandbox import Isolation, Limits
 
 def hwm():
     return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) << 10
 
-student = IsolatedStudent(sys.argv[1], isolation=Isolation("process", timeout=120, start="exec"))
+folder, piece, n, reply = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+limits = Limits() if reply is None else Limits(reply=reply)
+student = IsolatedStudent(folder, isolation=Isolation("process", timeout=120, start="exec", limits=limits))
 student.begin_test()
-big = student.piece("attention", "big_reply")
-big(1 << 20)
+call = student.piece("attention", piece)
+call(1 << 10)
 base = hwm()
-got = big(int(sys.argv[2]))
-print(json.dumps({"base": base, "peak": hwm(), "n": got.numel()}))
+try:
+    got, said = call(n), None
+except Exception as exc:             # LearnerCodeError, or the ValueError of a value not sent
+    got, said = None, str(exc)
+size = None if got is None else (got.numel() if isinstance(got, torch.Tensor) else len(got))
+print(json.dumps({"base": base, "peak": hwm(), "n": size, "said": said, "limit": limits.reply}))
 student.close()
 '''
 
 
-def test_the_graders_memory_for_a_reply_is_the_replys_size(probes):
-    """A 256 MiB answer raises the grader's peak memory by 256 MiB and a little, not a multiple
-    of it (it is read straight into the tensor that keeps it); over the limit, it is refused
-    unread (test_malformed_or_oversized_messages_are_refused_before_they_are_read)."""
-    n = 256 << 20
-    done = subprocess.run([sys.executable, "-c", PEAK, str(probes), str(n)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+def _grader_peak(probes, piece: str, n: int, reply: int | None = None) -> dict:
+    """The grader's memory around one call of the learner's `piece(n)`, in a fresh process."""
+    done = subprocess.run([sys.executable, "-c", PEAK, str(probes), piece, str(n), json.dumps(reply)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    growth = found["peak"] - found["base"]
-    assert found["n"] == n and growth <= 1.1 * n + (32 << 20), f"peak grew by {growth / n:.2f} x the reply"
+    return {**found, "growth": found["peak"] - found["base"]}
+
+
+def test_the_graders_memory_for_a_reply_is_the_replys_size(probes):
+    """A 256 MiB answer, where an instructor allows one that large, raises the grader's peak
+    memory by 256 MiB and a little, not a multiple of it (it is read straight into the tensor
+    that keeps it)."""
+    n = 256 << 20
+    found = _grader_peak(probes, "big_reply", n, reply=512 << 20)
+    assert found["n"] == n and found["growth"] <= 1.1 * n + (32 << 20), f"peak grew by {found['growth'] / n:.2f} x"
+
+
+@pytest.mark.parametrize("piece, n", [("big_reply", 3 << 28), ("many_references", 40_000_000)])
+def test_a_reply_over_the_cap_costs_the_grader_nothing(probes, piece, n):
+    """A 0.75 GiB tensor and a list of 40 M references to one int, each refused: the first
+    unread (its size is announced first), the second in the worker, before it is sent. The
+    grader's own peak grows by less than twice the cap on one reply."""
+    found = _grader_peak(probes, piece, n)
+    assert found["n"] is None and found["said"], found
+    assert "MiB" in found["said"] or "values" in found["said"], found["said"]
+    assert found["growth"] < 2 * found["limit"], f"the grader grew by {found['growth'] >> 20} MiB"
+
+
+def test_the_learners_memory_fits_the_machine_or_its_cgroup(tmp_path):
+    """The learner tier's default memory is what the machine, or the cgroup this grader runs
+    in, allows, less the grader's own room: inside a 768 MiB container the learner gets 384 MiB,
+    on a large machine at most 6 GiB."""
+    from andrea_course.grading.sandbox import GRADER_ROOM, MEMORY_CAP, machine_memory
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24683568 kB\nMemFree: 1 kB\n")
+    own = tmp_path / "cgroup"
+    root = tmp_path / "sys"
+    for version, line, folder, name in (("v1", "4:memory:/grading/run", root / "memory" / "grading" / "run",
+                                         "memory.limit_in_bytes"),
+                                        ("v2", "0::/grading/run", root / "grading" / "run", "memory.max")):
+        own.write_text(f"9:pids:/\n{line}\n")
+        folder.mkdir(parents=True)
+        (folder / name).write_text("max\n" if version == "v2" else "9223372036854771712\n")
+        assert machine_memory(root, meminfo, own) == 24683568 << 10, version
+        (folder.parent / name).write_text(f"{768 << 20}\n")            # the container, one level up
+        assert machine_memory(root, meminfo, own) == 768 << 20, version
+        shutil.rmtree(root)
+    assert GRADER_ROOM < 768 << 20 and MEMORY_CAP == 6 << 30
+    assert 256 << 20 <= Limits().memory <= MEMORY_CAP

@@ -28,6 +28,11 @@ results.json say which ran and what it does not give): sandbox (bubblewrap names
 root container (a uid of its own, seccomp, no capabilities: Docker's defaults, Gradescope);
 process (a worker process as you) only with --own-work or --unsafe-no-sandbox.
 
+Memory: a learner's code may use what the machine (or the container's cgroup) has, less the
+grader's own room, shared by the --jobs students graded at once, and at most 6 GiB; its running
+out says so in the test's output. An answer of more than --reply-limit MiB fails its test
+unread, so no submission makes the grader itself hold much more than that.
+
 Exit status: 0 graded; 1 no graded test was collected; 2 bad usage, or nothing graded (no
 isolation on this machine that keeps the hidden tests and results safe, a missing submission).
 """
@@ -47,6 +52,7 @@ from . import gradebook, similarity
 from .gradescope import Results, table, to_gradescope
 from .report import summarize, write_report
 from .runner import DEFAULT_TIMEOUT_PER_TEST, DEFAULT_TIMEOUT_TOTAL, ISOLATIONS, Course, grade
+from .sandbox import Limits, default_memory
 
 
 LOSS_COLUMN = "validation loss"          # the gradebook's leaderboard column (empty: no value)
@@ -115,6 +121,9 @@ def parse(argv=None) -> argparse.Namespace:
                    help="with --gradebook: scale each grade column to this many points, e.g. 100 for "
                         "percentages (default: points as graded)")
     p.add_argument("--quiet", action="store_true", help="print only the totals")
+    p.add_argument("--reply-limit", type=int, metavar="MIB", default=Limits().reply >> 20,
+                   help="the most data, in MiB, the grader reads back from one call of a learner's "
+                        "code: a larger answer fails its test unread")
     args = p.parse_args(argv)
     if bool(args.batch) == bool(args.submission):
         p.error("give either a SUBMISSION folder or --batch FOLDER")
@@ -137,6 +146,8 @@ def parse(argv=None) -> argparse.Namespace:
         args.isolation = "process"
     if args.jobs is not None and args.jobs < 1:
         p.error(f"--jobs must be at least 1, got {args.jobs}")
+    if args.reply_limit < 1:
+        p.error(f"--reply-limit must be at least 1 MiB, got {args.reply_limit}")
     for name in ("timeout_per_test", "timeout_total"):
         if getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')} must be > 0 seconds, got {getattr(args, name):g}")
@@ -152,7 +163,8 @@ def main(argv=None) -> int:
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _interrupt)    # a killed grader still writes results.json
     options = dict(timeout_per_test=args.timeout_per_test, timeout_total=args.timeout_total,
-                   isolation=args.isolation, own_work=args.own_work, uid=args.worker_uid)
+                   isolation=args.isolation, own_work=args.own_work, uid=args.worker_uid,
+                   limits=Limits(reply=args.reply_limit << 20))
     kwargs = {"hidden": args.hidden_tests, "leaderboard": False if args.no_leaderboard else args.leaderboard}
     if args.tests:
         kwargs["tests"] = args.tests
@@ -169,9 +181,10 @@ def main(argv=None) -> int:
         except gradebook.GradebookError as exc:
             print(f"andrea-grade: {exc}", file=sys.stderr)
             return 2
+        jobs = args.jobs or os.cpu_count() or 1
+        options["limits"] = Limits(memory=default_memory(jobs), reply=args.reply_limit << 20)
         return batch(Path(args.batch), Path(args.csv), args.out, course, options, args.quiet,
-                     jobs=args.jobs or os.cpu_count() or 1, similar=args.similarity, report=args.report,
-                     gradebooks=books)
+                     jobs=jobs, similar=args.similarity, report=args.report, gradebooks=books)
     if not Path(args.submission).is_dir() and args.submission not in ("solutions", "exercises"):
         print(f"andrea-grade: submission folder {args.submission!r} does not exist", file=sys.stderr)
         if args.out:

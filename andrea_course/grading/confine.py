@@ -9,7 +9,7 @@ the filter. Only the standard library: the zygote loads this file by its path be
 package (and torch) is imported.
 
 Steps, in order (each one that applies; `confine` reports any that failed):
-1. rlimits: core dumps off, largest file, open files, CPU seconds; address space per process and
+1. rlimits: core dumps off, largest file, open files, CPU seconds; data (memory written) per process and
    processes per user when no cgroup bounds the whole tier;
 2. as root with a uid to become: the capability bounding set emptied (PR_CAPBSET_DROP), no
    supplementary groups, then real, effective and saved gid and uid set to it;
@@ -55,7 +55,7 @@ def set_limits(limits: dict, whole_tier_bounded: bool, own_uid: bool) -> None:
     wanted = {resource.RLIMIT_CORE: 0, resource.RLIMIT_FSIZE: int(limits["disk"]),
               resource.RLIMIT_NOFILE: int(limits["open_files"]), resource.RLIMIT_CPU: int(limits["cpu_seconds"])}
     if not whole_tier_bounded:
-        wanted[resource.RLIMIT_AS] = int(limits["memory"])
+        wanted[resource.RLIMIT_DATA] = int(limits["memory"])     # memory written, not address space mapped
         if own_uid:                # a uid of the worker's own; never the grading user's
             wanted[resource.RLIMIT_NPROC] = int(limits["processes"])
     for which, value in wanted.items():

@@ -234,7 +234,7 @@ class IsolatedStudent:
         self._booted = False
         self._pending = 0                    # answers of the zygote not read yet (wait=False)
         self._hint = None                    # the activity the next test loads (begin_test)
-        self._limit = wire.MAX_MESSAGE       # the largest reply read (train() lowers it)
+        self._limit = iso.limits.reply       # the largest reply read (train() sets its own)
         self._training = training            # the leaderboard's settings: its worker's parent prepares them
         if adopt:                            # a worker's parent another process started for us
             fd, pid = (int(v) for v in str(adopt).split(":"))
@@ -299,7 +299,7 @@ class IsolatedStudent:
         try:
             return self._request("train", None, accept, settings)
         finally:
-            self._limit, self.timeout = wire.MAX_MESSAGE, per_test
+            self._limit, self.timeout = self.isolation.limits.reply, per_test
             self.end_test()
 
     def close(self) -> None:
@@ -677,7 +677,7 @@ def rebuild(type_name: str, text: str) -> BaseException:
         return LearnerCodeError(f"your code called sys.exit ({short}{': ' + text if text else ''})", "exit")
     if short == "MemoryError" or "can't allocate memory" in text or "not enough memory" in text:
         first = text.splitlines()[0] if text else ""
-        return LearnerCodeError(f"your code ran out of memory: the grader allows {Limits().memory >> 30} GB "
+        return LearnerCodeError(f"your code ran out of memory: the grader allows {Limits().memory >> 20} MiB "
                                 f"({short}: {first})", "memory")
     if type_name in (short, f"builtins.{short}") and short in _PASS_THROUGH:
         return getattr(builtins, short)(text)

@@ -30,7 +30,7 @@ Every tier runs the learner's code in a worker process (isolated.py) that gets v
   course's mutation tests, and check() where there is no fork (macOS, Windows).
 
 Every tier but "in-process" has the same limits: memory and processes for the whole tier when
-the grader can make a cgroup (Cgroup, made by the runner), else per process (RLIMIT_AS) and per
+the grader can make a cgroup (Cgroup, made by the runner), else per process (RLIMIT_DATA) and per
 user (RLIMIT_NPROC); open files, file size and CPU time per process (confine.py).
 """
 from __future__ import annotations
@@ -55,13 +55,57 @@ SANDBOX_ROOT = "/submission"      # where the submission's files appear inside t
 TIERS = ("sandbox", "container", "process", "in-process")
 
 
+MEMORY_CAP = 6 << 30              # the learner tier's memory on a large machine
+GRADER_ROOM = 384 << 20           # what the grader keeps for itself: Python, torch, pytest, one answer
+MEMORY_FLOOR = 256 << 20          # below this the learner's worker cannot import torch
+
+
+def machine_memory(cgroup_root: Path = Path("/sys/fs/cgroup"), meminfo: Path = Path("/proc/meminfo"),
+                   own_cgroups: Path = Path("/proc/self/cgroup")) -> int:
+    """Bytes this process may use: the machine's memory, or less where its cgroup (v1 or v2,
+    the process's own and every one above it) says so, as in a container."""
+    try:
+        total = int(next(l for l in meminfo.read_text().splitlines() if l.startswith("MemTotal:")).split()[1]) << 10
+    except (OSError, StopIteration, ValueError, IndexError):
+        total = MEMORY_CAP + GRADER_ROOM
+    try:
+        own = [line.split(":", 2) for line in own_cgroups.read_text().splitlines()]
+    except OSError:
+        own = []
+    for _, controllers, path in (parts for parts in own if len(parts) == 3):
+        if controllers == "":
+            base, name = cgroup_root, "memory.max"
+        elif "memory" in controllers.split(","):
+            base, name = cgroup_root / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        folder = base / path.strip().lstrip("/")
+        for d in (folder, *folder.parents):
+            try:
+                text = (d / name).read_text().strip()
+            except OSError:
+                text = ""
+            if text.isdigit():
+                total = min(total, int(text))
+            if d == base:
+                break
+    return total
+
+
+def default_memory(jobs: int = 1) -> int:
+    """The learner tier's memory: what the machine (or its cgroup) has, less the grader's room,
+    shared by `jobs` gradings at once (andrea-grade --batch --jobs)."""
+    return max(MEMORY_FLOOR, min(MEMORY_CAP, machine_memory() // jobs - GRADER_ROOM))
+
+
 @dataclass(frozen=True)
 class Limits:
-    memory: int = 6 << 30          # bytes: the whole tier (cgroup), else each process (RLIMIT_AS)
+    memory: int = field(default_factory=default_memory)   # bytes: the whole tier (cgroup), else each process (RLIMIT_DATA)
     processes: int = 256           # the whole tier (cgroup), else the worker's uid (RLIMIT_NPROC)
     open_files: int = 1024         # per process
     disk: int = 512 << 20          # bytes: /tmp and /dev/shm each (sandbox); also the largest file
     cpu_seconds: int = 3600        # per process (the per-test and total timeouts come first)
+    reply: int = 32 << 20          # bytes the grader holds for one answer of the learner's code
 
     def as_dict(self) -> dict:
         return asdict(self)

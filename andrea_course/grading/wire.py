@@ -38,6 +38,8 @@ from ..config import ModelConfig
 PREFIX = struct.Struct("<QQ")        # header bytes, blob bytes
 MAX_HEADER = 4 << 20                 # the JSON part: structure, numbers, strings, tables
 MAX_MESSAGE = 1 << 30                # header + blobs: a bigger answer is refused, not read
+NODE_COST = 160                      # bytes the reader holds per tagged node once parsed ("[" in JSON)
+MAX_NODES = MAX_HEADER // 8         # values in one message: each takes at least 8 bytes of its header
 MAX_DEPTH = 64
 MAX_DIMS = 64
 MAX_PRINTED = 64 << 10               # characters of the learner's prints carried by one answer
@@ -98,6 +100,7 @@ class Writer:
         self.tensors: list[torch.Tensor] = []
         self.generators: list[torch.Generator] = []      # in the order they were written
         self.copies: set[int] = set()                    # tensors sent as bytes even when aliased
+        self.nodes = 0                                   # values written: a long list stops early
 
     def copy(self, t: torch.Tensor):
         """A tree for tensor t whose bytes travel in the message, even when it is an argument."""
@@ -111,6 +114,9 @@ class Writer:
     def value(self, value, depth: int = 0):
         if depth > MAX_DEPTH:
             raise ValueError(f"value nested more than {MAX_DEPTH} levels deep")
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise ValueError(f"it holds more than {MAX_NODES:,} values (numbers, strings, lists, ...)")
         kind = type(value)
         if value is None:
             return ["none"]
@@ -281,7 +287,10 @@ def read(readinto: Callable[[memoryview], None], limit: int = MAX_MESSAGE,
          device_ok: Callable[[str], bool] = _device_ok) -> Message:
     """One message, read with `readinto(view)` (which fills the whole view or raises). A message
     over `limit` bytes, a header over MAX_HEADER or a malformed header raises WireError before
-    its blobs are read; each blob is read into the uint8 tensor that keeps it."""
+    its blobs are read; each blob is read into the uint8 tensor that keeps it. What counts
+    against `limit` is what the reader will hold: the bytes, plus NODE_COST for each value of
+    the header's structure (a list of a million references to one int is small in bytes and
+    large once parsed), counted before the header is parsed."""
     prefix = bytearray(PREFIX.size)
     readinto(memoryview(prefix))
     n_header, n_blobs = PREFIX.unpack(prefix)
@@ -291,6 +300,10 @@ def read(readinto: Callable[[memoryview], None], limit: int = MAX_MESSAGE,
         raise WireError(f"a message of {(n_header + n_blobs) >> 20} MiB (at most {limit >> 20} MiB)")
     header = bytearray(n_header)
     readinto(memoryview(header))
+    held = n_header + n_blobs + NODE_COST * header.count(b"[")
+    if held > limit:
+        raise WireError(f"a message that takes {held >> 20} MiB once read, its {header.count(b'[')} "
+                        f"values included (at most {limit >> 20} MiB)")
     try:
         fields = json.loads(header)
     except (ValueError, RecursionError) as exc:
