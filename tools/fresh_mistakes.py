@@ -2,7 +2,7 @@
 
     python tools/fresh_mistakes.py                 # every mistake and variant, a table at the end
     python tools/fresh_mistakes.py --only kernels  # ids or pieces containing a word
-    python tools/fresh_mistakes.py --out results.json --review
+    python tools/fresh_mistakes.py --rescore tests/fresh_mistakes/results.json   # classify again, no run
 
 For each entry of tests/fresh_mistakes/mistakes.py a learner folder is made: a copy of solutions/
 with the entry's patch applied to one piece. The graded tests of that piece run against it the way
@@ -38,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "fresh_mistakes"
-SKIP_LABELS = {"where", "shape", "largest error", "where they differ", "more help", "later"}
+SKIP_LABELS = {"where", "shape", "largest error", "where they differ", "more help", "later", "problem", "hint"}
 NONE_FOUND = re.compile(r"none of the typical mistakes|no typical mistake", re.I)
 DIAGNOSIS_LABELS = re.compile(r"typical mistake|likely cause|diagnos|what your code does|relation|cause", re.I)
 
@@ -69,15 +69,18 @@ def make_folder(root: Path, entry, solutions: Path) -> Path:
     return folder
 
 
-def boxes(result) -> list[dict]:
-    """The failing tests of a CheckResult as plain data: name, status, rows."""
+def boxes(result, folder: Path) -> list[dict]:
+    """The failing tests of a CheckResult as plain data: name, status, rows (the temporary
+    folder's path written as <learner>, so that the same boxes give the same digest)."""
+    def plain(text) -> str:
+        return str(text).replace(str(folder), "<learner>")
     if result.error or result.syntax:
-        return [{"name": "(check)", "status": "error", "rows": [["problem", result.error or result.syntax]]}]
+        return [{"name": "(check)", "status": "error", "rows": [["problem", plain(result.error or result.syntax)]]}]
     out = []
     for o in result.outcomes:
         if o.status == "passed" or o.status == "skipped":
             continue
-        rows = [[str(k), str(v)] for k, v in (o.rows or [])] or [["problem", o.message or o.status]]
+        rows = [[str(k), plain(v)] for k, v in (o.rows or [])] or [["problem", plain(o.message or o.status)]]
         out.append({"name": o.name, "status": o.status, "rows": rows})
     return out
 
@@ -118,7 +121,7 @@ def run(entries, solutions: Path, upto_own: bool) -> list[dict]:
                 continue
             upto = entry.piece.split(".")[0] if upto_own else None
             result = run_graded_many([entry.piece], str(folder), upto=upto)[entry.piece]
-            failed = boxes(result)
+            failed = boxes(result, folder)
             results.append({"id": entry.id, "piece": entry.piece, "passed": result.passed,
                             "tests": len(result.outcomes), "failed": failed, "digest": digest(failed),
                             "seconds": round(time.time() - t0, 2)})
@@ -194,12 +197,18 @@ def main(argv=None) -> int:
     ap.add_argument("--verdicts", default=str(DATA / "verdicts.json"), help="the readings by hand")
     ap.add_argument("--upto-own", action="store_true",
                     help="run only the tests check() runs in the piece's own notebook (default: all, as the grader)")
+    ap.add_argument("--rescore", metavar="RESULTS", help="classify the boxes of an earlier results file again "
+                                                         "(new rules or readings), without running anything")
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     mistakes, variants = load_entries()
     pick = [e for e in mistakes + variants if args.only in e.id or args.only in e.piece]
     t0 = time.time()
-    results = run(pick, Path(args.solutions), args.upto_own)
+    if args.rescore:
+        earlier = json.loads(Path(args.rescore).read_text())
+        results = [r for r in earlier["mistakes"] + earlier["variants"] if any(r["id"] == e.id for e in pick)]
+    else:
+        results = run(pick, Path(args.solutions), args.upto_own)
     reviewed = json.loads(Path(args.verdicts).read_text()) if Path(args.verdicts).exists() else {}
     mistake_ids = {m.id for m in mistakes}
     mres = [r for r in results if r["id"] in mistake_ids]
