@@ -13,12 +13,14 @@ A mistake is then
     passed  its piece passes: a wrong piece is taken for right;
     named   a box names it: one of the entry's `named` patterns matches the explaining rows of a
             failing test's box (every row but the learner's own line and the numbers);
-    wrong   no pattern matches, and a box says the output comes from a typical mistake
-            (a confirmed diagnosis) that is not this one;
+    wrong   no pattern matches, and a box says what the code did (a "typical mistake" row, or
+            any explaining row other than an exception's general reading) that is not this one;
     vague   no pattern matches and no diagnosis is confirmed: a generic box.
 A reading by hand (tests/fresh_mistakes/verdicts.json: id -> verdict, note, digest of the box text
 it was made on) replaces the rule while the box text is unchanged; a changed box is classified by
 the rules again and marked unreviewed in the table.
+To read a changed box by hand: look it up in the results file, then put its id in verdicts.json
+with the verdict, a note and the results file's digest for it.
 A variant (a correct but unusual piece) must pass.
 """
 from __future__ import annotations
@@ -40,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "fresh_mistakes"
 SKIP_LABELS = {"where", "shape", "largest error", "where they differ", "more help", "later", "problem", "hint"}
 NONE_FOUND = re.compile(r"none of the typical mistakes|no typical mistake", re.I)
-DIAGNOSIS_LABELS = re.compile(r"typical mistake|likely cause|diagnos|what your code does|relation|cause", re.I)
+GENERAL_LABELS = {"what it means", ""}
 
 
 def load_entries():
@@ -90,8 +92,10 @@ def explaining_text(failed: list[dict]) -> str:
 
 
 def confirmed_diagnoses(failed: list[dict]) -> list[str]:
+    """The rows that say what the learner's code did: every explaining row but the general
+    reading of an exception ("what it means") and a "none of the typical mistakes" line."""
     return [v for b in failed for k, v in b["rows"]
-            if DIAGNOSIS_LABELS.search(k) and not NONE_FOUND.search(v) and k not in SKIP_LABELS]
+            if k not in SKIP_LABELS and k not in GENERAL_LABELS and not NONE_FOUND.search(v)]
 
 
 def classify(entry, passed: bool, failed: list[dict]) -> str:
