@@ -40,7 +40,8 @@ from .paths import ROOT
 from .overlay import unwritten_pieces
 from . import pieces
 
-INSTRUCTOR_ONLY = ("solutions/", "instructor/", "tests/", ".ci/", "tools/train_shipped_model.py")
+INSTRUCTOR_ONLY = ("solutions/", "instructor/", "tests/", ".ci/", "tools/train_shipped_model.py",
+                   "tools/fresh_mistakes.py")
 
 
 class ReleaseError(RuntimeError):
