@@ -28,6 +28,11 @@ results.json say which ran and what it does not give): sandbox (bubblewrap names
 root container (a uid of its own, seccomp, no capabilities: Docker's defaults, Gradescope);
 process (a worker process as you) only with --own-work or --unsafe-no-sandbox.
 
+Library shortcuts (--library-shortcuts, default refuse: shortcuts.py): a piece written as the
+library call that is the piece (torch.softmax as attention.softmax, F.layer_norm as
+block.layer_norm) gets no points for its tests under refuse, keeps them with a note under
+warn, and is not looked at under allow; each test's output says which call on which line.
+
 Memory: a learner's code may use what the machine (or the container's cgroup) has, less the
 grader's own room, shared by the --jobs students graded at once, and at most 6 GiB; its running
 out says so in the test's output. An answer of more than --reply-limit MiB fails its test
@@ -48,7 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .. import __version__
-from . import gradebook, similarity
+from . import gradebook, shortcuts, similarity
 from .gradescope import Results, table, to_gradescope
 from .report import summarize, write_report
 from .runner import DEFAULT_TIMEOUT_PER_TEST, DEFAULT_TIMEOUT_TOTAL, ISOLATIONS, Course, grade
@@ -121,6 +126,10 @@ def parse(argv=None) -> argparse.Namespace:
                    help="with --gradebook: scale each grade column to this many points, e.g. 100 for "
                         "percentages (default: points as graded)")
     p.add_argument("--quiet", action="store_true", help="print only the totals")
+    p.add_argument("--library-shortcuts", choices=shortcuts.POLICIES, default="refuse",
+                   help="a piece written as the library call that is the piece (torch.softmax as "
+                        "attention.softmax): refuse (its tests score nothing, the output says why), "
+                        "warn (the output says so, the score stands) or allow")
     p.add_argument("--reply-limit", type=int, metavar="MIB", default=Limits().reply >> 20,
                    help="the most data, in MiB, the grader reads back from one call of a learner's "
                         "code: a larger answer fails its test unread")
@@ -164,7 +173,7 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGTERM, _interrupt)    # a killed grader still writes results.json
     options = dict(timeout_per_test=args.timeout_per_test, timeout_total=args.timeout_total,
                    isolation=args.isolation, own_work=args.own_work, uid=args.worker_uid,
-                   limits=Limits(reply=args.reply_limit << 20))
+                   limits=Limits(reply=args.reply_limit << 20), library_shortcuts=args.library_shortcuts)
     kwargs = {"hidden": args.hidden_tests, "leaderboard": False if args.no_leaderboard else args.leaderboard}
     if args.tests:
         kwargs["tests"] = args.tests

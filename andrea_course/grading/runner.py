@@ -50,7 +50,7 @@ from pathlib import Path
 from ..graded import GRADED
 from ..paths import ROOT
 from ..overlay import resolve
-from . import forked
+from . import forked, shortcuts
 from .gradescope import Results, TestResult, to_gradescope, write_json
 from .isolated import IsolatedStudent, LearnerCodeError
 from .leaderboard import SETTINGS_FILE, Entry, Settings, measure, start as start_leaderboard, written_any
@@ -250,21 +250,31 @@ def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *
           timeout_per_test: float = DEFAULT_TIMEOUT_PER_TEST,
           timeout_total: float = DEFAULT_TIMEOUT_TOTAL, jobs: int = 1, isolation: str = "auto",
           own_work: bool = False, uid: int | None = None, limits: Limits = Limits(),
-          log: str | os.PathLike | None = None, leaderboard: str | os.PathLike | bool | None = None) -> Results:
+          log: str | os.PathLike | None = None, leaderboard: str | os.PathLike | bool | None = None,
+          library_shortcuts: str = "refuse") -> Results:
     """Grade one submission folder; write Gradescope's results.json to `out` (always, last).
 
     isolation: "auto" (the strongest tier this machine allows: sandbox, else container as root,
     else nothing runs), or one tier by name. own_work: the learner grades their own code
     (`make grade`): the process tier is allowed as root too. leaderboard (without `course`): the
-    leaderboard's settings file; default: the hidden tests folder's leaderboard.json, if any."""
+    leaderboard's settings file; default: the hidden tests folder's leaderboard.json, if any.
+    library_shortcuts: what a piece written as the library call that is the piece gets
+    (shortcuts.POLICIES: refuse, warn, allow)."""
     start = time.monotonic()
     results = Results()
     try:
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
         course = course or Course(hidden=hidden_tests, leaderboard=leaderboard)
+        if library_shortcuts not in shortcuts.POLICIES:
+            raise ValueError(f"library_shortcuts must be one of {', '.join(shortcuts.POLICIES)}, "
+                             f"not {library_shortcuts!r}")
         results = _run(resolve(submission), course, timeout_per_test, timeout_total, jobs,
                        isolation, own_work, uid, limits, log, out)
+        used = shortcuts.apply(results, resolve(submission), library_shortcuts)
+        if used:
+            results.notes.append(f"library shortcuts (policy: {library_shortcuts}): " + "; ".join(
+                f"{s.piece} uses {s.call} (line {s.line})" for s in used))
     except BaseException as exc:         # noqa: BLE001  (the grader's own failure: still report)
         results.notes.append(f"the grader failed: {type(exc).__name__}: {exc}")
         results.notes.append(traceback.format_exc(limit=3))
