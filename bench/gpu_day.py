@@ -7,13 +7,15 @@
 
 The steps, each a subprocess with its own time limit (seconds; 480 in all, a step never runs past
 what is left of that):
-  machine            10  the GPU, its memory, dense bf16 peak (andrea_course/gpus.py), HBM peak
-  kernels-engine     90  tests/test_kernels.py compiled: forward and gradients, fp32, fp16, bf16
-  kernels-reference  50  andrea_course/graded/test_kernels.py on the answer key's kernels
-  kernels-learner    50  the same graded tests on exercises/ (failures there are the learner's)
-  bench              90  bench/kernels.py: ms and GB/s (TFLOP/s for attention) of the Triton kernels
+  machine            30  the GPU, its memory, dense bf16 peak (andrea_course/gpus.py), HBM peak
+  kernels-engine     85  tests/test_kernels.py compiled: forward and gradients, fp32, fp16, bf16
+  kernels-reference  40  andrea_course/graded/test_kernels.py on the answer key's kernels
+  kernels-learner    40  the same graded tests on exercises/ (failures there are the learner's)
+  kernels-yours      30  bench/learner_kernels.py: the learner's kernels in the package's autograd,
+                         forward and gradients, fp32 and bf16 (again, the verdicts are the learner's)
+  bench              75  bench/kernels.py: ms and GB/s (TFLOP/s for attention) of the Triton kernels
                          against PyTorch eager and torch.compile, and as a share of the HBM peak
-  gpu-check         160  andrea-train --gpu-check: ANDREA-120M eager and compiled in bf16, tokens/s,
+  gpu-check         150  andrea-train --gpu-check: ANDREA-120M eager and compiled in bf16, tokens/s,
                          MFU, peak memory next to --plan's
   torchrun           30  two processes of andrea-tiny under torchrun on NCCL (two GPUs or more)
 
@@ -21,8 +23,8 @@ A step whose files this copy lacks (tests/ and solutions/ are not in a learner's
 and says why. The report is one JSON file in a fixed format (FORMAT, below; each step's
 "results" keeps the keys of STUBS) and its Markdown rendering; each step's output is in
 DIR/<step>.log. With --dry-run nothing touches a GPU: each command is built and checked (its
-files, its modules, its arguments parsed by the program's own parser), the machine step runs for
-real, every other step is stubbed, and the report, in the same format, says so at the top.
+files, its modules, its arguments parsed by the program's own parser), the machine is probed (in
+this process, without a time limit), every other step is stubbed, and the report, in the same format, says so at the top.
 
 Exit status: 0 every step ran as expected (or was skipped, or stubbed); 1 a step failed or ran out
 of time, or no GPU without --dry-run; 2 a bad argument.
@@ -64,6 +66,7 @@ STUBS = {
     "machine": dict(gpu=None, gpu_count=None, memory_gib=None, peak_tflops=None, hbm_gbps=None, torch=None,
                     triton=None, cuda=None, python=None),
     "kernels-engine": COUNTS, "kernels-reference": COUNTS, "kernels-learner": COUNTS,
+    "kernels-yours": dict(device=None, rows=[], right=None, checked=None),
     "bench": dict(device=None, dtype=None, rows=[]),
     "gpu-check": dict(rows=[], peak_gib_eager=None, peak_gib_compiled=None, plan_peak_gib=None,
                       tokens_per_s_eager=None, tokens_per_s_compiled=None, mfu_compiled=None, kernels_tests=None),
@@ -96,12 +99,12 @@ def probe() -> dict:
     """This machine, as the machine step reports it (no GPU: gpu None, gpu_count 0)."""
     import torch
     from andrea_course import gpus
+    from importlib.metadata import PackageNotFoundError, version
     found = dict(STUBS["machine"], torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
                  gpu_count=torch.cuda.device_count() if torch.cuda.is_available() else 0)
     try:
-        import triton
-        found["triton"] = triton.__version__
-    except ImportError:
+        found["triton"] = version("triton")
+    except PackageNotFoundError:
         pass
     if found["gpu_count"]:
         props = torch.cuda.get_device_properties(0)
@@ -121,20 +124,23 @@ def steps(out: Path, gpu_count: int) -> list[Step]:
              "--sample-every", "0", "--checkpoint-every", "0", "--no-tensorboard", "--no-progress", "--out", str(run)]
     made = []
     for name, title, limit, files, impl, needs, expect in (
-            ("kernels-engine", "the package's kernels, compiled (tests/test_kernels.py)", 90,
+            ("kernels-engine", "the package's kernels, compiled (tests/test_kernels.py)", 85,
              ["tests/test_kernels.py"], None, ("tests/test_kernels.py",), "exit 0"),
-            ("kernels-reference", "graded kernel tests on the answer key", 50, [graded], "solutions",
+            ("kernels-reference", "graded kernel tests on the answer key", 40, [graded], "solutions",
              (graded, "solutions/kernels.py"), "exit 0"),
-            ("kernels-learner", "graded kernel tests on exercises/", 50, [graded], "exercises",
+            ("kernels-learner", "graded kernel tests on exercises/", 40, [graded], "exercises",
              (graded, "exercises/kernels.py"), "runs")):
         command, env = pytest(name, files, impl)
         made.append(Step(name, title, limit, command, env, needs, ("pytest",), expect))
-    return [Step("machine", "the GPU and the software", 10, [PY, str(Path(__file__).resolve()), "--probe"],
+    return [Step("machine", "the GPU and the software", 30, [PY, str(Path(__file__).resolve()), "--probe"],
                  modules=("torch",)), *made,
-            Step("bench", "bench/kernels.py: Triton against eager and compiled PyTorch", 90,
+            Step("kernels-yours", "exercises/kernels.py in the package's autograd, fp32 and bf16", 30,
+                 [PY, "bench/learner_kernels.py", "--impl", "exercises", "--json", str(out / "kernels-yours.json")],
+                 needs=("bench/learner_kernels.py", "exercises/kernels.py"), modules=("torch", "triton")),
+            Step("bench", "bench/kernels.py: Triton against eager and compiled PyTorch", 75,
                  [PY, "bench/kernels.py", "--json", str(out / "bench.json")], needs=("bench/kernels.py",),
                  modules=("torch", "triton")),
-            Step("gpu-check", "andrea-train --gpu-check: ANDREA-120M, bf16, eager and compiled", 160,
+            Step("gpu-check", "andrea-train --gpu-check: ANDREA-120M, bf16, eager and compiled", 150,
                  [PY, "-m", "andrea_course.capstone", "--gpu-check"], modules=("andrea_course.capstone",)),
             Step("torchrun", "two processes under torchrun (NCCL)", 30,
                  [PY, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *train],
@@ -159,10 +165,9 @@ def problems(step: Step) -> list[str]:
                            for n in ast.walk(ast.parse((ROOT / f).read_text(encoding="utf-8")))):
                     found.append(f"{f} defines no test")
         elif args[0] == "bench/kernels.py":
-            spec = importlib.util.spec_from_file_location("bench_kernels", ROOT / args[0])
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            module.parse_args(args[1:])
+            _script(args[0]).parse_args(args[1:])
+        elif args[0] == "bench/learner_kernels.py":
+            _script(args[0]).parser().parse_args(args[1:])
         elif args[:2] == ["-m", "torch.distributed.run"]:
             from torch.distributed.run import get_args_parser
             parsed = get_args_parser().parse_args(args[2:])
@@ -176,6 +181,14 @@ def problems(step: Step) -> list[str]:
     except (OSError, SyntaxError, ImportError) as exc:
         found.append(f"{type(exc).__name__}: {exc}")
     return found
+
+
+def _script(rel: str):
+    """A script under ROOT, loaded as a module (its main() not run)."""
+    spec = importlib.util.spec_from_file_location(Path(rel).stem + "_under_check", ROOT / rel)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _andrea_train(argv: list) -> None:
@@ -241,6 +254,12 @@ def read_junit(name: str):
     return read
 
 
+def read_yours(out: Path, text: str) -> dict:
+    data = json.loads((out / "kernels-yours.json").read_text(encoding="utf-8"))
+    return dict(device=data["device"], rows=data["rows"], right=sum(r["ok"] for r in data["rows"]),
+                checked=len(data["rows"]))
+
+
 def read_bench(out: Path, text: str) -> dict:
     data = json.loads((out / "bench.json").read_text(encoding="utf-8"))
     peak = hbm_peak(data["device"])
@@ -295,7 +314,7 @@ def read_torchrun(out: Path, text: str) -> dict:
 
 READERS = {"machine": read_probe, "kernels-engine": read_junit("kernels-engine"),
            "kernels-reference": read_junit("kernels-reference"), "kernels-learner": read_junit("kernels-learner"),
-           "bench": read_bench, "gpu-check": read_gpu_check, "torchrun": read_torchrun}
+           "kernels-yours": read_yours, "bench": read_bench, "gpu-check": read_gpu_check, "torchrun": read_torchrun}
 
 
 # ----------------------------------------------------------------------------- the day
@@ -303,8 +322,15 @@ def day(out: Path, dry_run: bool, only: set, budget: float = BUDGET_S) -> dict:
     started = datetime.datetime.now(datetime.timezone.utc)
     deadline = time.monotonic() + budget
     out.mkdir(parents=True, exist_ok=True)
-    machine_step, *rest = steps(out, gpu_count=2)
-    records = [execute(machine_step, out, deadline)]          # on a CPU too: it says there is no GPU
+    machine_step = steps(out, gpu_count=2)[0]
+    if dry_run:                    # this process, no time limit: the dry run keeps no budget
+        start, wrong = time.monotonic(), problems(machine_step)
+        records = [dict(name="machine", title=machine_step.title, command=machine_step.command,
+                        limit_s=machine_step.limit_s, status="failed" if wrong else "ok", seconds=0.0,
+                        reason="; ".join(wrong), results=dict(STUBS["machine"], **({} if wrong else probe())), log=None)]
+        records[0]["seconds"] = round(time.monotonic() - start, 1)
+    else:
+        records = [execute(machine_step, out, deadline)]
     machine = records[0]["results"]
     gpu_count = machine.get("gpu_count") or 0
     for step in steps(out, gpu_count)[1:]:
@@ -364,6 +390,13 @@ def markdown(report: dict) -> str:
               f"{fmt(r['eager_gbps'])} | {fmt(r['compile_gbps'])} | {fmt(r['triton_tflops'], '.1f')} | "
               f"{fmt(r['of_hbm_peak'] and 100 * r['of_hbm_peak'], '.0f', ' %')} | {fmt(r['vs_eager'], '.2f', 'x')} | "
               f"{fmt(r['vs_compile'], '.2f', 'x')} |" for r in rows] or ["| - | - | - | - | - | - | - | - | - | - |"]
+    yours = by.get("kernels-yours", {}).get("results", {}).get("rows") or []
+    lines += ["", "## Your kernels in the package's autograd (bench/learner_kernels.py)", "",
+              "| kernel | dtype | written | forward (share of tolerance) | gradients (share of tolerance) | verdict |",
+              "|---|---|---|---:|---:|---|"]
+    lines += [f"| {r['kernel']} | {r['dtype']} | {'yes' if r['written'] else 'no'} | {fmt(r['forward'], '.2f')} | "
+              f"{fmt(r['gradients'], '.2f')} | {'ok' if r['ok'] else (r['error'] or ('wrong' if r['written'] else 'not written'))} |"
+              for r in yours] or ["| - | - | - | - | - | - |"]
     check = by.get("gpu-check", {}).get("results", {}).get("rows") or []
     lines += ["", "## ANDREA-120M (andrea-train --gpu-check)", "", "| measure | plan | measured |", "|---|---:|---:|"]
     lines += [f"| {r['measure']} | {r['plan']} | {r['measured']} |" for r in check] or ["| - | - | - |"]
@@ -372,7 +405,7 @@ def markdown(report: dict) -> str:
 
 def _summary(r: dict) -> str:
     res, why = r["results"], r["reason"]
-    if r["status"] in ("skipped", "stubbed") or res is None:
+    if r["status"] in ("skipped", "stubbed", "timeout") or res is None:
         return why
     if "tests" in res and res["tests"] is not None:
         said = f"{res['passed']} of {res['tests']} passed, {res['failed']} failed, {res['errors']} errors, {res['skipped']} skipped"
@@ -383,6 +416,8 @@ def _summary(r: dict) -> str:
                 f"eager peak {fmt(res['peak_gib_eager'], '.2f', ' GiB')} (plan {fmt(res['plan_peak_gib'], '.2f', ' GiB')})")
     elif r["name"] == "torchrun":
         said = f"{res['steps']} steps, loss {fmt(res['first_loss'], '.3f')} to {fmt(res['last_loss'], '.3f')}"
+    elif r["name"] == "kernels-yours":
+        said = f"{res['right']} of {res['checked']} right (kernel × dtype, forward and gradients)"
     elif r["name"] == "bench":
         said = f"{len(res['rows'])} rows on {res['device']}"
     else:

@@ -50,11 +50,12 @@ def test_a_wrong_command_fails_the_dry_run(tmp_path):
     assert {name: gpu_day.problems(s) for name, s in made.items()} == {name: [] for name in made}
     made["gpu-check"].command.append("--no-such-flag")
     made["bench"].command.append("--no-such-flag")
+    made["kernels-yours"].command.append("--no-such-flag")
     made["torchrun"].command[made["torchrun"].command.index("--max-steps") + 1] = "zero"
     made["kernels-engine"].modules = ("no_such_module",)
     conftest = made["kernels-reference"].command.index("andrea_course/graded/test_kernels.py")
     made["kernels-reference"].command[conftest] = "tests/conftest.py"                  # a file without tests
-    for name in ("gpu-check", "bench", "torchrun", "kernels-engine", "kernels-reference"):
+    for name in ("gpu-check", "bench", "kernels-yours", "torchrun", "kernels-engine", "kernels-reference"):
         assert gpu_day.problems(made[name]), name
     assert "no_such_module is not importable" in gpu_day.problems(made["kernels-engine"])[0]
     assert "tests/conftest.py defines no test" in gpu_day.problems(made["kernels-reference"])
@@ -139,3 +140,35 @@ def test_without_a_gpu_a_real_day_refuses_in_one_line_and_a_bad_step_name_is_a_u
     with pytest.raises(SystemExit) as exc:
         gpu_day.main(["--dry-run", "--only", "bench,nosuch"])
     assert exc.value.code == 2 and "no step named nosuch" in capsys.readouterr().err
+
+
+@pytest.mark.slow(seconds=5)
+@pytest.mark.skipif(not (ROOT / "solutions").is_dir(), reason="no solutions/ (a learner's release)")
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")     # the interpreter's sigmoid, exp(-z) -> inf -> 0
+def test_learner_kernels_pass_the_reference_and_catch_a_wrong_or_unwritten_kernel(tmp_path):
+    """bench/learner_kernels.py in Triton's interpreter (fp32): the answer key's three kernels are
+    right, forward and gradients; a GELU with a wrong constant is caught; stubs are not launched."""
+    spec = importlib.util.spec_from_file_location("learner_kernels", ROOT / "bench" / "learner_kernels.py")
+    lk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lk)
+    line = "z = 0.7978845608028654 * (x + 0.044715 * x * x * x)      #"
+    source = (ROOT / "solutions" / "kernels.py").read_text(encoding="utf-8")
+    assert source.count(line) == 1
+    (tmp_path / "kernels.py").write_text(source.replace(line, line.replace("0.044715", "0.06")), encoding="utf-8")
+    right = {r["kernel"]: r for r in lk.check(ROOT / "solutions", ["fp32"], "cpu")}
+    assert set(right) == {"gelu_kernel", "layer_norm_kernel", "softmax_kernel"}
+    assert all(r["ok"] and r["forward"] <= 1 and r["gradients"] <= 1 for r in right.values()), right
+    wrong = {r["kernel"]: r for r in lk.check(tmp_path, ["fp32"], "cpu")}
+    assert not wrong["gelu_kernel"]["ok"] and wrong["gelu_kernel"]["forward"] > 1 and wrong["gelu_kernel"]["written"]
+    assert wrong["softmax_kernel"]["ok"] and wrong["layer_norm_kernel"]["ok"]
+    untouched = lk.check(ROOT / "exercises", ["fp32"], "cpu")
+    assert [r["written"] for r in untouched] == [False] * 3 and not any(r["ok"] or r["error"] for r in untouched)
+
+    (tmp_path / "kernels-yours.json").write_text(json.dumps(dict(device="cpu (interpreter)", impl="x",
+                                                                 rows=list(right.values()) + list(wrong.values()))))
+    read = gpu_day.read_yours(tmp_path, "")
+    assert (read["right"], read["checked"]) == (5, 6) and set(read) == set(gpu_day.STUBS["kernels-yours"])
+    assert "| gelu_kernel | fp32 | yes |" in gpu_day.markdown(dict(
+        format=gpu_day.FORMAT, dry_run=False, note="", started="t", seconds=1.0, budget_s=480,
+        machine=dict(gpu_day.STUBS["machine"]), steps=[dict(name="kernels-yours", title="", command=[], limit_s=30,
+                                                            status="ok", seconds=1.0, reason="", results=read, log="")]))
