@@ -172,3 +172,23 @@ def test_learner_kernels_pass_the_reference_and_catch_a_wrong_or_unwritten_kerne
         format=gpu_day.FORMAT, dry_run=False, note="", started="t", seconds=1.0, budget_s=480,
         machine=dict(gpu_day.STUBS["machine"]), steps=[dict(name="kernels-yours", title="", command=[], limit_s=30,
                                                             status="ok", seconds=1.0, reason="", results=read, log="")]))
+
+
+def test_a_step_that_may_exit_1_is_judged_by_what_it_wrote(tmp_path):
+    """pytest on the learner's kernels exits 1 when a test fails (their work, not the day's);
+    --gpu-check exits 1 when its own kernel tests fail, after measuring: both count as ran, with
+    the reason said; without their results an exit 1 is a failure."""
+    import time
+    xml = tmp_path / "kernels-learner.xml"
+    write = f"open({str(xml)!r}, 'w').write('<testsuites><testsuite tests=\"3\" failures=\"3\" errors=\"0\" skipped=\"0\"/></testsuites>')"
+    ran = gpu_day.execute(gpu_day.Step("kernels-learner", "", 30, [sys.executable, "-c", write + "; raise SystemExit(1)"],
+                                       expect="runs"), tmp_path, time.monotonic() + 60)
+    assert ran["status"] == "ok" and "the learner's to fix" in ran["reason"] and ran["results"]["failed"] == 3, ran
+    xml.unlink()
+    crashed = gpu_day.execute(gpu_day.Step("kernels-learner", "", 30, [sys.executable, "-c", "raise SystemExit(1)"],
+                                           expect="runs"), tmp_path, time.monotonic() + 60)
+    assert crashed["status"] == "failed" and "could not be read" in crashed["reason"], crashed
+    table = "| tokens/s, compiled | 1k – 2k | 654k |"
+    measured = gpu_day.execute(gpu_day.Step("gpu-check", "", 30, [sys.executable, "-c", f"print({table!r}); raise SystemExit(1)"],
+                                            expect="table"), tmp_path, time.monotonic() + 60)
+    assert measured["status"] == "ok" and measured["results"]["tokens_per_s_compiled"] == pytest.approx(654e3), measured
