@@ -12,7 +12,7 @@ PIP       := $(BIN)/python -m pip install -q --disable-pip-version-check
 LAB_STAMP := $(VENV)/.lab-installed
 ALL_STAMP := $(VENV)/.installed
 
-.PHONY: lab test test-nightly grade setup exercises train bench clean
+.PHONY: lab test test-nightly grade setup exercises train bench gpu clean
 setup: $(ALL_STAMP)
 
 # One pip call per set (one resolution; torch first where it comes from its own index), then
@@ -102,6 +102,11 @@ train: $(ALL_STAMP)
 
 bench: $(ALL_STAMP)
 	$(BIN)/python bench/model.py
+
+# A GPU day: every GPU check in 8 minutes, one report (runs/gpu-day/report.json and .md; see
+# bench/gpu_day.py). Without a GPU: make gpu GPU_DAY=--dry-run (make's own --dry-run only prints).
+gpu: $(ALL_STAMP)
+	$(BIN)/python bench/gpu_day.py $(GPU_DAY)
 
 clean:
 	rm -rf $(VENV)

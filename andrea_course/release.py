@@ -7,7 +7,8 @@ A listed pipeline (in the manner of nbgrader's generate_assignment), each step o
 
     1. copy      every file the repository tracks, except what is the instructor's alone:
                  solutions/ (the answer key), instructor/ (hidden tests), tests/ (the course's
-                 own tests, which grade the answer key), CI files and the tools that need them
+                 own tests, which grade the answer key), CI files and the tools that need them;
+                 AGENTS.md (how a coding assistant helps a learner; CLAUDE.md imports it) ships
     2. exercises regenerate exercises/ from solutions/, so every piece is a stub
     3. readme    README.md written for the learner's copy: the parts between
                  <!-- instructor-only --> and <!-- /instructor-only --> left out, the parts in

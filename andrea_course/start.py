@@ -4,9 +4,10 @@
     andrea-start ~/andrea              # write the workspace (or reuse it), then open JupyterLab there
     andrea-start ~/andrea --no-lab     # only write it
 
-A workspace is a folder holding the course's notebooks/, the untouched exercises/ and the
-marker file .andrea-workspace (paths.py), copied from the installed package (or from the
-checkout it is run from: paths.course_files). Inside it, the notebooks, check(), use() and
+A workspace is a folder holding the course's notebooks/, the untouched exercises/, the guide for
+coding assistants (AGENTS.md, and CLAUDE.md pointing at it) and the marker file .andrea-workspace
+(paths.py), copied from the installed package (or from the checkout it is run from:
+paths.course_files). Inside it, the notebooks, check(), use() and
 learner_model(cfg, "exercises") judge the workspace's exercises/.
 
 Run again on a workspace (after `pip install -U andrea-course`, say), it changes no file that is
@@ -28,11 +29,14 @@ import shutil
 import sys
 from pathlib import Path
 
-from .paths import WORKSPACE_FILES, WORKSPACE_MARK, course_files, is_checkout, is_workspace
+from .paths import PACKAGE, WORKSPACE_FILES, WORKSPACE_MARK, course_files, is_checkout, is_workspace
 
 USAGE, FAILED = 2, 1
 FIRST_NOTEBOOK = "notebooks/01_embeddings.ipynb"    # what JupyterLab opens first
 SUFFIXES = {"notebooks": ".ipynb", "exercises": ".py"}
+# How a coding assistant should help (AGENTS.md; CLAUDE.md imports it), at the workspace's top.
+# The package's data/ holds links to the checkout's two files; a built package holds copies.
+GUIDES = ("AGENTS.md", "CLAUDE.md")
 
 
 class StartError(RuntimeError):
@@ -44,12 +48,16 @@ class StartError(RuntimeError):
 
 
 def course() -> dict[str, Path]:
-    """{"notebooks/01_embeddings.ipynb": its file, "exercises/attention.py": ..., ...}: the
-    course's files a workspace holds."""
+    """{"notebooks/01_embeddings.ipynb": its file, "exercises/attention.py": ..., "AGENTS.md": ...}:
+    the course's files a workspace holds."""
     found = {}
     for name in WORKSPACE_FILES:
         for path in sorted(course_files(name).glob(f"*{SUFFIXES[name]}")):
             found[f"{name}/{path.name}"] = path
+    for name in GUIDES:
+        path = PACKAGE / "data" / name
+        if path.is_file():
+            found[name] = path
     if not any(k.startswith("notebooks/") for k in found) or not any(k.startswith("exercises/") for k in found):
         raise StartError(f"the installed course has no notebooks or exercises in {course_files('notebooks').parent}: "
                          f"reinstall it (pip install --force-reinstall 'andrea-course[notebooks]')", usage=False)

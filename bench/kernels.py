@@ -10,6 +10,7 @@ the time) or TFLOP/s (attention), and Triton's speed-up over each baseline (>1: 
     python bench/kernels.py                 # the table
     python bench/kernels.py --markdown      # the same as a Markdown table for docs/kernels.md
     python bench/kernels.py --smoke         # no GPU: tiny shapes in the interpreter, to test this script
+    python bench/kernels.py --json K.json   # also every time, with the bytes or FLOPs behind each rate
 
 Without a GPU (and without --smoke) it says so and exits 0.
 """
@@ -30,6 +31,7 @@ def parse_args(argv=None):
     p.add_argument("--smoke", action="store_true", help="tiny shapes, interpreter timing: checks this script runs")
     p.add_argument("--only", default="", help="comma-separated kernel names (default: all)")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    p.add_argument("--json", metavar="FILE", help="also write the measurements to FILE (bench/gpu_day.py reads it)")
     return p.parse_args(argv)
 
 
@@ -146,7 +148,7 @@ def main(argv=None) -> int:
                           None, None, attn_flops, attn_flops * 3.5)   # backward = 2.5 x forward
 
     only = {n for n in args.only.split(",") if n}
-    rows = []
+    rows, records = [], []
     for name, (inputs, tri, baselines, bytes_f, bytes_fb, flops_f, flops_fb) in cases.items():
         if only and name not in only:
             continue
@@ -182,7 +184,14 @@ def main(argv=None) -> int:
                         print(f"  {name} {mode} {base}: failed: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)
             rate = (f"{nbytes / ms['triton'] / 1e6:,.0f} GB/s" if nbytes else f"{flops / ms['triton'] / 1e9:,.1f} TFLOP/s")
             rows.append((name, mode, ms, rate, err))
+            records.append(dict(kernel=name, mode=mode, ms=ms, bytes=nbytes, flops=flops, max_abs_diff=err))
     report(rows, args.markdown, gpu, dtype, (B, T, D, Fg, Fs, H, KD, V))
+    if args.json:
+        import json
+        shapes = dict(zip(("B", "T", "D", "F_gelu", "F_swiglu", "H", "K", "V"), (B, T, D, Fg, Fs, H, KD, V)))
+        where = torch.cuda.get_device_name() if gpu else "cpu (interpreter)"
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(dict(device=where, dtype=str(dtype).replace("torch.", ""), shapes=shapes, rows=records), f, indent=1)
     return 0
 
 

@@ -178,8 +178,9 @@ def test_the_package_lists_every_package_and_carries_the_workspace_files():
 
 
 def _course_files() -> dict[str, bytes]:
-    return {f"{name}/{p.name}": p.read_bytes() for name, suffix in (("notebooks", ".ipynb"), ("exercises", ".py"))
-            for p in sorted((ROOT / name).glob(f"*{suffix}"))}
+    return {**{f"{name}/{p.name}": p.read_bytes() for name, suffix in (("notebooks", ".ipynb"), ("exercises", ".py"))
+               for p in sorted((ROOT / name).glob(f"*{suffix}"))},
+            **{name: (ROOT / name).read_bytes() for name in ("AGENTS.md", "CLAUDE.md")}}   # the assistants' guide
 
 
 def _files_of(folder: Path) -> dict[str, tuple[bytes, int]]:
@@ -202,8 +203,8 @@ def test_andrea_start_writes_a_workspace_then_adds_to_it_without_touching_a_file
     assert main([str(ws), "--no-lab"]) == 0
     said = capsys.readouterr().out
     course = _course_files()
-    n_notebooks = sum(k.startswith("notebooks/") for k in course)
-    assert f"ANDREA workspace: {ws} (made now: {n_notebooks} notebooks, {len(course) - n_notebooks} exercise files)" in said
+    n_notebooks, n_exercises = (sum(k.startswith(f"{name}/") for k in course) for name in ("notebooks", "exercises"))
+    assert f"ANDREA workspace: {ws} (made now: {n_notebooks} notebooks, {n_exercises} exercise files)" in said
     assert {k: v for k, (v, _) in _files_of(ws).items()} == course       # the course's files, byte for byte
     assert json.loads((ws / WORKSPACE_MARK).read_text())["course"] == "andrea-course"
 
