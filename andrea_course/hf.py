@@ -2,6 +2,7 @@
 
     hf_model = to_hf(model)        # a GPT2LMHeadModel that computes the same logits
     model = from_hf(hf_model)      # and back
+    load_gpt2(mine, hf_model)      # GPT-2's weights into a model of the same config: a learner's too
 
 Classic ANDREA is GPT-2's architecture (pre-norm LayerNorm blocks, tanh GELU MLP, learned
 positions, biases), so the conversion only renames tensors and transposes the linear weights
@@ -127,13 +128,24 @@ def from_hf(hf_model) -> nn.Module:
     from .model import ANDREA
 
     cfg = config_from_hf(hf_model.config)
-    theirs = hf_model.state_dict()
     p = next(hf_model.parameters())
     model = ANDREA(cfg, dropout=hf_model.config.resid_pdrop).to(device=p.device, dtype=p.dtype)
+    return load_gpt2(model, hf_model).train(hf_model.training)
+
+
+def load_gpt2(model: nn.Module, hf_model) -> nn.Module:
+    """`model` with a GPT2LMHeadModel's weights copied in: the engine's ANDREA, or one built
+    from a learner's pieces (its parameters carry the engine's names), of the same config."""
+    cfg = config_from_hf(hf_model.config)
+    if getattr(model, "cfg", None) != cfg:
+        theirs_cfg, ours = cfg.to_dict(), getattr(model, "cfg", cfg).to_dict()
+        differ = [f"{k}={ours.get(k)!r} (GPT-2's: {v!r})" for k, v in theirs_cfg.items() if ours.get(k) != v]
+        raise ValueError("load_gpt2: the model's config is not the GPT-2 model's: " + ", ".join(differ))
+    theirs = hf_model.state_dict()
     absent = [h for _, h, _ in name_map(cfg) if h not in theirs]
     if absent:
-        raise ValueError(f"from_hf: the GPT-2 model lacks {absent}")
+        raise ValueError(f"load_gpt2: the GPT-2 model lacks {absent}")
     state = {a: (theirs[h].t() if t else theirs[h]).contiguous() for a, h, t in name_map(cfg)}
     with torch.no_grad():
         model.load_state_dict(state, strict=True)
-    return model.train(hf_model.training)
+    return model

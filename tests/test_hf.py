@@ -112,3 +112,28 @@ def test_missing_transformers_names_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_transformers)
     with pytest.raises(ImportError, match=r"needs the transformers package: install the `hf` extra"):
         hfmod.to_hf(small())
+
+
+def test_gpt2_weights_in_a_learners_model_give_transformers_logits(transformers):
+    """A GPT2LMHeadModel built here (random, GPT-2's shape in small) loaded into a model made of
+    a learner's pieces (the answer key's, every piece accepted): the logits are transformers'
+    own within 1e-4; a model of another config is refused with what differs."""
+    from andrea_course import overlay
+
+    hf_cfg = transformers.GPT2Config(vocab_size=101, n_positions=16, n_embd=32, n_layer=2, n_head=4,
+                                     activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0,
+                                     attn_pdrop=0.0, bos_token_id=100, eos_token_id=100)
+    torch.manual_seed(3)
+    gpt2 = transformers.GPT2LMHeadModel(hf_cfg).eval()
+    cfg = hfmod.config_from_hf(hf_cfg)
+    mine = overlay.build(cfg, "solutions", accept=set(overlay.model_pieces(cfg))).eval()
+    assert any(verdict == "yours" for verdict in mine.pieces.values()), mine.pieces
+    hfmod.load_gpt2(mine, gpt2)
+    x = ids(cfg)
+    with torch.no_grad():
+        ours, theirs = mine(x), gpt2(x).logits
+    ours = ours[0] if isinstance(ours, tuple) else ours
+    assert (ours - theirs).abs().max().item() < 1e-4
+    other = ANDREA(ModelConfig(**{**SMALL, "n_layers": 1}))
+    with pytest.raises(ValueError, match=r"not the GPT-2 model's: n_layers=1 \(GPT-2's: 2\)"):
+        hfmod.load_gpt2(other, gpt2)
