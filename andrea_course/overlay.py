@@ -634,7 +634,7 @@ def _observe(model: engine.ANDREA, parts: _Parts):
     slots = _slot_report(model, calls, parts)
     counts = _piece_counts(model, calls, parts)
     model.slots = {slot: who for slot, (who, _) in slots.items()}
-    model.pieces = _piece_report(parts, counts, slots, calls)
+    model.pieces = _piece_report(model, parts, counts, slots, calls)
     model.calls = {"slots": {slot: n for slot, (_, n) in slots.items()}, "pieces": counts}
     return None
 
@@ -763,11 +763,10 @@ def _slot_report(model: nn.Module, calls, parts: _Parts) -> dict[str, tuple[str,
         else:
             total = calls.functions[id(fn)]
             called = sum(calls.slots[(name, slot)] > 0 for name, _ in carriers)
-        problems = list(dict.fromkeys(
-            why for name, m in carriers
-            for why in [_never_runs(model, name, calls, slot) if not ran[name] else
-                        _bypasses(type(m), slot) if fn is not None and not calls.slots[(name, slot)]
-                        and _is_learners(type(m)) else None] if why))
+        problems = [_never_runs(model, name, calls, slot) if not ran[name] else _bypasses(model, m, slot)
+                    for name, m in carriers
+                    if not ran[name] or (fn is not None and not calls.slots[(name, slot)] and _learners_forward(m))]
+        problems = list(dict.fromkeys(problems))
         if total == 0:
             why = problems[0] if problems else _step_skipped(slot, calls, parts) or "nothing in the model called it"
             out[slot] = (f"not run: {why}", 0)
@@ -801,19 +800,19 @@ def _piece_counts(model: nn.Module, calls, parts: _Parts) -> dict[str, int]:
     return counts
 
 
-def _piece_report(parts: _Parts, counts: dict, slots: dict, calls) -> dict[str, str]:
+def _piece_report(model, parts: _Parts, counts: dict, slots: dict, calls) -> dict[str, str]:
     """model.pieces: each piece's status, "not run: <why>" for a piece of theirs that never ran."""
     out = dict(parts.status)
     for exercise, n in counts.items():
         if n == 0:
-            out[exercise] = f"not run: {_why_not_run(exercise, parts, slots, calls)}"
+            out[exercise] = f"not run: {_why_not_run(model, exercise, parts, slots, calls)}"
     for exercise, kernel in TRITON_KERNELS.items():    # "computes it with your kernel": only if it ran
         if out.get(exercise, "").startswith("not run: kernels=") and counts.get(kernel) == 0:
-            out[exercise] = f"not run: {_why_not_run(exercise, parts, slots, calls)}"
+            out[exercise] = f"not run: {_why_not_run(model, exercise, parts, slots, calls)}"
     return out
 
 
-def _why_not_run(exercise: str, parts: _Parts, slots: dict, calls) -> str:
+def _why_not_run(model, exercise: str, parts: _Parts, slots: dict, calls) -> str:
     """Why a learner's piece that is in the model never ran: the slot it fills never ran, the
     piece that calls it computes its job itself, or the module that holds it is never called."""
     job = next((e for e, k in TRITON_KERNELS.items() if k == exercise), exercise)
@@ -825,13 +824,14 @@ def _why_not_run(exercise: str, parts: _Parts, slots: dict, calls) -> str:
         if job not in steps or fn is None:
             continue
         if calls.functions[id(fn)] == 0:
-            return _why_not_run(caller, parts, slots, calls)
+            return _why_not_run(model, caller, parts, slots, calls)
         found = _calls_to(fn, DOES_THE_JOB.get(job, ()) + (job.split(".")[1],))
         does = f" ({found[0]} does its job)" if found else ""
         owner = "your" if parts.status.get(caller) == YOURS else "the engine's"
         return f"{owner} {caller} never calls {job.split('.')[1]}{does}: your {exercise} never runs"
-    if isinstance(target, type):
-        return f"no module of the model calls your {exercise.split('.')[1]}"
+    names = [name for name, m in model.named_modules() if parts.classes.get(type(m)) == exercise]
+    if names:
+        return _never_runs(model, names[0], calls, "", then=f"your {exercise} never runs")
     return "nothing in the model called it"
 
 
@@ -846,10 +846,6 @@ def _step_skipped(slot: str, calls, parts: _Parts) -> str | None:
             does = f" ({found[0]} does its job)" if found else ""
             return f"your {caller} never calls {exercise.split('.')[1]}{does}: the {slot} slot never runs"
     return None
-
-
-def _is_learners(cls: type) -> bool:
-    return cls.__module__.startswith("_andrea_learner_")
 
 
 def _learners_forward(module: nn.Module):
@@ -879,15 +875,18 @@ def _calls_to(fn, names: tuple[str, ...], slot: str | None = None) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _bypasses(cls: type, slot: str) -> str:
-    """Why a learner's class that ran never called its slot."""
-    found = _calls_to(getattr(cls, "forward", None), DOES_THE_JOB.get(slot, (slot,)), slot)
+def _bypasses(model: nn.Module, module: nn.Module, slot: str) -> str:
+    """Why a module with a learner's forward that ran never called its slot."""
+    found = _calls_to(_learners_forward(module), DOES_THE_JOB.get(slot, (slot,)), slot)
     how = f"calls {found[0]} itself, not self.{slot}" if found else f"never calls self.{slot}"
-    return f"your {cls.__name__} {how}: the {slot} slot, and any Triton kernel in it, never runs"
+    owner = f"your {type(module).__name__}" + ("'s forward" if module is model else "")
+    return f"{owner} {how}: the {slot} slot, and any Triton kernel in it, never runs"
 
 
-def _never_runs(model: nn.Module, name: str, calls, slot: str) -> str:
-    """Why a module that carries a slot never ran: the nearest module above it that ran never calls it."""
+def _never_runs(model: nn.Module, name: str, calls, slot: str, then: str | None = None) -> str:
+    """Why a module that carries a slot (or is a learner's class) never ran: the nearest module
+    above it that ran never calls it; `then` what follows (default: the slot in it never runs)."""
+    then = then or f"the {slot} slot in it never runs"
     parts = name.split(".")
     for cut in range(len(parts) - 1, -1, -1):
         above = ".".join(parts[:cut])
@@ -901,7 +900,7 @@ def _never_runs(model: nn.Module, name: str, calls, slot: str) -> str:
         owner = f"your {type(module).__name__}" + ("'s forward" if module is model else "")
         found = _calls_to(forward, DOES_THE_JOB.get(slot, (slot,)))
         does = f" (it calls {found[0]} itself)" if found else ""
-        return f"{owner} never calls its {child}{does}: the {slot} slot in it never runs"
+        return f"{owner} never calls its {child}{does}: {then}"
     return f"{name} never runs"
 
 

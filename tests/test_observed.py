@@ -157,14 +157,30 @@ def test_an_mlp_that_calls_f_gelu_itself_is_reported(kernels, tmp_path):
 
 
 @needs_answer_key
-def test_the_bypass_is_reported_by_the_model_the_graded_tests_let_in(tmp_path):
-    """Through grading: the bypassing MLP passes its graded tests, and the model says the slot never runs."""
+def test_the_bypass_is_reported_by_the_model_the_graded_tests_let_in(tmp_path, capsys):
+    """Through grading: the bypassing MLP passes its graded tests, the model says the slot never
+    runs, and notebook 06's build_model prints it."""
+    from andrea_course.notebook.model_lab import build_model
     folder = _changed(tmp_path, "mlp", *F_GELU)
     for other in folder.glob("*.py"):
         if other.name != "mlp.py":
             other.unlink()
     model = learner_model(CLASSIC, folder)
     assert model.pieces["mlp.MLP"] == "yours" and model.slots["gelu"] == BYPASSED
+    build_model(CLASSIC, folder)
+    assert f"mlp.gelu_tanh: {BYPASSED}\n" in capsys.readouterr().out
+
+
+@needs_answer_key
+def test_a_models_forward_that_computes_its_loss_itself_is_reported(tmp_path):
+    folder = _changed(tmp_path, "model", ("return logits, self.cross_entropy(logits, targets)",
+                                          "return logits, torch.nn.functional.cross_entropy(logits.flatten(0, 1), "
+                                          "targets.flatten())"))
+    model = build(CLASSIC, folder, accept=set(model_pieces(CLASSIC)), kernels="triton")
+    assert model.slots["cross_entropy"] == (
+        "not run: your ANDREA's forward calls torch.nn.functional.cross_entropy itself, not self.cross_entropy: "
+        "the cross_entropy slot, and any Triton kernel in it, never runs")
+    _agrees(model, folder)
 
 
 @needs_answer_key
@@ -186,6 +202,20 @@ def test_a_block_that_skips_a_norm_is_reported(tmp_path):
     model = build(CLASSIC, folder, accept=set(model_pieces(CLASSIC)))
     assert model.slots["layer_norm"] == ("yours in 2 of its 3 LayerNorms: your Block never calls its ln2: "
                                          "the layer_norm slot in it never runs")
+    _agrees(model, folder)
+
+
+@needs_answer_key
+def test_a_block_that_never_calls_its_mlp_is_reported(tmp_path):
+    """The block runs the MLP's layers itself: the learner's MLP class, and its gelu slot, never run."""
+    folder = _changed(tmp_path, "block", (
+        "        x = x + self.drop(self.mlp(self.ln2(x)))\n        return x\n        ### END",
+        "        x = x + self.drop(self.mlp.proj(torch.nn.functional.gelu(self.mlp.fc(self.ln2(x)), approximate='tanh')))"
+        "\n        return x\n        ### END"))
+    model = build(CLASSIC, folder, accept=set(model_pieces(CLASSIC)))
+    assert model.pieces["mlp.MLP"] == "not run: your Block never calls its mlp: your mlp.MLP never runs"
+    assert model.slots["gelu"] == ("not run: your Block never calls its mlp (it calls torch.nn.functional.gelu "
+                                   "itself): the gelu slot in it never runs")
     _agrees(model, folder)
 
 
