@@ -18,6 +18,7 @@ from andrea_course import ANDREA, ModelConfig
 from andrea_course.grading.passing import learner_model
 from andrea_course.overlay import TRITON_KERNELS, build, model_pieces
 from andrea_course.paths import ROOT
+from andrea_course.presets import PRESETS
 
 SOLUTIONS = ROOT / "solutions"
 needs_answer_key = pytest.mark.skipif(not SOLUTIONS.is_dir(), reason="no solutions/ (a student release)")
@@ -119,6 +120,19 @@ def test_a_learners_slots_and_pieces_are_what_ran(option, kernels, tmp_path):
     cfg = OPTIONS[option]
     model = build(cfg, folder, accept=set(model_pieces(cfg, kernels)), kernels=kernels)
     assert not any(s.startswith("not run") for s in model.slots.values()), model.slots
+    _agrees(model, folder)
+
+
+@needs_answer_key
+@pytest.mark.parametrize("preset", [p for p in PRESETS if "tiny" in p])
+def test_in_every_small_preset_the_slots_and_pieces_are_what_ran(preset, tmp_path):
+    """The presets themselves (the 120M ones have the same options as these, at sizes that take
+    seconds to build): the engine, then every piece of the answer key as a learner's."""
+    _agrees(build(preset), None)
+    folder = shutil.copytree(SOLUTIONS, tmp_path / "mine")
+    model = build(preset, folder, accept=set(model_pieces(preset)))
+    assert {who for who in model.pieces.values()} <= {"yours", "engine: position='rope' needs the engine's; "
+                                                                "yours computes position='learned'"}, model.pieces
     _agrees(model, folder)
 
 
