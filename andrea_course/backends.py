@@ -105,7 +105,6 @@ class Calls:
 
     def wrap(self, fn: Callable, *keys, mark=None) -> Callable:
         """fn, counting each call under id(fn) and under each of `keys` of self.slots."""
-        @functools.wraps(fn)
         def counted(*args, **kwargs):
             self.functions[id(fn)] += 1
             for key in keys:
@@ -114,7 +113,7 @@ class Calls:
             if mark is not None:
                 self.last = mark
             return out
-        return counted
+        return functools.update_wrapper(counted, fn, updated=())   # its name and doc, not a class's dict
 
 
 @contextlib.contextmanager
