@@ -8,13 +8,18 @@ types carry which slots is a table the caller passes in (model.MODULE_SLOTS, wit
 additions for a learner's classes): apply() never guesses from attribute names. It sets each slot
 of TABLE to a back-end's function, as Liger-Kernel's apply_liger_kernel_to_* swaps its kernels
 in; `mine` puts another function in a slot (a learner's piece, overlay.py), and a slot that no
-module of the model carries is refused. All back-ends compute the same thing.
+module of the model carries is refused. All back-ends compute the same thing. observe() counts
+what runs, slot by slot and module by module, while its block runs, and nothing outside it: what
+overlay.build reports as model.slots is read off its counts.
 
 Adding a kernel: its file in kernels/, one row here, its tests, its bench line (docs/architecture.md).
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
+from collections import Counter
 from collections.abc import Callable, Mapping
 
 import torch.nn as nn
@@ -84,6 +89,63 @@ def apply(model: nn.Module, backend: str, carriers: Mapping[type, tuple[str, ...
                 setattr(module, slot, fns[slot])
     return {slot: mine[slot][1] if slot in mine else (TRITON if backend != "torch" and backend in TABLE.get(slot, {}) else ENGINE)
             for slot in sorted(carried, key=_order)}
+
+
+class Calls:
+    """What ran during a probe (observe): calls of each module's forward by its name in the model
+    ("" the model itself), of each slot attribute by (module name, slot), and of each counted
+    function by id(function), whatever called it (a slot attribute or a name a function reads).
+    `last` is the key of the counted learner's code that most recently finished a call."""
+
+    def __init__(self):
+        self.modules: Counter = Counter()
+        self.slots: Counter = Counter()
+        self.functions: Counter = Counter()
+        self.last = None
+
+    def wrap(self, fn: Callable, *keys, mark=None) -> Callable:
+        """fn, counting each call under id(fn) and under each of `keys` of self.slots."""
+        def counted(*args, **kwargs):
+            self.functions[id(fn)] += 1
+            for key in keys:
+                self.slots[key] += 1
+            out = fn(*args, **kwargs)
+            if mark is not None:
+                self.last = mark
+            return out
+        return functools.update_wrapper(counted, fn, updated=())   # its name and doc, not a class's dict
+
+
+@contextlib.contextmanager
+def observe(model: nn.Module, carriers: Mapping[type, tuple[str, ...]], marks: Mapping[int, object] = ()):
+    """Count, while the block runs, every module's forward calls and every slot's calls (each slot
+    attribute swapped for a counting wrapper, pre-hooks on every module), then put everything back:
+    the model's own forward pays nothing outside the block. A None slot (Rotary's rope_attention in
+    the engine) is not wrapped: its module's own steps run. marks: {id(fn or module): key}, the
+    learner's code, whose last finished call Calls.last names. Yields a Calls."""
+    calls = Calls()
+    handles, swapped = [], []
+    try:
+        for name, module in model.named_modules():
+            handles.append(module.register_forward_pre_hook(
+                lambda m, a, name=name: calls.modules.update((name,))))
+            if id(module) in marks:
+                handles.append(module.register_forward_hook(
+                    lambda m, a, o, key=marks[id(module)]: setattr(calls, "last", key)))
+            for slot in slots_of(module, carriers):
+                fn = getattr(module, slot, None)
+                if callable(fn):
+                    swapped.append((module, slot, fn, slot in vars(module)))
+                    setattr(module, slot, calls.wrap(fn, (name, slot), mark=marks.get(id(fn))))
+        yield calls
+    finally:
+        for handle in handles:
+            handle.remove()
+        for module, slot, fn, own in reversed(swapped):
+            if own:
+                setattr(module, slot, fn)
+            else:
+                delattr(module, slot)
 
 
 def _order(slot: str):

@@ -8,6 +8,11 @@ it teaches, at every level:
     model = build(cfg, "exercises", accept={"attention.softmax": "yours", ...})
     model.pieces        # {"attention.softmax": "yours", "mlp.MLP": "engine: not written yet", ...}
     model.slots         # {"attention": "yours", "gelu": "engine", ...}: which code runs each slot
+    model.calls         # what the probe counted, from which both are read
+
+Both say what ran: build() runs the model once (a forward and backward on two tokens, one token
+generated) counting every slot's and every learner's piece's calls, and reports a piece that never
+ran with why ("not run: your MLP calls F.gelu itself, not self.gelu: ...").
 
 Which pieces pass is not decided here: the grading layer runs their graded tests and hands the
 verdict down (grading/passing.py: learner_model(cfg, impl) = build(cfg, impl, accept=passing(...))).
@@ -345,57 +350,83 @@ def build(cfg: ModelConfig | str, impl: str | os.PathLike | None = None, *,
     passing pieces. A piece that is not accepted, not written, or in a file that does not load is
     the engine's. kernels, dropout, init_std: how the model runs (see model.ANDREA).
 
-    model.pieces: {piece: "yours" | "engine: <why>" | "not run: <why>"} for every piece of
-    model_pieces(cfg, kernels); model.slots: which code runs each slot ("engine", "yours",
-    "Triton kernel", "yours in Triton")."""
+    Once built, the model runs one probe (_observe): a forward and backward pass on a few tokens
+    and one generated, counting the calls of every slot and every learner's piece. What it
+    reports is what ran: model.pieces, {piece: "yours" | "engine: <why>" | "not run: <why>"} for
+    every piece of model_pieces(cfg, kernels); model.slots, which code runs each slot ("engine",
+    "yours", "Triton kernel", "yours in Triton", or "not run: <why>", such as a learner's class
+    that computes the slot's job itself); model.calls, the counts. A learner's piece that raises
+    during the probe is reported ("engine: yours raised ...") and the model is built again
+    without it, from the same random draws: the weights are the engine's for the same seed."""
+    backends.check_backend(kernels)
     exercises = model_pieces(cfg, kernels)
-    model = engine.ANDREA(cfg, init_std=init_std, dropout=dropout)
     if impl is None:
         if accept:
             raise ValueError("build(cfg, accept=...) without impl: name the learner's folder the accepted pieces are in")
-        model.pieces = {e: "engine: no learner's folder given" for e in exercises}
-        model.slots = backends.apply(model, kernels, engine.MODULE_SLOTS)
-        model.kernels = kernels
+        model = engine.ANDREA(cfg, init_std=init_std, dropout=dropout, kernels=kernels)
+        parts = _Parts(None, {e: "engine: no learner's folder given" for e in exercises}, dict(engine.MODULE_SLOTS),
+                       dict(model.slots), {}, {})
+        crash = _observe(model, parts)
+        if crash is not None:
+            raise crash[2]
         return model
     if accept is None:
         raise ValueError("build(cfg, impl) needs accept=, the pieces that pass their graded tests, from the "
                          "grading layer: grading.passing.learner_model(cfg, impl) runs them and builds the model")
     overlay = Overlay(impl)
-    status = _statuses(overlay, exercises, accept)
+    with torch.random.fork_rng(devices=[]):          # a learner's file may draw at import: not the model's draws
+        verdicts = _statuses(overlay, exercises, accept)
+    model_cfg = ModelConfig.preset(cfg) if isinstance(cfg, str) else cfg
     for exercise, written_for in WRITTEN_FOR.items():
-        other = {k: v for k, v in written_for.items() if getattr(model.cfg, k) != v}
-        if status.get(exercise) == YOURS and other:
+        other = {k: v for k, v in written_for.items() if getattr(model_cfg, k) != v}
+        if verdicts.get(exercise) == YOURS and other:
             field, value = next(iter(other.items()))
-            status[exercise] = (f"engine: {field}={getattr(model.cfg, field)!r} needs the engine's; "
-                                f"yours computes {field}={value!r}")
-    overlay = Overlay(overlay.folder, accept={e for e, s in status.items() if s == YOURS})
-    carriers = dict(engine.MODULE_SLOTS)
-    classes = {}
-    for exercise, target in SLOTS.items():
-        if status.get(exercise) != YOURS:
-            continue
-        mine = _learner(overlay, exercise)
-        if target is engine.ANDREA:
-            model.forward = types.MethodType(mine.forward, model)
-        elif target is engine.KVCache:
-            model.kv_cache = mine
-        elif target is engine.sample_next:
-            model.sampler = mine
-        elif isinstance(target, type):
-            classes[target] = (exercise, mine)
-            _carries(carriers, mine, target)
-    for name, like in GIVEN_CLASSES.items():          # in the learner's files their classes loaded
-        activity, cls = name.split(".")
-        if f"{overlay.package}.{activity}" in sys.modules:
-            _carries(carriers, getattr(sys.modules[f"{overlay.package}.{activity}"], cls, None), like)
+            verdicts[exercise] = (f"engine: {field}={getattr(model_cfg, field)!r} needs the engine's; "
+                                  f"yours computes {field}={value!r}")
+    start = torch.get_rng_state()
+    for attempt in range(len(verdicts) + 1):         # each crash takes one of the learner's pieces out
+        if attempt:
+            torch.set_rng_state(start)               # the same draws: the engine's weights again
+        model, parts = _assemble(cfg, overlay.folder, dict(verdicts), kernels, dropout, init_std)
+        crash = _observe(model, parts)
+        if crash is None:
+            return model
+        verdicts[crash[0]] = crash[1]
+    raise ImplementationError("the model built from your pieces kept failing its first forward pass")
+
+
+def _assemble(cfg, folder: Path, status: dict, kernels: str, dropout: float, init_std):
+    """The engine's model (its random draws, the only ones the caller sees) with the pieces that
+    `status` calls "yours" put in: (model, _Parts)."""
+    model = engine.ANDREA(cfg, init_std=init_std, dropout=dropout)
     with torch.random.fork_rng(devices=[]):          # the learner's classes draw weights that are then
-        _swap_modules(model, classes, model.cfg, status)   # replaced: the engine's draws stay the model's
-    model.set_dropout(dropout)
-    mine = _slot_functions(overlay, status, exercises, kernels)
-    model.slots = backends.apply(model, kernels, carriers, mine)
+        overlay = Overlay(folder, accept={e for e, s in status.items() if s == YOURS})   # replaced
+        carriers = dict(engine.MODULE_SLOTS)
+        classes = {}
+        for exercise, target in SLOTS.items():
+            if status.get(exercise) != YOURS:
+                continue
+            mine = _learner(overlay, exercise)
+            if target is engine.ANDREA:
+                model.forward = types.MethodType(mine.forward, model)
+            elif target is engine.KVCache:
+                model.kv_cache = mine
+            elif target is engine.sample_next:
+                model.sampler = mine
+            elif isinstance(target, type):
+                classes[target] = (exercise, mine)
+                _carries(carriers, mine, target)
+        for name, like in GIVEN_CLASSES.items():      # in the learner's files their classes loaded
+            activity, cls = name.split(".")
+            if f"{overlay.package}.{activity}" in sys.modules:
+                _carries(carriers, getattr(sys.modules[f"{overlay.package}.{activity}"], cls, None), like)
+        _swap_modules(model, classes, model.cfg, status)
+        model.set_dropout(dropout)
+        mine, jobs = _slot_functions(overlay, status, list(status), kernels)
     model.kernels = kernels
-    model.pieces = status
-    return model
+    declared = backends.apply(model, kernels, carriers, mine)
+    return model, _Parts(overlay.folder, status, carriers, declared, jobs,
+                         {cls: exercise for exercise, cls in classes.values()})
 
 
 def _statuses(overlay: "Overlay", exercises, accept) -> dict[str, str]:
@@ -436,9 +467,10 @@ def _carries(carriers: dict, cls, like: type) -> None:
         carriers[cls] = carriers[like]
 
 
-def _slot_functions(overlay: "Overlay", status: dict, exercises, kernels: str) -> dict[str, tuple]:
-    """{slot: (function, "yours" | "yours in Triton")} for each slot where a learner's piece
-    runs, at any depth: the learner's piece with each step it calls doing that step's job in
+def _slot_functions(overlay: "Overlay", status: dict, exercises, kernels: str) -> tuple[dict, dict]:
+    """({slot: (function, "yours" | "yours in Triton")}, {piece: (function or None, whether a
+    learner's code runs in it, whether Triton does)}): the first for each slot where a learner's
+    piece runs, at any depth: the learner's piece with each step it calls doing that step's job in
     this model; or the engine's written step by step around the learner's steps that pass; or,
     with kernels="triton", a learner's kernel in the package's launcher. Fills status with what
     does not run, and why."""
@@ -482,7 +514,7 @@ def _slot_functions(overlay: "Overlay", status: dict, exercises, kernels: str) -
             fn, mine, in_triton = job(exercise)
             if fn is not None and mine:
                 out[target] = (fn, backends.YOURS_IN_TRITON if in_triton else backends.YOURS)
-    return out
+    return out, jobs
 
 
 def _default(exercise: str, kernels: str):
@@ -538,3 +570,364 @@ def _swap_modules(parent: nn.Module, classes: dict, cfg, status: dict) -> None:
             setattr(parent, name, new)
             child = new
         _swap_modules(child, classes, cfg, status)
+
+
+# ----------------------------------------------------------------------------- what ran
+# The probe every built model runs once: a forward and backward pass on PROBE_TOKENS tokens, and one
+# token generated (model.KVCache and model.sample_next are used only by generate).
+PROBE_TOKENS = 2
+
+# What computes a slot's or a step's job without calling it, by the last part of a call's name:
+# a learner's code that calls one of these where it should call the slot is named by it.
+DOES_THE_JOB: dict[str, tuple[str, ...]] = {
+    "gelu": ("gelu", "gelu_tanh", "GELU", "tanh", "erf"),
+    "layer_norm": ("layer_norm", "LayerNorm", "var", "std", "rsqrt"),
+    "rms_norm": ("rms_norm", "RMSNorm", "rsqrt"),
+    "swiglu": ("swiglu", "silu", "SiLU", "sigmoid"),
+    "attention": ("attention", "scaled_dot_product_attention", "softmax", "MultiheadAttention"),
+    "cross_entropy": ("cross_entropy", "log_softmax", "nll_loss", "logsumexp", "CrossEntropyLoss"),
+    "rope_frequencies": ("rope_frequencies", "outer", "cos", "sin"),
+    "apply_rope": ("apply_rope", "cos", "sin"),
+    "rope_attention": ("rope_attention",),
+    "attention.attention_scores": ("matmul", "einsum", "bmm"),
+    "attention.scale_scores": ("sqrt", "rsqrt"),
+    "attention.causal_mask": ("tril", "triu"),
+    "attention.apply_causal_mask": ("masked_fill", "where", "tril", "triu"),
+    "attention.softmax": ("softmax", "exp", "log_softmax"),
+    "attention.weighted_sum": ("matmul", "einsum", "bmm"),
+    "modern.apply_rope": ("cos", "sin", "cat"),
+    "attention.attention": ("scaled_dot_product_attention", "softmax"),
+}
+
+
+class _Parts:
+    """What the probe needs to know of a built model: the learner's folder (None: the engine
+    alone), the pieces' statuses (which the probe turns into model.pieces), the carriers of the
+    slots, the slots' declared who (backends.apply), the jobs (_slot_functions) and the learner's
+    classes in it {class: piece}."""
+
+    def __init__(self, folder, status, carriers, declared, jobs, classes):
+        self.folder, self.status, self.carriers = folder, status, carriers
+        self.declared, self.jobs, self.classes = declared, jobs, classes
+
+    def mine(self, exercise: str):
+        """The learner's function that does `exercise`'s job in this model, or None."""
+        job = self.jobs.get(exercise)
+        return job[0] if job and job[1] else None
+
+
+def _observe(model: engine.ANDREA, parts: _Parts):
+    """Run the probe and set model.slots, model.pieces and model.calls from what it counted.
+    Returns None, or (piece, "engine: <why>", the exception) for the learner's piece that
+    raised (the model is then built again without it). The caller's random draws and the
+    model's gradients stay as they were."""
+    marks = _marks(model, parts)
+    device = _probe_device(model)
+    calls = None
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.enable_grad(), \
+                _on_device(model, device), backends.observe(model, parts.carriers, marks) as calls, \
+                _steps_counted(parts, calls, marks), _generation_counted(model, calls, marks):
+            _probe(model, device)
+    except Exception as exc:                          # noqa: BLE001 - the learner's code, run for the first time here
+        return _blame(exc, calls, parts)
+    slots = _slot_report(model, calls, parts)
+    counts = _piece_counts(model, calls, parts)
+    model.slots = {slot: who for slot, (who, _) in slots.items()}
+    model.pieces = _piece_report(model, parts, counts, slots, calls)
+    model.calls = {"slots": {slot: n for slot, (_, n) in slots.items()}, "pieces": counts}
+    return None
+
+
+def _probe(model: engine.ANDREA, device: torch.device) -> None:
+    """A forward pass with targets on PROBE_TOKENS tokens, its backward, and one generated token."""
+    cfg = model.cfg
+    T = min(PROBE_TOKENS, cfg.context_length)
+    ids = torch.randint(0, cfg.vocab_size, (1, T), generator=torch.Generator().manual_seed(0)).to(device)
+    embedded = []
+    hook = (model.embed.register_forward_hook(lambda m, a, out: embedded.append(out))
+            if isinstance(getattr(model, "embed", None), nn.Module) else None)
+    try:
+        out = model(ids, ids.roll(-1, dims=1))
+    finally:
+        if hook is not None:
+            hook.remove()
+    loss = out[1]
+    if loss.requires_grad:        # through every block, without filling any parameter's .grad
+        wrt = [t for t in embedded[:1] if isinstance(t, torch.Tensor) and t.requires_grad]
+        torch.autograd.grad(loss, wrt or [p for p in model.parameters() if p.requires_grad], allow_unused=True)
+    if cfg.context_length > 1:
+        model.generate(ids[:, :1], 1, temperature=0)
+
+
+def _probe_device(model: nn.Module) -> torch.device:
+    """Where the probe runs: the model's device; a kernels="triton" model on the CPU of a machine
+    whose Triton compiles for its GPU (no interpreter) runs it there."""
+    p = next(model.parameters(), None)
+    device = p.device if p is not None else torch.device("cpu")
+    interpreted = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    if getattr(model, "kernels", "torch") == "triton" and device.type == "cpu" and not interpreted \
+            and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+class _on_device:
+    """The model on `device` while the block runs, then back where it was."""
+
+    def __init__(self, model: nn.Module, device: torch.device):
+        p = next(model.parameters(), None)
+        self.model, self.device = model, device
+        self.home = p.device if p is not None else device
+
+    def __enter__(self):
+        if self.home != self.device:
+            self.model.to(self.device)
+
+    def __exit__(self, *exc):
+        if self.home != self.device:
+            self.model.to(self.home)
+
+
+def _marks(model: nn.Module, parts: _Parts) -> dict[int, str]:
+    """{id(learner's function or module): its piece}: what Calls.last may name."""
+    marks = {id(fn): e for e, (fn, mine, _) in parts.jobs.items() if fn is not None and mine}
+    marks.update({id(m): parts.classes[type(m)] for m in model.modules() if type(m) in parts.classes})
+    for exercise, attribute in (("model.KVCache", "kv_cache"), ("model.sample_next", "sampler")):
+        if parts.status.get(exercise) == YOURS:
+            marks[id(getattr(model, attribute))] = exercise
+    return marks
+
+
+class _steps_counted:
+    """While the block runs, each step a learner's function (or the engine's written step by step)
+    calls by name (STEPS) is read through a counting wrapper; the names are put back after."""
+
+    def __init__(self, parts: _Parts, calls, marks):
+        self.parts, self.calls, self.marks, self.saved = parts, calls, marks, []
+
+    def __enter__(self):
+        seen = set()
+        for exercise, (fn, _, _) in self.parts.jobs.items():
+            if not isinstance(fn, types.FunctionType):
+                continue
+            names = fn.__globals__
+            for step in STEPS.get(exercise, ()):
+                name = step.split(".")[1]
+                if (id(names), name) in seen or not callable(names.get(name)):
+                    continue
+                seen.add((id(names), name))
+                self.saved.append((names, name, names[name]))
+                names[name] = self.calls.wrap(names[name], mark=self.marks.get(id(names[name])))
+        return self
+
+    def __exit__(self, *exc):
+        for names, name, fn in reversed(self.saved):
+            names[name] = fn
+
+
+class _generation_counted:
+    """While the block runs, the cache class and the sampler generate uses are counted."""
+
+    ATTRIBUTES = ("kv_cache", "sampler")
+
+    def __init__(self, model, calls, marks):
+        self.model, self.calls, self.marks = model, calls, marks
+        self.own = {a: self.model.__dict__[a] for a in self.ATTRIBUTES if a in self.model.__dict__}
+
+    def __enter__(self):
+        for a in self.ATTRIBUTES:
+            fn = getattr(self.model, a)
+            setattr(self.model, a, self.calls.wrap(fn, mark=self.marks.get(id(fn))))
+        return self
+
+    def __exit__(self, *exc):
+        for a in self.ATTRIBUTES:
+            if a in self.own:
+                setattr(self.model, a, self.own[a])
+            else:
+                delattr(self.model, a)
+
+
+# ----- what the counts say
+def _slot_report(model: nn.Module, calls, parts: _Parts) -> dict[str, tuple[str, int]]:
+    """{slot: (who runs it, its calls)}: the declared who where it ran in every module that
+    carries it; "not run: <why>" where it never ran; "<who> in k of its n <Module>s: <why>"."""
+    out = {}
+    for slot, who in parts.declared.items():
+        carriers = [(name, m) for name, m in model.named_modules() if slot in backends.slots_of(m, parts.carriers)]
+        fn = getattr(carriers[0][1], slot)
+        ran = {name: calls.modules[name] > 0 for name, _ in carriers}
+        if fn is None:                                 # no function in it: its module's own steps run
+            total, called = sum(calls.modules[name] for name, _ in carriers), sum(ran.values())
+        else:
+            total = calls.functions[id(fn)]
+            called = sum(calls.slots[(name, slot)] > 0 for name, _ in carriers)
+        problems = [_never_runs(model, name, calls, slot) if not ran[name] else _bypasses(model, m, slot)
+                    for name, m in carriers
+                    if not ran[name] or (fn is not None and not calls.slots[(name, slot)] and _learners_forward(m))]
+        problems = list(dict.fromkeys(problems))
+        if total == 0:
+            why = problems[0] if problems else _step_skipped(slot, calls, parts) or "nothing in the model called it"
+            out[slot] = (f"not run: {why}", 0)
+        elif problems:
+            out[slot] = (f"{who} in {called} of its {len(carriers)} {type(carriers[0][1]).__name__}s: {problems[0]}", total)
+        else:
+            out[slot] = (who, total)
+    return out
+
+
+def _piece_counts(model: nn.Module, calls, parts: _Parts) -> dict[str, int]:
+    """{piece: how many times the learner's code of it ran} for each piece of theirs in the model."""
+    counts = {}
+    for exercise, status in parts.status.items():
+        if status != YOURS:
+            continue
+        target = SLOTS.get(exercise)
+        if target is engine.ANDREA:
+            counts[exercise] = calls.modules[""]
+        elif target is engine.KVCache:
+            counts[exercise] = calls.functions[id(model.kv_cache)]
+        elif target is engine.sample_next:
+            counts[exercise] = calls.functions[id(model.sampler)]
+        elif isinstance(target, type):
+            counts[exercise] = sum(calls.modules[name] for name, m in model.named_modules()
+                                   if parts.classes.get(type(m)) == exercise)
+        else:
+            job = next((e for e, k in TRITON_KERNELS.items() if k == exercise), exercise)
+            fn = parts.mine(job)
+            counts[exercise] = calls.functions[id(fn)] if fn is not None else 0
+    return counts
+
+
+def _piece_report(model, parts: _Parts, counts: dict, slots: dict, calls) -> dict[str, str]:
+    """model.pieces: each piece's status, "not run: <why>" for a piece of theirs that never ran."""
+    out = dict(parts.status)
+    for exercise, n in counts.items():
+        if n == 0:
+            out[exercise] = f"not run: {_why_not_run(model, exercise, parts, slots, calls)}"
+    for exercise, kernel in TRITON_KERNELS.items():    # "computes it with your kernel": only if it ran
+        if out.get(exercise, "").startswith("not run: kernels=") and counts.get(kernel) == 0:
+            out[exercise] = f"not run: {_why_not_run(model, exercise, parts, slots, calls)}"
+    return out
+
+
+def _why_not_run(model, exercise: str, parts: _Parts, slots: dict, calls) -> str:
+    """Why a learner's piece that is in the model never ran: the slot it fills never ran, the
+    piece that calls it computes its job itself, or the module that holds it is never called."""
+    job = next((e for e, k in TRITON_KERNELS.items() if k == exercise), exercise)
+    target = SLOTS.get(job)
+    if isinstance(target, str) and slots.get(target, ("", 1))[1] == 0:
+        return slots[target][0].removeprefix("not run: ")
+    for caller, steps in STEPS.items():
+        fn = parts.mine(caller)
+        if job not in steps or fn is None:
+            continue
+        if calls.functions[id(fn)] == 0:
+            return _why_not_run(model, caller, parts, slots, calls)
+        found = _calls_to(fn, DOES_THE_JOB.get(job, ()) + (job.split(".")[1],))
+        does = f" ({found[0]} does its job)" if found else ""
+        owner = "your" if parts.status.get(caller) == YOURS else "the engine's"
+        return f"{owner} {caller} never calls {job.split('.')[1]}{does}: your {exercise} never runs"
+    names = [name for name, m in model.named_modules() if parts.classes.get(type(m)) == exercise]
+    if names:
+        return _never_runs(model, names[0], calls, "", then=f"your {exercise} never runs")
+    return "nothing in the model called it"
+
+
+def _step_skipped(slot: str, calls, parts: _Parts) -> str | None:
+    """For a slot whose function is also a step of another piece (apply_rope in rope_attention):
+    that piece ran and never called it."""
+    exercise = next((e for e, t in SLOTS.items() if t == slot), None)
+    for caller, steps in STEPS.items():
+        fn = parts.mine(caller)
+        if exercise in steps and fn is not None and calls.functions[id(fn)]:
+            found = _calls_to(fn, DOES_THE_JOB.get(slot, ()))
+            does = f" ({found[0]} does its job)" if found else ""
+            return f"your {caller} never calls {exercise.split('.')[1]}{does}: the {slot} slot never runs"
+    return None
+
+
+def _learners_forward(module: nn.Module):
+    """The learner's forward of a module (a learner's class, or the model with a learner's
+    model.ANDREA), or None for the engine's."""
+    forward = getattr(module, "forward", None)
+    fn = getattr(forward, "__func__", forward)
+    return fn if getattr(fn, "__module__", "").startswith("_andrea_learner_") else None
+
+
+def _calls_to(fn, names: tuple[str, ...], slot: str | None = None) -> list[str]:
+    """The calls in fn's source whose name ends in one of `names` (never self.<slot> itself), as written."""
+    import inspect
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            last = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            own = isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self" and f.attr == slot
+            if last in names and not own:
+                found.append(ast.unparse(f))
+    return list(dict.fromkeys(found))
+
+
+def _bypasses(model: nn.Module, module: nn.Module, slot: str) -> str:
+    """Why a module with a learner's forward that ran never called its slot."""
+    found = _calls_to(_learners_forward(module), DOES_THE_JOB.get(slot, (slot,)), slot)
+    how = f"calls {found[0]} itself, not self.{slot}" if found else f"never calls self.{slot}"
+    owner = f"your {type(module).__name__}" + ("'s forward" if module is model else "")
+    return f"{owner} {how}: the {slot} slot, and any Triton kernel in it, never runs"
+
+
+def _never_runs(model: nn.Module, name: str, calls, slot: str, then: str | None = None) -> str:
+    """Why a module that carries a slot (or is a learner's class) never ran: the nearest module
+    above it that ran never calls it; `then` what follows (default: the slot in it never runs)."""
+    then = then or f"the {slot} slot in it never runs"
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, -1, -1):
+        above = ".".join(parts[:cut])
+        module = model.get_submodule(above)
+        if isinstance(module, (nn.ModuleList, nn.ModuleDict)) or (above and not calls.modules[above]):
+            continue
+        child = parts[cut]
+        forward = _learners_forward(module)
+        if forward is None:
+            return f"{name} never runs"
+        owner = f"your {type(module).__name__}" + ("'s forward" if module is model else "")
+        found = _calls_to(forward, DOES_THE_JOB.get(slot, (slot,)))
+        does = f" (it calls {found[0]} itself)" if found else ""
+        return f"{owner} never calls its {child}{does}: {then}"
+    return f"{name} never runs"
+
+
+def _blame(exc: BaseException, calls, parts: _Parts):
+    """(piece, "engine: <why>", exc) for the learner's piece a crash of the probe comes from: the
+    innermost frame of the learner's code that is a piece of theirs in the model, else the piece of
+    theirs that last finished before it. Nothing of theirs: ImplementationError, in one line."""
+    first = (str(exc).splitlines() or [""])[0]
+    what = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    said = f": {first}" if first else ""
+    if parts.folder is None:
+        return None, None, exc
+    yours = {e for e, s in parts.status.items() if s == YOURS or s.startswith("not run: kernels=")}
+    yours |= {k for e, k in TRITON_KERNELS.items() if parts.status.get(k) == YOURS}
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    for tb in reversed(frames):
+        code = tb.tb_frame.f_code
+        path = Path(code.co_filename)
+        if path.parent != parts.folder:
+            continue
+        exercise = f"{path.stem}.{code.co_qualname.split('.')[0]}"
+        if exercise in yours:
+            return exercise, f"engine: yours raised {type(exc).__name__} in this model ({path.name}, line {tb.tb_lineno}{said})", exc
+    if calls is not None and calls.last in yours:
+        return calls.last, f"engine: this model failed right after yours ran ({what})", exc
+    raise ImplementationError(f"the model built from your pieces failed its first forward pass ({what})") from exc

@@ -14,7 +14,8 @@ from .block_lab import one_thread
 def build_model(cfg: ModelConfig | str, impl=None, quiet: bool = False):
     """ANDREA for cfg with the learner's pieces that pass their graded tests, the engine's for
     the rest (grading.passing.learner_model). Should even that fail to build or to run two tokens, say why and
-    use the engine alone, so the notebook carries on. Prints one line saying whose pieces run."""
+    use the engine alone, so the notebook carries on. Prints one line saying whose pieces run, and
+    one for each piece of yours that the model's first run did not run (model.pieces says why)."""
     impl = impl if impl is not None else notebook_impl()
     try:
         model = learner_model(cfg, impl)
@@ -35,6 +36,9 @@ def build_model(cfg: ModelConfig | str, impl=None, quiet: bool = False):
             print("building ANDREA from the engine: none of your pieces is written and passing yet")
         if failing:
             print(f"not used until their graded tests pass: {', '.join(failing)}")
+        for exercise, who in model.pieces.items():      # passing, but the model did not run it as it is
+            if who.startswith(("not run: ", "engine: yours raised")):
+                print(f"{exercise}: {who}")
     return model
 
 
