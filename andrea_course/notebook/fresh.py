@@ -112,7 +112,8 @@ def learner_module(activity: str, impl=None) -> LearnerModule:
 def fresh(first, again, files):
     """A function calling `first` until the content of `files()` changes, then `again()`'s result
     (which may print why it chose what it did), and so on: a piece a notebook holds in a
-    variable runs the code its file holds now. Anything but a plain function comes as it is."""
+    variable runs the code its file holds now (its __wrapped__: the one it calls). Anything but a
+    plain function comes as it is."""
     import inspect
     if not inspect.isfunction(first):
         return first
@@ -122,6 +123,6 @@ def fresh(first, again, files):
     @functools.wraps(first)
     def piece(*args, **kwargs):
         if state["files"].changed():
-            state["fn"] = again()
+            state["fn"] = piece.__wrapped__ = again()
         return state["fn"](*args, **kwargs)
     return piece
