@@ -134,3 +134,23 @@ def test_a_learner_module_reads_a_broken_file_as_the_engines_and_says_why(learne
     (learner / "bpe.py").write_text("def broken(:\n", encoding="utf-8")
     assert bpe.train_bpe("aa aa", 1) == [(97, 97)]              # the engine's, standing in
     assert "exercises/bpe.py could not be loaded, so the engine's pieces stand in" in capsys.readouterr().out
+
+
+def test_a_class_from_use_builds_the_class_its_file_holds_now(learner, capsys):
+    """use() of a class, then an edit of its file: the next construction builds the new class
+    (after its tests pass), and a class derived before the edit keeps what it derived from."""
+    shutil.copy(SOLUTIONS / "model.py", learner / "model.py")
+    from andrea_course.notebook import use
+    KVCache = use("model", "KVCache")
+    args = (1, 2, 8, 4, torch.float32, "cpu")
+    assert isinstance(KVCache(*args), KVCache.__wrapped__) and "using yours" in capsys.readouterr().out
+    marker = "the KVCache written after use() ran"
+    text = (learner / "model.py").read_text(encoding="utf-8")
+    head = re.search(r"^class KVCache.*?\n    def __init__\(self.*?\):\n", text, re.S | re.M)
+    assert head
+    (learner / "model.py").write_text(text[:head.end()] + f"        print({marker!r})\n" + text[head.end():],
+                                      encoding="utf-8")
+    cache = KVCache(*args)
+    out = capsys.readouterr().out
+    assert "model.KVCache: your file changed: now using yours (all" in out and out.count(marker) == 1, out
+    assert type(cache) is KVCache.__wrapped__ and cache.pos == 0

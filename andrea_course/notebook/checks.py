@@ -64,14 +64,14 @@ def _later(result: CheckResult) -> list[tuple[str, str]]:
                       f"{'are' if n != 1 else 'is'} listed there (check({result.exercise!r}, upto={last!r}))")]
 
 
-def _later_failing(result: CheckResult) -> list[tuple[str, list]]:
+def _later_failing(result: CheckResult, too: bool = False) -> list[tuple[str, list]]:
     """Sections for the failing tests of ideas a later notebook teaches."""
     bad = failing(result, result.later_outcomes)
     if not bad:
         return []
     n = len(bad)
-    head = (f"{n} graded test{'s' * (n != 1)} of what {_notebooks(o.taught for o in bad)} fail{'s' * (n == 1)} "
-            f"too: until {'they pass' if n != 1 else 'it passes'}, the notebook and the model use the engine's")
+    head = (f"{n} graded test{'s' * (n != 1)} of what {_notebooks(o.taught for o in bad)} fail{'s' * (n == 1)}"
+            f"{' too' if too else ''}: until {'they pass' if n != 1 else 'it passes'}, the notebook and the model use the engine's")
     return [("", [("later", head)])] + _sections(bad)
 
 
@@ -119,7 +119,7 @@ def show_result(result: CheckResult) -> None:
         if result.not_run:
             sections.append(("", [("", f"{result.not_run} more graded test{'s' * (result.not_run != 1)} "
                                        f"did not run after that")]))
-        sections += _later_failing(result)
+        sections += _later_failing(result, too=True)
         sections.append(("", [_more_help(ex)] + (_later(result) if not failing(result, result.later_outcomes) else [])))
         box("failed", f"{ex}: {len(bad)} of {total} graded tests fail", sections,
             who + "; until they pass, the notebook uses the reference")
@@ -141,8 +141,9 @@ def check(exercise: str, *, impl: str | os.PathLike | None = None,
     lives (the course's tests/); upto: the activity of the notebook this runs in (default: the
     exercise's own): tests of ideas that a later notebook teaches run too but are not listed,
     unless one fails (an amber box). Each test may run time_limit() seconds ($ANDREA_CHECK_TIMEOUT,
-    default 30); a result is reused while the files it read keep their content. Returns None; raises only KeyboardInterrupt, after its box, when the learner
-    interrupts (so the cell, and a Run All, stop there).
+    default 30); a result is reused while the files it read keep their content. Returns None;
+    raises only KeyboardInterrupt, after its box, when the learner interrupts (so the cell, and
+    a Run All, stop there).
     """
     try:
         result = run_graded(exercise, impl, tests_dir, reuse=True, upto=_upto(exercise, upto))

@@ -14,6 +14,7 @@ at every access.
 from __future__ import annotations
 
 import functools
+import inspect
 from pathlib import Path
 
 from ..grading.local import content_stamps, notebook_impl
@@ -112,9 +113,11 @@ def learner_module(activity: str, impl=None) -> LearnerModule:
 def fresh(first, again, files):
     """A function calling `first` until the content of `files()` changes, then `again()`'s result
     (which may print why it chose what it did), and so on: a piece a notebook holds in a
-    variable runs the code its file holds now (its __wrapped__: the one it calls). Anything but a
-    plain function comes as it is."""
-    import inspect
+    variable runs the code its file holds now (its __wrapped__: the one it calls). A class comes
+    as a subclass of `first` of the same name whose construction builds the current class's
+    instance (_fresh_class); anything else (a Triton kernel) as it is."""
+    if isinstance(first, type):
+        return _fresh_class(first, again, files)
     if not inspect.isfunction(first):
         return first
     state = {"fn": first, "files": Watched(files)}
@@ -126,3 +129,26 @@ def fresh(first, again, files):
             state["fn"] = piece.__wrapped__ = again()
         return state["fn"](*args, **kwargs)
     return piece
+
+
+def _fresh_class(first: type, again, files) -> type:
+    """A subclass of `first`, named as it is: constructing it builds an instance of `first` while
+    `files()` keep their content, else of again()'s class. A class derived from it (a notebook's
+    variant of the learner's block) derives from `first`, as when it was written."""
+    state = {"cls": first, "files": Watched(files)}
+    state["files"].changed()
+
+    def __new__(cls, *args, **kwargs):
+        if cls is fresh_cls:
+            if state["files"].changed():
+                state["cls"] = fresh_cls.__wrapped__ = again()
+            if state["cls"] is not first:
+                return state["cls"](*args, **kwargs)     # not an instance of cls: __init__ is not run twice
+        base = super(fresh_cls, cls).__new__
+        return base(cls) if base is object.__new__ else base(cls, *args, **kwargs)
+
+    own = {k: v for k, v in vars(first).items() if inspect.isfunction(v) and k != "__new__"}   # shown as its own
+    fresh_cls = type(first)(first.__name__, (first,), {
+        **own, "__new__": __new__, "__module__": first.__module__, "__qualname__": first.__qualname__,
+        "__doc__": first.__doc__, "__wrapped__": first})
+    return fresh_cls
