@@ -309,7 +309,7 @@ def test_a_later_test_that_fails_turns_the_box_amber_and_use_follows(tmp_path, c
     out = capsys.readouterr().out
     assert out.startswith(f"[RIGHT SO FAR, A LATER TEST FAILS] {ex}: "), out
     assert "test_andrea_with_a_kv_cache" in out and "notebook 07_modern teaches" in out, out
-    assert use("model", "ANDREA", impl=sub) is pieces.get("model", "ANDREA")
+    assert use("model", "ANDREA", impl=sub).__wrapped__ is pieces.get("model", "ANDREA")
     assert "using the engine's (1 of your graded tests fail, 1 of them of what notebook 07_modern teaches" in capsys.readouterr().out
     assert passing(sub, [ex])[ex] == f"engine: 1 of its {len(result.outcomes)} graded tests fail"
 
