@@ -9,6 +9,7 @@ a watchdog thread)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 from pathlib import Path
@@ -265,27 +266,52 @@ def test_a_forgotten_keepdim_is_named_with_the_learners_line(tmp_path, capsys, m
     _no_internals(out)
 
 
-def test_a_notebook_checks_only_what_it_has_taught(capsys):
-    """check() in notebook 03 leaves out the KV-cache test of multi-head attention (taught in 06)
-    and its grouped-head tests (taught in 07) and says so; check(..., upto="modern") and the
-    grader run them all."""
+def test_a_notebook_lists_what_it_has_taught_and_runs_every_test(capsys):
+    """check() in notebook 03 runs every graded test of multi-head attention (the verdict is all of
+    them) but lists only those of its own ideas: the KV-cache test (taught in 06) and the
+    grouped-head tests (taught in 07) pass unlisted, and the box says so; upto="modern" lists them."""
     from andrea_course.notebook import run_graded
     later = {"test_multihead_attention_with_a_kv_cache", "test_grouped_kv_heads_with_a_kv_cache", "test_grouped_kv_heads"}
     ex = "multihead.MultiHeadAttention"
     in_03 = run_graded(ex, impl="solutions", upto="multihead")
-    in_07 = run_graded(ex, impl="solutions", upto="modern")
-    grader = run_graded(ex, impl="solutions")
-    names = lambda r: {o.name for o in r.outcomes}
-    assert in_03.passed and names(in_03) and not names(in_03) & later and sorted(in_03.later) == ["model", "modern", "modern"]
-    assert in_07.passed and later <= names(in_07) and not in_07.later
-    assert names(grader) == names(in_07)
+    in_07 = run_graded(ex, impl="solutions", upto="modern", reuse=True)
+    grader = run_graded(ex, impl="solutions", reuse=True)
+    names = lambda outcomes: {o.name for o in outcomes}      # noqa: E731
+    assert in_03.passed and names(in_03.shown) and not names(in_03.shown) & later and sorted(in_03.later) == ["model", "modern", "modern"]
+    assert names(in_03.outcomes) == names(in_07.outcomes) == names(grader.outcomes) and later <= names(grader.outcomes)
+    assert in_07.passed and later <= names(in_07.shown) and not in_07.later
     check(ex, impl="solutions")
     out = capsys.readouterr().out
     assert out.startswith(f"[PASSED] {ex}: "), out
-    assert all(f"      {name}\n" in out for name in names(in_03)) and not any(name in out for name in later)
-    assert "3 more graded tests check what notebooks 06_model and 07_modern teach" in out and "upto='modern'" in out
+    assert all(f"      {name}\n" in out for name in names(in_03.shown)) and not any(name in out for name in later)
+    assert "3 more graded tests check what notebooks 06_model and 07_modern teach: they pass too" in out and "upto='modern'" in out
     check(ex, impl="solutions", upto="nowhere")
     assert "upto='nowhere' is not an activity of the course" in capsys.readouterr().out
+
+
+def test_a_later_test_that_fails_turns_the_box_amber_and_use_follows(tmp_path, capsys):
+    """notebook 06's model.ANDREA whose forward drops the cache's start position: the tests
+    notebook 06 teaches pass, the KV-cache test (taught in 07) fails. The box is amber and names
+    it, use() gives the engine's, and passing() (model.pieces) says the same."""
+    from andrea_course import pieces
+    from andrea_course.grading.passing import passing
+    from andrea_course.notebook import run_graded
+    sub = tmp_path / "learner"
+    shutil.copytree(SOLUTIONS, sub)
+    text = (sub / "model.py").read_text(encoding="utf-8")
+    line = "        x = self.embed(ids, start)                                   # (B, T, D)\n"
+    assert line in text
+    (sub / "model.py").write_text(text.replace(line, "        x = self.embed(ids, 0)\n"), encoding="utf-8")
+    ex = "model.ANDREA"
+    result = run_graded(ex, impl=sub, upto="model")
+    assert result.shown_status == "passed" and not result.passed, result
+    check(ex, impl=sub)
+    out = capsys.readouterr().out
+    assert out.startswith(f"[RIGHT SO FAR, A LATER TEST FAILS] {ex}: "), out
+    assert "test_andrea_with_a_kv_cache" in out and "notebook 07_modern teaches" in out, out
+    assert use("model", "ANDREA", impl=sub).__wrapped__ is pieces.get("model", "ANDREA")
+    assert "using the engine's (1 of your graded tests fail, 1 of them of what notebook 07_modern teaches" in capsys.readouterr().out
+    assert passing(sub, [ex])[ex] == f"engine: 1 of its {len(result.outcomes)} graded tests fail"
 
 
 def test_taught_must_name_a_later_notebook():

@@ -1,6 +1,7 @@
 """One verdict in every runner: student mistakes that once got full marks from andrea-grade while
 pytest and check() caught them fail the same tests under andrea-grade (sandbox), plain pytest,
 check() and, where the learner's code cannot crash it, one process."""
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -103,3 +104,58 @@ def test_one_verdict_in_every_runner(tmp_path, sandboxed):
         else:
             assert failed and all(("dropout" in n) == (name == "dropout_in_place") for n in failed), (name, failed)
             assert name == "dropout_in_place" or failed == ["test_softmax_kernel_strided_rows"], (name, failed)
+
+
+# ----------------------------------------------------------------------------- one verdict per piece
+KV_START = ("        x = self.embed(ids, start)                                   # (B, T, D)\n",
+            "        x = self.embed(ids, 0)\n")          # the cache's start position dropped
+
+
+def _verdict_folders(root: Path) -> dict[str, Path]:
+    """The answer key, the untouched exercises, a learner half way (three activities written, one
+    file that does not compile) and the answer key with mistakes that only some tests catch: the
+    model's forward dropping the cache's start position (a test notebook 07 teaches), dropout in
+    place, the softmax kernel's rows read n_cols apart."""
+    from andrea_course.paths import ROOT
+    half = make_submission(root / "half", base=ROOT / "exercises")
+    for name in ("embeddings.py", "attention.py", "multihead.py"):
+        shutil.copy(ROOT / "solutions" / name, half / name)
+    (half / "mlp.py").write_text((half / "mlp.py").read_text() + "\ndef oops(:\n")
+    mistakes = _mistaken(root / "mistakes", "model.py", *KV_START)
+    for file, old, new in (ONE_VERDICT["dropout_in_place"], ONE_VERDICT["softmax_loads_rows_n_cols_apart"]):
+        text = (mistakes / file).read_text()
+        (mistakes / file).write_text(text + new if old is None else text.replace(old, new))
+    return {"solutions": ROOT / "solutions", "exercises": ROOT / "exercises", "half": half, "mistakes": mistakes}
+
+
+@pytest.mark.slow(seconds=90)
+def test_check_use_and_model_pieces_agree_on_every_piece(tmp_path, capsys):
+    """For every piece of the course on each folder: check()'s box is green exactly when use()
+    hands out the learner's piece, passing() says "yours", and every model built from the
+    folder (classic, modern, with Triton kernels) lists it as "yours" where it runs."""
+    from andrea_course import learner_model, pieces
+    from andrea_course.grading.passing import passing
+    from andrea_course.notebook import check, use
+    every = [f"{a}.{n}" for a in pieces.ACTIVITIES for n in pieces.names(a)]
+    kernels = ["torch"] + (["triton"] if importlib.util.find_spec("triton") else [])
+    seen = set()
+    for name, folder in _verdict_folders(tmp_path).items():
+        verdicts = passing(folder, every)
+        seen |= {(name, v == "yours") for v in verdicts.values()}
+        for cfg in ("andrea-tiny", "andrea-tiny-modern"):
+            for k in kernels:
+                for piece, who in learner_model(cfg, folder, kernels=k).pieces.items():
+                    if not who.startswith(("not run: kernels=", "engine: kernels=")):
+                        assert (who == "yours") == (verdicts[piece] == "yours"), (name, cfg, k, piece, who, verdicts[piece])
+        for piece in every:
+            capsys.readouterr()
+            check(piece, impl=folder)
+            box = capsys.readouterr().out
+            activity, _, piece_name = piece.partition(".")
+            chosen = use(activity, piece_name, impl=folder, quiet=True)
+            mine = getattr(chosen, "__wrapped__", chosen) is not pieces.get(activity, piece_name)
+            assert box.startswith("[PASSED]") == mine == (verdicts[piece] == "yours"), (name, piece, verdicts[piece], box[:600])
+        if name == "mistakes":
+            assert verdicts["model.ANDREA"].startswith("engine: 1 of its ") and verdicts["block.dropout"] != "yours"
+            assert verdicts["kernels.softmax_kernel"] != "yours" or "triton" not in kernels
+    assert {("solutions", True), ("exercises", False), ("half", True), ("half", False), ("mistakes", False)} <= seen

@@ -5,12 +5,19 @@ passing() (which pieces of a learner's folder pass) read their verdicts here.
     run_graded_many(["attention.softmax", "mlp.MLP"], "exercises")   # one pytest run for several
 
 Each test runs under a time limit with the learner's code in a worker process, as the grader
-runs it (local_runner.py); a result is remembered while none of the learner's files and none of
-the test files changes (reuse=True).
+runs it (local_runner.py); a result is remembered while the content of the learner's files and of
+the test files stays the same (reuse=True).
+
+One verdict per piece: every graded test of a piece runs, wherever it is asked from. A notebook
+shows the tests of the ideas it has taught (CheckResult.upto, .shown), but the piece is the
+learner's only when all pass (verdict()): check()'s box, use(), passing() (model.pieces,
+learner_model) and the grader decide from the same tests.
 """
 from __future__ import annotations
 
 import ast
+import dataclasses
+import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +26,7 @@ from ..graded import GRADED
 from ..overlay import impl_from_env, resolve
 from ..paths import WorkspaceError, workspace
 from .local_runner import Outcome, Run, run_tests, syntax_error_text, time_limit
-from .markers import LESSONS
+from .markers import LESSONS, later_or_same
 
 TESTS_DIR = GRADED              # the graded tests, shipped with the package
 DEFAULT_IMPL = "exercises"     # in a notebook the learner's own exercises are the point
@@ -42,35 +49,85 @@ def notebook_impl() -> str:
 class CheckResult:
     exercise: str
     impl: str
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)   # every graded test of the piece
     error: str | None = None         # the tests could not be run at all (missing file, bad name, ...)
     syntax: str | None = None        # the learner's file does not compile: `file, line N` and a caret
     not_run: int = 0                 # tests left unrun after a timeout or a crash
-    later: list = field(default_factory=list)   # activities teaching the tests left out (upto=)
+    upto: str | None = None          # the notebook it is shown in: its tests of later ideas are `later`
     interrupted: bool = False        # the learner interrupted the check
 
     @property
     def status(self) -> str:
-        """passed | failed | unwritten | error (no tests run, or none found)."""
-        if self.syntax:
-            return "failed"
-        if self.error or not self.outcomes:
-            return "error"
-        st = {o.status for o in self.outcomes}
-        if st <= {"passed", "skipped"} and "passed" in st and not self.not_run:
-            return "passed"
-        if "unwritten" in st and not (st & {"failed", "error", "timeout"}):
-            return "unwritten"
-        if st <= {"skipped"}:
-            return "error"
-        return "failed"
+        """passed | failed | unwritten | error (no tests run, or none found): the verdict, over
+        every graded test of the piece."""
+        return _status(self, self.outcomes)
 
     @property
     def passed(self) -> bool:
         return self.status == "passed"
 
+    @property
+    def later_outcomes(self) -> list[Outcome]:
+        """The tests of ideas a notebook after `upto` teaches (none without upto)."""
+        if self.upto is None or self.upto not in LESSONS:
+            return []
+        return [o for o in self.outcomes if o.taught in LESSONS and not later_or_same(o.taught, self.upto)]
 
-_recent: dict[tuple, tuple] = {}      # (exercise, impl, tests file) -> (file stamps, CheckResult)
+    @property
+    def shown(self) -> list[Outcome]:
+        """The tests of ideas taught up to `upto`'s notebook: what its box lists."""
+        later = {id(o) for o in self.later_outcomes}
+        return [o for o in self.outcomes if id(o) not in later]
+
+    @property
+    def shown_status(self) -> str:
+        """The status over the shown tests alone."""
+        return _status(self, self.shown)
+
+    @property
+    def later(self) -> list[str]:
+        """The activity teaching each later test."""
+        return [o.taught for o in self.later_outcomes]
+
+
+def _status(result: CheckResult, outcomes: list[Outcome]) -> str:
+    if result.syntax:
+        return "failed"
+    if result.error or not outcomes:
+        return "error"
+    st = {o.status for o in outcomes}
+    if st <= {"passed", "skipped"} and "passed" in st and not result.not_run:
+        return "passed"
+    if "unwritten" in st and not (st & {"failed", "error", "timeout"}):
+        return "unwritten"
+    if st <= {"skipped"}:
+        return "error"
+    return "failed"
+
+
+def failing(result: CheckResult, outcomes: list[Outcome] | None = None) -> list[Outcome]:
+    """The outcomes that keep a piece from being the learner's."""
+    return [o for o in (result.outcomes if outcomes is None else outcomes) if o.status not in ("passed", "skipped")]
+
+
+def verdict(result: CheckResult) -> str:
+    """The one verdict on a piece: "yours" when every graded test passes, else "engine: <why>".
+    passing() (model.pieces, learner_model) hands it to the overlay; use() and check() follow it."""
+    if result.passed:
+        return "yours"
+    if result.syntax:
+        return "engine: its file does not compile"
+    if result.error or result.interrupted:
+        first = (result.error or "the check was interrupted").splitlines()[0]
+        return f"engine: its graded tests could not run ({first})"
+    if result.status == "unwritten":
+        return "engine: not written yet"
+    bad = failing(result)
+    total = len(result.outcomes) + result.not_run
+    return f"engine: {len(bad) + result.not_run} of its {total} graded tests fail"
+
+
+_recent: dict[tuple, tuple] = {}      # (exercise, impl, tests folder) -> (content stamps, CheckResult)
 
 
 def graded_files(exercise: str, tests_dir: str | os.PathLike | None = None) -> list[Path]:
@@ -97,43 +154,74 @@ def _marks(path: Path, exercise: str) -> bool:
                for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) for d in node.decorator_list)
 
 
+def content_stamps(files) -> tuple:
+    """(path, digest of its bytes) of each file that exists: equal while no content changes (an
+    edit that keeps the size and the modification time included)."""
+    return tuple((str(f), hashlib.sha1(f.read_bytes()).hexdigest()) for f in files if f.is_file())
+
+
 def _stamps(impl_name: str, test_files: list[Path]) -> tuple:
-    """What a result depends on: the learner's .py files and the test files, by mtime and size."""
-    files = sorted(resolve(impl_name).glob("*.py")) + list(test_files)
-    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
+    """What a result depends on: the content of the learner's .py files and of the test files,
+    and the time limit each test runs under."""
+    return (time_limit(),) + content_stamps(sorted(resolve(impl_name).glob("*.py")) + list(test_files))
+
+
+def _reusable(result: CheckResult) -> bool:
+    """A result worth remembering: complete, and not cut short by the machine (a timeout or a
+    crash may not happen again)."""
+    return (result.error is None and not result.interrupted and not result.not_run
+            and not any(o.status == "timeout" for o in result.outcomes))
+
+
+def _key(exercise: str, impl_name: str, tests_dir) -> tuple:
+    """One memory per piece of one folder, however the folder is named ("exercises" or its path)."""
+    try:
+        folder = str(resolve(impl_name))
+    except Exception:                                # noqa: BLE001 - a bad name: its result says so
+        folder = impl_name
+    return exercise, folder, str(Path(tests_dir).resolve()) if tests_dir is not None else None
 
 
 def run_graded(exercise: str, impl: str | os.PathLike | None = None,
                tests_dir: str | os.PathLike | None = None, reuse: bool = False,
                upto: str | None = None) -> CheckResult:
-    """Run the graded tests of `exercise` ("activity.piece") against `impl`; never raises.
+    """Run every graded test of `exercise` ("activity.piece") against `impl`; never raises.
 
-    upto: run only the tests of ideas taught up to that activity's notebook (None: every test).
-    reuse=True returns the last result for the same exercise, code and tests when no file
-    changed since (use() after check() then costs nothing)."""
-    impl_name = str(impl) if impl is not None else notebook_impl()
-    key = (exercise, impl_name, str(tests_dir), upto)
-    try:
-        stamps = _stamps(impl_name, graded_files(exercise, tests_dir))
-    except Exception:                                # noqa: BLE001 - then simply do not reuse
-        stamps = None
-    if reuse and stamps is not None and key in _recent and _recent[key][0] == stamps:
-        return _recent[key][1]
-    result = _run_many([exercise], impl_name, tests_dir, upto)[exercise]
-    if stamps is not None and result.error is None and not result.interrupted:
-        _recent[key] = (stamps, result)
-    return result
+    upto: the activity of the notebook asking: tests of ideas a later notebook teaches still run
+    (they are part of the verdict) and are told apart (CheckResult.later_outcomes).
+    reuse=True returns the last result for the same exercise when the learner's files and the
+    tests have the same content (use() after check() then costs nothing)."""
+    return run_graded_many([exercise], impl, tests_dir, upto=upto, reuse=reuse)[exercise]
 
 
 def run_graded_many(exercises, impl: str | os.PathLike | None = None,
-                    tests_dir: str | os.PathLike | None = None, upto: str | None = None) -> dict[str, CheckResult]:
+                    tests_dir: str | os.PathLike | None = None, upto: str | None = None,
+                    reuse: bool = False) -> dict[str, CheckResult]:
     """{exercise: CheckResult} for several exercises, in ONE pytest run (cheaper than one run
     each: the suite checks every exercise the notebooks name this way). Never raises."""
-    return _run_many(list(dict.fromkeys(exercises)), str(impl) if impl is not None else notebook_impl(),
-                     tests_dir, upto)
+    impl_name = str(impl) if impl is not None else notebook_impl()
+    exercises = list(dict.fromkeys(exercises))
+    stamps, out = {}, {}
+    for exercise in exercises:
+        try:
+            stamps[exercise] = _stamps(impl_name, graded_files(exercise, tests_dir))
+        except Exception:                            # noqa: BLE001 - then simply do not reuse
+            stamps[exercise] = None
+        known = _recent.get(_key(exercise, impl_name, tests_dir))
+        if reuse and stamps[exercise] is not None and known is not None and known[0] == stamps[exercise]:
+            out[exercise] = known[1]
+    if upto is not None and upto not in LESSONS:
+        bad = f"upto={upto!r} is not an activity of the course: one of {', '.join(LESSONS)}"
+        return {e: CheckResult(e, impl_name, error=bad) for e in exercises}
+    missing = [e for e in exercises if e not in out]
+    for exercise, result in (_run_many(missing, impl_name, tests_dir).items() if missing else ()):
+        if stamps[exercise] is not None and _reusable(result):
+            _recent[_key(exercise, impl_name, tests_dir)] = (stamps[exercise], result)
+        out[exercise] = result
+    return {e: dataclasses.replace(out[e], upto=upto) for e in exercises}
 
 
-def _run_many(exercises: list[str], impl_name: str, tests_dir, upto: str | None = None) -> dict[str, CheckResult]:
+def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, CheckResult]:
     results = {e: CheckResult(e, impl_name) for e in exercises}
     tests_dir = Path(tests_dir) if tests_dir is not None else TESTS_DIR
     files: dict[str, list[Path]] = {}
@@ -143,9 +231,6 @@ def _run_many(exercises: list[str], impl_name: str, tests_dir, upto: str | None 
         except ValueError:
             result.error = (f"{exercise!r} is not an exercise name: write it as 'activity.piece', "
                             f"e.g. 'attention.softmax'")
-            continue
-        if upto is not None and upto != activity and upto not in LESSONS:
-            result.error = f"upto={upto!r} is not an activity of the course: one of {', '.join(LESSONS)}"
             continue
         try:
             paths = graded_files(exercise, tests_dir)
@@ -162,7 +247,7 @@ def _run_many(exercises: list[str], impl_name: str, tests_dir, upto: str | None 
     if not files:
         return results
     paths = list(dict.fromkeys(p for ps in files.values() for p in ps))
-    run = run_tests(paths, list(files), impl_name, tests_dir, upto=upto)
+    run = run_tests(paths, list(files), impl_name, tests_dir)
     for exercise in files:
         _fill(results[exercise], run, files[exercise])
     return results
@@ -201,8 +286,9 @@ def _fill(result: CheckResult, run: Run, paths: list[Path]) -> None:
         outcomes[running[1]] = Outcome(running[2], "error", "the test's process ended", [
             ("problem", "the process running this test ended abruptly (a crash, os._exit or exit() in your "
                         "code, or it ran out of memory)")])
+    for nodeid, outcome in outcomes.items():
+        outcome.taught = run.taught.get(nodeid) or exercise.split(".")[0]
     result.outcomes = list(outcomes.values())
-    result.later = list(run.later.get(exercise, []))
     result.not_run = max(0, len(run.collected.get(exercise, [])) - len(outcomes)) if run.stopped else 0
     result.interrupted = run.stopped == "interrupt"
     if run.collect_errors:

@@ -76,6 +76,7 @@ class Outcome:
     message: str = ""                # the failure in one short text (empty when passed)
     rows: list = field(default_factory=list)   # [(label, value)] for the box
     hint: str = ""                   # an unwritten stub's hint
+    taught: str = ""                 # the activity whose notebook teaches what it checks
 
 
 @dataclass
@@ -83,7 +84,7 @@ class Run:
     """What one run of graded tests found."""
     outcomes: dict = field(default_factory=dict)    # exercise -> {nodeid: Outcome}
     collected: dict = field(default_factory=dict)   # exercise -> [nodeid, ...] in run order
-    later: dict = field(default_factory=dict)       # exercise -> [activity, ...]: tests left out, taught later
+    taught: dict = field(default_factory=dict)      # nodeid -> the activity whose notebook teaches its idea
     collect_errors: list = field(default_factory=list)
     exit_code: int | None = None
     log: str = ""
@@ -96,9 +97,8 @@ class Run:
         if kind == "collected":
             for exercise, nodeid in msg[1]:
                 self.collected.setdefault(exercise, []).append(nodeid)
-        elif kind == "later":
-            for exercise, activity in msg[1]:
-                self.later.setdefault(exercise, []).append(activity)
+        elif kind == "taught":
+            self.taught.update(msg[1])
         elif kind == "start":
             self.running = msg[1:]
         elif kind == "outcome":
@@ -327,29 +327,20 @@ def _worker_outcome(item, exc, folder: Path, limit: float) -> Outcome | None:
     return Outcome(item.name, "error", str(exc), rows)
 
 
-def _hooks(exercises, folder: Path, emit, upto: str | None = None, limit: float = DEFAULT_LIMIT):
-    """A pytest plugin object: keeps the tests of `exercises` (of ideas taught up to the notebook
-    of activity `upto`, when given) and emits one message per event."""
+def _hooks(exercises, folder: Path, emit, limit: float = DEFAULT_LIMIT):
+    """A pytest plugin object: keeps every test of `exercises` (a notebook shows those it has
+    taught, but the verdict is all of them: local.CheckResult) and emits one message per event."""
     import pytest
-    from .markers import later_or_same
 
     class Hooks:
         def pytest_collection_modifyitems(self, session, config, items):
-            keep, drop, later = [], [], []
-            for item in items:
-                if exercise_of(item) not in exercises:
-                    drop.append(item)
-                elif upto is not None and not later_or_same(taught_in(item), upto):
-                    drop.append(item)
-                    later.append((exercise_of(item), taught_in(item)))
-                else:
-                    keep.append(item)
+            keep = [i for i in items if exercise_of(i) in exercises]
+            drop = [i for i in items if exercise_of(i) not in exercises]
             items[:] = keep
             if drop:
                 config.hook.pytest_deselected(items=drop)
             emit(("collected", [(exercise_of(i), i.nodeid) for i in keep]))
-            if later:
-                emit(("later", later))
+            emit(("taught", [(i.nodeid, taught_in(i)) for i in keep]))
 
         def pytest_collectreport(self, report):
             if report.failed:
@@ -417,13 +408,13 @@ def _isolated_modules(*stems: str):
         sys.modules.update(saved)
 
 
-def _pytest(paths: list[Path], exercises, impl_name: str, tests_dir: Path, emit, upto: str | None = None,
+def _pytest(paths: list[Path], exercises, impl_name: str, tests_dir: Path, emit,
             isolation: str = "process", limit: float = DEFAULT_LIMIT) -> None:
     """Run the graded tests of `exercises` in `paths` with pytest, in this process; the learner's
     code in a worker process (isolation "process") or here ("in-process", thread mode)."""
     import pytest
 
-    hooks = _hooks(set(exercises), resolve(impl_name), emit, upto, limit)
+    hooks = _hooks(set(exercises), resolve(impl_name), emit, limit)
     args = [*map(str, paths), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider", "--impl", impl_name,
             "--isolation", isolation, "--timeout-per-test", str(limit),
             "-o", "addopts=", "-o", "python_files=test_*.py", "--capture=sys", "-q", "--tb=native",
@@ -438,15 +429,13 @@ def _pytest(paths: list[Path], exercises, impl_name: str, tests_dir: Path, emit,
     emit(("done", int(code), out.getvalue()[-4000:]))
 
 
-def run_tests(paths, exercises, impl_name: str, tests_dir: Path, limit: float | None = None,
-              upto: str | None = None) -> Run:
-    """Run the graded tests of `exercises`, each under `limit` seconds (time_limit() by default);
-    with `upto`, only those of ideas taught up to that activity's notebook (the others are listed
-    in Run.later). Never raises: a timeout, a crash or the learner's interrupt are reported in
+def run_tests(paths, exercises, impl_name: str, tests_dir: Path, limit: float | None = None) -> Run:
+    """Run every graded test of `exercises`, each under `limit` seconds (time_limit() by default),
+    noting which notebook teaches each (Run.taught). Never raises: a timeout, a crash or the learner's interrupt are reported in
     Run.stopped."""
     limit = time_limit() if limit is None else float(limit)
     forked = mode() == "fork"
-    work = lambda emit: _pytest(list(paths), exercises, impl_name, Path(tests_dir), emit, upto,  # noqa: E731
+    work = lambda emit: _pytest(list(paths), exercises, impl_name, Path(tests_dir), emit,  # noqa: E731
                                 "process" if forked else "in-process", limit)
     with _interruptible():
         if forked:

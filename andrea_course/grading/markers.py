@@ -12,8 +12,9 @@ def graded(exercise: str, points: float = 1, visibility: str = "visible", taught
 
     taught: the activity whose notebook teaches the idea this test checks, when that is a later
     notebook than the exercise's own (a KV-cache test of multihead.MultiHeadAttention: "modern").
-    check() in the exercise's own notebook leaves such a test out; the notebook that teaches it
-    (check(..., upto="modern")) and the grader run it."""
+    Every runner runs it (it is part of the piece's one verdict); check() in the exercise's own
+    notebook does not list it while it passes, and an amber box names it when it fails; the
+    notebook that teaches it lists it (check(..., upto="modern"))."""
     if visibility not in VISIBILITIES:
         raise ValueError(f"visibility must be one of {VISIBILITIES}, got {visibility!r}")
     if points < 0:

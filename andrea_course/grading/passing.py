@@ -6,9 +6,10 @@
 
 The verdict is decided here, in the grading layer, and handed down to overlay.build (which never
 runs a test): a piece is "yours" when it is written and every one of its graded tests passes,
-else the engine's, with why ("engine: not written yet", "engine: 2 of its 5 graded tests fail",
-"engine: no file"). The tests run in this process, each under check()'s time limit, as a
-notebook's check() runs them; a verdict is remembered while none of the learner's files changes.
+else the engine's, with why ("engine: not written yet", "engine: 2 of its 5 graded tests
+fail", "engine: no file"). It is local.verdict() of the same run of the same tests
+that check() and use() read (local.run_graded_many, remembered while the content of the
+learner's files and of the tests stays the same).
 """
 from __future__ import annotations
 
@@ -18,9 +19,6 @@ from .. import overlay as _overlay
 from ..config import ModelConfig
 from . import local
 
-_verdicts: dict[tuple, dict[str, str]] = {}    # (folder, its files' stamps) -> {exercise: verdict}
-
-
 def passing(impl: str | os.PathLike, exercises=None) -> dict[str, str]:
     """{exercise: "yours" | "engine: <why>"} for the learner's pieces `exercises` ("activity.piece";
     None: every piece a model can be built from, overlay.SLOTS and the steps and kernels they use),
@@ -29,14 +27,7 @@ def passing(impl: str | os.PathLike, exercises=None) -> dict[str, str]:
         exercises = list(dict.fromkeys([*_overlay.SLOTS, *(s for steps in _overlay.STEPS.values() for s in steps),
                                         *_overlay.TRITON_KERNELS.values()]))
     exercises = list(dict.fromkeys(exercises))
-    folder = _overlay.Overlay(impl)
-    files = sorted(folder.folder.glob("*.py"))
-    known = _verdicts.setdefault(
-        (folder.folder, tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files)), {})
-    missing = [e for e in exercises if e not in known]
-    if missing:
-        known.update(_run(folder, missing))
-    return {e: known[e] for e in exercises}
+    return _run(_overlay.Overlay(impl), exercises)
 
 
 def _run(folder: "_overlay.Overlay", exercises: list[str]) -> dict[str, str]:
@@ -51,16 +42,8 @@ def _run(folder: "_overlay.Overlay", exercises: list[str]) -> dict[str, str]:
             out[exercise] = "engine: not written yet"
         else:
             to_run.append(exercise)
-    for exercise, result in local.run_graded_many(to_run, impl=str(folder.folder)).items() if to_run else ():
-        if result.passed:
-            out[exercise] = "yours"
-        elif result.error:
-            out[exercise] = f"engine: its graded tests could not run ({result.error.splitlines()[0]})"
-        elif result.syntax:
-            out[exercise] = "engine: its file does not compile"
-        else:
-            failing = sum(o.status != "passed" for o in result.outcomes)
-            out[exercise] = f"engine: {failing} of its {len(result.outcomes)} graded tests fail"
+    for exercise, result in local.run_graded_many(to_run, impl=str(folder.folder), reuse=True).items() if to_run else ():
+        out[exercise] = local.verdict(result)
     return {e: out[e] for e in exercises}
 
 

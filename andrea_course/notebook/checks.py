@@ -7,22 +7,25 @@ the learner's freshly re-read files, each test under a time limit (grading/local
 child on Linux), and shows one box. It never raises, except KeyboardInterrupt: the learner's interrupt
 stops the cell, after a box that says so.
 
-A notebook checks only what it has taught: check() and use() run the tests of ideas taught up to
-the exercise's own notebook, and a test marked @graded(..., taught="model") runs from notebook
-06 on (check("multihead.MultiHeadAttention", upto="model")) and in the grader, which runs every
-test. The boxes point to hint("activity.piece") for more help (hints.py).
+One verdict per piece: check() and use() run every graded test of the piece, as passing()
+(model.pieces, learner_model) and the grader do. A box lists the tests of ideas taught up to the
+exercise's own notebook (upto=, default the exercise's activity); a test marked
+@graded(..., taught="model") is listed from notebook 06 on (check("multihead.MultiHeadAttention",
+upto="model")). When such a later test fails, the box says so (amber, with what fails) and use()
+and the model take the engine's piece. The boxes point to hint("activity.piece") for more help.
 """
 from __future__ import annotations
 
 import os
 
 from .. import pieces
-from ..grading.local import CheckResult, notebook_impl, run_graded, run_graded_many
+from ..grading.local import CheckResult, failing, notebook_impl, run_graded, run_graded_many, verdict
 from ..grading.local_runner import Outcome, time_limit
 from ..grading.markers import LESSONS
 from ..lessons import lesson
-from ..overlay import ImplementationError, Overlay
+from ..overlay import ImplementationError, Overlay, resolve
 from ._display import box
+from .fresh import fresh
 
 __all__ = ["CheckResult", "Outcome", "check", "notebook_impl", "run_graded", "run_graded_many", "show_result", "use"]
 
@@ -44,23 +47,39 @@ def _more_help(exercise: str) -> tuple[str, str]:
                          f'reveal_piece("{exercise}"): the answer')
 
 
+def _notebooks(activities) -> str:
+    where = sorted(set(activities), key=lambda a: LESSONS.index(a) if a in LESSONS else len(LESSONS))
+    names = [lesson(a).notebook if a in LESSONS else a for a in where]
+    return (f"notebook {names[0]} teaches" if len(names) == 1 else
+            f"notebooks {', '.join(names[:-1])} and {names[-1]} teach")
+
+
 def _later(result: CheckResult) -> list[tuple[str, str]]:
-    """A line on the tests left out because their idea is taught in a later notebook."""
+    """A line on the passing tests left off the box because a later notebook teaches their idea."""
     if not result.later:
         return []
-    n = len(result.later)
-    where = sorted(set(result.later), key=lambda a: LESSONS.index(a) if a in LESSONS else len(LESSONS))
-    names = [lesson(a).notebook if a in LESSONS else a for a in where]
-    notebooks = (f"notebook {names[0]} teaches" if len(names) == 1 else
-                 f"notebooks {', '.join(names[:-1])} and {names[-1]} teach")
-    return [("later", f"{n} more graded test{'s' * (n != 1)} check{'s' * (n == 1)} what {notebooks}: "
-                      f"{'they run' if n != 1 else 'it runs'} there "
-                      f"(check({result.exercise!r}, upto={where[-1]!r})) and in the grader")]
+    n, last = len(result.later), max(result.later, key=lambda a: LESSONS.index(a) if a in LESSONS else len(LESSONS))
+    return [("later", f"{n} more graded test{'s' * (n != 1)} check{'s' * (n == 1)} what {_notebooks(result.later)}: "
+                      f"{'they pass' if n != 1 else 'it passes'} too, and "
+                      f"{'are' if n != 1 else 'is'} listed there (check({result.exercise!r}, upto={last!r}))")]
+
+
+def _later_failing(result: CheckResult, too: bool = False) -> list[tuple[str, list]]:
+    """Sections for the failing tests of ideas a later notebook teaches."""
+    bad = failing(result, result.later_outcomes)
+    if not bad:
+        return []
+    n = len(bad)
+    head = (f"{n} graded test{'s' * (n != 1)} of what {_notebooks(o.taught for o in bad)} fail{'s' * (n == 1)}"
+            f"{' too' if too else ''}: until {'they pass' if n != 1 else 'it passes'}, the notebook and the model use the engine's")
+    return [("", [("later", head)])] + _sections(bad)
 
 
 def show_result(result: CheckResult) -> None:
-    """Display the one box that sums up a CheckResult."""
-    ex, st = result.exercise, result.status
+    """Display the one box that sums up a CheckResult: the tests of ideas taught so far, and any
+    failing test of a later idea (the verdict is all of them: local.verdict)."""
+    ex = result.exercise
+    st = result.shown_status if result.shown else result.status
     who = f"checked: {result.impl}"
     if result.interrupted:
         done = [o for o in result.outcomes if o.status != "timeout"]
@@ -72,28 +91,36 @@ def show_result(result: CheckResult) -> None:
         problem, where = (result.syntax.split("\n", 1) + [""])[:2]
         box("failed", f"{ex}: {file} does not compile", [("", [("problem", problem), ("where", where)])],
             who + "; no test ran; until it compiles, the notebook uses the reference")
-    elif st == "passed":
-        names = [o.name for o in result.outcomes if o.status == "passed"]
+    elif st == "passed" and result.passed:
+        names = [o.name for o in result.shown if o.status == "passed"]
         box("passed", f"{ex}: " + (f"all {len(names)} graded tests pass" if len(names) != 1 else
                                    "its 1 graded test passes"),
             [("", [("", n) for n in names] + _later(result))], who)
+    elif st == "passed":
+        names = [o.name for o in result.shown if o.status == "passed"]
+        bad = failing(result, result.later_outcomes)
+        box("later", f"{ex}: the {len(names)} graded test{'s' * (len(names) != 1)} of this notebook pass; "
+                     f"{len(bad)} more, of what a later notebook teaches, fail{'s' * (len(bad) == 1)}",
+            [("", [("", n) for n in names])] + _later_failing(result) + [("", [_more_help(ex)])],
+            who + "; until every graded test passes, the notebook and the model use the reference")
     elif st == "unwritten":
         hint = next((o.hint for o in result.outcomes if o.status == "unwritten"), "")
         rows = [("", "its body still raises NotImplementedError (the exercise stub)")]
         if hint:
             rows.append(("hint", hint))
-        rows += [_more_help(ex)] + _later(result)
+        rows += [_more_help(ex)]
         box("unwritten", f"{ex}: the notebook uses the reference for now",
             [("", rows)], who + f"; write it in exercises/{ex.split('.')[0]}.py, then run this cell again")
     elif st == "failed":
-        bad = [o for o in result.outcomes if o.status in ("failed", "error", "unwritten", "timeout")]
-        good = [o for o in result.outcomes if o.status == "passed"]
-        total = len(bad) + len(good) + result.not_run
+        shown = result.shown or result.outcomes
+        bad = failing(result, shown)
+        total = len(shown) + result.not_run
         sections = _sections(bad)
         if result.not_run:
             sections.append(("", [("", f"{result.not_run} more graded test{'s' * (result.not_run != 1)} "
                                        f"did not run after that")]))
-        sections.append(("", [_more_help(ex)] + _later(result)))
+        sections += _later_failing(result, too=True)
+        sections.append(("", [_more_help(ex)] + (_later(result) if not failing(result, result.later_outcomes) else [])))
         box("failed", f"{ex}: {len(bad)} of {total} graded tests fail", sections,
             who + "; until they pass, the notebook uses the reference")
     else:
@@ -112,12 +139,14 @@ def check(exercise: str, *, impl: str | os.PathLike | None = None,
 
     impl: whose code ($ANDREA_IMPL if set, else "exercises"); tests_dir: where test_<activity>.py
     lives (the course's tests/); upto: the activity of the notebook this runs in (default: the
-    exercise's own): tests of ideas that a later notebook teaches are left out, and the box says so. Each test may run time_limit() seconds ($ANDREA_CHECK_TIMEOUT,
-    default 30). Returns None; raises only KeyboardInterrupt, after its box, when the learner
-    interrupts (so the cell, and a Run All, stop there).
+    exercise's own): tests of ideas that a later notebook teaches run too but are not listed,
+    unless one fails (an amber box). Each test may run time_limit() seconds ($ANDREA_CHECK_TIMEOUT,
+    default 30); a result is reused while the files it read keep their content. Returns None;
+    raises only KeyboardInterrupt, after its box, when the learner interrupts (so the cell, and
+    a Run All, stop there).
     """
     try:
-        result = run_graded(exercise, impl, tests_dir, upto=_upto(exercise, upto))
+        result = run_graded(exercise, impl, tests_dir, reuse=True, upto=_upto(exercise, upto))
     except KeyboardInterrupt:
         result = CheckResult(exercise, str(impl or notebook_impl()), interrupted=True)
     except ImplementationError as exc:               # no exercises/ to check (outside a workspace, say)
@@ -135,16 +164,30 @@ def check(exercise: str, *, impl: str | os.PathLike | None = None,
 
 def use(activity: str, name: str, *, impl: str | os.PathLike | None = None,
         tests_dir: str | os.PathLike | None = None, quiet: bool = False, upto: str | None = None):
-    """The learner's `name` from `activity` if all its graded tests pass (those of ideas taught up
-    to the notebook of `upto`, default `activity`, as check()), else the engine's
-    (andrea_course/pieces/<activity>.py).
+    """The learner's `name` from `activity` if every one of its graded tests passes (the verdict
+    of check(), passing() and the grader: local.verdict), else the engine's
+    (andrea_course/pieces/<activity>.py). upto: the notebook asking (default `activity`), named in
+    the line when a test of a later notebook's idea is what fails.
 
     Prints one line saying which is used. The tests run under check()'s time limit, and the
-    learner's file is loaded into this process only once they pass. Raises only
-    KeyboardInterrupt, when the learner interrupts.
+    learner's file is loaded into this process only once they pass. A function comes back never
+    stale: when its file's content changes, its next call decides again (printing the line) and
+    runs the code the file holds then (fresh.py). Raises only KeyboardInterrupt, when the
+    learner interrupts.
     """
-    reference = pieces.get(activity, name)
     impl_name = str(impl) if impl is not None else notebook_impl()
+    choose = lambda again=False: _choose(activity, name, impl_name, tests_dir, quiet, upto, again)  # noqa: E731
+    chosen = choose()
+    try:
+        folder = resolve(impl_name)
+    except Exception:                                # noqa: BLE001 - no folder: nothing to watch
+        return chosen
+    return fresh(chosen, lambda: choose(again=True), lambda: [folder / f"{activity}.py"])
+
+
+def _choose(activity: str, name: str, impl_name: str, tests_dir, quiet: bool, upto, again: bool):
+    """use()'s choice, and its line."""
+    reference = pieces.get(activity, name)
     exercise = f"{activity}.{name}"
     hint = f"run check({exercise!r})"
     try:
@@ -163,15 +206,16 @@ def use(activity: str, name: str, *, impl: str | os.PathLike | None = None,
         elif result.status == "unwritten":
             chosen, why = reference, "the engine's (yours is not written yet)"
         elif result.status == "failed":
-            n = sum(o.status != "passed" for o in result.outcomes)
-            chosen, why = reference, f"the engine's ({n} of your graded tests fail: {hint})"
+            bad, later = failing(result), failing(result, result.later_outcomes)
+            where = f", {len(later)} of them of what {_notebooks(o.taught for o in later)}" if later else ""
+            chosen, why = reference, f"the engine's ({len(bad)} of your graded tests fail{where}: {hint})"
         else:
-            chosen, why = reference, f"the engine's (could not check yours: {(result.error or '').splitlines()[0]})"
+            chosen, why = reference, f"the engine's (could not check yours: {verdict(result).removeprefix('engine: ')})"
     except KeyboardInterrupt:
         print(f"{exercise}: stopped: you interrupted the check")
         raise
     except Exception as exc:                         # noqa: BLE001 - fall back to the engine's
         chosen, why = reference, f"the engine's (could not load yours: {type(exc).__name__}: {exc})"
-    if not quiet:
-        print(f"{exercise}: using {why}")
+    if not quiet or again:
+        print(f"{exercise}: {'your file changed: now ' if again else ''}using {why}")
     return chosen
