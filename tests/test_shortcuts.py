@@ -127,3 +127,22 @@ def test_andrea_grade_applies_the_policy(tmp_path):
         scores[policy] = (sum(t["score"] for t in softmax), sum(t["max_score"] for t in softmax))
         assert "library shortcuts (policy: " + policy in data["output"]
     assert scores["refuse"][0] == 0 and scores["warn"][0] == scores["warn"][1] > 0, scores
+
+
+@pytest.mark.slow(seconds=10)
+def test_check_use_and_model_pieces_share_the_shortcut_verdict(tmp_path, capsys):
+    """torch.softmax as attention.softmax in the notebook: check() shows the teaching box (not a
+    green one), use() hands out the engine's softmax and passing() says why, one verdict."""
+    from andrea_course import pieces
+    from andrea_course.grading.passing import passing
+    from andrea_course.notebook.checks import check, use
+    folder = _folder(tmp_path, "attention.softmax", WRITTEN_AS_THE_LIBRARY[0][1])
+    check("attention.softmax", impl=folder)
+    shown = capsys.readouterr().out
+    assert "torch.softmax is this exercise" in shown and "the library's, not yours" in shown.lower(), shown
+    assert "write attention.softmax from exp and a sum over the last axis" in shown
+    chosen = use("attention", "softmax", impl=folder)
+    assert getattr(chosen, "__wrapped__", chosen) is pieces.get("attention", "softmax")
+    said = passing(folder, ["attention.softmax", "attention.attention_scores"])
+    assert said["attention.softmax"].startswith("engine: yours calls torch.softmax (line "), said
+    assert said["attention.attention_scores"] == "yours"

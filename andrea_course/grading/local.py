@@ -25,6 +25,7 @@ from pathlib import Path
 from ..graded import GRADED
 from ..overlay import impl_from_env, resolve
 from ..paths import WorkspaceError, workspace
+from . import shortcuts
 from .local_runner import Outcome, Run, run_tests, syntax_error_text, time_limit
 from .markers import LESSONS, later_or_same
 
@@ -55,6 +56,7 @@ class CheckResult:
     not_run: int = 0                 # tests left unrun after a timeout or a crash
     upto: str | None = None          # the notebook it is shown in: its tests of later ideas are `later`
     interrupted: bool = False        # the learner interrupted the check
+    shortcuts: list = field(default_factory=list)   # library calls that are the piece (shortcuts.find)
 
     @property
     def status(self) -> str:
@@ -113,6 +115,9 @@ def failing(result: CheckResult, outcomes: list[Outcome] | None = None) -> list[
 def verdict(result: CheckResult) -> str:
     """The one verdict on a piece: "yours" when every graded test passes, else "engine: <why>".
     passing() (model.pieces, learner_model) hands it to the overlay; use() and check() follow it."""
+    if result.shortcuts and not (result.syntax or result.error):
+        first = result.shortcuts[0]
+        return f"engine: yours calls {first.call} (line {first.line}), which is this exercise"
     if result.passed:
         return "yours"
     if result.syntax:
@@ -244,6 +249,7 @@ def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, Chec
         result.syntax = _syntax_error(impl_name, activity)
         if result.syntax is None:
             files[exercise] = paths
+            result.shortcuts = _shortcuts(impl_name, activity, exercise)
     if not files:
         return results
     paths = list(dict.fromkeys(p for ps in files.values() for p in ps))
@@ -251,6 +257,14 @@ def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, Chec
     for exercise in files:
         _fill(results[exercise], run, files[exercise])
     return results
+
+
+def _shortcuts(impl_name: str, activity: str, exercise: str) -> list:
+    """The library calls in the learner's piece that compute the piece itself (shortcuts.py)."""
+    try:
+        return shortcuts.find(resolve(impl_name) / f"{activity}.py", exercise)
+    except (OSError, ValueError):
+        return []
 
 
 def _syntax_error(impl_name: str, activity: str) -> str | None:

@@ -12,6 +12,7 @@ STYLES = {
     "failed": ("#c62828", "#ffebee", "not yet right"),
     "unwritten": ("#b26a00", "#fff8e1", "not written yet"),
     "later": ("#b26a00", "#fff3e0", "right so far, a later test fails"),
+    "shortcut": ("#b26a00", "#fff3e0", "the library's, not yours"),
     "error": ("#6a1b9a", "#f3e5f5", "could not check"),
     "note": ("#455a64", "#eceff1", "note"),
 }

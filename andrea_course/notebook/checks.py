@@ -91,6 +91,13 @@ def show_result(result: CheckResult) -> None:
         problem, where = (result.syntax.split("\n", 1) + [""])[:2]
         box("failed", f"{ex}: {file} does not compile", [("", [("problem", problem), ("where", where)])],
             who + "; no test ran; until it compiles, the notebook uses the reference")
+    elif result.shortcuts and not result.error and not failing(result):
+        rows = [("", s.teach()) for s in result.shortcuts]
+        passed = sum(o.status == "passed" for o in result.outcomes)
+        rows.append(("", f"{passed} of its {len(result.outcomes)} graded tests pass with it; write the piece "
+                         f"yourself and check it again"))
+        box("shortcut", f"{ex}: {result.shortcuts[0].call} is this exercise", [("", rows + [_more_help(ex)])],
+            who + "; until it is written, the notebook and the model use the reference")
     elif st == "passed" and result.passed:
         names = [o.name for o in result.shown if o.status == "passed"]
         box("passed", f"{ex}: " + (f"all {len(names)} graded tests pass" if len(names) != 1 else
@@ -120,6 +127,8 @@ def show_result(result: CheckResult) -> None:
             sections.append(("", [("", f"{result.not_run} more graded test{'s' * (result.not_run != 1)} "
                                        f"did not run after that")]))
         sections += _later_failing(result, too=True)
+        if result.shortcuts:
+            sections.append(("", [("", s.teach()) for s in result.shortcuts]))
         sections.append(("", [_more_help(ex)] + (_later(result) if not failing(result, result.later_outcomes) else [])))
         box("failed", f"{ex}: {len(bad)} of {total} graded tests fail", sections,
             who + "; until they pass, the notebook uses the reference")
@@ -195,7 +204,9 @@ def _choose(activity: str, name: str, impl_name: str, tests_dir, quiet: bool, up
         if result.interrupted:
             raise KeyboardInterrupt
         timeouts = [o.name for o in result.outcomes if o.status == "timeout"]
-        if result.passed:
+        if result.shortcuts:
+            chosen, why = reference, f"the engine's ({verdict(result).removeprefix('engine: ')}: {hint})"
+        elif result.passed:
             chosen = Overlay(impl_name).isolated(activity, name)
             why = f"yours (all {len(result.outcomes)} graded tests pass)"
         elif result.syntax:
