@@ -47,7 +47,7 @@ MAKING_OF = {
     "our": r"\bour\b",
     "a session": r"\bsessions?\b",
     "a generated-file banner": r"(?-i:\bGENERATED\b)|\bgenerated from (the )?(solutions?|answer key|these files)\b",
-    "where the course was tried": r"\b(these|our|the course's) machines?\b|\bmeasured here\b|"
+    "where the course was tried": r"\b(these|our|this course's|the course's)( \w+)? machines?\b|\bmeasured here\b|"
                                   r"\b(not|never) (yet )?(checked|measured|timed|built|tried|tested)( here| on (a|one|it))\b|"
                                   r"\bnot yet timed\b|\bsimulated Colab\b",
     "who made it": r"\b(who|that) (wrote|made|built) (these|this|the) (kernels?|course|notebooks?|exercises)\b",
@@ -217,7 +217,8 @@ def test_the_making_of_rule_catches_what_was_found_in_learner_text():
                 "`exercises/` is generated from these files.",
                 "assert ok, \"the text below says pre-norm ends lower in every run: rewrite it\"",
                 "(Not checked here: these machines have no VS Code.)",
-                "the course's install test runs the cell on a simulated Colab"):
+                "the course's install test runs the cell on a simulated Colab",
+                "Measured on this course's machines (Linux, the CPU build of torch)"):
         assert problems(bad, prose=True), bad
     for fine in ("installs it next to Colab's own PyTorch.", "Binder's machine is temporary: download your work",
                  "44 tokens generated with the KV cache equal those recomputed without it",
