@@ -124,13 +124,19 @@ def _hint_texts(path) -> str:
 
 
 @pytest.fixture(scope="module")
-def shipped(tmp_path_factory) -> dict[str, str]:
-    """{"file[, part]": text} of everything in the learner's release that a learner can read."""
+def release(tmp_path_factory):
+    """A learner's release, built here."""
     from andrea_course.release import ReleaseError, build
     try:
-        out = build(tmp_path_factory.mktemp("release") / "course", quiet=True)
+        return build(tmp_path_factory.mktemp("release") / "course", quiet=True)
     except ReleaseError as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def shipped(release) -> dict[str, str]:
+    """{"file[, part]": text} of everything in the learner's release that a learner can read."""
+    out = release
     texts = {}
     for path in sorted(p for p in out.rglob("*") if p.is_file()):
         rel = path.relative_to(out).as_posix()
@@ -255,3 +261,23 @@ def test_a_check_that_says_later_tests_run_in_a_later_notebook_is_right():
     broken = sorted((exercise, taught) for exercise, taught in pairs
                     if taught in LESSONS and not any(e == exercise and later_or_same(taught, upto) for e, upto in calls))
     assert not broken, f"tests left for a later notebook that no notebook runs (check(exercise, upto=...)): {broken}"
+
+
+# A path into the course's tree, as prose names one ("see `andrea_course/train/corpus.py`").
+CITED_PATH = re.compile(r"(?<![\w/.<-])((?:solutions|tests|instructor|tools|docs|andrea_course|exercises|notebooks|bench|"
+                        r"configs|binder)/[\w./-]*\w)(?![\w<*])")
+
+
+def test_the_notebooks_exercises_and_readme_cite_only_files_the_learner_has(release, shipped):
+    """A file a notebook, an exercise or the learner's README names is in the learner's copy (the
+    exercises once sent learners to tests/test_bpe.py and to solutions/)."""
+    missing = {}
+    for where, text in shipped.items():
+        if where.startswith(("notebooks/", "exercises/", "README.md")):
+            gone = sorted({p for p in CITED_PATH.findall(text) if not (release / p).exists()})
+            if gone:
+                missing[where] = gone
+    assert not missing, f"learner text names files their copy does not have: {missing}"
+    assert CITED_PATH.findall("checks it (tests/test_bpe.py), see `andrea_course/train/corpus.py`.") == \
+        ["tests/test_bpe.py", "andrea_course/train/corpus.py"]
+    assert not CITED_PATH.findall("notebooks/NN_<activity>.ipynb and exercises/<activity>.py")
