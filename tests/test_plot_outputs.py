@@ -64,3 +64,28 @@ def test_nbval_fails_a_plot_cell_whose_figure_never_drew(tmp_path):
     assert run.returncode == 1, out[-3000:]
     assert "2 passed" in out and "1 failed" in out and "plots.ipynb::Cell 2" in out, out[-3000:]
     assert "the figure never drew" in out, out[-3000:]
+
+
+def _touches_pyplot(source: str) -> list[int]:
+    """The lines of `source` that import pyplot or call matplotlib.use(...)."""
+    import ast
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else []
+        if any(n.startswith("matplotlib.pyplot") for n in names) or (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "use"
+                and getattr(node.func.value, "id", None) == "matplotlib"):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_package_leaves_matplotlibs_backend_and_pyplot_to_the_notebook():
+    """No module of andrea_course switches matplotlib's backend or draws through pyplot: a library
+    figure is a matplotlib.figure.Figure, saved or shown as a PNG, so the notebook's own
+    plt.show() keeps drawing whatever the library did before it."""
+    found = {str(path.relative_to(ROOT)): lines for path in sorted((ROOT / "andrea_course").rglob("*.py"))
+             if (lines := _touches_pyplot(path.read_text(encoding="utf-8")))}
+    assert not found, f"library code that imports pyplot or switches the backend (file: lines): {found}"
+    assert _touches_pyplot("import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+                           "from matplotlib import pyplot\nfrom matplotlib.figure import Figure\n") == [2, 3, 4]
