@@ -54,13 +54,13 @@ lab: $(LAB_STAMP)
 
 # The whole suite: unit and graded tests; every notebook under nbval with the reference solutions
 # (tests/piece_calls.py then checks that a graded test makes every call the notebooks make to a
-# learner's piece); then the learner's release (andrea-release: no solutions/, no hidden tests,
-# the untouched exercises), whose every notebook must still run: in a real JupyterLab in headless
+# learner's piece; tests/plot_outputs.py that every cell meant to show a plot shows one); then
+# the learner's release (andrea-release: no solutions/, no hidden tests, the untouched
+# exercises), whose every notebook must still run: in a real JupyterLab in headless
 # Chromium (tests/test_browser.py: two JupyterLabs and browsers side by side), or under nbval where
 # Chromium is absent. Each stage prints its time. Tests marked `nightly` (fresh virtual
 # environments for each extra, the larger memory profiles: minutes each) run with
-# `make test-nightly`, not here. In a learner's release (no solutions/) `make grade` grades your
-# exercises/ instead.
+# `make test-nightly`, not here. A learner's release (no solutions/) has its own `make test`, below.
 # Two workers (test processes or notebook kernels) on two cores, one torch thread each:
 # threads fighting over the cores made small-tensor training cells 5-20x slower.
 # The unit tests end with their 15 slowest: a slow CI run shows where its time went. They keep
@@ -75,13 +75,22 @@ stage = @start=$$(date +%s); echo "== stage $(1)"; $(2); rc=$$?; \
 	echo "== stage $(1): $$(( $$(date +%s) - start )) s$$( [ $$rc = 0 ] || echo ", FAILED (exit $$rc)")"; exit $$rc
 # (the browser test without loadscope: each notebook is a test of its own, shared out one by one)
 release_in_browser = CHROMIUM=$(CHROMIUM) ANDREA_RELEASE=$(NOKEY) OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 -m browser tests/test_browser.py
-release_in_nbval = cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY) OMP_NUM_THREADS=1 \
-	$(abspath $(BIN))/python -m pytest -n 2 --dist loadscope -p no:cacheprovider --nbval-lax --nbval-current-env notebooks
+release_in_nbval = cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY):$(abspath tests) OMP_NUM_THREADS=1 \
+	$(abspath $(BIN))/python -m pytest -n 2 --dist loadscope -p no:cacheprovider -p plot_outputs --nbval-lax --nbval-current-env notebooks
+ifneq ($(wildcard solutions),)
 test: $(ALL_STAMP)
-	@test -d solutions || { echo "this is a learner's release (no solutions/): run 'make grade' to grade your exercises"; exit 2; }
 	$(call stage,unit and graded tests,ANDREA_IMPL=solutions $(PYTEST) --no-loadscope-reorder -m "not browser and not nightly" --durations=15 tests andrea_course/graded instructor/hidden_tests)
-	$(call stage,notebooks with the answer key,ANDREA_IMPL=solutions PYTHONPATH=tests $(PYTEST) -p piece_calls --nbval-lax --nbval-current-env notebooks)
+	$(call stage,notebooks with the answer key,ANDREA_IMPL=solutions PYTHONPATH=tests $(PYTEST) -p piece_calls -p plot_outputs --nbval-lax --nbval-current-env notebooks)
 	$(call stage,the learner's release: every notebook $(if $(CHROMIUM),in JupyterLab in Chromium,under nbval (no Chromium)),$(BIN)/andrea-release --force $(NOKEY) >/dev/null && $(if $(CHROMIUM),$(release_in_browser),$(release_in_nbval)))
+else
+# In a learner's copy (no solutions/): what a learner needs, with the set `make lab` installs: your
+# grade (`make grade`), then every notebook run top to bottom on your exercises/, their outputs
+# written to build/notebooks/ (your notebooks are left as they are).
+test: $(LAB_STAMP)
+	$(call stage,your grade,$(BIN)/andrea-grade exercises --own-work)
+	$(call stage,every notebook on your exercises,ANDREA_IMPL=exercises OMP_NUM_THREADS=1 $(BIN)/jupyter nbconvert \
+		--to notebook --execute --ExecutePreprocessor.timeout=1800 --output-dir build/notebooks notebooks/*.ipynb)
+endif
 
 # Minutes each: every extra in its own fresh virtual environment (the simulated Colab among them),
 # and the memory profiles of bf16, activation checkpointing, the modern block and ANDREA-120M.

@@ -36,6 +36,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from .lessons import lesson
 from .paths import ROOT, STUB_MARK
 
 SOLUTIONS, EXERCISES = ROOT / "solutions", ROOT / "exercises"
@@ -44,8 +45,12 @@ HINTS = Path(__file__).resolve().parent / "data" / "hints.json"
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 LEVELS = {"summary": "### SUMMARY:", "idea": "### HINT:", "api": "### API:", "line": "### LINE:"}
 HINT_LEVELS = ("idea", "api", "line")                     # what hint() gives, one more each call
-HEADER = ('# GENERATED from solutions/{name} by `make exercises`. Write your code where a\n'
-          '# `raise NotImplementedError` stands, then delete that line.\n')
+# What an exercise file says first: what the learner edits here, and how it is checked.
+HEADER = ('# Your work for notebooks/{notebook}.ipynb: write your code where a `raise NotImplementedError`\n'
+          '# stands, then delete that line. check() in the notebook and `make grade` grade what you wrote.\n')
+# exercises/__init__.py: what the folder is, for the learner.
+PACKAGE_DOC = ('"""Your exercises, one file per activity: each notebook names the file it teaches, and you write\n'
+               'its pieces where a `raise NotImplementedError` stands."""\n')
 
 
 class RegionError(ValueError):
@@ -142,7 +147,7 @@ def strip_solutions(source: str, activity: str, found: list[dict] | None = None)
         pos = r["end"]
     out.extend(lines[pos:])
     text = "\n".join(out) + "\n"
-    return HEADER.format(name=f"{activity}.py") + text
+    return HEADER.format(notebook=lesson(activity).notebook) + text
 
 
 def file_regions(path: Path) -> list[dict]:
@@ -169,7 +174,7 @@ def generate(solutions: Path | None = None) -> dict[str, str]:
     for path in sorted(solutions.glob("*.py")):
         source = path.read_text(encoding="utf-8")
         if path.name == "__init__.py":
-            out[path.name] = source.replace("Reference solutions", "Your exercises", 1)
+            out[path.name] = PACKAGE_DOC
         else:
             out[path.name] = strip_solutions(source, path.stem, file_regions(path))
     return out

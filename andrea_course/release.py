@@ -7,8 +7,10 @@ A listed pipeline (in the manner of nbgrader's generate_assignment), each step o
 
     1. copy      every file the repository tracks, except what is the instructor's alone:
                  solutions/ (the answer key), instructor/ (hidden tests), tests/ (the course's
-                 own tests, which grade the answer key), CI files and the tools that need them;
-                 AGENTS.md (how a coding assistant helps a learner; CLAUDE.md imports it) ships
+                 own tests, which grade the answer key), CI files and the tools that need them,
+                 and the instructors' documents (docs/instructors.md, docs/notebooks.md,
+                 docs/gradescope/); AGENTS.md (how a coding assistant helps a learner; CLAUDE.md
+                 imports it) ships
     2. exercises regenerate exercises/ from solutions/, so every piece is a stub
     3. readme    README.md written for the learner's copy: the parts between
                  <!-- instructor-only --> and <!-- /instructor-only --> left out, the parts in
@@ -41,8 +43,11 @@ from .paths import ROOT
 from .overlay import unwritten_pieces
 from . import pieces
 
+# The instructor's alone: the answer key, hidden tests, the course's own tests and CI, and the
+# documents written for instructors and for whoever writes the course (grading, Gradescope, how a
+# notebook is written).
 INSTRUCTOR_ONLY = ("solutions/", "instructor/", "tests/", ".ci/", "tools/train_shipped_model.py",
-                   "tools/fresh_mistakes.py")
+                   "tools/fresh_mistakes.py", "docs/instructors.md", "docs/notebooks.md", "docs/gradescope/")
 
 
 class ReleaseError(RuntimeError):
@@ -77,7 +82,10 @@ def exercises(root: Path, out: Path) -> list[str]:
     return sorted(files)
 
 
-INSTRUCTOR_TEXT = re.compile(r"<!-- instructor-only -->.*?<!-- /instructor-only -->\n?", re.S)
+# A block (the markers on lines of their own) goes with its last line's end; an inline part
+# (inside a sentence or at the end of a paragraph) leaves the line's end where it was.
+INSTRUCTOR_TEXT = re.compile(r"^<!-- instructor-only -->\n.*?<!-- /instructor-only -->\n|"
+                             r"<!-- instructor-only -->.*?<!-- /instructor-only -->", re.S | re.M)
 LEARNER_TEXT = re.compile(r"<!-- learner-only\n(.*?)-->\n?", re.S)
 # What the learner's README must not mention: their copy has none of it.
 NOT_IN_THE_COPY = re.compile(r"\bsolutions\b|instructor/|hidden.tests|andrea-release|make exercises|\.ci/|tests/")

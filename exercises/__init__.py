@@ -1,1 +1,2 @@
-"""Your exercises, one file per activity. `exercises/` is generated from these files."""
+"""Your exercises, one file per activity: each notebook names the file it teaches, and you write
+its pieces where a `raise NotImplementedError` stands."""

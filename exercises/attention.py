@@ -1,5 +1,5 @@
-# GENERATED from solutions/attention.py by `make exercises`. Write your code where a
-# `raise NotImplementedError` stands, then delete that line.
+# Your work for notebooks/02_attention.ipynb: write your code where a `raise NotImplementedError`
+# stands, then delete that line. check() in the notebook and `make grade` grade what you wrote.
 """Activity 5 · Attention: first averaging the past (a loop, a lower-triangular matrix, a masked
 softmax of zeros), then scores, the 1/sqrt(K) scaling, the causal mask, softmax, and the weighted
 sum of the values.

@@ -1,5 +1,5 @@
-# GENERATED from solutions/block.py by `make exercises`. Write your code where a
-# `raise NotImplementedError` stands, then delete that line.
+# Your work for notebooks/05_block.ipynb: write your code where a `raise NotImplementedError`
+# stands, then delete that line. check() in the notebook and `make grade` grade what you wrote.
 """Activity 7.2 · The transformer block: a residual stream, LayerNorm before each sublayer.
 
     x = x + Attention(LN(x))

@@ -1,5 +1,5 @@
-# GENERATED from solutions/bpe.py by `make exercises`. Write your code where a
-# `raise NotImplementedError` stands, then delete that line.
+# Your work for notebooks/09_capstone.ipynb: write your code where a `raise NotImplementedError`
+# stands, then delete that line. check() in the notebook and `make grade` grade what you wrote.
 """Activity 10 · The tokenizer: byte-level BPE from scratch.
 
 A text is bytes (UTF-8). Start with 256 tokens, one per byte; then, again and again, find the
@@ -13,8 +13,8 @@ does this 8,192 times: V = 256 + 8,192 + 1 (end of text) = 8,449.
 
 Text is first cut into words (GPT-2's rule: a word keeps its leading space; letters, digits and
 punctuation stay apart), so merges never cross a word: " the" can become one token, "e. T" never.
-This is what Hugging Face `tokenizers` does; tests/test_bpe.py checks that your merges are exactly
-the library's.
+This is what Hugging Face `tokenizers` does; the graded test of train_bpe checks that your
+merges are exactly the library's.
 """
 from collections import Counter
 

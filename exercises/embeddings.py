@@ -1,5 +1,5 @@
-# GENERATED from solutions/embeddings.py by `make exercises`. Write your code where a
-# `raise NotImplementedError` stands, then delete that line.
+# Your work for notebooks/01_embeddings.ipynb: write your code where a `raise NotImplementedError`
+# stands, then delete that line. check() in the notebook and `make grade` grade what you wrote.
 """Activity 4 · Embeddings: a token id becomes a vector by a table read, and learns its place.
 
 x_t = token_table[id_t] + position_table[t]

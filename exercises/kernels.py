@@ -1,5 +1,5 @@
-# GENERATED from solutions/kernels.py by `make exercises`. Write your code where a
-# `raise NotImplementedError` stands, then delete that line.
+# Your work for notebooks/08_kernels.ipynb: write your code where a `raise NotImplementedError`
+# stands, then delete that line. check() in the notebook and `make grade` grade what you wrote.
 """Activity 9 · Triton kernels: the GELU, LayerNorm and row-softmax forward passes as GPU kernels.
 
 A kernel is one program written for one block of data; the launch runs it once per block,

@@ -1,5 +1,5 @@
-# GENERATED from solutions/mlp.py by `make exercises`. Write your code where a
-# `raise NotImplementedError` stands, then delete that line.
+# Your work for notebooks/04_mlp.ipynb: write your code where a `raise NotImplementedError`
+# stands, then delete that line. check() in the notebook and `make grade` grade what you wrote.
 """Activity 7.1 · MLP and GELU: expand D -> F = 4D, a smooth non-linearity, project back F -> D.
 
     MLP(x) = GELU(x·W1 + b1)·W2 + b2

@@ -1,5 +1,5 @@
-# GENERATED from solutions/model.py by `make exercises`. Write your code where a
-# `raise NotImplementedError` stands, then delete that line.
+# Your work for notebooks/06_model.ipynb: write your code where a `raise NotImplementedError`
+# stands, then delete that line. check() in the notebook and `make grade` grade what you wrote.
 """Activity 7.3 · Twelve blocks make ANDREA-120M: embeddings, L pre-norm blocks, a final norm,
 and the output head that turns each position's vector into V logits; then generation: sampling
 the next token, and the KV cache that spares recomputing the past.

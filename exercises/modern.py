@@ -1,5 +1,5 @@
-# GENERATED from solutions/modern.py by `make exercises`. Write your code where a
-# `raise NotImplementedError` stands, then delete that line.
+# Your work for notebooks/07_modern.ipynb: write your code where a `raise NotImplementedError`
+# stands, then delete that line. check() in the notebook and `make grade` grade what you wrote.
 """Activity 8 · The modern block: RMSNorm, SwiGLU, weight tying, grouped key/value heads.
 
 Each part answers a problem of the 2017 transformer:

@@ -1,5 +1,5 @@
-# GENERATED from solutions/multihead.py by `make exercises`. Write your code where a
-# `raise NotImplementedError` stands, then delete that line.
+# Your work for notebooks/03_multihead.ipynb: write your code where a `raise NotImplementedError`
+# stands, then delete that line. check() in the notebook and `make grade` grade what you wrote.
 """Activity 6 · Multi-head attention: D = H·K split into H heads that attend in parallel,
 concatenated back to D and mixed by W_O.
 

@@ -1,5 +1,5 @@
-# GENERATED from solutions/optim.py by `make exercises`. Write your code where a
-# `raise NotImplementedError` stands, then delete that line.
+# Your work for notebooks/09_capstone.ipynb: write your code where a `raise NotImplementedError`
+# stands, then delete that line. check() in the notebook and `make grade` grade what you wrote.
 """Activity 10 · The optimiser: the learning-rate schedule and AdamW, what every step of
 andrea-train does once backward has filled the gradients.
 

@@ -5,7 +5,7 @@ The course served is a learner's release (andrea-release: no answer key, no hidd
 untouched exercises): $ANDREA_RELEASE when set (`make test` passes the one it built), else one
 built here. For every notebook: open it in JupyterLab, check the kernel is the course's
 ("ANDREA course"), Run All, then check that every cell ran and none shows an error, that no widget
-fell back to its text form, that a quiz answers when clicked, and that exercise checks show their
+fell back to its text form, that every cell meant to show a plot shows an image, that a quiz answers when clicked, and that exercise checks show their
 boxes. Each test worker keeps one JupyterLab page open and opens its notebooks there one after
 another (JupyterLab's own docmanager:open), closing each with its kernel when done: loading
 JupyterLab afresh per notebook cost about 5 s of the browser's time each. This is also `make test`'s run of every notebook in the release: with Chromium absent the
@@ -30,6 +30,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from plot_outputs import meant_to_plot
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -215,6 +217,12 @@ def test_notebook_in_jupyterlab(nb, release, lab_page):
             f"{nb.name}: Run All stopped after {ran} of {len(prompts)} code cells, with no error shown"
         fallback = [t for t in texts if WIDGET_FALLBACK.search(t)]
         assert not fallback, f"{nb.name}: a widget shows as its text fallback: {fallback[0][:300]}"
+        # Every cell meant to show a plot (tests/plot_outputs.py) shows an image, in the cell's own
+        # output or in a widget's inside it.
+        drawn = page.evaluate("""() => [...document.querySelectorAll(
+            '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell')].map(c => c.querySelector('.jp-OutputArea-output img') !== null)""")
+        blank = [i for i, (lines, img) in enumerate(zip(code, drawn)) if meant_to_plot("".join(lines)) and not img]
+        assert not blank, f"{nb.name}: code cells {blank} are meant to show a plot and show no image"
 
         if "check(" in src:
             n_boxes = panel.locator(".andrea-box").count()

@@ -73,6 +73,7 @@ def test_activity_numbers_are_the_tables_everywhere():
         title = "".join(cells[0]["source"]).splitlines()[0]
         major, _, part = n.partition(".")
         assert title.startswith(f"# Activity {major} · "), f"{lesson.notebook}: {title!r}"
+        assert title == f"# {lesson.heading}", f"{lesson.notebook}: {title!r}, the table says {lesson.heading!r}"
         if part:
             assert re.search(rf"\(part {part} of \d", title), f"{lesson.notebook}: {title!r} (activity {n})"
 

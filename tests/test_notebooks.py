@@ -69,8 +69,10 @@ def test_notebook_title_names_its_activity(path):
     first = _nb(path)["cells"][0]
     assert first["cell_type"] == "markdown", f"{path.name}: the first cell must be a markdown title"
     title = "".join(first["source"]).splitlines()[0]
-    assert re.match(r"^# Activity \d+ · grow_a_language_model_\w+", title), (
-        f"{path.name}: the first line must read '# Activity N · grow_a_language_model_<activity>', got {title!r}")
+    from andrea_course.lessons import LESSONS
+    expected = {f"# {lesson.heading}" for lesson in LESSONS if lesson.notebook == path.stem}
+    assert expected == {title}, (
+        f"{path.name}: the first line must read {sorted(expected)} (andrea_course/lessons.py's title), got {title!r}")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -306,22 +308,43 @@ def test_check_in_a_notebook_displays_one_html_box(graded_dir, tmp_path, monkeyp
 
 def test_heatmap_draws_labels_values_and_masked_cells(monkeypatch):
     matplotlib = pytest.importorskip("matplotlib")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import IPython
+    import IPython.display
     import torch
+    from matplotlib.figure import Figure
 
     from andrea_course.notebook import heatmap, heatmaps
-    monkeypatch.setattr(plt, "show", lambda: None)
+    backend = matplotlib.get_backend()
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: True)      # as in a notebook's kernel
+    monkeypatch.setattr(IPython.display, "display", shown.append)
     scores = torch.tensor([[0.5, float("-inf")], [0.25, 1.0]])
-    fig, ax = plt.subplots()
+    ax = Figure().subplots()
     assert heatmap(scores, rows=["a", "b"], cols=["a", "b"], title="t", ax=ax) is None
+    assert shown == []                                          # drawn into the caller's axis only
     assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
     assert sorted(t.get_text() for t in ax.texts) == ["-inf", "0.25", "0.50", "1.00"]
     assert ax.images[0].get_array().mask[0, 1]                  # -inf drawn blank
     with pytest.raises(ValueError):
         heatmap(torch.zeros(2, 2, 2))
     assert heatmaps([scores, scores], titles=["h0", "h1"], rows=["a", "b"], cols=["a", "b"]) is None
-    plt.close("all")
+    assert len(shown) == 1 and shown[0].data.startswith(b"\x89PNG")   # its own figure, shown as a PNG
+    assert matplotlib.get_backend() == backend                  # and the backend left as it was
+
+
+def test_the_loss_plot_leaves_the_backend_and_pyplot_alone(tmp_path):
+    """plot_losses writes its PNG with a Figure of its own: the notebook's later plt.show() still
+    draws (it once switched the backend to Agg, and notebook 09's plots after it stayed blank)."""
+    matplotlib = pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from andrea_course.train.trainer import plot_losses
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"step": 1, "loss": 3.0}\n{"step": 2, "loss": 2.5, "val_loss": 2.7}\n')
+    backend, figures = matplotlib.get_backend(), plt.get_fignums()
+    plot_losses(log, tmp_path / "loss.png")
+    assert (tmp_path / "loss.png").read_bytes().startswith(b"\x89PNG")
+    assert matplotlib.get_backend() == backend and plt.get_fignums() == figures
 
 
 def test_nb_tool_builds_strips_and_round_trips(tmp_path):

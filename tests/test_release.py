@@ -20,8 +20,10 @@ def test_the_release_has_the_learners_files_and_no_answer_key(release):
     for kept in ("andrea_course/model.py", "andrea_course/graded/test_attention.py", "notebooks/01_embeddings.ipynb",
                  "exercises/attention.py", "README.md", "pyproject.toml", "Makefile"):
         assert (release / kept).is_file(), kept
-    for gone in ("solutions", "instructor", "tests", ".ci"):
-        assert not (release / gone).exists(), gone
+    for gone in ("solutions", "instructor", "tests", ".ci", "docs/instructors.md", "docs/notebooks.md", "docs/gradescope"):
+        assert not (release / gone).exists(), gone              # the instructors' documents stay behind
+    for kept in ("docs/install.md", "docs/kernels.md", "docs/cloud.md"):
+        assert (release / kept).is_file(), kept
     text = (release / "exercises" / "attention.py").read_text()
     assert "not implemented yet" in text and "### BEGIN SOLUTION" not in text
 
@@ -65,3 +67,23 @@ def test_a_release_for_a_fork_points_every_link_there(tmp_path):
     assert links.repository(out) == fork and {link.target for link in found} == {fork}
     assert {link.kind for link in found} == {kind for kind, _ in links.KINDS}
     assert main([str(tmp_path / "other"), "--repo", "https://example.com/x"]) == 2
+
+
+def test_make_test_in_a_release_grades_and_runs_the_notebooks(release, tmp_path):
+    """In a learner's copy `make test` is what a learner needs: their grade and their notebooks,
+    with the set `make lab` installs (not the course's whole suite and its `.[all]`)."""
+    import os
+    import shutil
+    import subprocess
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    copy = tmp_path / "course"
+    shutil.copytree(release, copy)
+    (copy / ".venv").mkdir()
+    stamp = copy / ".venv" / ".lab-installed"
+    stamp.touch()
+    later = (copy / "pyproject.toml").stat().st_mtime + 60
+    os.utime(stamp, (later, later))                         # `make lab` has run
+    plan = subprocess.run(["make", "-n", "test"], cwd=copy, capture_output=True, text=True, check=True).stdout
+    assert "andrea-grade exercises --own-work" in plan and "nbconvert" in plan and "--execute" in plan, plan
+    assert "[all]" not in plan and "pip install" not in plan and "solutions" not in plan, plan

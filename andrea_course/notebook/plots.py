@@ -1,5 +1,8 @@
 """Plotting helpers (matplotlib only). Every helper draws and returns None; pass `ax` to draw
-into a figure of your own (then nothing is shown until you show it)."""
+into a figure of your own (then nothing is shown until you show it).
+
+A helper's own figure is a matplotlib.figure.Figure, not a pyplot one: it is shown as a PNG
+(IPython's display) and leaves pyplot's backend and its list of open figures as they were."""
 from __future__ import annotations
 
 import math
@@ -16,10 +19,24 @@ def _np(m):
     return np.asarray(m, dtype=float)
 
 
+def _figure(figsize):
+    from matplotlib.figure import Figure
+    return Figure(figsize=figsize)
+
+
 def _show(fig) -> None:
-    import matplotlib.pyplot as plt
+    """The figure as a PNG in the notebook (outside IPython: nothing to show it on)."""
+    import io
     fig.tight_layout()
-    plt.show()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        display(Image(data=buf.getvalue(), format="png"))
 
 
 def heatmap(matrix, rows=None, cols=None, title: str = "", ax=None, cmap: str = "viridis",
@@ -30,7 +47,6 @@ def heatmap(matrix, rows=None, cols=None, title: str = "", ax=None, cmap: str = 
     matrix: (R, C) tensor or array; -inf entries (a masked score) are drawn blank.
     annotate: write the values in the cells (default: when the matrix is at most 12 x 12).
     """
-    import matplotlib.pyplot as plt
     import numpy as np
 
     m = _np(matrix)
@@ -40,7 +56,7 @@ def heatmap(matrix, rows=None, cols=None, title: str = "", ax=None, cmap: str = 
     own = ax is None
     if own:
         size = (min(1.0 + 0.5 * m.shape[1], 9), min(0.8 + 0.45 * m.shape[0], 8))
-        fig, ax = plt.subplots(figsize=(max(size[0], 3.5), max(size[1], 2.5)))
+        ax = _figure((max(size[0], 3.5), max(size[1], 2.5))).subplots()
     im = ax.imshow(shown, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     if rows is not None:
         ax.set_yticks(range(len(rows)), [str(r) for r in rows])
@@ -74,12 +90,11 @@ def heatmap(matrix, rows=None, cols=None, title: str = "", ax=None, cmap: str = 
 
 def heatmaps(matrices, titles=None, rows=None, cols=None, ncols: int = 4, **kw) -> None:
     """Several heat maps side by side (e.g. one per attention head), sharing token labels."""
-    import matplotlib.pyplot as plt
-
     n = len(matrices)
     ncols = min(ncols, n)
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.0 * nrows), squeeze=False)
+    fig = _figure((3.2 * ncols, 3.0 * nrows))
+    axes = fig.subplots(nrows, ncols, squeeze=False)
     for i, ax in enumerate(axes.flat):
         if i >= n:
             ax.axis("off")
@@ -95,11 +110,9 @@ def heatmaps(matrices, titles=None, rows=None, cols=None, ncols: int = 4, **kw) 
 def bars(values: dict, title: str = "", ylabel: str = "", ax=None, fmt: str = "{:,.0f}",
          log: bool = False) -> None:
     """A labelled bar chart of {name: number}, the numbers written on the bars."""
-    import matplotlib.pyplot as plt
-
     own = ax is None
     if own:
-        fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(values)), 3.2))
+        ax = _figure((max(4, 1.2 * len(values)), 3.2)).subplots()
     names, nums = list(values), [float(v) for v in values.values()]
     b = ax.bar(names, nums, color="#4c72b0")
     ax.bar_label(b, labels=[fmt.format(v) for v in nums], fontsize=8)
@@ -116,11 +129,9 @@ def bars(values: dict, title: str = "", ylabel: str = "", ax=None, fmt: str = "{
 def curves(x, ys: dict, title: str = "", xlabel: str = "", ylabel: str = "", ax=None,
            logx: bool = False, logy: bool = False) -> None:
     """Several named curves over the same x."""
-    import matplotlib.pyplot as plt
-
     own = ax is None
     if own:
-        fig, ax = plt.subplots(figsize=(5.5, 3.5))
+        ax = _figure((5.5, 3.5)).subplots()
     for name, y in ys.items():
         ax.plot(_np(x), _np(y), label=name, marker="o" if len(_np(x)) <= 12 else None)
     if logx:

@@ -607,14 +607,12 @@ class Trainer:
 
 def plot_losses(log_path, png_path=None, ax=None):
     """Training loss per step and validation loss; to a PNG file, or onto a matplotlib axis."""
-    import matplotlib
-    if ax is None:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure        # not pyplot: the caller's backend stays as it is
     recs = read_log(log_path)
     own = ax is None
     if own:
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig = Figure(figsize=(7, 4))
+        ax = fig.subplots()
     ax.plot([r["step"] for r in recs], [r["loss"] for r in recs], label="train", lw=1)
     val = [r for r in recs if "val_loss" in r]
     if val:
@@ -627,6 +625,5 @@ def plot_losses(log_path, png_path=None, ax=None):
         fig.tight_layout()
         tmp = Path(png_path).with_name(Path(png_path).name + ".tmp")
         fig.savefig(tmp, dpi=100, format="png")
-        plt.close(fig)
         os.replace(tmp, png_path)
     return ax
