@@ -25,7 +25,9 @@ FLOAT_TOL = {torch.float64: (1e-9, 1e-7), torch.float32: (1e-5, 1e-4), torch.flo
              torch.bfloat16: (1e-2, 1e-2)}
 NARROWER = {torch.float64: (torch.float32, torch.bfloat16, torch.float16), torch.float32: (torch.bfloat16, torch.float16)}
 MAX_NUMEL = 1 << 20                     # larger outputs are not searched
-SMALL = {"-1": -1.0, "2": 2.0, "1/2": 0.5, "3": 3.0, "1/3": 1 / 3, "4": 4.0, "1/4": 0.25}
+SMALL = {"-1": -1.0, "2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5, "3": 3.0, "1/3": 1 / 3, "4": 4.0, "1/4": 0.25,
+         "√2": math.sqrt(2), "1/√2": 1 / math.sqrt(2), "ln 2": math.log(2), "1/ln 2": 1 / math.log(2),
+         "π": math.pi, "1/π": 1 / math.pi}
 
 
 class Seen(NamedTuple):
@@ -255,20 +257,26 @@ def constant_factor(got, want, inputs):
     c = float((g * w).sum() / w.pow(2).sum())
     if abs(c - 1) < 1e-9 or not _near(g, c * w, want):
         return None
-    names = {**_scalars(inputs), **{f"the size of {_axis(a, want.dim())}": float(s)
-                                   for a, s in enumerate(want.shape) if s > 1}}
+    names = {**_scalars(inputs), **_input_sizes(inputs), **{f"the size of {_axis(a, want.dim())}": float(s)
+                                                            for a, s in enumerate(want.shape) if s > 1}}
     keys = {k for k, v in SMALL.items() if math.isclose(c, v, rel_tol=1e-6)}
     for name, value in names.items():
         for power, label in ((1, name), (0.5, f"√{name}"), (-1, f"1/{name}"), (-0.5, f"1/√{name}")):
             if value > 0 and math.isclose(c, value ** power, rel_tol=1e-6):
                 keys.add(label)
-    keys = keys or {f"{c:.6g}"}
+    keys = keys or {f"{c:.4g}"}                        # 4 digits: a float32 input rounds the 7th
     return Seen(frozenset(keys), lambda k: _say_factor(c, k, names))
+
+
+def _input_sizes(inputs: dict) -> dict[str, float]:
+    """{"q.shape[-1]": 4.0, ...}: the sizes of the test's input tensors, counted from the end."""
+    return {f"{n}.shape[{a - x.dim()}]": float(s) for n, x in inputs.items() if isinstance(x, torch.Tensor)
+            for a, s in enumerate(x.shape) if s > 1}
 
 
 def _say_factor(c: float, key: str, names: dict) -> str:
     base = key.lstrip("1/").lstrip("√")
-    value = f" = {c:.6g}" if key != f"{c:.6g}" else ""
+    value = f" = {c:.6g}" if key != f"{c:.4g}" else ""
     with_value = f" ({base} = {names[base]:g})" if base in names else ""
     said = f"your output is exactly the expected one times {key}{value}{with_value}"
     if key == "-1":
@@ -276,9 +284,11 @@ def _say_factor(c: float, key: str, names: dict) -> str:
     if base in names:
         root = "√" if "√" in key else ""
         return said + (f": a division by {root}{base} made twice or never (or a multiplication in its place).")
+    if "ln 2" in key:
+        return said + ": a logarithm in the wrong base (log2 or log10 where the natural log is meant, or the other way)."
     if key in SMALL:
         return said + ": a factor of this size too many or too few (a 1/2 dropped, a sum counted twice?)."
-    return said + ": a scale applied twice, never, or the wrong one."
+    return said.replace(f"times {key}", f"times {c:.6g}") + ": a scale applied twice, never, or the wrong one."
 
 
 def constant_offset(got, want, inputs):
@@ -292,9 +302,9 @@ def constant_offset(got, want, inputs):
     if c == 0 or not _near(got.detach().double(), want.detach().double() + c, want):
         return None
     keys = {n for n, v in _scalars(inputs).items() if math.isclose(c, v, rel_tol=1e-6)}
-    keys = keys or {f"{c:.6g}"}
+    keys = keys or {f"{c:.4g}"}
     return Seen(frozenset(keys), lambda k: f"your output is exactly the expected one plus {c:.6g}"
-                f"{f' (= {k})' if k != f'{c:.6g}' else ''}, everywhere: a constant added that should not be "
+                f"{f' (= {k})' if k != f'{c:.4g}' else ''}, everywhere: a constant added that should not be "
                 f"(or not subtracted).")
 
 
@@ -316,7 +326,7 @@ def input_term(got, want, inputs):
         c = float((d * x).sum() / x.pow(2).sum())
         if abs(c) > 1e-9 and _near(g, w + c * x, want):
             how = "added once too often" if c > 0 else "left out"
-            return Seen(frozenset({f"{c:.6g}·{name}"}),
+            return Seen(frozenset({f"{c:.4g}·{name}"}),
                         lambda k, c=c, name=name, how=how: f"your output minus the expected one is exactly "
                         f"{c:.6g}·{name} ({name} being the test's input): a term in {name} {how}.")
         for op, say in ((lambda: w * x, "times"), (lambda: w / x, "divided by")):
@@ -370,7 +380,7 @@ def _term_change(g, m, t, tensors, want):
             return f"*{name}", f"times {name}", f"with a factor {name} too many"
     c = float(((g - m) * t).sum() / t.pow(2).sum())
     if abs(c) > 1e-6 and abs(c - 1) > 1e-6 and _near(g, m + c * t, want):
-        return f"c{c:.6g}", f"times {c:.6g}", f"scaled by {c:.6g}"
+        return f"c{c:.4g}", f"times {c:.6g}", f"scaled by {c:.6g}"
     return None
 
 
@@ -479,10 +489,16 @@ def relate(got, want, inputs: dict | None, seconds) -> Relation | None:
         for check, found in here:
             common = found.keys & there[check].keys if check in there else frozenset()
             if common:
-                return Relation(found.say(sorted(common)[0]), found.fix)
+                return Relation(found.say(min(common, key=_rank)), found.fix)
         return None
     exact = next((found for _, found in here if found.exact), None)     # no other input is wrong: only the exact
     return Relation(exact.say(sorted(exact.keys)[0]), exact.fix) if exact is not None else None
+
+
+def _rank(key: str) -> tuple:
+    """Which of several keys to say: a number the test names, then a size of its inputs, then a
+    plain constant, then a size of the output (which small constants often equal by chance)."""
+    return ("the size of" in key, key in SMALL, ".shape[" in key, key)
 
 
 def inputs_of(call) -> dict[str, Any]:
