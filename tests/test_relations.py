@@ -42,7 +42,8 @@ RELATED = [  # (the learner's function, the reference, words the relation must s
     (lambda x, d_head: torch.cat([x[..., :1, :], x[..., :-1, :]], dim=-2), lambda x, d_head: x, "shifted by one"),
     (lambda x, d_head: x - x.mean(-1)[..., None, :], lambda x, d_head: x - x.mean(-1, keepdim=True), "keepdim=True"),
     (lambda x, d_head: x.float().double() * 2, lambda x, d_head: x * 2, "exactly a float32 number"),
-    (lambda x, d_head: x + 1e-4 * x * x, lambda x, d_head: x, "slightly off"),
+    (lambda x, d_head: x + 1e-5 * x * x, lambda x, d_head: x, "slightly off"),
+    (lambda x, d_head: torch.log_softmax(x, -1), lambda x, d_head: torch.softmax(x, -1), "the logarithm of"),
 ]
 
 
