@@ -95,7 +95,7 @@ def causal_mask(T: int, S: int | None = None, device=None) -> torch.Tensor:
     ### SUMMARY: A (T, S) table of True where query i may look at key j.
     ### HINT: Give each query its absolute position (its row number plus the count of keys already cached, S - T) and each key its column number; a query may read a key exactly when the key's position is not after the query's. Comparing a column of query positions with a row of key positions fills the whole table in one broadcast comparison.
     ### API: torch.arange(n, device=device); t[:, None] makes a column and t[None, :] a row; comparing a column with a row broadcasts to a full table. `torch.arange(3)[:, None] >= torch.arange(2)[None, :] + 1` gives `[[False, False], [True, False], [True, True]]`
-    ### LINE: return torch.arange(S, device=device)[None, :] <= torch.arange(T, device=device)[:, None] + (S - T)
+    ### LINE: S = T if S is None else S; return torch.arange(S, device=device)[None, :] <= torch.arange(T, device=device)[:, None] + (S - T)
     S = T if S is None else S
     i = torch.arange(T, device=device)[:, None]   # (T, 1)
     j = torch.arange(S, device=device)[None, :]   # (1, S)
@@ -112,7 +112,7 @@ def apply_causal_mask(scores: torch.Tensor) -> torch.Tensor:
     ### SUMMARY: Hide every future key from its query by giving its score minus infinity.
     ### HINT: The scores' last two sizes tell you how many queries and keys there are, and your causal mask already knows which pairs are allowed; what remains is to overwrite the scores of the forbidden pairs and leave the allowed ones untouched. Minus infinity is the value to write: the softmax turns it into a weight of exactly zero, and the row still sums to one.
     ### API: t.shape[-2:] gives the last two sizes; ~ flips a boolean mask; t.masked_fill(mask, value) writes value where the mask is True, broadcasting the mask over leading axes; build the mask on the scores' device. `torch.tensor([[1., 2.], [3., 4.]]).masked_fill(~torch.tensor([[True, False], [True, True]]), float('-inf'))` gives `[[1., -inf], [3., 4.]]`
-    ### LINE: return scores.masked_fill(~causal_mask(T, S, device=scores.device), float('-inf'))
+    ### LINE: T, S = scores.shape[-2:]; return scores.masked_fill(~causal_mask(T, S, device=scores.device), float('-inf'))
     T, S = scores.shape[-2:]
     allowed = causal_mask(T, S, device=scores.device)
     return scores.masked_fill(~allowed, float("-inf"))

@@ -74,7 +74,7 @@ def dropout(x: torch.Tensor, p: float, training: bool, generator: torch.Generato
     ### SUMMARY: Inverted dropout: in training zero each element with probability p, rescale the rest.
     ### HINT: Nothing happens outside training. In training every element gets its own coin: draw a uniform number in [0, 1) for it from the given generator and keep the element when that number is p or more, which happens with probability 1 - p. Scale the kept elements up by one over 1 - p so the average is unchanged; p equal to 1 is the one case where that scale does not exist, and everything is zero. Build a new tensor rather than changing x in place.
     ### API: torch.rand(shape, generator=g, device=d) draws uniform numbers in [0, 1); comparing with a number gives a bool mask, and multiplying by a bool mask zeroes where it is False; torch.zeros_like. `g = torch.Generator().manual_seed(0); torch.rand(3, generator=g).shape` gives `(3,)`; `torch.tensor([2., 4., 6.]) * (torch.tensor([0.9, 0.1, 0.5]) >= 0.3) / 0.5` gives `[4., 0., 12.]`
-    ### LINE: keep = torch.rand(x.shape, generator=generator, device=x.device) >= p; return x * keep / (1 - p)
+    ### LINE: if not training or p == 0: return x; if p == 1: return torch.zeros_like(x); keep = torch.rand(x.shape, generator=generator, device=x.device) >= p; return x * keep / (1 - p)
     if not training or p == 0:
         return x
     if p == 1:

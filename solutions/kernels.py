@@ -51,7 +51,7 @@ def gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
     ### SUMMARY: GELU (tanh form) of one block of BLOCK elements, masked at the end.
     ### HINT: Write the program for one block only: its number tells it which BLOCK consecutive elements are its own. The last block usually hangs over the end of the array, so every load and every store needs a guard that switches off the lanes past the end. Do the arithmetic in fp32, write the tanh through a sigmoid (tanh of z is twice the sigmoid of 2z, minus one), and store in the output's own type.
     ### API: tl.program_id(axis=0) is this program's number; tl.arange(start, end) the lane offsets; offsets compared with the length give the mask; tl.load(ptr + offs, mask=mask, other=0.0), .to(tl.float32), tl.sigmoid, tl.store(ptr + offs, value.to(ptr.dtype.element_ty), mask=mask). The same index arithmetic in PyTorch, program 2 of blocks of 4 over 10 elements: `(2 * 4 + torch.arange(0, 4)) < 10` gives `[True, True, False, False]`; the tanh identity: `2 * torch.sigmoid(torch.tensor([2 * 0.5])) - 1` gives `[0.4621]`
-    ### LINE: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK); mask = offs < n_elements; z = 0.7978845608028654 * (x + 0.044715 * x * x * x); y = 0.5 * x * (2 * tl.sigmoid(2 * z))
+    ### LINE: offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK); mask = offs < n_elements; x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32); z = 0.7978845608028654 * (x + 0.044715 * x * x * x); y = 0.5 * x * (2 * tl.sigmoid(2 * z)); tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
     pid = tl.program_id(0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)                 # this program's element indices
     mask = offs < n_elements                                 # the ragged tail of the last block
@@ -100,7 +100,7 @@ def layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, stride, D,
     ### SUMMARY: LayerNorm of one row, padding kept out; store mean, 1/std and the row.
     ### HINT: One program owns one row. The block is wider than the row (a power of two), and its extra lanes are loaded as zeros under a mask: zeros leave the sum, and so the mean, right, but after centring every padding lane would hold minus the mean, and its square would inflate the variance, so zero those lanes again before squaring. Divide the sums by the real width, not the block's. Save the row's mean and reciprocal standard deviation for the backward pass, then store the scaled and shifted row.
     ### API: tl.sum(t, axis=0) reduces a block; tl.where(mask, a, b) picks lane by lane; tl.sqrt; tl.store(ptr + row, value) writes one number per row; row r starts at ptr + r * stride. The padding trap in PyTorch, a row (1, 3) padded to 4 lanes: `torch.where(torch.tensor([True, True, False, False]), torch.tensor([1., 3., 0., 0.]) - 2., 0.).pow(2).sum() / 2` gives `1.0`, the true variance, where the same sum without the where gives 5.0
-    ### LINE: mean = tl.sum(x, axis=0) / D; xc = tl.where(mask, x - mean, 0.0); var = tl.sum(xc * xc, axis=0) / D; rstd = 1.0 / tl.sqrt(var + eps); y = xc * rstd * w (+ b)
+    ### LINE: row, cols = tl.program_id(0), tl.arange(0, BLOCK_D); mask = cols < D; x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32); mean = tl.sum(x, axis=0) / D; xc = tl.where(mask, x - mean, 0.0); var = tl.sum(xc * xc, axis=0) / D; rstd = 1.0 / tl.sqrt(var + eps); y = xc * rstd * tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32), plus b's row when HAS_BIAS
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_D)
     mask = cols < D
@@ -151,7 +151,7 @@ def softmax_kernel(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.c
     ### SUMMARY: Softmax of one row, read and written through each tensor's own row stride.
     ### HINT: One program owns one row and finds it at its row number times that tensor's own row stride, the input's for loading and the output's for storing. Lanes past the row's end must neither win the maximum nor add to the sum: loaded as minus infinity they do neither, since their exponential is zero. Upcast to fp32, subtract the row's largest value, exponentiate, divide by the sum, and store in the output's type under the same mask.
     ### API: tl.load(ptr, mask=mask, other=float('-inf')) fills masked lanes; tl.max(t, axis=0), tl.exp, tl.sum(t, axis=0); row r of a tensor starts at ptr + r * its row stride. In PyTorch, a row of 3 padded to 4 lanes with minus infinity: `torch.softmax(torch.tensor([1., 2., 3., float('-inf')]), dim=0)` gives `[0.0900, 0.2447, 0.6652, 0.]`; a slice's row stride is not its width: `torch.zeros(4, 10)[:, :3].stride(0)` gives `10`
-    ### LINE: x = tl.load(x_ptr + row * x_row_stride + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32); e = tl.exp(x - tl.max(x, axis=0)); y = e / tl.sum(e, axis=0)
+    ### LINE: row, cols = tl.program_id(0), tl.arange(0, BLOCK); x = tl.load(x_ptr + row * x_row_stride + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32); e = tl.exp(x - tl.max(x, axis=0)); y = e / tl.sum(e, axis=0)
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols                                     # the padding lanes of the block

@@ -153,7 +153,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, start: int
     ### SUMMARY: Rotate each feature pair of x by its position's angle, in x's dtype.
     ### HINT: Features pair up across the two halves of a head, so cut the last axis in half: the first half holds one coordinate of every pair, the second half the other. The T positions are start onwards, so take those rows of the cosine and sine tables. Turning a point by an angle mixes its two coordinates with that angle's cosine and sine; do it for all pairs at once, put the halves back together, and hand back the input's type, having computed in fp32 or wider.
     ### API: x[..., :h] and x[..., h:] are the halves of the last axis; cos[a:b] picks rows; torch.cat([u, w], dim=-1) joins; torch.promote_types and .to(dtype) widen and narrow. A quarter turn takes the point (1, 0) to (0, 1): `c, s, p, q = 0., 1., torch.tensor([1.]), torch.tensor([0.]); torch.cat([p * c - q * s, p * s + q * c], dim=-1)` gives `[0., 1.]`
-    ### LINE: T, half = x.shape[-2], x.shape[-1] // 2; c, s = cos[start:start + T], sin[start:start + T]; x1, x2 = x[..., :half].to(wide), x[..., half:].to(wide); return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).to(x.dtype)
+    ### LINE: T, half = x.shape[-2], x.shape[-1] // 2; c, s = cos[start:start + T], sin[start:start + T]; wide = torch.promote_types(x.dtype, torch.float32); x1, x2 = x[..., :half].to(wide), x[..., half:].to(wide); return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).to(x.dtype)
     T, half = x.shape[-2], x.shape[-1] // 2
     c, s = cos[start:start + T], sin[start:start + T]                 # (T, K/2): positions start .. start + T - 1
     wide = torch.promote_types(x.dtype, torch.float32)

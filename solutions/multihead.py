@@ -22,7 +22,7 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     ### SUMMARY: Cut the features into H heads of width K and put the heads before the positions.
     ### HINT: Along the feature axis the heads sit one after another, K features each. Reading that axis as two axes, heads by width, keeps every number where it is in memory; only then exchange the head axis and the position axis. Going straight to the final shape in one step would fill it in memory order and slice positions across heads.
     ### API: .view(sizes) reads the same memory with new sizes (one axis becomes two); .transpose(a, b) swaps two axes. `torch.arange(12).view(2, 3, 2).transpose(0, 1).shape` gives `(3, 2, 2)`; `torch.arange(6).view(2, 3).transpose(0, 1)` gives `[[0, 3], [1, 4], [2, 5]]`
-    ### LINE: return x.view(B, T, n_heads, HK // n_heads).transpose(1, 2)
+    ### LINE: B, T, HK = x.shape; return x.view(B, T, n_heads, HK // n_heads).transpose(1, 2)
     B, T, HK = x.shape
     return x.view(B, T, n_heads, HK // n_heads).transpose(1, 2)
     ### END SOLUTION
@@ -34,7 +34,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     ### SUMMARY: Undo split_heads: the heads side by side again, one axis of width H times K.
     ### HINT: Walk split_heads backwards: first bring the positions back in front of the heads, then fuse the head axis and the width axis into one. The swap leaves the memory in the old order, so the fusing step needs an operation that is willing to copy, or an explicit copy first.
     ### API: .transpose(1, 2) swaps heads and positions; .reshape(sizes) copies when it must, while .view refuses a tensor that a transpose left non-contiguous (.contiguous() first would make it possible). `torch.arange(6).view(2, 3).transpose(0, 1).is_contiguous()` gives `False`; `torch.arange(6).view(2, 3).transpose(0, 1).reshape(6)` gives `[0, 3, 1, 4, 2, 5]`
-    ### LINE: return x.transpose(1, 2).reshape(B, T, H * K)
+    ### LINE: B, H, T, K = x.shape; return x.transpose(1, 2).reshape(B, T, H * K)
     B, H, T, K = x.shape
     return x.transpose(1, 2).reshape(B, T, H * K)
     ### END SOLUTION

@@ -49,7 +49,7 @@ def adamw_step(param: torch.Tensor, grad: torch.Tensor, m: torch.Tensor, v: torc
     ### SUMMARY: One AdamW update of one tensor; returns the new param, m and v.
     ### HINT: Keep two running averages: of the gradient (its direction) and of its square (its typical size). Both start at zero, so early on they are too small; dividing each by one minus its decay rate to the power of the step number corrects that. Weight decay is a separate, plain shrink of the weights by the fraction lr times weight_decay, never added to the gradient. The step itself is lr times the corrected average over the square root of the corrected square, with eps added to that root.
     ### API: Unpack the pair betas into two numbers; a running average is beta times the old value plus (1 - beta) times the new one; ** raises to a power; .sqrt() is elementwise. `m = torch.tensor([0.]); m = 0.9 * m + (1 - 0.9) * torch.tensor([2.]); m / (1 - 0.9 ** 1)` gives `[2.]`
-    ### LINE: m = beta1 * m + (1 - beta1) * grad; v = beta2 * v + (1 - beta2) * grad * grad; m_hat, v_hat = m / (1 - beta1 ** step), v / (1 - beta2 ** step); param = param * (1 - lr * weight_decay) - lr * m_hat / (v_hat.sqrt() + eps)
+    ### LINE: beta1, beta2 = betas; m = beta1 * m + (1 - beta1) * grad; v = beta2 * v + (1 - beta2) * grad * grad; m_hat, v_hat = m / (1 - beta1 ** step), v / (1 - beta2 ** step); param = param * (1 - lr * weight_decay) - lr * m_hat / (v_hat.sqrt() + eps); return param, m, v
     beta1, beta2 = betas
     m = beta1 * m + (1 - beta1) * grad                         # running mean of g
     v = beta2 * v + (1 - beta2) * grad * grad                  # running mean of g²

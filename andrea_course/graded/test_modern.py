@@ -233,7 +233,8 @@ def test_rmsnorm_computes_in_fp32(student):
     expect_true(differ <= 0.01, "rms_norm(bf16 x, ones)",
                 f"{differ:.0%} of the outputs differ from the same norm computed in fp32 and rounded to bf16 "
                 f"(at most 1% may, by one rounding step)",
-                "upcast with x.float(), normalise and multiply in fp32, cast back once at the end",
+                "upcast to torch.promote_types(x.dtype, torch.float32) (bf16 becomes fp32, float64 stays float64; "
+                "x.float() would narrow float64), normalise and multiply there, cast back once at the end",
                 mistake=("the norm computed in bf16: the sum of squares and the rsqrt lose precision; "
                          "upcast to fp32 first" if in_bf16 < differ else None))
     # fp16 is worse: its largest value is 65,504, so x² overflows to inf for |x| > 256.

@@ -5,8 +5,9 @@ A typical mistake is named when its output equals the learner's on the test's in
 second input (`second=`, a Second), where that mistake gives a wrong answer too: one input alone
 cannot tell two mistakes apart that happen to agree on it (counting each word of {(7, 7, 7): 2}
 once, and skipping overlapping pairs, both give {(7, 7): 2}). The second input is run only when
-the first fails. Otherwise the failure says that no typical mistake the test knows matches, and
-shows where the values differ:
+the first fails. Otherwise a generic relation seen on both inputs is said (a factor such as
+√d_head, swapped axes, a shift by one, an inverted mask: relations.py), or the failure says that
+no typical mistake the test knows matches; either way it shows where the values differ:
 
     second = Second(lambda: softmax(scores2), torch.softmax(scores2, -1), mistakes_on(scores2))
     expect_close(softmax(scores), torch.softmax(scores, -1), "softmax(scores)",
@@ -22,6 +23,7 @@ from typing import Any, Callable, NamedTuple
 import torch
 
 from .explain import explain, keys
+from .relations import MISTAKES, inputs_of, relate
 
 # Tolerances by dtype, never by machine.
 TOLERANCES = {torch.float64: (1e-10, 1e-8), torch.float32: (1e-5, 1e-4),
@@ -55,20 +57,28 @@ class Mismatch(AssertionError):
 
     differences: where the values differ (positions, the learner's value, the expected one);
     mistake: the typical mistake the output matches (on two inputs); unmatched: the test knows
-    typical mistakes and none gives this output; meaning: what an error the learner's code
-    raised means (explain.py)."""
+    typical mistakes and none gives this output; relation: how the output relates to the expected
+    one, seen on two inputs, when no listed mistake does (relations.py); meaning: what an error the
+    learner's code raised means (explain.py)."""
 
     def __init__(self, what: str, problem: str, hint: str = "", *, shape_found=None,
                  shape_expected=None, max_error: float | None = None, mistake: str | None = None,
-                 differences: str | None = None, unmatched: bool = False, meaning: str | None = None):
+                 differences: str | None = None, unmatched: bool = False, meaning: str | None = None,
+                 relation=None):
+        if relation is not None and not mistake:
+            hint = relation.fix or hint
+        self.relation = relation.text if relation is not None and not mistake else None
         self.what, self.problem, self.hint, self.mistake = what, problem, hint, mistake
         self.shape_found, self.shape_expected, self.max_error = shape_found, shape_expected, max_error
-        self.differences, self.unmatched, self.meaning = differences, bool(unmatched and not mistake), meaning
+        self.differences, self.meaning = differences, meaning
+        self.unmatched = bool(unmatched and not mistake and not self.relation)
         parts = [f"{what}: {problem}"]
         if meaning:
             parts.append(f"What it means: {meaning}")
         if differences:
             parts.append(f"Where they differ: {differences}")
+        if self.relation:
+            parts.append(f"How it relates to the expected output: {self.relation}")
         if mistake:
             parts.append(f"Looks like a typical mistake: {mistake}")
         elif self.unmatched:
@@ -80,13 +90,16 @@ class Mismatch(AssertionError):
 
 # ----------------------------------------------------------------------------- close
 def expect_close(got, want, what: str, *, mistakes: dict | None = None, second=None,
-                 hint: str = "", atol: float | None = None, rtol: float | None = None) -> None:
+                 hint: str = "", atol: float | None = None, rtol: float | None = None, inputs: dict | None = None) -> None:
     """Pass when `got` is a tensor of want's shape, close to it within the dtype's tolerance.
 
     mistakes: {"description of a typical mistake and its fix": the output that mistake gives on
     this input}; second: the same piece on another input (a Second, or a list of them). A failure names a mistake only
     when its output matches `got` here and the learner's output on the second input there, and
     differs from the right answer on both (a mistake that gives the right answer is no mistake).
+    When none does, a generic relation (a factor, swapped axes, ...: relations.py) seen on both
+    inputs is said instead; inputs: the values this call was given, by name, which a relation may
+    name (expect_cases passes them; a Second's are read from its call).
     """
     if not isinstance(want, torch.Tensor):
         want = torch.as_tensor(want)
@@ -94,8 +107,10 @@ def expect_close(got, want, what: str, *, mistakes: dict | None = None, second=N
         raise Mismatch(what, f"expected a torch.Tensor, got {type(got).__name__}",
                        hint or "return a tensor (did you forget a `return`?)", shape_expected=tuple(want.shape))
     same = _loose(atol, rtol)
-    name = lambda: _name(got, want, mistakes, second, same)
+    runs = _Runs(second)
+    name = lambda: _name(got, want, mistakes, second, same, runs)
     atol, rtol = _tol(want, atol, rtol)
+    related = lambda mistake: None if mistake else relate(got, want, _with(inputs, mistakes), runs.wrong(atol, rtol))
     listed = bool(mistakes)
     if got.is_floating_point() and not torch.isfinite(got).all() and torch.isfinite(want).all() \
             and got.shape == want.shape:
@@ -104,17 +119,56 @@ def expect_close(got, want, what: str, *, mistakes: dict | None = None, second=N
                              f"reference is an ordinary number", hint or
                        "look for a division by zero, exp of a large number, or -inf that reached a sum",
                        shape_found=tuple(got.shape), shape_expected=tuple(want.shape), mistake=mistake,
-                       differences=_first_differences(got, want, atol, rtol), unmatched=listed)
+                       differences=_first_differences(got, want, atol, rtol), unmatched=listed,
+                       relation=related(mistake))
     if got.shape != want.shape:
+        mistake = name()
         raise Mismatch(what, f"shape {tuple(got.shape)}, expected {tuple(want.shape)}", hint,
-                       shape_found=tuple(got.shape), shape_expected=tuple(want.shape), mistake=name(),
-                       unmatched=listed)
+                       shape_found=tuple(got.shape), shape_expected=tuple(want.shape), mistake=mistake,
+                       unmatched=listed, relation=related(mistake))
     if _close(got, want, atol, rtol):
         return
     problem, err = _difference(got, want)
+    mistake = name()
     raise Mismatch(what, f"{problem}, tolerance {atol:g} + {rtol:g}·|expected|)", hint,
                    shape_found=tuple(got.shape), shape_expected=tuple(want.shape), max_error=err,
-                   mistake=name(), differences=_first_differences(got, want, atol, rtol), unmatched=listed)
+                   mistake=mistake, differences=_first_differences(got, want, atol, rtol), unmatched=listed,
+                   relation=related(mistake))
+
+
+class _Runs:
+    """The learner's code on each second input, run once, when first asked for."""
+
+    def __init__(self, second):
+        self.seconds = [] if not second else [second] if isinstance(second, Second) else list(second)
+        self.outputs: dict[int, tuple[bool, Any]] = {}
+
+    def __call__(self, i: int) -> tuple[bool, Any]:
+        if i not in self.outputs:
+            try:
+                self.outputs[i] = (True, self.seconds[i].got())
+            except Exception:                           # noqa: BLE001 - an error there confirms nothing
+                self.outputs[i] = (False, None)
+        return self.outputs[i]
+
+    def wrong(self, atol=None, rtol=None, exact: bool = False):
+        """(ran, output, want, inputs) on each second input where the learner's output is wrong, in order."""
+        for i, s in enumerate(self.seconds):
+            ran, out = self(i)
+            if not ran:
+                continue
+            if exact:
+                right = _same(out, s.want)
+            else:
+                right = isinstance(out, torch.Tensor) and isinstance(s.want, torch.Tensor) and \
+                    _close(out, s.want, *_tol(s.want, None, None))
+            if not right:
+                yield ran, out, s.want, _with(inputs_of(s.got), s.mistakes)
+
+
+def _with(inputs: dict | None, mistakes: dict | None) -> dict:
+    """The inputs a relation may name, with the listed mistakes' outputs (the terms the test knows)."""
+    return {**(inputs or {}), MISTAKES: dict(mistakes or {})}
 
 
 def expect_cases(*cases: Case, hint: str = "", atol: float | None = None, rtol: float | None = None,
@@ -129,10 +183,11 @@ def expect_cases(*cases: Case, hint: str = "", atol: float | None = None, rtol: 
         seconds = [Second(other.got, other.want, dict(other.mistakes)) for other in others]
         got = case.got()
         if exact:
-            expect_equal(got, case.want, case.what, hint, mistakes=dict(case.mistakes), second=seconds)
+            expect_equal(got, case.want, case.what, hint, mistakes=dict(case.mistakes), second=seconds,
+                         inputs=inputs_of(case.got))
         else:
             expect_close(got, case.want, case.what, mistakes=dict(case.mistakes), second=seconds, hint=hint,
-                         atol=atol, rtol=rtol)
+                         atol=atol, rtol=rtol, inputs=inputs_of(case.got))
 
 
 def _tol(t: torch.Tensor, atol, rtol):
@@ -166,35 +221,26 @@ def _loose(atol=None, rtol=None):
     return same
 
 
-def _name(got, want, mistakes, second, same) -> str | None:
+def _name(got, want, mistakes, second, same, runs=None) -> str | None:
     """The one typical mistake whose output matches the learner's on this input and on a second,
     and is wrong on both; None when none (or more than one) does.
 
     second: a Second, or several (expect_cases): each mistake is confirmed on the first where it
     gives a wrong answer. same(a, b) or, for a second input of another dtype, same(a, b, want)
-    compares outputs."""
+    compares outputs. runs: the learner's outputs there (_Runs), shared with the relations."""
     here = [n for n, wrong in (mistakes or {}).items()
             if wrong is not None and _match(same, got, wrong, want) and not _match(same, wrong, want, want)]
     if not here or not second:
         return None
-    seconds = [second] if isinstance(second, Second) else list(second)
-    outputs: dict[int, Any] = {}
-
-    def learner_on(i):
-        if i not in outputs:
-            try:
-                outputs[i] = (True, seconds[i].got())
-            except Exception:                           # noqa: BLE001 - an error there confirms nothing
-                outputs[i] = (False, None)
-        return outputs[i]
-
+    runs = runs or _Runs(second)
+    seconds = runs.seconds
     confirmed = []
     for n in here:
         i = next((i for i, s in enumerate(seconds) if s.mistakes.get(n) is not None
                   and not _match(same, s.mistakes[n], s.want, s.want)), None)
         if i is None:                                   # no other input where this mistake shows
             continue
-        ran, got2 = learner_on(i)
+        ran, got2 = runs(i)
         if ran and _match(same, got2, seconds[i].mistakes[n], seconds[i].want):
             confirmed.append(n)
     return confirmed[0] if len(confirmed) == 1 else None
@@ -287,18 +333,21 @@ def _number(v: torch.Tensor) -> str:
 
 
 # ----------------------------------------------------------------------------- equal
-def expect_equal(got, want, what: str, hint: str = "", mistakes: dict | None = None, second=None) -> None:
+def expect_equal(got, want, what: str, hint: str = "", mistakes: dict | None = None, second=None,
+                 inputs: dict | None = None) -> None:
     """Exact equality for ints, strings, lists, dicts of them, or integer/bool tensors; a mistake is
-    named under expect_close's rule (on this input and on `second`)."""
+    named under expect_close's rule (on this input and on `second`), else a relation seen on both."""
     if _same(got, want):
         return
-    mistake = _name(got, want, mistakes, second, _same)
+    runs = _Runs(second)
+    mistake = _name(got, want, mistakes, second, _same, runs)
+    relation = None if mistake else relate(got, want, _with(inputs, mistakes), runs.wrong(exact=True))
     problem, differences = _describe_unequal(got, want)
     shapes = {}
     if isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor):
         shapes = dict(shape_found=tuple(got.shape), shape_expected=tuple(want.shape))
     raise Mismatch(what, problem, hint, mistake=mistake, differences=differences, unmatched=bool(mistakes),
-                   **shapes)
+                   relation=relation, **shapes)
 
 
 def _same(a, b) -> bool:

@@ -38,6 +38,8 @@ def explain(exc: BaseException, code: str | None = None) -> str | None:
     if exc is None:
         return None
     kind, text = _kind_and_text(exc)
+    if code is None:
+        code = _worker_line(exc)
     if code is None and not _FROM_WORKER.search(text):      # a worker's error: this process's frames are the grader's
         code = learner_line(exc)
     for rule in _RULES:
@@ -63,6 +65,20 @@ def learner_line(exc: BaseException) -> str | None:
     return None
 
 
+def _worker_line(exc: BaseException) -> str | None:
+    """The learner's line an error that came from the grading worker carries (its `frames`:
+    (path, line, function, code), or its cause's), else None."""
+    seen = 0
+    while exc is not None and seen < 5:
+        frames = getattr(exc, "frames", None)
+        if isinstance(frames, list) and frames:
+            frame = frames[0] if type(exc).__name__ == "LearnerCodeError" else frames[-1]
+            code = frame[3] if len(frame) > 3 else None
+            return code.strip() if isinstance(code, str) and code.strip() else None
+        exc, seen = exc.__cause__, seen + 1
+    return None
+
+
 def _kind_and_text(exc: BaseException) -> tuple[str, str]:
     """(type name, message) of the learner's error; one that crossed from the grading worker as
     LearnerCodeError('RuntimeError: message (file.py, line N, in f)') is unwrapped."""
@@ -80,6 +96,25 @@ def _kind_and_text(exc: BaseException) -> tuple[str, str]:
 
 
 # ----------------------------------------------------------------------------- the rules
+_DOT_T = re.compile(r"([\w\].)]+)\.T\b")                        # k.T, self.k(x).T
+_SHAPE_CLASH = re.compile(r"must match the size of tensor b|mat1 and mat2 shapes cannot be multiplied|"
+                          r"Expected size for first two dimensions of batch2|size mismatch|does not broadcast|"
+                          r"The use of `x\.T` on tensors of dimension other than 2")
+
+
+def _transpose_all(kind, text, code):
+    """`.T` on a tensor of more than two axes reverses them all: the batch axes move too."""
+    found = _DOT_T.search(code)
+    if not found or not _SHAPE_CLASH.search(text):
+        return None
+    name = found.group(1)
+    sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", text)
+    clash = f" (here sizes {sizes.group(1)} and {sizes.group(2)} met)" if sizes else ""
+    return (f"On your line, `{name}.T` reverses every axis of {name}, not only the last two: a (B, H, S, K) tensor "
+            f"becomes (K, S, H, B), so its batch and head axes no longer line up with the other operand's"
+            f"{clash}. Turn only the last two: {name}.transpose(-2, -1) (or {name}.mT).")
+
+
 def _view(kind, text, code):
     if "view size is not compatible with input tensor's size and stride" not in text:
         return None
@@ -106,9 +141,10 @@ def _broadcast(kind, text, code):
     if _LAST_INDEX.search(code):
         return said + ("On your line, indexing with -1 (`[:, -1]`) drops that axis; a slice `[:, -1:]` keeps "
                        "it with size 1, so the value lines up with its row.")
-    return said + ("The usual cause is a statistic of each row taken without keepdim=True (x.sum(dim=-1), "
-                   ".mean, .amax, topk(...).values[:, -1]): it loses its axis and lines up with the wrong "
-                   "one. keepdim=True (or a slice such as [:, -1:]) keeps it as (..., 1).")
+    return said + ("Print the two operands' shapes: either one lost an axis (a statistic of each row taken "
+                   "without keepdim=True, x.sum(dim=-1), .mean, .amax, or an index [:, -1]; keepdim=True or a "
+                   "slice [:, -1:] keeps it as (..., 1)), or its axes are in another order (a .T on more than "
+                   "two axes, a transpose missing).")
 
 
 def _reduction_without_keepdim(code: str) -> str | None:
@@ -383,5 +419,5 @@ def _triton(kind, text, code):
     return None
 
 
-_RULES = (_view, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
+_RULES = (_view, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
           _ids, _autograd, _state_dict, _python, _devices, _triton)

@@ -257,6 +257,8 @@ def describe(item, call, rep, folder: Path) -> Outcome:
             rows.append(("shape", f"found {_fmt_shape(exc.shape_found)}, expected {_fmt_shape(exc.shape_expected)}"))
         if getattr(exc, "differences", None):
             rows.append(("where they differ", exc.differences))
+        if getattr(exc, "relation", None):
+            rows.append(("how it relates", exc.relation))
         if exc.mistake:
             rows.append(("typical mistake", exc.mistake))
         elif getattr(exc, "unmatched", False):

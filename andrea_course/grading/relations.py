@@ -1,0 +1,562 @@
+"""Generic relations between a learner's output and the expected one, for a failure no listed
+typical mistake explains.
+
+    relate(got, want, inputs, second) -> Relation | None
+
+Each check in RELATIONS looks at one input's (got, want) and returns what it sees (a Seen: the
+set of `keys` that describe it, and the sentence to say). A relation is named only when the same
+check sees it again, with a key in common, on the second input, where the learner's output is
+wrong too: one input alone can make two different mistakes look alike. Where no other input is
+wrong, only an exact observation is said (every value of a float64 output is a float32 number).
+The sentence is computed from the case (the factor, the axes, the names of the test's own inputs).
+
+`inputs` are the values a test's call closes over ({"d_head": 16, "x": tensor, ...}): the numbers
+a factor may be made of, and the tensors a missing or extra term may be.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Callable, NamedTuple
+
+import torch
+
+FLOAT_TOL = {torch.float64: (1e-9, 1e-7), torch.float32: (1e-5, 1e-4), torch.float16: (2e-3, 2e-3),
+             torch.bfloat16: (1e-2, 1e-2)}
+NARROWER = {torch.float64: (torch.float32, torch.bfloat16, torch.float16), torch.float32: (torch.bfloat16, torch.float16)}
+MAX_NUMEL = 1 << 20                     # larger outputs are not searched
+SMALL = {"-1": -1.0, "2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5, "3": 3.0, "1/3": 1 / 3, "4": 4.0, "1/4": 0.25,
+         "√2": math.sqrt(2), "1/√2": 1 / math.sqrt(2), "ln 2": math.log(2), "1/ln 2": 1 / math.log(2),
+         "π": math.pi, "1/π": 1 / math.pi}
+
+
+class Seen(NamedTuple):
+    keys: frozenset          # what describes it; the second input must share one
+    say: Callable[[str], str]  # the sentence, given the shared key
+    fix: str | None = None   # replaces the test's hint when the hint would lead astray
+    exact: bool = False      # an exact observation, said even where no other input is wrong
+
+
+class Relation(NamedTuple):
+    text: str
+    fix: str | None = None
+
+
+# ----------------------------------------------------------------------------- helpers
+def _tensors(got, want) -> bool:
+    return (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor) and want.numel() <= MAX_NUMEL
+            and got.numel() <= MAX_NUMEL and want.numel() > 1)
+
+
+def _floats(got, want) -> bool:
+    return _tensors(got, want) and got.is_floating_point() and want.is_floating_point()
+
+
+def _near(a: torch.Tensor, b: torch.Tensor, ref: torch.Tensor, loose: float = 1.0) -> bool:
+    """a equals b within the tolerance of ref's dtype (loosened by `loose`)."""
+    if a.shape != b.shape:
+        return False
+    at, rt = FLOAT_TOL.get(ref.dtype, (1e-6, 1e-5))
+    a, b = a.detach().double(), b.detach().double()
+    scale = float(b[torch.isfinite(b)].abs().max()) if torch.isfinite(b).any() else 1.0
+    return bool(torch.allclose(a, b, atol=loose * at * max(scale, 1.0), rtol=loose * rt, equal_nan=True))
+
+
+def _axis(a: int, ndim: int) -> str:
+    return f"axis {a - ndim if a >= 0 else a}"
+
+
+def _scalars(inputs: dict) -> dict[str, float]:
+    return {n: float(v) for n, v in inputs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and v not in (0, 1)}
+
+
+# ----------------------------------------------------------------------------- the checks
+def dtype_narrowing(got, want, inputs):
+    """Every value of got is exactly a number of a narrower float type, where want's are not."""
+    if not _floats(got, want) or want.dtype not in NARROWER:
+        return None
+    g, w = got.detach(), want.detach()
+    if g.dtype != w.dtype and g.dtype in NARROWER[w.dtype] and _near(g.to(w.dtype), w, g, 4.0):
+        narrow = g.dtype
+        how = f"your output is {str(narrow)[6:]} where {str(w.dtype)[6:]} is expected"
+    else:
+        narrow = next((d for d in NARROWER[w.dtype] if _representable(g, d) and not _representable(w, d)), None)
+        if narrow is None or not _near(g, w, torch.empty(0, dtype=narrow), 4.0):
+            return None
+        how = (f"every value of your output is exactly a {str(narrow)[6:]} number although it is "
+               f"{str(g.dtype)[6:]}: your code computes in {str(narrow)[6:]} and casts back")
+    wide, name = str(w.dtype)[6:], str(narrow)[6:]
+    fix = (f"keep the input's own precision: widen with torch.promote_types(x.dtype, torch.float32), which "
+           f"leaves {wide} as it is (x.float() would make it {name})")
+    return Seen(frozenset({f"narrow {name}"}),
+                lambda k: f"{how}. The values agree to {name}'s precision, so the formula is right; the "
+                          f"precision is lost (x.float(), .to(torch.{name}), or a tensor made without dtype=).", fix,
+                exact=True)
+
+
+def _representable(t: torch.Tensor, dtype) -> bool:
+    t = t.detach()
+    finite = t[torch.isfinite(t)]
+    if finite.numel() < 4 or bool((finite == finite.round()).all()):    # small integers fit any float type
+        return False
+    return bool((finite.to(dtype).to(t.dtype) == finite).all())
+
+
+def extra_or_missing_axis(got, want, inputs):
+    """The right values with an axis of size 1 too many or too few."""
+    if not _tensors(got, want) or got.shape == want.shape or got.numel() != want.numel():
+        return None
+    if not _near(got.reshape(want.shape).to(want.dtype), want, want):
+        return None
+    squeeze = lambda s: tuple(n for n in s if n != 1)
+    if squeeze(got.shape) == squeeze(want.shape):
+        more = got.dim() > want.dim()
+        text = ("an extra axis of size 1 (keepdim=True where the axis should go, or an unsqueeze too many)" if more
+                else "an axis of size 1 missing (a reduction without keepdim=True, or a squeeze too many)")
+        return Seen(frozenset({"extra axis" if more else "missing axis"}),
+                    lambda k: f"your output holds the right values with {text}: shape {tuple(got.shape)} where "
+                              f"{tuple(want.shape)} is expected.")
+    return Seen(frozenset({"reshaped"}),
+                lambda k: f"your output holds the right values in the right order, in shape {tuple(got.shape)} "
+                          f"where {tuple(want.shape)} is expected: reshape (or view) to the expected shape.")
+
+
+def swapped_axes(got, want, inputs):
+    """got is want with its axes permuted (two swapped, or every axis reversed, as .T does)."""
+    if not _tensors(got, want) or got.dim() != want.dim() or got.dim() < 2 or got.dim() > 5:
+        return None
+    n = want.dim()
+    for perm in itertools.permutations(range(n)):
+        if perm == tuple(range(n)) or tuple(want.shape[p] for p in perm) != tuple(got.shape):
+            continue
+        moved = want.permute(perm)
+        if _near(got.to(want.dtype), moved, want) and not _near(moved.reshape(want.shape), want, want):
+            return _said_permutation(perm, got, want)
+    return None
+
+
+def _said_permutation(perm, got, want):
+    n = len(perm)
+    off = [i for i in range(n) if perm[i] != i]
+    if perm == tuple(reversed(range(n))) and n > 2:
+        key, what = "reversed", (f"every axis in reverse order (shape {tuple(got.shape)}): what .T does to a tensor "
+                                 f"of more than two axes; .mT or .transpose(-2, -1) turns only the last two")
+    elif len(off) == 2:
+        a, b = (_axis(i, n) for i in off)
+        key, what = f"swap {off[0] - n} {off[1] - n}", (f"{a} and {b} swapped: a transpose too many or too few, "
+                                                        f"or a product with its factors the other way round")
+    else:
+        key, what = f"perm {tuple(p - n for p in perm)}", (f"its axes in another order (permute{tuple(perm)} of the "
+                                                          f"expected): check the order of each permute or transpose")
+    return Seen(frozenset({key}), lambda k: f"your output is the expected one with {what}.")
+
+
+def inverted_mask(got, want, inputs):
+    """What got hides (False, -inf, or exact zeros) is what want keeps, and the other way round."""
+    if not _tensors(got, want) or got.shape != want.shape:
+        return None
+    if want.dtype == torch.bool and got.dtype == torch.bool:
+        hidden_g, hidden_w = ~got, ~want
+    elif want.is_floating_point() and got.is_floating_point():
+        special = (lambda t: t == float("-inf")) if bool((want == float("-inf")).any()) else (lambda t: t == 0)
+        hidden_g, hidden_w = special(got), special(want)
+    else:
+        return None
+    both_kept = ~hidden_g & ~hidden_w
+    if not hidden_g.any() or not hidden_w.any() or bool((hidden_g & hidden_w).any()) \
+            or int(both_kept.sum()) > want.numel() // max(want.shape[-1], 1):
+        return None
+    diagonal = " (the diagonal aside)" if both_kept.any() else ""
+    return Seen(frozenset({"inverted"}),
+                lambda k: f"your output hides exactly the entries the expected one keeps, and keeps the ones it "
+                          f"hides{diagonal}: the mask is inverted (a comparison the wrong way round, j < i for "
+                          f"j > i, triu for tril, or ~ on the wrong mask).")
+
+
+def normalised_over_axis(got, want, inputs):
+    """got sums to 1, or has one mean and spread per feature, over an axis other than want's."""
+    if not _floats(got, want) or got.shape != want.shape or got.dim() < 2:
+        return None
+    n = got.dim()
+    wsum = [a for a in range(n) if want.shape[a] > 1 and _unit_sum(want, a)]
+    for a in range(n - 1):
+        if got.shape[a] < 2:
+            continue
+        if wsum and a not in wsum and _unit_sum(got, a):
+            return Seen(frozenset({f"sum axis {a - n}", f"sum dim {a}"}),
+                        lambda k, a=a, d=wsum[0]: f"your output sums to 1 along dim={a} ({_axis(a, n)}, size {got.shape[a]}) "
+                        f"where the expected one sums to 1 along {_axis(d, n)}: the softmax (or the division by the "
+                        f"sum) runs over the wrong axis.")
+        if not wsum and _per_feature_stats(got, a, inputs) and not _per_feature_stats(want, a, inputs):
+            return Seen(frozenset({f"norm axis {a - n}", f"norm dim {a}"}),
+                        lambda k, a=a: f"along dim={a} ({_axis(a, n)}, size {got.shape[a]}) every slice of your output has the "
+                        f"same mean and spread, feature by feature: your code normalises over {_axis(a, n)}"
+                        f"{' (the batch)' if a == 0 and n >= 3 else ''} instead of the last axis, the features.")
+    return None
+
+
+def _unit_sum(t: torch.Tensor, a: int) -> bool:
+    s = t.detach().double().sum(dim=a)
+    return bool(torch.isfinite(s).all()) and bool(torch.allclose(s, torch.ones_like(s), atol=1e-4, rtol=0))
+
+
+def _per_feature_stats(t: torch.Tensor, a: int, inputs: dict) -> bool:
+    """The mean and spread (or the root mean square) of t over axis a depend on the last index only
+    (with a single slice: they are a bias and a gain the test passes in, (D,) each)."""
+    t = t.detach().double()
+    if t.shape[a] < 2:
+        return False
+    if t.numel() // (t.shape[a] * t.shape[-1]) < 2:
+        return t.shape[a] >= 3 and _stats_are_inputs(t, a, inputs)
+    flat = lambda s: s.reshape(-1, s.shape[-1])
+    constant = lambda s, r: bool(torch.allclose(flat(s), flat(s)[:1].expand_as(flat(s)), atol=r * 1e-2, rtol=r))
+    spread = t.std(dim=a, correction=0)                 # eps makes the spread of few values vary a little
+    return bool((spread > 1e-6).any()) and ((constant(t.mean(dim=a), 1e-6) and constant(spread, 1e-2))
+                                            or constant(t.pow(2).mean(dim=a).sqrt(), 1e-2))
+
+
+def _stats_are_inputs(t: torch.Tensor, a: int, inputs: dict) -> bool:
+    """t's mean over axis a is one (D,) input (or 0) and its spread the absolute value of another."""
+    D = t.shape[-1]
+    vectors = [x.detach().double() for x in inputs.values() if isinstance(x, torch.Tensor) and x.shape == (D,)
+               and x.is_floating_point()]
+    mean, spread = t.mean(dim=a).reshape(-1), t.std(dim=a, correction=0).reshape(-1)
+    near = lambda u, v: bool(torch.allclose(u, v, atol=1e-3, rtol=1e-2))
+    centred = near(mean, torch.zeros_like(mean)) or any(near(mean, v) for v in vectors)
+    return D > 1 and centred and any(near(spread, v.abs()) for v in vectors if float(v.abs().min()) > 1e-3)
+
+
+def shifted_by_one(got, want, inputs):
+    """Along one axis, got's entry t holds want's entry t - 1 (or t + 1)."""
+    if not _tensors(got, want) or got.shape != want.shape:
+        return None
+    n = got.dim()
+    for a in range(n):
+        size = got.shape[a]
+        if size < 3:
+            continue
+        for step, word in ((1, "t - 1"), (-1, "t + 1")):
+            mine = got.narrow(a, max(step, 0), size - 1)
+            theirs = want.narrow(a, max(-step, 0), size - 1)
+            if _near(mine.to(want.dtype), theirs, want) and not _near(mine.to(want.dtype), want.narrow(a, max(step, 0), size - 1), want):
+                return Seen(frozenset({f"shift {a - n} {step}", f"shift dim {a} {step}"}),
+                            lambda k, a=a, word=word: f"along {_axis(a, n)} your output is the expected one shifted "
+                            f"by one: your entry t holds the expected entry {word} (positions counted from 1, or a "
+                            f"slice [1:] / [:-1] on the wrong side).")
+    return None
+
+
+def constant_factor(got, want, inputs):
+    """got = c · want for one number c, said as √d_head, K, T, 2, -1 ... where it is one."""
+    if not _floats(got, want) or got.shape != want.shape:
+        return None
+    g, w = got.detach().double(), want.detach().double()
+    if not (torch.isfinite(g).all() and torch.isfinite(w).all()) or float(w.pow(2).sum()) == 0:
+        return None
+    c = float((g * w).sum() / w.pow(2).sum())
+    if abs(c - 1) < 1e-9 or not _near(g, c * w, want):
+        return None
+    names = {**_scalars(inputs), **_input_sizes(inputs), **{f"the size of {_axis(a, want.dim())}": float(s)
+                                                            for a, s in enumerate(want.shape) if s > 1}}
+    keys = {k for k, v in SMALL.items() if math.isclose(c, v, rel_tol=1e-6)}
+    for name, value in names.items():
+        for power, label in ((1, name), (0.5, f"√{name}"), (-1, f"1/{name}"), (-0.5, f"1/√{name}")):
+            if value > 0 and math.isclose(c, value ** power, rel_tol=1e-6):
+                keys.add(label)
+    keys = keys or {f"{c:.4g}"}                        # 4 digits: a float32 input rounds the 7th
+    return Seen(frozenset(keys), lambda k: _say_factor(c, k, names))
+
+
+def _input_sizes(inputs: dict) -> dict[str, float]:
+    """{"q.shape[-1]": 4.0, ...}: the sizes of the test's input tensors, counted from the end."""
+    return {f"{n}.shape[{a - x.dim()}]": float(s) for n, x in inputs.items() if isinstance(x, torch.Tensor)
+            for a, s in enumerate(x.shape) if s > 1}
+
+
+def _say_factor(c: float, key: str, names: dict) -> str:
+    base = key.lstrip("1/").lstrip("√")
+    value = f" = {c:.6g}" if key != f"{c:.4g}" else ""
+    with_value = f" ({base} = {names[base]:g})" if base in names else ""
+    said = f"your output is exactly the expected one times {key}{value}{with_value}"
+    if key == "-1":
+        return said + ": a sign flipped (a difference taken the wrong way round, or a minus missing or extra)."
+    if base in names:
+        root = "√" if "√" in key else ""
+        return said + (f": a division by {root}{base} made twice or never (or a multiplication in its place).")
+    if "ln 2" in key:
+        return said + ": a logarithm in the wrong base (log2 or log10 where the natural log is meant, or the other way)."
+    if key in SMALL:
+        return said + ": a factor of this size too many or too few (a 1/2 dropped, a sum counted twice?)."
+    return said.replace(f"times {key}", f"times {c:.6g}") + ": a scale applied twice, never, or the wrong one."
+
+
+ELEMENTWISE = {"the logarithm": torch.log, "the exponential": torch.exp, "the square": torch.square,
+               "the square root": torch.sqrt, "the reciprocal (one over)": torch.reciprocal}
+
+
+def elementwise_function(got, want, inputs):
+    """got = f(want) for a function such as log or exp: one step applied too many or too few."""
+    if not _floats(got, want) or got.shape != want.shape:
+        return None
+    g, w = got.detach().double(), want.detach().double()
+    for name, f in ELEMENTWISE.items():
+        with torch.no_grad():
+            fw = f(w)
+        finite = torch.isfinite(fw)
+        if float(finite.double().mean()) < 0.9 or _near(fw, w, want):
+            continue
+        if _near(g[finite], fw[finite], want) and bool((~torch.isfinite(g[~finite])).all()):
+            return Seen(frozenset({name}), lambda k, name=name: f"your output is exactly {name} of the expected one"
+                        f"{' (a log-softmax, say, where the softmax itself is asked)' if name == 'the logarithm' else ''}"
+                        f": one step applied too many, or one left out.")
+    return None
+
+
+def constant_offset(got, want, inputs):
+    """got = want + c for one number c."""
+    if not _floats(got, want) or got.shape != want.shape:
+        return None
+    d = (got.detach().double() - want.detach().double())
+    if not torch.isfinite(d).all():
+        return None
+    c = float(d.mean())
+    if c == 0 or not _near(got.detach().double(), want.detach().double() + c, want):
+        return None
+    keys = {n for n, v in _scalars(inputs).items() if math.isclose(c, v, rel_tol=1e-6)}
+    keys = keys or {f"{c:.4g}"}
+    return Seen(frozenset(keys), lambda k: f"your output is exactly the expected one plus {c:.6g}"
+                f"{f' (= {k})' if k != f'{c:.4g}' else ''}, everywhere: a constant added that should not be "
+                f"(or not subtracted).")
+
+
+def input_term(got, want, inputs):
+    """got - want = c · X, or got = want · X or want / X, for a tensor X the test passes in."""
+    if not _floats(got, want) or got.shape != want.shape:
+        return None
+    g, w = got.detach().double(), want.detach().double()
+    d = g - w
+    for name, x in inputs.items():
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() < 2:
+            continue
+        try:
+            x = torch.broadcast_to(x.detach().double(), w.shape)
+        except RuntimeError:
+            continue
+        if float(x.pow(2).sum()) == 0:
+            continue
+        c = float((d * x).sum() / x.pow(2).sum())
+        if abs(c) > 1e-9 and _near(g, w + c * x, want):
+            how = "added once too often" if c > 0 else "left out"
+            return Seen(frozenset({f"{c:.4g}·{name}"}),
+                        lambda k, c=c, name=name, how=how: f"your output minus the expected one is exactly "
+                        f"{c:.6g}·{name} ({name} being the test's input): a term in {name} {how}.")
+        for op, say in ((lambda: w * x, "times"), (lambda: w / x, "divided by")):
+            if bool((x != 0).all()) and _near(g, op(), want) and not _near(op(), w, want):
+                return Seen(frozenset({f"{say} {name}"}),
+                            lambda k, name=name, say=say: f"your output is exactly the expected one {say} the input "
+                            f"{name}: a factor {name} {'too many' if say == 'times' else 'missing'}.")
+    return None
+
+
+MISTAKES = "(mistakes)"      # the key under which `inputs` carries the test's listed mistakes' outputs
+
+
+def listed_term(got, want, inputs):
+    """A term the test knows, scaled or missing a factor: with m a listed mistake's output and
+    t = want - m the part that mistake gets wrong, got = m + t / X (or t · X, or c · t) for an
+    input X of the test or a number c."""
+    if not _floats(got, want) or got.shape != want.shape:
+        return None
+    g, w = got.detach().double(), want.detach().double()
+    tensors = {n: x for n, x in inputs.items() if isinstance(x, torch.Tensor) and x.is_floating_point()}
+    for desc, m in (inputs.get(MISTAKES) or {}).items():
+        if not isinstance(m, torch.Tensor) or m.shape != want.shape or not m.is_floating_point():
+            continue
+        m = m.detach().double()
+        t = w - m
+        if not torch.isfinite(t).all() or float(t.abs().max()) < 1e-9:
+            continue
+        short = desc.split(":")[0].strip()
+        if float(m.abs().max()) > 1e-9 and _near(g, w - m, want):
+            return Seen(frozenset({f"{short}|minus"}), lambda k, short=short:
+                        f"your output is the expected one minus exactly what the mistake «{short}» computes: "
+                        f"that part of the formula is missing from yours.")
+        found = _term_change(g, m, t, tensors, want)
+        if found:
+            short = desc.split(":")[0].strip()
+            return Seen(frozenset({f"{short}|{found[0]}"}), lambda k, short=short, how=found[1], verdict=found[2]:
+                        f"your output is what the mistake «{short}» gives, plus the part that mistake leaves "
+                        f"out {how}: that term is there, {verdict}.")
+    return None
+
+
+def _term_change(g, m, t, tensors, want):
+    """(key, how, what it means) for g = m + t changed by one factor, else None."""
+    for name, x in tensors.items():
+        try:
+            x = torch.broadcast_to(x.detach().double(), t.shape)
+        except RuntimeError:
+            continue
+        ok = x.abs() > 1e-6 * float(x.abs().max())      # where t / x means something
+        if float(ok.double().mean()) < 0.9 or _near(x, torch.ones_like(x), want):
+            continue
+        if _near(g[ok], (m + t / x)[ok], want):
+            return f"/{name}", f"divided by {name}", f"without its factor {name}"
+        if _near(g, m + t * x, want):
+            return f"*{name}", f"times {name}", f"with a factor {name} too many"
+    c = float(((g - m) * t).sum() / t.pow(2).sum())
+    if abs(c) > 1e-6 and abs(c - 1) > 1e-6 and _near(g, m + c * t, want):
+        said = next((f"{name} = {c:.6g}" for name, v in SMALL.items() if math.isclose(c, v, rel_tol=1e-6)), f"{c:.6g}")
+        return f"c{c:.4g}", f"times {said}", f"scaled by {said}"
+    return None
+
+
+def row_against_column(got, want, inputs):
+    """On square last axes, the error at [i, j] is u[i] - u[j] (or u[i] / u[j]): a per-row value
+    taken without keepdim=True lines up with the columns."""
+    if not _floats(got, want) or got.shape != want.shape or got.dim() < 2:
+        return None
+    n = got.shape[-1]
+    if n < 3 or got.shape[-2] != n:
+        return None
+    g, w = got.detach().double(), want.detach().double()
+    for d in (g - w, _log_ratio(g, w)):
+        if d is None or not torch.isfinite(d).all() or float(d.abs().max()) < 1e-9:
+            continue
+        u = d[..., :, :1]                                   # (..., n, 1): d[i, 0] = u_i - u_0
+        if _near(d, u - u.transpose(-2, -1), want):
+            return Seen(frozenset({"keepdim"}),
+                        lambda k: "the error of your output at [i, j] is a value of row i against the same value "
+                        "of row j: a statistic of each row taken without keepdim=True lines up with the columns "
+                        "(the last axis) instead of its own row; keepdim=True keeps it as (..., 1).")
+    return None
+
+
+def _log_ratio(g, w):
+    if bool((w == 0).any()) or bool(((g / w) <= 0).any()):
+        return None
+    return torch.log(g / w)
+
+
+def slightly_off(got, want, inputs):
+    """got agrees with want to a fraction of a percent everywhere, but not to the tolerance."""
+    if not _floats(got, want) or got.shape != want.shape:
+        return None
+    g, w = got.detach().double(), want.detach().double()
+    if not (torch.isfinite(g).all() and torch.isfinite(w).all()):
+        return None
+    scale = max(float(w.abs().max()), 1e-12)
+    worst = float((g - w).abs().max()) / scale
+    if not 0 < worst <= 1e-4:
+        return None
+    if want.dtype == torch.float64 and worst <= 6e-7:          # a few float32 roundings, no more
+        return Seen(frozenset({"float32 inside"}),
+                    lambda k: f"your output agrees with the expected one everywhere to {worst:.2g} of its largest value: "
+                              f"float32's precision, not float64's. Some value on the way is float32 (x.float(), "
+                              f"torch.float32 written out, or a tensor made without dtype=); keep the input's dtype, or "
+                              f"widen with torch.promote_types(x.dtype, torch.float32).",
+                    "compute in torch.promote_types(x.dtype, torch.float32), which keeps float64 as it is")
+    return Seen(frozenset({"close"}),
+                lambda k: f"your output agrees with the expected one everywhere to {worst:.2g} of its largest value, "
+                          f"but not to the tolerance: the formula is all but the expected one, and a constant in it "
+                          f"is slightly off (typed with too few digits, say 0.0447 for 0.044715?).")
+
+
+def _text_decoded_per_token(got, want, inputs):
+    """A text with U+FFFD where the expected one has characters beyond ASCII."""
+    if not (isinstance(got, str) and isinstance(want, str)) or "\ufffd" not in got or "\ufffd" in want \
+            or all(ord(ch) < 128 for ch in want):
+        return None
+    return Seen(frozenset({"per token"}),
+                lambda k: "your text has � (U+FFFD) where the expected one has a character beyond ASCII: the bytes "
+                          "were decoded one token at a time, so a character whose UTF-8 bytes span two tokens is "
+                          "cut; join all the bytes first and decode once.")
+
+
+def _sequence_edge(got, want, inputs):
+    """A list that is the expected one reversed, or without its first or last item, or with one more."""
+    if not (isinstance(got, (list, tuple)) and isinstance(want, (list, tuple))) or len(want) < 2:
+        return None
+    got, want = list(got), list(want)
+    for key, ok in (("reversed", got == want[::-1] and want != want[::-1]), ("first dropped", got == want[1:]),
+                    ("last dropped", got == want[:-1]), ("one more", got[:-1] == want or got[1:] == want)):
+        if ok:
+            return Seen(frozenset({key}), lambda k: {
+                "reversed": "your list is the expected one in reverse order.",
+                "first dropped": "your list is the expected one without its first item (a range or slice starting one late).",
+                "last dropped": "your list is the expected one without its last item (a range or slice ending one early).",
+                "one more": "your list is the expected one with one item too many (a range or slice one too long)."}[k])
+    return None
+
+
+# From the most particular to the most general: the first that sees something is the one said.
+RELATIONS = (dtype_narrowing, extra_or_missing_axis, swapped_axes, inverted_mask, normalised_over_axis,
+             shifted_by_one, constant_factor, elementwise_function, constant_offset, input_term, listed_term, row_against_column, slightly_off,
+             _text_decoded_per_token, _sequence_edge)
+
+
+def seen(got, want, inputs: dict | None = None) -> list[tuple[Callable, Seen]]:
+    """Every relation the checks see on one input, most particular first."""
+    out = []
+    for check in RELATIONS:
+        try:
+            found = check(got, want, inputs or {})
+        except Exception:                               # noqa: BLE001 - an odd output describes nothing
+            found = None
+        if found is not None:
+            out.append((check, found))
+    return out
+
+
+def relate(got, want, inputs: dict | None, seconds) -> Relation | None:
+    """The relation seen on this input and again on the second, with a key in common.
+
+    seconds: [(ran, learner's output there, want there, inputs there)] for the other inputs where
+    the learner's output is wrong, in order; the first of them decides."""
+    here = seen(got, want, inputs)
+    if not here:
+        return None
+    if here[0][1].exact:                                # an exact observation needs no second input
+        return Relation(here[0][1].say(min(here[0][1].keys, key=_rank)), here[0][1].fix)
+    for ran, got2, want2, inputs2 in seconds:
+        if not ran:
+            continue
+        there = dict((check, found) for check, found in seen(got2, want2, inputs2))
+        for check, found in here:
+            common = found.keys & there[check].keys if check in there else frozenset()
+            if common:
+                return Relation(found.say(min(common, key=_rank)), found.fix)
+        return None
+    exact = next((found for _, found in here if found.exact), None)     # no other input is wrong: only the exact
+    return Relation(exact.say(sorted(exact.keys)[0]), exact.fix) if exact is not None else None
+
+
+def _rank(key: str) -> tuple:
+    """Which of several keys to say: a number the test names, then a size of its inputs, then a
+    plain constant, then a size of the output (which small constants often equal by chance)."""
+    return ("the size of" in key, key in SMALL, ".shape[" in key, key)
+
+
+def inputs_of(call) -> dict[str, Any]:
+    """The numbers and tensors a test's call closes over, by name ({"d_head": 16, "x": tensor});
+    a tuple's items as name[i]."""
+    out: dict[str, Any] = {}
+    code, cells = getattr(call, "__code__", None), getattr(call, "__closure__", None) or ()
+    if code is None:
+        return out
+    values = []
+    for name, cell in zip(code.co_freevars, cells):
+        try:
+            values.append((name, cell.cell_contents))
+        except ValueError:                              # a cell not filled yet
+            continue
+    defaults = getattr(call, "__defaults__", None) or ()          # lambda x=x: ... binds by default
+    params = code.co_varnames[:code.co_argcount]
+    values += list(zip(params[len(params) - len(defaults):], defaults))
+    for name, value in values:
+        items = [(f"{name}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, tuple) else [(name, value)]
+        for n, v in items:
+            if isinstance(v, torch.Tensor) or (isinstance(v, (int, float)) and not isinstance(v, bool)):
+                out[n] = v
+    return out

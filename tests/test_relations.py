@@ -1,0 +1,181 @@
+"""Relations between a learner's output and the expected one (grading/relations.py): each named
+only when it holds on a second input too, with a sentence computed from the case; and the
+mistakes no list holds that the course promises to name, named by the graded tests themselves."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from andrea_course.grading import Case, Mismatch, Second, expect_cases, expect_close, expect_equal
+from andrea_course.grading.explain import explain
+from andrea_course.grading.relations import inputs_of, relate, seen
+from andrea_course.grading.student import InProcessStudent
+from tests.test_mistakes import _module
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+
+
+def _fails(check, *args, **kw) -> Mismatch:
+    with pytest.raises(Mismatch) as failure:
+        check(*args, **kw)
+    return failure.value
+
+
+def _two_cases(fn, ref, shapes, mistakes=lambda x: {}, **extra):
+    cases = []
+    for i, shape in enumerate(shapes):
+        x = _randn(*shape, seed=i + 1)
+        cases.append(Case(f"f(x of shape {shape})", lambda x=x: fn(x, **extra), ref(x, **extra), mistakes(x)))
+    return cases
+
+
+# ----------------------------------------------------------------------------- each relation on two inputs
+RELATED = [  # (the learner's function, the reference, words the relation must say)
+    (lambda x, d_head: x / d_head, lambda x, d_head: x / math.sqrt(d_head), "times 1/√d_head"),
+    (lambda x, d_head: -x, lambda x, d_head: x, "times -1"),
+    (lambda x, d_head: x.transpose(-2, -1), lambda x, d_head: x, "axis -2 and axis -1 swapped"),
+    (lambda x, d_head: x + 0.25, lambda x, d_head: x, "plus 0.25"),
+    (lambda x, d_head: torch.softmax(x, dim=0), lambda x, d_head: torch.softmax(x, dim=-1), "sums to 1 along dim=0"),
+    (lambda x, d_head: torch.cat([x[..., :1, :], x[..., :-1, :]], dim=-2), lambda x, d_head: x, "shifted by one"),
+    (lambda x, d_head: x - x.mean(-1)[..., None, :], lambda x, d_head: x - x.mean(-1, keepdim=True), "keepdim=True"),
+    (lambda x, d_head: x.float().double() * 2, lambda x, d_head: x * 2, "exactly a float32 number"),
+    (lambda x, d_head: x + 1e-5 * x * x, lambda x, d_head: x, "slightly off"),
+    (lambda x, d_head: torch.log_softmax(x, -1), lambda x, d_head: torch.softmax(x, -1), "the logarithm of"),
+]
+
+
+@pytest.mark.parametrize("fn, ref, says", RELATED, ids=[r[2] for r in RELATED])
+def test_a_relation_seen_on_two_inputs_is_named(fn, ref, says):
+    exc = _fails(expect_cases, *[Case(f"f(x of shape {s}, d_head={d})", lambda x=x, d_head=d: fn(x, d_head), ref(x, d))
+                                 for s, d, x in (((2, 5, 5), 16, _randn(2, 5, 5, seed=1)),
+                                                 ((3, 4, 4), 9, _randn(3, 4, 4, seed=2)))])
+    assert exc.relation and says in exc.relation, exc.relation
+    assert f"How it relates to the expected output: {exc.relation}" in str(exc)
+    assert not exc.unmatched and "none of the typical mistakes" not in str(exc)
+
+
+def test_a_relation_that_holds_on_one_input_only_is_not_named():
+    """Times 2 on the first input, times 3 on the second: no one factor explains both."""
+    x1, x2 = _randn(4, 5, seed=1), _randn(4, 5, seed=2)
+    exc = _fails(expect_cases, Case("f(x1)", lambda: 2 * x1, x1), Case("f(x2)", lambda: 3 * x2, x2))
+    assert exc.relation is None and "How it relates" not in str(exc)
+
+
+def test_a_right_output_and_an_unrelated_one_show_no_relation():
+    x = _randn(3, 6, 6, seed=3)
+    assert seen(x, x.clone()) == []
+    noise = x + 0.3 * _randn(3, 6, 6, seed=4)
+    assert seen(noise, x) == []
+
+
+def test_a_listed_mistake_comes_first():
+    x1, x2 = _randn(4, 5, seed=1), _randn(4, 5, seed=2)
+    exc = _fails(expect_cases, Case("f(x1)", lambda: 2 * x1, x1, {"doubled: drop the 2": 2 * x1}),
+                 Case("f(x2)", lambda: 2 * x2, x2, {"doubled: drop the 2": 2 * x2}))
+    assert exc.mistake == "doubled: drop the 2" and exc.relation is None
+
+
+def test_a_factor_is_said_by_the_name_of_the_tests_own_number():
+    """d_head is what the test's call closes over: the factor is said as √d_head, with its value."""
+    scores = [_randn(2, 4, 4, seed=s) for s in (1, 2)]
+    cases = [Case(f"scale(scores, {d})", lambda s=s, d_head=d: s, s / math.sqrt(d))
+             for s, d in zip(scores, (16, 25))]
+    assert set(inputs_of(cases[0].got)) == {"s", "d_head"}
+    exc = _fails(expect_cases, *cases)
+    assert "times √d_head = 4 (d_head = 16)" in exc.relation
+
+
+def test_expect_close_confirms_on_its_second_input():
+    x1, x2 = _randn(3, 4, seed=1), _randn(5, 4, seed=2)
+    exc = _fails(expect_close, x1.flip(-2), x1, "f(x1)", second=Second(lambda: x2.flip(-2), x2, {}))
+    assert exc.relation is None or "reverse" not in exc.relation        # a flip is no relation this knows
+    exc = _fails(expect_close, -x1, x1, "f(x1)", second=Second(lambda: -x2, x2, {}))
+    assert "a sign flipped" in exc.relation
+
+
+def test_a_list_and_a_text_relation():
+    exc = _fails(expect_equal, [2, 3, 4], [1, 2, 3, 4], "ids", second=Second(lambda: [6, 7], [5, 6, 7], {}))
+    assert "without its first item" in exc.relation
+    exc = _fails(expect_equal, "caf\ufffd\ufffd", "café", "decode", second=Second(lambda: "\ufffd\ufffd!", "é!", {}))
+    assert "decoded one token at a time" in exc.relation
+
+
+def test_relate_needs_the_second_input_wrong_the_same_way():
+    x, y = _randn(4, 4, seed=1), _randn(4, 4, seed=2)
+    assert relate(2 * x, x, {}, iter([(True, 2 * y, y, {})])).text.startswith("your output is exactly the expected one times 2")
+    assert relate(2 * x, x, {}, iter([(True, y + 1, y, {})])) is None
+    assert relate(2 * x, x, {}, iter([])) is None                   # nothing to confirm it on
+
+
+# ----------------------------------------------------------------------------- the graded tests name them
+def _first_failure(file, piece, override):
+    activity, name = piece.split(".")
+    student = InProcessStudent("solutions", overrides={(activity, name): override})
+    module = _module(file)
+    for test, fn in vars(module).items():
+        marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "exercise"]
+        if test.startswith("test_") and marks and marks[0].args[0] == piece:
+            try:
+                fn(student)
+            except Mismatch as exc:
+                return test, exc
+    return None, None
+
+
+def _layer_norm_over_batch(x, weight, bias, eps=1e-5):
+    m, v = x.mean(dim=0, keepdim=True), x.var(dim=0, keepdim=True, unbiased=False)
+    return (x - m) / torch.sqrt(v + eps) * weight + (0 if bias is None else bias)
+
+
+def _gelu_grad_without_x(x):
+    return 0.5 * (1 + torch.erf(x / math.sqrt(2))) + torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+
+def _apply_mask_inverted(scores):
+    T, S = scores.shape[-2:]
+    keep = torch.arange(S)[None, :] <= torch.arange(T)[:, None] + (S - T)
+    return scores.masked_fill(keep, float("-inf"))
+
+
+def _rms_norm_via_float(x, weight, eps=1e-5):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+
+
+def _gelu_constant_typed_short(x):
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.0447 * x ** 3)))
+
+
+UNLISTED = [  # (graded file, piece, the learner's version, words the failure must say)
+    ("test_mlp.py", "mlp.gelu_tanh", _gelu_constant_typed_short, "slightly off"),
+    ("test_block.py", "block.layer_norm", _layer_norm_over_batch, "normalises over axis -3 (the batch)"),
+    ("test_mlp.py", "mlp.gelu_grad", _gelu_grad_without_x, "without its factor x"),
+    ("test_attention.py", "attention.apply_causal_mask", _apply_mask_inverted, "the mask is inverted"),
+    ("test_modern.py", "modern.rms_norm", _rms_norm_via_float, "computes in float32 and casts back"),
+]
+
+
+@pytest.mark.parametrize("file, piece, fn, says", UNLISTED, ids=[u[1] for u in UNLISTED])
+def test_a_mistake_no_list_holds_is_named_by_its_graded_test(file, piece, fn, says):
+    test, exc = _first_failure(file, piece, fn)
+    assert exc is not None, f"{piece}: the mistake passes every graded test"
+    assert exc.relation and says in exc.relation, (test, str(exc))
+
+
+def test_upcasting_with_float_is_not_blamed_on_eps():
+    """x.float() narrows float64: the box says so, and no longer hints at eps inside the square root."""
+    test, exc = _first_failure("test_modern.py", "modern.rms_norm", _rms_norm_via_float)
+    assert test == "test_rmsnorm_eps_inside_the_sqrt"
+    assert "eps inside the square root" not in str(exc) and "torch.promote_types(x.dtype, torch.float32)" in exc.hint
+
+
+def test_dot_T_on_four_axes_is_explained_as_reversing_every_axis():
+    q, k = _randn(2, 3, 5, 4, seed=1), _randn(2, 3, 7, 4, seed=2)
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError) as failure:
+        q @ k.T
+    said = explain(failure.value, "return q @ k.T")
+    assert "`k.T` reverses every axis" in said and "k.transpose(-2, -1)" in said and "keepdim" not in said
+    assert "keepdim" in explain(failure.value, "return x / x.sum(dim=-1)")      # the other cause, on its line
