@@ -25,8 +25,6 @@ WRITTEN_AS_THE_LIBRARY = [
      "def layer_norm(x, weight, bias, eps=1e-5):\n    return ln(x, x.shape[-1:], weight, bias, eps)\n", "ln"),
     ("mlp.gelu_tanh", "import torch.nn.functional as F\n\ndef gelu_tanh(x):\n    return F.gelu(x, approximate='tanh')\n",
      "F.gelu"),
-    ("mlp.gelu_grad", "def gelu_grad(x):\n    x = x.detach().requires_grad_()\n    y = gelu_erf(x)\n"
-     "    return torch.autograd.grad(y.sum(), x)[0]\n", "torch.autograd.grad"),
     ("embeddings.embed_lookup", "import torch.nn.functional as F\n\ndef embed_lookup(table, ids):\n    return F.embedding(ids, table)\n",
      "F.embedding"),
     ("embeddings.cosine_similarity", "from torch.nn import functional as F\n\ndef cosine_similarity(u, v, eps=1e-8):\n"
@@ -72,14 +70,16 @@ def test_every_row_names_a_piece_of_the_course():
 
 
 def test_the_library_for_what_a_piece_does_not_teach_is_fine(tmp_path):
-    """einsum in attention_scores, torch.softmax in sample_next, SDPA inside rope_attention, a
-    method named softmax of the learner's own module: none is a shortcut of its piece."""
+    """einsum in attention_scores, torch.softmax in sample_next, SDPA inside rope_attention,
+    torch.special.erf in gelu_erf, autograd for gelu_grad's slope: none is a shortcut of its piece."""
     cases = [("attention.attention_scores", "def attention_scores(q, k):\n    return torch.einsum('...tk,...sk->...ts', q, k)\n"),
              ("model.sample_next", "def sample_next(logits, temperature, top_k, generator=None):\n"
               "    return torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator)\n"),
              ("modern.rope_attention", "def rope_attention(q, k, v, cos, sin, start=0, past_k=None, past_v=None):\n"
               "    return torch.nn.functional.scaled_dot_product_attention(q, k, v)\n"),
-             ("mlp.gelu_erf", "def gelu_erf(x):\n    return 0.5 * x * (1 + torch.special.erf(x / 2 ** 0.5))\n")]
+             ("mlp.gelu_erf", "def gelu_erf(x):\n    return 0.5 * x * (1 + torch.special.erf(x / 2 ** 0.5))\n"),
+             ("mlp.gelu_grad", "def gelu_grad(x):\n    x = x.detach().requires_grad_()\n"
+              "    return torch.autograd.grad(gelu_erf(x).sum(), x)[0]\n")]
     for piece, code in cases:
         folder = _folder(tmp_path / piece, piece, code)
         assert shortcuts.find(folder / f"{piece.split('.')[0]}.py", piece) == [], piece
