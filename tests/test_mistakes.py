@@ -371,17 +371,18 @@ def _classic_count(cfg, grouped=False):
 
 
 class _kernel:
-    """A kernel of tests/softmax_kernels.py, imported on first use (it needs Triton); its source is the kernel's."""
+    """A kernel of tests/softmax_kernels.py (or of another module of tests/: tests/learner_kernels.py),
+    imported on first use (it needs Triton); its source is the kernel's."""
 
-    def __init__(self, name):
-        self.name = name
+    def __init__(self, name, module="softmax_kernels"):
+        self.name, self.module = name, module
 
     @property
     def fn(self):
-        return getattr(importlib.import_module("softmax_kernels"), self.name).fn
+        return getattr(importlib.import_module(self.module), self.name).fn
 
     def __getitem__(self, grid):
-        return getattr(importlib.import_module("softmax_kernels"), self.name)[grid]
+        return getattr(importlib.import_module(self.module), self.name)[grid]
 
 
 def _launching(name):
@@ -668,6 +669,20 @@ MUTANTS = [
     ("test_kernels.py", "test_softmax_kernel_computes_in_fp32",
      {("kernels", "softmax"): _launching("softmax_kernel_in_16_bits"),
       ("kernels", "softmax_kernel"): _kernel("softmax_kernel_in_16_bits")}, "never converted to fp32"),
+    # issue 30 item 4: kernels launched without the checking launcher's padding, NaN around every tensor
+    ("test_kernels.py", "test_gelu_kernel_reads_and_writes_only_its_own_elements",
+     {("kernels", "gelu_kernel"): _kernel("gelu_kernel_unmasked_load", "learner_kernels")}, "tl.load without a mask"),
+    ("test_kernels.py", "test_layer_norm_kernel_steps_by_the_row_stride",
+     {("kernels", "layer_norm_kernel"): _kernel("layer_norm_kernel_stepping_by_d", "learner_kernels")},
+     "rows stepped by D instead of the row stride"),
+    ("test_kernels.py", "test_layer_norm_kernel_steps_by_the_row_stride",
+     {("kernels", "layer_norm_kernel"): _kernel("layer_norm_kernel_unmasked_weight", "learner_kernels")},
+     "without mask=cols < D"),
+    ("test_kernels.py", "test_softmax_kernel_reads_and_writes_only_its_own_rows",
+     {("kernels", "softmax_kernel"): _kernel("softmax_kernel_storing_by_the_x_stride", "learner_kernels")},
+     "y's rows stepped by x_row_stride"),
+    ("test_kernels.py", "test_softmax_kernel_reads_and_writes_only_its_own_rows",
+     {("kernels", "softmax_kernel"): _kernel("softmax_kernel_storing_one_past")}, "one element past the end of each row"),
 ]
 
 
