@@ -284,8 +284,14 @@ def check_softmax(student, first, second, extra=None, extra2=None):
 
 
 def softmax_inputs(*shape, scale=3.0, shift=0.0, seed=0, dtype=torch.float32):
+    """Random scores of `shape`, contiguous, at the start of a buffer with a block of zeros after them,
+    so that a kernel reading one row past the end reads a zero, not whatever memory follows (then its
+    result, and the mistake it is named, are the same on every run)."""
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g) * scale + shift).to(DEVICE, dtype)
+    x = (torch.randn(*shape, generator=g) * scale + shift).to(DEVICE, dtype)
+    buf = torch.zeros(x.numel() + triton.next_power_of_2(shape[-1]), dtype=dtype, device=DEVICE)
+    buf[:x.numel()] = x.reshape(-1)
+    return buf[:x.numel()].view(x.shape)
 
 
 @graded("kernels.softmax_kernel", points=2)
