@@ -763,7 +763,7 @@ MUTANTS = [
      "rows stepped by D instead of the row stride"),
     ("test_kernels.py", "test_layer_norm_kernel_steps_by_the_row_stride",
      {("kernels", "layer_norm_kernel"): _kernel("layer_norm_kernel_unmasked_weight", "learner_kernels")},
-     "without mask=cols < D"),
+     "tl.load without a mask"),
     ("test_kernels.py", "test_softmax_kernel_reads_and_writes_only_its_own_rows",
      {("kernels", "softmax_kernel"): _kernel("softmax_kernel_storing_by_the_x_stride", "learner_kernels")},
      "y's rows stepped by x_row_stride"),

@@ -399,7 +399,10 @@ GUARD = 256                      # NaN elements before and after every buffer (a
 class Guarded:
     """values copied into a NaN-filled buffer with `guard` elements on each side; given row_stride,
     the rows of values (rows, n) lie row_stride elements apart with NaN in the gaps.
-    .view is what the kernel gets; .outside() the buffer's elements that are not the view's."""
+    .view holds the values; .arg, what the kernel gets, starts where the view starts and reaches the
+    buffer's end (a kernel sees a pointer only: the same addresses, and in a worker process the
+    guards after it and the gaps between rows travel with it, and what the kernel wrote there comes
+    back); .outside() the buffer's elements that are not the view's."""
 
     def __init__(self, values: torch.Tensor, row_stride: int | None = None, guard: int = GUARD):
         rows, n = (values.shape[0], values.shape[-1]) if row_stride else (1, values.numel())
@@ -412,8 +415,8 @@ class Guarded:
         inside = index[body].view(rows, stride)[:, :n] if row_stride else index[body]
         self.inside = torch.zeros(self.buf.numel(), dtype=torch.bool, device=values.device)
         self.inside[inside.reshape(-1)] = True
-        self.offsets = inside.reshape(-1).cpu().numpy()     # element offsets of the view in the buffer
         self.size = self.buf.element_size()
+        self.arg = self.buf[guard:]          # what the kernel gets: its first element, up to the buffer's end
 
     def outside(self) -> torch.Tensor:
         return self.buf[~self.inside]
@@ -493,24 +496,64 @@ def _said(strays: dict, verb: str) -> str:
     return f"the kernel {verb} " + ", ".join(parts)
 
 
-def launch_watched(kernel, grid, args: list, what: str, hint: str, name_mistake=None, **consts):
-    """kernel[grid](*args, **consts), each Guarded argument as its view; a Mismatch when the kernel
-    loads or stores an element that is not one of its tensors'. args: [(name, Guarded | value)];
-    name_mistake(kind, strays, watch, tensors) -> the typical mistake those addresses show, or None."""
+def launch_watched(kernel, grid, args: list, what: str, hint: str, name_mistake=None, **consts) -> Watch:
+    """kernel[grid](*args, **consts), each Guarded argument as its .arg; a Mismatch when the kernel
+    wrote an element of a guard or of a gap between rows (seen by the values there, in every runner;
+    where Triton's interpreter runs in this process, the addresses say where and name the mistake).
+    args: [(name, Guarded | value)]; name_mistake(kind, strays, watch, tensors) -> the typical mistake
+    those addresses show, or None. Returns the watch, which names a read on a failure that follows."""
     tensors = {name: a for name, a in args if isinstance(a, Guarded)}
     with Watch() as watch:
-        kernel[grid](*(a.view if isinstance(a, Guarded) else a for _, a in args), **consts)
-    for kind, verb in (("store", "wrote"), ("load", "read")):
-        strays = _strays(watch, kind, tensors)
-        if strays:
-            mistake = name_mistake(kind, strays, watch, tensors) if name_mistake else None
-            raise Mismatch(what, _said(strays, verb), hint, mistake=mistake)
+        kernel[grid](*(a.arg if isinstance(a, Guarded) else a for _, a in args), **consts)
+    changed = {(name, "around"): int((~torch.isnan(g.outside())).sum()) for name, g in tensors.items()}
+    changed = {k: n for k, n in changed.items() if n}
+    if changed:
+        strays = _strays(watch, "store", tensors) or changed
+        mistake = name_mistake("store", strays, watch, tensors) if name_mistake else None
+        raise Mismatch(what, _said(strays, "wrote"), hint, mistake=mistake)
     return watch
+
+
+def expect_kernel_output(got, want, what, hint, watch, tensors: dict, name_mistake=None):
+    """expect_close(got, want); on a failure, the addresses the kernel read outside its tensors (where
+    the interpreter ran in this process) are said, and the mistake they show is named."""
+    try:
+        expect_close(got, want, what, hint=hint)
+    except Mismatch as exc:
+        reads = _strays(watch, "load", tensors)
+        mistake = name_mistake("load", reads, watch, tensors) if reads and name_mistake else None
+        if not reads:
+            raise
+        raise Mismatch(what, f"{exc.problem}; {_said(reads, 'read')}", hint, mistake=mistake,
+                       differences=exc.differences, max_error=exc.max_error) from None
+
+
+def unmasked_loads(source: str) -> int:
+    """How many tl.load calls in a kernel's source pass no mask (neither mask= nor a second argument):
+    every load of these kernels reads a block whose last lanes may run past the data."""
+    import ast
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return 0
+    return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+               and node.func.attr == "load" and len(node.args) < 2 and not any(k.arg == "mask" for k in node.keywords))
+
+
+def expect_masked_loads(student, piece: str, mistake: str) -> None:
+    n = unmasked_loads(student.source("kernels", piece))
+    expect_true(not n, f"{piece}, read from its source", f"{n} tl.load call{'s' * (n != 1)} without a mask",
+                "every tl.load of a block takes the mask its tl.store takes", mistake=mistake)
 
 
 UNMASKED_LOAD = ("tl.load without a mask: the lanes of the last block past n_elements read memory that is not x's "
                  "(the checking launcher's padding hid it; on a GPU it is someone else's, or a crash); pass "
                  "mask=offs < n_elements to tl.load as to tl.store")
+LN_UNMASKED_LOAD = ("tl.load without a mask: the lanes D .. BLOCK_D - 1 of every load (x's row, w, b) read past the "
+                    "data; pass mask=cols < D to every tl.load")
+SOFTMAX_UNMASKED_LOAD = ("tl.load without a mask: the lanes n_cols .. BLOCK - 1 read past the row; pass "
+                         "mask=cols < n_cols and other=float('-inf')")
 UNMASKED_STORE = "missing mask on the ragged tail: every lane of the last block stored, the padding too"
 
 
@@ -526,9 +569,12 @@ def check_gelu_memory(student, n, block, dtype, seed, what):
     kernel = student.piece("kernels", "gelu_kernel")
     x = gelu_inputs(n, dtype, seed=seed)
     gx, gy = Guarded(x, guard=block), Guarded(torch.zeros_like(x), guard=block)   # a whole block past the end
-    launch_watched(kernel, (triton.cdiv(n, block),), [("x", gx), ("y", gy), ("n_elements", n)], what,
-                   "mask every tl.load and tl.store with offs < n_elements", _gelu_memory_mistake, BLOCK=block)
-    expect_close(gy.view, gelu_with()(x.double()).to(dtype), f"{what}: y", hint="y = GELU(x), element by element")
+    hint = "mask every tl.load and tl.store with offs < n_elements"
+    watch = launch_watched(kernel, (triton.cdiv(n, block),), [("x", gx), ("y", gy), ("n_elements", n)], what, hint,
+                           _gelu_memory_mistake, BLOCK=block)
+    expect_masked_loads(student, "gelu_kernel", UNMASKED_LOAD)
+    expect_kernel_output(gy.view, gelu_with()(x.double()).to(dtype), f"{what}: y", hint, watch, {"x": gx, "y": gy},
+                         _gelu_memory_mistake)
 
 
 @graded("kernels.gelu_kernel", points=1)
@@ -563,15 +609,17 @@ def check_layer_norm_memory(student, rows, D, stride, bias, seed, what):
     gx, gy = Guarded(x, stride), Guarded(torch.zeros_like(x), stride)
     gw, gb = Guarded(w), Guarded(b if bias else w)
     gmean, grstd = Guarded(torch.zeros(rows, device=DEVICE)), Guarded(torch.zeros(rows, device=DEVICE))
-    launch_watched(kernel, (rows,), [("x", gx), ("w", gw), ("b", gb), ("y", gy), ("mean", gmean), ("rstd", grstd),
-                                     ("stride", stride), ("D", D), ("eps", 1e-5)], what,
-                   "row r starts at x_ptr + r * stride (y_ptr likewise); mask every lane past D",
-                   _ln_memory_mistake(rows, D), HAS_BIAS=bias, BLOCK_D=triton.next_power_of_2(D))
+    hint = "row r starts at x_ptr + r * stride (y_ptr likewise); mask every lane past D"
+    args = [("x", gx), ("w", gw), ("b", gb), ("y", gy), ("mean", gmean), ("rstd", grstd), ("stride", stride), ("D", D),
+            ("eps", 1e-5)]
+    name = _ln_memory_mistake(rows, D)
+    watch = launch_watched(kernel, (rows,), args, what, hint, name, HAS_BIAS=bias, BLOCK_D=triton.next_power_of_2(D))
+    expect_masked_loads(student, "layer_norm_kernel", LN_UNMASKED_LOAD)
     want_y, want_mean, want_rstd = ln_with(x.double(), w.double(), None if b is None else b.double(), 1e-5)
-    expect_close(gy.view, want_y.float(), f"{what}: y",
-                 hint="row r starts at x_ptr + r * stride, and y's row r at y_ptr + r * stride")
-    expect_close(gmean.view, want_mean.float(), f"{what}: the saved mean")
-    expect_close(grstd.view, want_rstd.float(), f"{what}: the saved rstd")
+    tensors = {n: a for n, a in args if isinstance(a, Guarded)}
+    for got, want, part in ((gy.view, want_y, "y"), (gmean.view, want_mean, "the saved mean"),
+                            (grstd.view, want_rstd, "the saved rstd")):
+        expect_kernel_output(got, want.float(), f"{what}: {part}", hint, watch, tensors, name)
 
 
 @graded("kernels.layer_norm_kernel", points=1)
@@ -603,6 +651,8 @@ def _softmax_memory_mistake(rows, n, x_stride, y_stride):
             return Y_BY_X_STRIDE
         if kind == "load" and _touched(watch, "load", gx) == _rows_at(gx, rows, n, n):
             return ROW_STRIDE
+        if kind == "load" and _touched(watch, "load", gx) == _rows_at(gx, rows, n + 1, x_stride):
+            return ONE_PAST
         stored = _touched(watch, "store", gy)
         if kind == "store" and watch.active and stored == _rows_at(gy, rows, n + 1, y_stride):
             return ONE_PAST
@@ -616,11 +666,14 @@ def check_softmax_memory(student, rows, n, x_stride, y_stride, seed, what):
     kernel = student.piece("kernels", "softmax_kernel")
     x = softmax_inputs(rows, n, seed=seed)
     gx, gy = Guarded(x, x_stride), Guarded(torch.zeros_like(x), y_stride)
-    launch_watched(kernel, (rows,), [("x", gx), ("y", gy), ("x_row_stride", x_stride), ("y_row_stride", y_stride),
-                                     ("n_cols", n)], what,
-                   "load row r at x_ptr + r * x_row_stride and store it at y_ptr + r * y_row_stride, lanes past "
-                   "n_cols masked", _softmax_memory_mistake(rows, n, x_stride, y_stride), BLOCK=triton.next_power_of_2(n))
-    expect_close(gy.view, torch.softmax(x.double(), -1).float(), f"{what}: y", hint=SOFTMAX_HINT)
+    hint = ("load row r at x_ptr + r * x_row_stride and store it at y_ptr + r * y_row_stride, lanes past n_cols "
+            "masked")
+    name = _softmax_memory_mistake(rows, n, x_stride, y_stride)
+    watch = launch_watched(kernel, (rows,), [("x", gx), ("y", gy), ("x_row_stride", x_stride), ("y_row_stride", y_stride),
+                                             ("n_cols", n)], what, hint, name, BLOCK=triton.next_power_of_2(n))
+    expect_masked_loads(student, "softmax_kernel", SOFTMAX_UNMASKED_LOAD)
+    expect_kernel_output(gy.view, torch.softmax(x.double(), -1).float(), f"{what}: y", hint, watch, {"x": gx, "y": gy},
+                         name)
 
 
 @graded("kernels.softmax_kernel", points=1)
