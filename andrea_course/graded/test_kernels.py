@@ -389,9 +389,9 @@ def test_softmax_kernel_computes_in_fp32(student):
 # load there reads the padding. On a GPU a kernel gets its tensors as they are, and a load or store
 # past the end touches memory that belongs to someone else. The tests below launch the kernel
 # directly, each tensor in the middle of a larger buffer: GUARD elements of NaN before and after it
-# and, for strided rows, NaN in the gaps between rows. A write there changes a NaN; a read of
-# another element than the tensor's own shows in Triton's interpreter, which sees every address a
-# kernel loads or stores (on a GPU, only the writes and the reads that reach the output show).
+# and, for strided rows, NaN in the gaps between rows. A write there changes a NaN (seen in every
+# runner); every tl.load must take a mask (read from the kernel's source); where Triton's
+# interpreter runs in this process it also sees every address, which names what went wrong.
 
 GUARD = 256                      # NaN elements before and after every buffer (at least one block)
 
