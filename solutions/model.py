@@ -75,8 +75,8 @@ def count_parameters(cfg) -> dict:
     b = 1 if cfg.bias else 0
     ### BEGIN SOLUTION
     ### SUMMARY: Count ANDREA's parameters part by part, from the config's sizes alone.
-    ### HINT: Count by kind of layer. A linear map from n inputs to m outputs holds n times m weights, plus m biases when the config has biases. The attention's fused projection makes queries for H heads but keys and values for only G heads, and its output projection is D by D. A LayerNorm holds a gain and, with biases, a shift; an RMSNorm only a gain. The SwiGLU MLP has three matrices and the GELU MLP two. An untied head is one more V by D matrix; then add everything up.
-    ### API: The sizes V, T, D, L, H, G, K, F_ and b (1 with biases, else 0) are set above; cfg.norm is 'layernorm' or 'rmsnorm', cfg.mlp 'gelu' or 'swiglu', cfg.tie_embeddings a bool. Check a formula against a real layer: `sum(p.numel() for p in nn.Linear(10, 4).parameters())` gives `44`; `sum(p.numel() for p in nn.LayerNorm(6).parameters())` gives `12`
+    ### HINT: Count by kind of layer. A linear map from n inputs to m outputs holds n times m weights, plus m biases when the config has biases. The attention's fused projection makes queries for H heads but keys and values for only G heads, and its output projection is D by D. A LayerNorm holds a gain and, with biases, a shift; an RMSNorm only a gain. The SwiGLU MLP has three matrices and the GELU MLP two. Learned positions are a T by D table, and RoPE, which turns q and k, has none. An untied head is one more V by D matrix; then add everything up.
+    ### API: The sizes V, T, D, L, H, G, K, F_ and b (1 with biases, else 0) are set above; cfg.norm is 'layernorm' or 'rmsnorm', cfg.mlp 'gelu' or 'swiglu', cfg.position 'learned' or 'rope', cfg.tie_embeddings a bool. Check a formula against a real layer: `sum(p.numel() for p in nn.Linear(10, 4).parameters())` gives `44`; `sum(p.numel() for p in nn.LayerNorm(6).parameters())` gives `12`
     ### LINE: qkv_out = (H + 2 * G) * K; attention = D * qkv_out + b * qkv_out + D * D + b * D; mlp = 3 * D * F_ + b * (2 * F_ + D) for SwiGLU, else 2 * D * F_ + b * (F_ + D); block = attention + mlp + 2 * norm
     norm = D + (D * b if cfg.norm == "layernorm" else 0)        # gamma (+ beta)
     qkv_out = (H + 2 * G) * K
@@ -86,7 +86,8 @@ def count_parameters(cfg) -> dict:
     else:
         mlp = 2 * D * F_ + b * (F_ + D)
     block = attention + mlp + 2 * norm
-    counts = dict(token_table=V * D, position_table=T * D, attention=attention, mlp=mlp,
+    positions = 0 if cfg.position == "rope" else T * D         # RoPE turns q and k: no table
+    counts = dict(token_table=V * D, position_table=positions, attention=attention, mlp=mlp,
                   norms=2 * norm, block=block, blocks=L * block, final_norm=norm,
                   head=0 if cfg.tie_embeddings else V * D)
     counts["total"] = (counts["token_table"] + counts["position_table"] + counts["blocks"]

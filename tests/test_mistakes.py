@@ -195,6 +195,74 @@ class ModelAlwaysLayerNorm(mdl.ANDREA):
         self.ln_f = blk.LayerNorm(cfg.d_model, eps=cfg.norm_eps, bias=cfg.bias)
 
 
+# issue 30 item 4: wrong pieces that passed: slots bypassed, dropout skipped or fixed, bias=None, RoPE's table
+def _layer_norm_adding_bias(x, weight, bias, eps=1e-5):
+    return F.layer_norm(x, x.shape[-1:], weight, None, eps) + bias         # raises when bias is None
+
+
+class MLPCallingGeluItself(mlp.MLP):
+    def forward(self, x):
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+
+
+class MHACallingSDPAItself(mh.MultiHeadAttention):
+    def forward(self, x, cache=None):
+        H, G, K = self.n_heads, self.n_kv_heads, self.d_head
+        q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1)
+        q, k, v = mh.split_heads(q, H), mh.split_heads(k, G), mh.split_heads(v, G)
+        k, v = self.cache_and_share(k, v, cache)
+        return self.proj(mh.merge_heads(F.scaled_dot_product_attention(q, k, v, is_causal=True)))
+
+
+class SwiGLUCallingSiluItself(pieces.module("modern").SwiGLU):
+    def forward(self, x):
+        return self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))
+
+
+class ModelComputingItsOwnLoss(mdl.ANDREA):
+    def forward(self, ids, targets=None, caches=None):
+        logits = super().forward(ids, caches=caches)
+        if targets is None:
+            return logits
+        return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+
+
+class EmbeddingsWithoutDropout(emb.Embeddings):
+    def forward(self, ids, start=0):
+        return emb.add_positions(emb.embed_lookup(self.token_table, ids), self.position_table, start)
+
+
+class EmbeddingsWithAFixedDropout(emb.Embeddings):
+    def __init__(self, cfg, dropout=0.0):
+        super().__init__(cfg, dropout)
+        self.drop = torch.nn.Dropout(0.1)
+
+
+class BlockWithAFixedDropout(blk.Block):
+    def __init__(self, cfg, dropout=0.0):
+        super().__init__(cfg, dropout)
+        self.drop = torch.nn.Dropout(0.1)
+
+
+class PostNormBlockWithoutDropout(blk.PostNormBlock):
+    def forward(self, x, cache=None):
+        x = self.ln1(x + self.attn(x, cache))
+        return self.ln2(x + self.mlp(x))
+
+
+class ModelWithABiasedFinalNorm(mdl.ANDREA):
+    def __init__(self, cfg, *args, **kwargs):
+        super().__init__(cfg, *args, **kwargs)
+        self.ln_f = blk.LayerNorm(cfg.d_model, eps=cfg.norm_eps)
+
+
+def _count_with_a_position_table(cfg):
+    """The answer key's count, with a learned position table counted whatever cfg.position says."""
+    counts = InProcessStudent("solutions").piece("model", "count_parameters")(cfg)
+    table = cfg.context_length * cfg.d_model
+    return dict(counts, position_table=table, total=counts["total"] - counts["position_table"] + table)
+
+
 def _kv_bytes_ignoring_seq_len(cfg, batch=1, seq_len=None, bytes_per_value=2):
     return 2 * cfg.n_layers * batch * cfg.kv_heads * cfg.context_length * cfg.d_head * bytes_per_value
 
@@ -371,17 +439,18 @@ def _classic_count(cfg, grouped=False):
 
 
 class _kernel:
-    """A kernel of tests/softmax_kernels.py, imported on first use (it needs Triton); its source is the kernel's."""
+    """A kernel of tests/softmax_kernels.py (or of another module of tests/: tests/learner_kernels.py),
+    imported on first use (it needs Triton); its source is the kernel's."""
 
-    def __init__(self, name):
-        self.name = name
+    def __init__(self, name, module="softmax_kernels"):
+        self.name, self.module = name, module
 
     @property
     def fn(self):
-        return getattr(importlib.import_module("softmax_kernels"), self.name).fn
+        return getattr(importlib.import_module(self.module), self.name).fn
 
     def __getitem__(self, grid):
-        return getattr(importlib.import_module("softmax_kernels"), self.name)[grid]
+        return getattr(importlib.import_module(self.module), self.name)[grid]
 
 
 def _launching(name):
@@ -668,6 +737,38 @@ MUTANTS = [
     ("test_kernels.py", "test_softmax_kernel_computes_in_fp32",
      {("kernels", "softmax"): _launching("softmax_kernel_in_16_bits"),
       ("kernels", "softmax_kernel"): _kernel("softmax_kernel_in_16_bits")}, "never converted to fp32"),
+    # issue 30 item 4: wrong pieces that passed every graded test
+    ("test_block.py", "test_layer_norm_without_bias", {("block", "layer_norm"): _layer_norm_adding_bias},
+     "bias=None not handled"),
+    ("test_mlp.py", "test_mlp_calls_its_gelu_slot", {("mlp", "MLP"): MLPCallingGeluItself}, "self.gelu never called"),
+    ("test_multihead.py", "test_multihead_attention_calls_its_attention_slot",
+     {("multihead", "MultiHeadAttention"): MHACallingSDPAItself}, "self.attention never called"),
+    ("test_modern.py", "test_swiglu_module_calls_its_swiglu_slot", {("modern", "SwiGLU"): SwiGLUCallingSiluItself},
+     "self.swiglu never called"),
+    ("test_model.py", "test_andrea_calls_its_cross_entropy_slot", {("model", "ANDREA"): ModelComputingItsOwnLoss},
+     "self.cross_entropy never called"),
+    ("test_embeddings.py", "test_embeddings_module_applies_its_dropout",
+     {("embeddings", "Embeddings"): EmbeddingsWithoutDropout}, "no dropout"),
+    ("test_block.py", "test_post_norm_block_applies_dropout_while_training",
+     {("block", "PostNormBlock"): PostNormBlockWithoutDropout}, "no dropout in the block"),
+    ("test_model.py", "test_andrea_has_the_reference_parameters", {("model", "ANDREA"): ModelWithABiasedFinalNorm},
+     "the final norm built with a bias although cfg.bias is False"),
+    ("test_model.py", "test_count_parameters_for_every_config_option",
+     {("model", "count_parameters"): _count_with_a_position_table}, "a position table counted with position='rope'"),
+    # issue 30 item 4: kernels launched without the checking launcher's padding, NaN around every tensor
+    ("test_kernels.py", "test_gelu_kernel_reads_and_writes_only_its_own_elements",
+     {("kernels", "gelu_kernel"): _kernel("gelu_kernel_unmasked_load", "learner_kernels")}, "tl.load without a mask"),
+    ("test_kernels.py", "test_layer_norm_kernel_steps_by_the_row_stride",
+     {("kernels", "layer_norm_kernel"): _kernel("layer_norm_kernel_stepping_by_d", "learner_kernels")},
+     "rows stepped by D instead of the row stride"),
+    ("test_kernels.py", "test_layer_norm_kernel_steps_by_the_row_stride",
+     {("kernels", "layer_norm_kernel"): _kernel("layer_norm_kernel_unmasked_weight", "learner_kernels")},
+     "tl.load without a mask"),
+    ("test_kernels.py", "test_softmax_kernel_reads_and_writes_only_its_own_rows",
+     {("kernels", "softmax_kernel"): _kernel("softmax_kernel_storing_by_the_x_stride", "learner_kernels")},
+     "y's rows stepped by x_row_stride"),
+    ("test_kernels.py", "test_softmax_kernel_reads_and_writes_only_its_own_rows",
+     {("kernels", "softmax_kernel"): _kernel("softmax_kernel_storing_one_past")}, "one element past the end of each row"),
 ]
 
 
@@ -1122,3 +1223,41 @@ def test_an_unknown_mistake_shows_where_the_values_differ(file, test, overrides)
     assert ("none of the typical mistakes" in str(exc)) != bool(exc.relation)
     assert exc.differences and " yours " in exc.differences and ", expected " in exc.differences
     assert exc.differences.split("the first: ")[1].startswith("[")           # a position, then the two values
+
+
+# ----- issue 30 item 4: wrong pieces no name fits still fail; a piece fails in its own notebook -----
+
+WRONG = [  # (graded file, graded test, the wrong piece): it must fail, whatever the failure names
+    ("test_embeddings.py", "test_embeddings_module_applies_its_dropout",
+     {("embeddings", "Embeddings"): EmbeddingsWithAFixedDropout}),
+    ("test_block.py", "test_block_applies_dropout_while_training", {("block", "Block"): BlockWithAFixedDropout}),
+]
+
+
+@pytest.mark.parametrize("file, test, overrides", WRONG, ids=[f"{t}[{next(iter(o.values())).__name__}]"
+                                                               for _, t, o in WRONG])
+def test_a_wrong_piece_fails_its_graded_test(file, test, overrides):
+    with pytest.raises(Mismatch):
+        getattr(MODULES[file], test)(InProcessStudent("solutions", overrides=overrides))
+
+
+def _own_notebooks_tests(file, exercise):
+    """The graded tests of `exercise` that check() in its own notebook runs: none taught later."""
+    activity = exercise.split(".")[0]
+    return {name: fn for name, fn in vars(MODULES[file]).items() if name.startswith("test_")
+            and any(m.name == "exercise" and m.args[0] == exercise for m in getattr(fn, "pytestmark", []))
+            and all(m.args[0] == activity for m in getattr(fn, "pytestmark", []) if m.name == "taught")}
+
+
+def test_a_forward_dropping_the_caches_start_fails_in_notebook_06():
+    """model.ANDREA whose forward embeds the new tokens from position 0 fails a test that notebook
+    06's own check("model.ANDREA") runs, and the failure names the start position."""
+    student = InProcessStudent("solutions", overrides={("model", "ANDREA"): ModelIgnoringStart})
+    failed = {}
+    for name, fn in _own_notebooks_tests("test_model.py", "model.ANDREA").items():
+        try:
+            fn(student)
+        except Mismatch as exc:
+            failed[name] = exc
+    assert "test_andrea_with_a_kv_cache" in failed, sorted(failed)
+    assert "caches[0].pos" in (failed["test_andrea_with_a_kv_cache"].mistake or "")

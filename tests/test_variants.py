@@ -161,4 +161,45 @@ def test_other_correct_softmax_kernels_pass(variant):
     tests = [fn for fn, exercise in (p.values for p in _graded(["test_kernels.py"])) if exercise == "kernels.softmax_kernel"]
     assert len(tests) >= 4
     for test in tests:
-        test(InProcessStudent("solutions", overrides={("kernels", "softmax"): _softmax_kernel_variant(variant)}))
+        test(InProcessStudent("solutions", overrides={("kernels", "softmax"): _softmax_kernel_variant(variant),
+                                                      ("kernels", "softmax_kernel"): _softmax_kernel_itself(variant)}))
+
+
+class _SwitchedKernel:
+    """softmax_kernels.softmax_kernel_with, switched, as a kernel a test launches: kernel[grid](...);
+    its source (.fn) is the switched kernel's."""
+
+    def __init__(self, **switches):
+        import softmax_kernels
+        self.switched, self.fn = softmax_kernels._Switched(**switches), softmax_kernels.softmax_kernel_with.fn
+
+    def __getitem__(self, grid):
+        return self.switched[grid]
+
+
+def _softmax_kernel_itself(name):
+    """The kernel _softmax_kernel_variant launches, for a test that launches it directly."""
+    return pieces.get("kernels", "softmax_kernel") if name == "engine" else _SwitchedKernel(**{name: True})
+
+
+def _kernel_variant(name):
+    """{(kernels, piece): ...} serving another correct kernel to every graded test of it: the kernel
+    itself and its given launcher bound to it (the engine's kernel, or one of tests/learner_kernels.py)."""
+    import learner_kernels                     # tests/learner_kernels.py: it needs Triton
+    piece = name.split("_kernel")[0] + "_kernel"
+    kernel = pieces.get("kernels", piece) if name == piece else getattr(learner_kernels, name)
+    launch = InProcessStudent("solutions").piece("kernels", piece[:-len("_kernel")])
+    return {("kernels", piece): kernel, ("kernels", piece[:-len("_kernel")]): functools.partial(launch, kernel=kernel)}
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.parametrize("variant", ["gelu_kernel", "gelu_kernel_by_where", "layer_norm_kernel",
+                                     "layer_norm_kernel_by_pointers"])
+def test_other_correct_gelu_and_layer_norm_kernels_pass(variant):
+    pytest.importorskip("triton")
+    overrides = _kernel_variant(variant)
+    piece = next(iter(overrides))[1]
+    tests = [fn for fn, exercise in (p.values for p in _graded(["test_kernels.py"])) if exercise == f"kernels.{piece}"]
+    assert len(tests) >= 4
+    for test in tests:
+        test(InProcessStudent("solutions", overrides=overrides))

@@ -84,6 +84,33 @@ def test_layer_norm_uses_the_eps_it_is_given(student):
                  _ln_case(fn, *_ln_case_32((16,), 9), eps=0.05))         # one token (D,)
 
 
+NO_BIAS = ("bias=None not handled: a model with cfg.bias False builds its LayerNorms without a beta and passes "
+           "bias=None, and `+ bias` raises; when bias is None, return the scaled output as it is")
+
+
+def _no_bias_case(fn, x, w):
+    """layer_norm(x, w, None): the learner's output (a raise of `+ None` named), the right one, the mistakes."""
+    what = f"layer_norm(x of shape {tuple(x.shape)}, weight, bias=None)"
+    mistakes = {k: v for k, v in _layer_norm_mistakes(x, w, 0.0).items() if "beta" not in k}
+    second = _layer_norm_case_2()
+    adds_none = lambda x_, w_: (lambda: x_ * w_ + None)                      # what `y * weight + bias` raises
+
+    def got():
+        return expect_runs(lambda: fn(x, w, None), what, mistakes={NO_BIAS: adds_none(x, w)},
+                           second=Second(lambda: fn(second[0], second[1], None), None,
+                                         {NO_BIAS: adds_none(second[0], second[1])}))
+    return Case(what, got, F.layer_norm(x, x.shape[-1:], w, None, eps=1e-5), mistakes)
+
+
+@graded("block.layer_norm", points=1)
+def test_layer_norm_without_bias(student):
+    """bias=None, as every LayerNorm of a model with cfg.bias False calls it: gamma only, no beta."""
+    fn = student.piece("block", "layer_norm")
+    (x, w, _), (x2, w2, _) = _layer_norm_case(), _layer_norm_case_2()
+    expect_cases(_no_bias_case(fn, x, w), _no_bias_case(fn, x2, w2),
+                 hint="bias is None when cfg.bias is False: then return the scaled output as it is")
+
+
 CFG = ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=2, n_heads=4, d_ff=32)
 PRE_NORM_HINT = ("x = x + attn(ln1(x)), then x = x + mlp(ln2(x)): each sublayer reads a normalised copy of x and "
                  "adds its output to the raw x")
@@ -224,27 +251,55 @@ def test_block_passes_the_cache_on(student):
                      mistakes={CACHE_NOT_PASSED: alone}, second=Second(rest2, whole2, {CACHE_NOT_PASSED: alone2}))
 
 
-@graded("block.Block", points=1)
-def test_block_applies_dropout_while_training(student):
-    """Block(cfg, dropout=0.5): in training mode each sublayer's output is dropped out (two calls
-    differ); in eval mode dropout is off: the block gives what the same block without dropout
-    gives (the learner's own, with the same weights: this test is about dropout alone)."""
-    ref, x, _ = _block_case(seed=40)
-    m = _student_block(student, "Block", ref, dropout=0.5)
-    plain = _student_block(student, "Block", ref)
+DROPPED = {"Block": "x = x + self.drop(self.attn(self.ln1(x), cache))",
+           "PostNormBlock": "x = self.ln1(x + self.drop(self.attn(x, cache)))"}
+
+
+def check_block_dropout(student, name, seed):
+    """The block `name` (Block or PostNormBlock) built with dropout=p: in training mode each sublayer's output is dropped out (two calls
+    differ), and p = 1 drops it whole (the block then gives what it gives with both sublayers'
+    output projections zeroed); in eval mode dropout is off (the block gives what it gives without
+    dropout). Each against the learner's own block, same weights: these checks are about dropout alone."""
+    ref, x, _ = _block_case(seed=seed)
+    m = _student_block(student, name, ref, dropout=0.5)
+    plain = _student_block(student, name, ref)
     m.train()
     first, second = m(x), m(x)
     expect_true(isinstance(first, torch.Tensor) and not torch.allclose(first, second),
-                "Block(cfg, dropout=0.5) in training mode, called twice on the same x",
+                f"{name}(cfg, dropout=0.5) in training mode, called twice on the same x",
                 "both calls gave the same output: nothing was dropped out",
                 "pass each sublayer's output through self.drop before adding it to x",
-                mistake="no dropout in the block: x = x + self.drop(self.attn(self.ln1(x), cache)), and the same for the MLP")
+                mistake=f"no dropout in the block: each sublayer's output goes through self.drop before it is added "
+                        f"({DROPPED[name]}), and the same for the MLP")
     m.eval()
     plain.eval()
     with torch.no_grad():
-        expect_close(m(x), plain(x), "Block(cfg, dropout=0.5) in eval mode against Block(cfg) (no dropout), same weights",
+        expect_close(m(x), plain(x), f"{name}(cfg, dropout=0.5) in eval mode against {name}(cfg) (no dropout), same weights",
                      hint="dropout is off in eval mode: use the module self.drop (an nn.Dropout), not "
                           "torch.nn.functional.dropout with training=True")
+    silent = {k: (torch.zeros_like(v) if k.startswith(("attn.proj.", "mlp.proj.")) else v)
+              for k, v in ref.state_dict().items()}                   # both sublayers' outputs zeroed
+    without = student.piece("block", name)(CFG)
+    without.double()
+    load_weights(without, silent, f"{name}(cfg)")
+    everything = _student_block(student, name, ref, dropout=1.0).train()
+    with torch.no_grad():
+        expect_close(everything(x), without.eval()(x), f"{name}(cfg, dropout=1.0) in training mode against the same "
+                                                       "block with both sublayers' outputs zeroed",
+                     hint="dropout=1.0 drops each sublayer's whole output: the block's dropout takes its p from the "
+                          "argument, self.drop = nn.Dropout(dropout)")
+
+
+@graded("block.Block", points=1)
+def test_block_applies_dropout_while_training(student):
+    """Block(cfg, dropout=p): dropped out in training mode, p honoured, off in eval mode."""
+    check_block_dropout(student, "Block", 40)
+
+
+@graded("block.PostNormBlock", points=1)
+def test_post_norm_block_applies_dropout_while_training(student):
+    """PostNormBlock(cfg, dropout=p): dropped out in training mode, p honoured, off in eval mode."""
+    check_block_dropout(student, "PostNormBlock", 41)
 
 
 # ----- LayerNorm: keepdim -----

@@ -289,3 +289,38 @@ def test_embeddings_module_adds_token_and_position_vectors(student):
     m.double()
     load_weights(m, ref.state_dict(), "Embeddings(cfg)")
     expect_cases(_module_case(m, ref, ids, 0), _module_case(m, ref, ids, 2), _module_case(m, ref, ids[:, :3], 1))
+
+
+NO_EMBEDDING_DROPOUT = "no dropout: forward returns x without passing it through self.drop (an nn.Dropout of p)"
+DROPOUT_HINT = "return self.drop(x): the module's nn.Dropout(dropout), which drops in training mode only"
+
+
+@graded("embeddings.Embeddings", points=1)
+def test_embeddings_module_applies_its_dropout(student):
+    """Embeddings(cfg, dropout=p) in training mode: each element of x is 0 with probability p, the rest
+    x / (1 - p); for p = 0.5 and 0.25. In eval mode x as it is."""
+    ref, _ = _embeddings_case(seed=8)
+    ids = torch.randint(0, CFG.vocab_size, (4, 8), generator=torch.Generator().manual_seed(9))   # 192 elements
+    want = ref.token_table.detach()[ids] + ref.position_table.detach()[:8]                      # (B, T, D)
+    for p in (0.5, 0.25):
+        what = f"Embeddings(cfg, dropout={p}) in training mode (ids of shape {tuple(ids.shape)})"
+        m = student.piece("embeddings", "Embeddings")(CFG, dropout=p)
+        m.double()
+        load_weights(m, ref.state_dict(), f"Embeddings(cfg, dropout={p})")
+        m.train()
+        torch.manual_seed(0)
+        with torch.no_grad():
+            out = m(ids)
+        expect_true(isinstance(out, torch.Tensor) and out.shape == want.shape, what,
+                    f"expected a tensor of shape {tuple(want.shape)}", DROPOUT_HINT)
+        zero = out == 0
+        share = zero.double().mean().item()
+        expect_true(share > 0 or not torch.allclose(out, want), what, "no element is 0: nothing was dropped out",
+                    DROPOUT_HINT, mistake=NO_EMBEDDING_DROPOUT)
+        expect_true(abs(share - p) < 0.15, what, f"{share:.0%} of the elements are 0, where dropout={p} zeroes about "
+                                                f"{p:.0%}", "the module's dropout takes its p from the argument")
+        expect_close(out[~zero], (want / (1 - p))[~zero], f"{what}: the elements kept",
+                     hint="the elements kept are divided by 1 - p (nn.Dropout does it)")
+        m.eval()
+        with torch.no_grad():
+            expect_close(m(ids), want, f"Embeddings(cfg, dropout={p}) in eval mode", hint=DROPOUT_HINT)

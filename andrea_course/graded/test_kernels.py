@@ -284,8 +284,14 @@ def check_softmax(student, first, second, extra=None, extra2=None):
 
 
 def softmax_inputs(*shape, scale=3.0, shift=0.0, seed=0, dtype=torch.float32):
+    """Random scores of `shape`, contiguous, at the start of a buffer with a block of zeros after them,
+    so that a kernel reading one row past the end reads a zero, not whatever memory follows (then its
+    result, and the mistake it is named, are the same on every run)."""
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g) * scale + shift).to(DEVICE, dtype)
+    x = (torch.randn(*shape, generator=g) * scale + shift).to(DEVICE, dtype)
+    buf = torch.zeros(x.numel() + triton.next_power_of_2(shape[-1]), dtype=dtype, device=DEVICE)
+    buf[:x.numel()] = x.reshape(-1)
+    return buf[:x.numel()].view(x.shape)
 
 
 @graded("kernels.softmax_kernel", points=2)
@@ -375,3 +381,304 @@ def test_softmax_kernel_computes_in_fp32(student):
                 "load, then .to(tl.float32) at once; exp, sum and divide in fp32; store in y's dtype", mistake=NO_UPCAST)
     check_softmax(student, (softmax_inputs(4, 1000, scale=4.0, seed=10, dtype=torch.float16), "softmax(fp16 x of shape (4, 1000))"),
                   (softmax_inputs(2, 600, scale=4.0, seed=11, dtype=torch.float16), "softmax(fp16 x of shape (2, 600))"))
+
+
+# ----- memory: a kernel reads and writes its own tensors' elements and nothing else -----
+#
+# The given launchers are lenient, for learning: gelu(x) pads x with a block of zeros, so an unmasked
+# load there reads the padding. On a GPU a kernel gets its tensors as they are, and a load or store
+# past the end touches memory that belongs to someone else. The tests below launch the kernel
+# directly, each tensor in the middle of a larger buffer: GUARD elements of NaN before and after it
+# and, for strided rows, NaN in the gaps between rows. A write there changes a NaN (seen in every
+# runner); every tl.load must take a mask (read from the kernel's source); where Triton's
+# interpreter runs in this process it also sees every address, which names what went wrong.
+
+GUARD = 256                      # NaN elements before and after every buffer (at least one block)
+
+
+class Guarded:
+    """values copied into a NaN-filled buffer with `guard` elements on each side; given row_stride,
+    the rows of values (rows, n) lie row_stride elements apart with NaN in the gaps.
+    .view holds the values; .arg, what the kernel gets, starts where the view starts and reaches the
+    buffer's end (a kernel sees a pointer only: the same addresses, and in a worker process the
+    guards after it and the gaps between rows travel with it, and what the kernel wrote there comes
+    back); .outside() the buffer's elements that are not the view's."""
+
+    def __init__(self, values: torch.Tensor, row_stride: int | None = None, guard: int = GUARD):
+        rows, n = (values.shape[0], values.shape[-1]) if row_stride else (1, values.numel())
+        stride, self.guard = row_stride or n, guard
+        self.buf = torch.full((rows * stride + 2 * guard,), float("nan"), dtype=values.dtype, device=values.device)
+        index = torch.arange(self.buf.numel(), device=values.device)
+        body = slice(guard, guard + rows * stride)
+        self.view = self.buf[body].view(rows, stride)[:, :n] if row_stride else self.buf[body]
+        self.view.copy_(values if row_stride else values.reshape(-1))
+        inside = index[body].view(rows, stride)[:, :n] if row_stride else index[body]
+        self.inside = torch.zeros(self.buf.numel(), dtype=torch.bool, device=values.device)
+        self.inside[inside.reshape(-1)] = True
+        self.size = self.buf.element_size()
+        self.arg = self.buf[guard:]          # what the kernel gets: its first element, up to the buffer's end
+
+    def outside(self) -> torch.Tensor:
+        return self.buf[~self.inside]
+
+    def where(self, address: int) -> str | None:
+        """Where in this buffer an address lies: 'before', 'after', 'between' (rows), or None."""
+        start = self.buf.data_ptr()
+        k, r = divmod(address - start, self.size)
+        if r or not 0 <= k < self.buf.numel():
+            return None
+        if self.inside[k]:
+            return "inside"
+        return "before" if k < self.guard else "after" if k >= self.buf.numel() - self.guard else "between"
+
+
+class Watch:
+    """Every address a kernel loads and stores with its lane switched on, while Triton's interpreter
+    runs it (on a GPU it records nothing: .active is False)."""
+
+    def __init__(self):
+        self.loads, self.stores, self.active = [], [], False
+
+    def __enter__(self):
+        try:
+            from triton.runtime.interpreter import interpreter_builder as builder
+        except ImportError:
+            return self
+        self.builder, self.active = builder, bool(os.environ.get("TRITON_INTERPRET"))
+        if not self.active:
+            return self
+        load, store = builder.create_masked_load, builder.create_masked_store
+
+        def masked_load(ptrs, mask, other, *args):
+            self.loads.append(ptrs.data[mask.data.astype(bool)].reshape(-1).copy())
+            return load(ptrs, mask, other, *args)
+
+        def masked_store(ptrs, value, mask, *args):
+            self.stores.append(ptrs.data[mask.data.astype(bool)].reshape(-1).copy())
+            return store(ptrs, value, mask, *args)
+        builder.create_masked_load, builder.create_masked_store = masked_load, masked_store
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            del self.builder.create_masked_load, self.builder.create_masked_store   # the class's again
+        return False
+
+    def addresses(self, kind: str):
+        import numpy as np
+        found = self.loads if kind == "load" else self.stores
+        return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.uint64)
+
+
+def _strays(watch: Watch, kind: str, tensors: dict) -> dict:
+    """{(tensor name, 'before' | 'after' | 'between' | 'elsewhere'): how many elements} the kernel
+    loaded (kind 'load') or stored ('store') outside its tensors' own elements."""
+    out = {}
+    for address in watch.addresses(kind).tolist():
+        places = [(name, g.where(address)) for name, g in tensors.items()]
+        if any(p == "inside" for _, p in places):
+            continue
+        key = next(((name, p) for name, p in places if p), ("", "elsewhere"))
+        out[key] = out.get(key, 0) + 1
+    if kind == "store":                       # seen on any device: a NaN of a guard that changed
+        for name, g in tensors.items():
+            changed = int((~torch.isnan(g.outside())).sum())
+            if changed and not any(k[0] == name for k in out):
+                out[(name, "around")] = changed
+    return out
+
+
+def _said(strays: dict, verb: str) -> str:
+    words = {"before": "before the start of", "after": "past the end of", "between": "between the rows of",
+             "around": "outside", "elsewhere": "outside every tensor it was given"}
+    parts = [f"{n:,} element{'s' * (n != 1)} {words[where]}{f' {name}' if name else ''}"
+             for (name, where), n in sorted(strays.items())]
+    return f"the kernel {verb} " + ", ".join(parts)
+
+
+def launch_watched(kernel, grid, args: list, what: str, hint: str, name_mistake=None, **consts) -> Watch:
+    """kernel[grid](*args, **consts), each Guarded argument as its .arg; a Mismatch when the kernel
+    wrote an element of a guard or of a gap between rows (seen by the values there, in every runner;
+    where Triton's interpreter runs in this process, the addresses say where and name the mistake).
+    args: [(name, Guarded | value)]; name_mistake(kind, strays, watch, tensors) -> the typical mistake
+    those addresses show, or None. Returns the watch, which names a read on a failure that follows."""
+    tensors = {name: a for name, a in args if isinstance(a, Guarded)}
+    with Watch() as watch:
+        kernel[grid](*(a.arg if isinstance(a, Guarded) else a for _, a in args), **consts)
+    changed = {(name, "around"): int((~torch.isnan(g.outside())).sum()) for name, g in tensors.items()}
+    changed = {k: n for k, n in changed.items() if n}
+    if changed:
+        strays = _strays(watch, "store", tensors) or changed
+        mistake = name_mistake("store", strays, watch, tensors) if name_mistake else None
+        raise Mismatch(what, _said(strays, "wrote"), hint, mistake=mistake)
+    return watch
+
+
+def expect_kernel_output(got, want, what, hint, watch, tensors: dict, name_mistake=None):
+    """expect_close(got, want); on a failure, the addresses the kernel read outside its tensors (where
+    the interpreter ran in this process) are said, and the mistake they show is named."""
+    try:
+        expect_close(got, want, what, hint=hint)
+    except Mismatch as exc:
+        reads = _strays(watch, "load", tensors)
+        mistake = name_mistake("load", reads, watch, tensors) if reads and name_mistake else None
+        if not reads:
+            raise
+        raise Mismatch(what, f"{exc.problem}; {_said(reads, 'read')}", hint, mistake=mistake,
+                       differences=exc.differences, max_error=exc.max_error) from None
+
+
+def unmasked_loads(source: str) -> int:
+    """How many tl.load calls in a kernel's source pass no mask (neither mask= nor a second argument):
+    every load of these kernels reads a block whose last lanes may run past the data."""
+    import ast
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return 0
+    return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+               and node.func.attr == "load" and len(node.args) < 2 and not any(k.arg == "mask" for k in node.keywords))
+
+
+def expect_masked_loads(student, piece: str, mistake: str) -> None:
+    n = unmasked_loads(student.source("kernels", piece))
+    expect_true(not n, f"{piece}, read from its source", f"{n} tl.load call{'s' * (n != 1)} without a mask",
+                "every tl.load of a block takes the mask its tl.store takes", mistake=mistake)
+
+
+UNMASKED_LOAD = ("tl.load without a mask: the lanes of the last block past n_elements read memory that is not x's "
+                 "(the checking launcher's padding hid it; on a GPU it is someone else's, or a crash); pass "
+                 "mask=offs < n_elements to tl.load as to tl.store")
+LN_UNMASKED_LOAD = ("tl.load without a mask: the lanes D .. BLOCK_D - 1 of every load (x's row, w, b) read past the "
+                    "data; pass mask=cols < D to every tl.load")
+SOFTMAX_UNMASKED_LOAD = ("tl.load without a mask: the lanes n_cols .. BLOCK - 1 read past the row; pass "
+                         "mask=cols < n_cols and other=float('-inf')")
+UNMASKED_STORE = "missing mask on the ragged tail: every lane of the last block stored, the padding too"
+
+
+def _gelu_memory_mistake(kind, strays, watch, tensors):
+    if set(strays) == {("x", "after")}:
+        return UNMASKED_LOAD
+    if set(strays) <= {("y", "after")}:
+        return UNMASKED_STORE
+    return None
+
+
+def check_gelu_memory(student, n, block, dtype, seed, what):
+    kernel = student.piece("kernels", "gelu_kernel")
+    x = gelu_inputs(n, dtype, seed=seed)
+    gx, gy = Guarded(x, guard=block), Guarded(torch.zeros_like(x), guard=block)   # a whole block past the end
+    hint = "mask every tl.load and tl.store with offs < n_elements"
+    watch = launch_watched(kernel, (triton.cdiv(n, block),), [("x", gx), ("y", gy), ("n_elements", n)], what, hint,
+                           _gelu_memory_mistake, BLOCK=block)
+    expect_masked_loads(student, "gelu_kernel", UNMASKED_LOAD)
+    expect_kernel_output(gy.view, gelu_with()(x.double()).to(dtype), f"{what}: y", hint, watch, {"x": gx, "y": gy},
+                         _gelu_memory_mistake)
+
+
+@graded("kernels.gelu_kernel", points=1)
+def test_gelu_kernel_reads_and_writes_only_its_own_elements(student):
+    """gelu_kernel launched directly, as the package launches it, on x and y with NaN on both sides:
+    1,300 values in blocks of 1,024, then 700 fp16 values in blocks of 256."""
+    check_gelu_memory(student, 1300, 1024, torch.float32, 3, "gelu_kernel on 1,300 values, BLOCK = 1,024")
+    check_gelu_memory(student, 700, 256, torch.float16, 4, "gelu_kernel on 700 fp16 values, BLOCK = 256")
+
+
+LN_ROW_STRIDE = ("rows stepped by D instead of the row stride: row r starts at x_ptr + r * stride, which is more "
+                 "than r * D when x's rows are a slice of a wider matrix")
+LN_UNMASKED = ("a tl.load or tl.store without mask=cols < D: the lanes D .. BLOCK_D - 1 reach past the end of a "
+               "row (into the gap before the next one), of w or of b")
+
+
+def _ln_memory_mistake(rows, D):
+    """The mistake the stray addresses of layer_norm_kernel on `rows` rows of D show, or None."""
+    def name(kind, strays, watch, tensors):
+        if watch.active and _touched(watch, "load", tensors["x"]) == _rows_at(tensors["x"], rows, D, D):
+            return LN_ROW_STRIDE                                                # row r read at x_ptr + r * D
+        if all(where in ("between", "after") for _, where in strays):
+            return LN_UNMASKED
+        return None
+    return name
+
+
+def check_layer_norm_memory(student, rows, D, stride, bias, seed, what):
+    kernel = student.piece("kernels", "layer_norm_kernel")
+    x, w, b = ln_inputs(rows, D, seed=seed)
+    b = b if bias else None
+    gx, gy = Guarded(x, stride), Guarded(torch.zeros_like(x), stride)
+    gw, gb = Guarded(w), Guarded(b if bias else w)
+    gmean, grstd = Guarded(torch.zeros(rows, device=DEVICE)), Guarded(torch.zeros(rows, device=DEVICE))
+    hint = "row r starts at x_ptr + r * stride (y_ptr likewise); mask every lane past D"
+    args = [("x", gx), ("w", gw), ("b", gb), ("y", gy), ("mean", gmean), ("rstd", grstd), ("stride", stride), ("D", D),
+            ("eps", 1e-5)]
+    name = _ln_memory_mistake(rows, D)
+    watch = launch_watched(kernel, (rows,), args, what, hint, name, HAS_BIAS=bias, BLOCK_D=triton.next_power_of_2(D))
+    expect_masked_loads(student, "layer_norm_kernel", LN_UNMASKED_LOAD)
+    want_y, want_mean, want_rstd = ln_with(x.double(), w.double(), None if b is None else b.double(), 1e-5)
+    tensors = {n: a for n, a in args if isinstance(a, Guarded)}
+    for got, want, part in ((gy.view, want_y, "y"), (gmean.view, want_mean, "the saved mean"),
+                            (grstd.view, want_rstd, "the saved rstd")):
+        expect_kernel_output(got, want.float(), f"{what}: {part}", hint, watch, tensors, name)
+
+
+@graded("kernels.layer_norm_kernel", points=1)
+def test_layer_norm_kernel_steps_by_the_row_stride(student):
+    """layer_norm_kernel launched directly on x = wide[:, :D], rows `stride` elements apart (NaN in the
+    gaps and around every tensor), as rows sliced out of a wider matrix are: with and without bias."""
+    check_layer_norm_memory(student, 4, 100, 160, True, 11, "layer_norm_kernel on 4 rows of 100, 160 apart")
+    check_layer_norm_memory(student, 3, 60, 96, False, 12, "layer_norm_kernel on 3 rows of 60, 96 apart, no bias")
+
+
+Y_BY_X_STRIDE = ("y's rows stepped by x_row_stride: each tensor has its own row stride, and y's row r starts at "
+                 "y_ptr + r * y_row_stride")
+
+
+def _rows_at(g: Guarded, rows: int, n: int, stride: int) -> set:
+    """The addresses of `rows` rows of n elements, `stride` elements apart, from the start of g's view."""
+    return {g.view.data_ptr() + g.size * (r * stride + c) for r in range(rows) for c in range(n)}
+
+
+def _touched(watch: Watch, kind: str, g: Guarded) -> set:
+    return {a for a in watch.addresses(kind).tolist() if g.where(a)}
+
+
+def _softmax_memory_mistake(rows, n, x_stride, y_stride):
+    """The mistake the stray addresses of softmax_kernel on `rows` rows of n show, or None."""
+    def name(kind, strays, watch, tensors):
+        gx, gy = tensors["x"], tensors["y"]
+        if kind == "store" and watch.active and _touched(watch, "store", gy) == _rows_at(gy, rows, n, x_stride):
+            return Y_BY_X_STRIDE
+        if kind == "load" and _touched(watch, "load", gx) == _rows_at(gx, rows, n, n):
+            return ROW_STRIDE
+        if kind == "load" and _touched(watch, "load", gx) == _rows_at(gx, rows, n + 1, x_stride):
+            return ONE_PAST
+        stored = _touched(watch, "store", gy)
+        if kind == "store" and watch.active and stored == _rows_at(gy, rows, n + 1, y_stride):
+            return ONE_PAST
+        if kind == "store" and watch.active and stored == _rows_at(gy, rows, triton.next_power_of_2(n), y_stride):
+            return NO_STORE_MASK
+        return None
+    return name
+
+
+def check_softmax_memory(student, rows, n, x_stride, y_stride, seed, what):
+    kernel = student.piece("kernels", "softmax_kernel")
+    x = softmax_inputs(rows, n, seed=seed)
+    gx, gy = Guarded(x, x_stride), Guarded(torch.zeros_like(x), y_stride)
+    hint = ("load row r at x_ptr + r * x_row_stride and store it at y_ptr + r * y_row_stride, lanes past n_cols "
+            "masked")
+    name = _softmax_memory_mistake(rows, n, x_stride, y_stride)
+    watch = launch_watched(kernel, (rows,), [("x", gx), ("y", gy), ("x_row_stride", x_stride), ("y_row_stride", y_stride),
+                                             ("n_cols", n)], what, hint, name, BLOCK=triton.next_power_of_2(n))
+    expect_masked_loads(student, "softmax_kernel", SOFTMAX_UNMASKED_LOAD)
+    expect_kernel_output(gy.view, torch.softmax(x.double(), -1).float(), f"{what}: y", hint, watch, {"x": gx, "y": gy},
+                         name)
+
+
+@graded("kernels.softmax_kernel", points=1)
+def test_softmax_kernel_reads_and_writes_only_its_own_rows(student):
+    """softmax_kernel launched directly on rows of x and y with different row strides, NaN in the
+    gaps between rows and around both tensors."""
+    check_softmax_memory(student, 4, 100, 130, 112, 13, "softmax_kernel on 4 rows of 100 (x rows 130 apart, y 112)")
+    check_softmax_memory(student, 3, 40, 64, 50, 14, "softmax_kernel on 3 rows of 40 (x rows 64 apart, y 50)")

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from andrea_course import ModelConfig
 from andrea_course.grading import Case, expect_cases, graded, load_weights
 from andrea_course import pieces
+from andrea_course.graded import expect_slot_called
 
 X = torch.linspace(-6, 6, 241, dtype=torch.float64)          # where the GELU forms differ most: |x| ~ 2
 X2 = (torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(5)) * 2.5).float()    # (B, T, F) float32
@@ -134,3 +135,13 @@ def test_mlp(student):
     ref32 = pieces.module("mlp").MLP(CFG)
     ref32.load_state_dict(ref.state_dict())
     expect_cases(_mlp_case(m, ref32, x3), _mlp_case(m, ref32, x3[:1]), hint="x -> fc -> GELU (tanh form) -> proj")
+
+
+
+@graded("mlp.MLP", points=1)
+def test_mlp_calls_its_gelu_slot(student):
+    """self.gelu is a slot: the package puts its fused GELU, or a Triton kernel, there; forward
+    computes the activation through it."""
+    m = student.piece("mlp", "MLP")(CFG)
+    x = torch.randn(2, 3, CFG.d_model, generator=torch.Generator().manual_seed(11))
+    expect_slot_called(student, "mlp", "MLP", "gelu", "its GELU", lambda: m(x))

@@ -7,6 +7,7 @@ from andrea_course import ANDREA, ModelConfig
 from andrea_course.grading import (Case, Mismatch, Second, expect_cases, expect_close, expect_equal, expect_runs,
                                    expect_true, graded, load_weights)
 from andrea_course import pieces
+from andrea_course.graded import expect_slot_called
 from andrea_course.params import count_parameters
 
 CFG = ModelConfig(vocab_size=19, context_length=8, d_model=16, n_layers=2, n_heads=4, d_ff=32)
@@ -79,6 +80,9 @@ def _shapes_case(student, cfg, what):
     else:
         mistakes["a separate head although cfg.tie_embeddings is True: set self.head = None; the token table is "
                  "the output projection"] = {**want, "head.weight": (cfg.vocab_size, cfg.d_model)}
+    if not cfg.bias:
+        mistakes["the final norm built with a bias although cfg.bias is False: self.ln_f = make_norm(cfg)"] = \
+            {**want, "ln_f.bias": (cfg.d_model,)}
     return Case(what, lambda: _shapes(student.piece("model", "ANDREA")(cfg)), want, mistakes)
 
 
@@ -87,6 +91,10 @@ def test_andrea_has_the_reference_parameters(student):
     expect_cases(_shapes_case(student, CFG, "ANDREA(cfg).state_dict(): names and shapes"),
                  _shapes_case(student, CFG2, "ANDREA(cfg with L=3, D=8).state_dict(): names and shapes"), exact=True,
                  hint="self.embed, self.blocks (nn.ModuleList of L Blocks), self.ln_f, self.head (D -> V, no bias)")
+    expect_cases(_shapes_case(student, CFG.replace(bias=False), "ANDREA(cfg with bias=False).state_dict(): names and shapes"),
+                 _shapes_case(student, CFG2.replace(bias=False), "ANDREA(cfg with L=3, D=8, bias=False).state_dict(): "
+                                                                 "names and shapes"), exact=True,
+                 hint="every part built from cfg: self.ln_f = make_norm(cfg) follows cfg.bias and cfg.norm")
 
 
 @graded("model.ANDREA", points=3)
@@ -115,6 +123,15 @@ def test_andrea_with_targets_gives_logits_and_the_loss(student):
     expect_close(out[1], F.cross_entropy(want.reshape(-1, CFG.vocab_size).float(), targets.reshape(-1)),
                  "ANDREA(cfg)(ids, targets)[1], the loss (in fp32, as training computes it)",
                  hint="the mean cross-entropy of the logits against the targets: the given self.cross_entropy")
+
+
+@graded("model.ANDREA", points=1)
+def test_andrea_calls_its_cross_entropy_slot(student):
+    """self.cross_entropy is a slot: the package puts its fused loss, or a Triton kernel, there;
+    model(ids, targets) returns the loss it computes."""
+    m = student.piece("model", "ANDREA")(CFG)
+    ids = torch.randint(0, CFG.vocab_size, (2, 6), generator=torch.Generator().manual_seed(12))
+    expect_slot_called(student, "model", "ANDREA", "cross_entropy", "its loss", lambda: m(ids, (ids + 1) % CFG.vocab_size))
 
 
 @graded("model.ANDREA", points=2)
@@ -155,7 +172,7 @@ def _cache_case(m, ref, ids, first):
                 {CACHES_NOT_PASSED: no_cache, RESTART: restarted})
 
 
-@graded("model.ANDREA", points=2, taught="modern")
+@graded("model.ANDREA", points=2)
 def test_andrea_with_a_kv_cache(student):
     """The model fed 3 tokens, then 3 more, through its caches (model.new_caches) gives the
     logits that one pass over all 6 gives: every block gets its own cache, and the new tokens'
@@ -206,6 +223,11 @@ def _count_mistakes(cfg) -> dict:
             want["total"] - L * block_biases - (D if has_beta else 0)
     if want["position_table"]:
         total["the position table forgotten: T·D learned position vectors"] = want["total"] - want["position_table"]
+    else:
+        rope = ("a position table counted with position='rope': RoPE turns q and k by their positions and has no "
+                "table, position_table = 0")
+        out["position_table"] = {rope: T * D}
+        total[rope] = want["total"] + T * D
     total["the final norm forgotten: one norm after the last block (2·L + 1 in all)"] = want["total"] - want["final_norm"]
     if has_beta:
         out["norms"]["a LayerNorm counted with gamma only: it has gamma and beta, 2·D"] = D * 2
@@ -287,6 +309,24 @@ def test_count_parameters_of_the_modern_model(student):
     fn = student.piece("model", "count_parameters")
     _check_counts(fn, ModelConfig.preset("andrea-120m-modern"), ModelConfig.preset("andrea-tiny-modern"),
                   "count_parameters(andrea-120m-modern)")
+
+
+OPTIONS = (dict(position="rope"), dict(bias=False), dict(n_kv_heads=2), dict(tie_embeddings=True),
+           dict(norm="rmsnorm", bias=False), dict(mlp="swiglu", d_ff=40),
+           dict(position="rope", mlp="swiglu", d_ff=40, norm="rmsnorm", n_kv_heads=1, tie_embeddings=True))
+
+
+@graded("model.count_parameters", points=1, taught="modern")
+def test_count_parameters_for_every_config_option(student):
+    """andrea-tiny with each option of the config changed (RoPE, no biases, grouped heads, a tied head,
+    RMSNorm, SwiGLU), then all of them at once: the count from the sizes equals the count of the
+    tensors a model built with that config has."""
+    fn = student.piece("model", "count_parameters")
+    base = ModelConfig.preset("andrea-tiny", n_layers=2)
+    for option in OPTIONS:
+        cfg = base.replace(**option)
+        said = ", ".join(f"{k}={v!r}" for k, v in option.items())
+        _check_counts(fn, cfg, cfg.replace(n_layers=3, vocab_size=cfg.vocab_size + 7), f"count_parameters(andrea-tiny, {said})")
 
 
 # ----- generation: sampling the next token -----

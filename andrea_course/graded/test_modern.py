@@ -13,6 +13,7 @@ from andrea_course import ANDREA, ModelConfig
 from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
+from andrea_course.graded import expect_slot_called
 
 ref_rms_norm = pieces.module("modern").rms_norm
 
@@ -326,6 +327,16 @@ def test_swiglu_module_matches_reference(student):
         ref.load_state_dict(state)
         expect_cases(_swiglu_module_case(module, ref, _randn(2, 5, 16, seed=11, dtype=torch.float32), bias),
                      _swiglu_module_case(module, ref, _randn(3, 16, seed=12, dtype=torch.float32), bias))
+
+
+@graded("modern.SwiGLU", points=1)
+def test_swiglu_module_calls_its_swiglu_slot(student):
+    """self.swiglu is a slot: the package puts its fused op or a Triton kernel there; forward combines
+    the gate and the value through it."""
+    cfg = ModelConfig(vocab_size=11, context_length=8, d_model=16, n_layers=1, n_heads=2, d_ff=40, mlp="swiglu")
+    module = student.piece("modern", "SwiGLU")(cfg)
+    x = _randn(2, 5, 16, seed=13, dtype=torch.float32)
+    expect_slot_called(student, "modern", "SwiGLU", "swiglu", "its gate", lambda: module(x))
 
 
 # ----------------------------------------------------------------------------- the block

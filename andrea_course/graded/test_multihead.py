@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from andrea_course import ModelConfig
 from andrea_course.grading import Case, Mismatch, Second, expect_cases, expect_close, expect_runs, graded, load_weights
 from andrea_course import pieces
+from andrea_course.graded import expect_slot_called
 
 B, T, H, K = 2, 5, 3, 4
 D = H * K
@@ -131,6 +132,15 @@ CFG = ModelConfig(vocab_size=16, context_length=8, d_model=D, n_layers=1, n_head
 @graded("multihead.MultiHeadAttention", points=3)
 def test_multihead_attention(student):
     _check_mha(student, CFG, "MultiHeadAttention(D=12, H=3)")
+
+
+@graded("multihead.MultiHeadAttention", points=1)
+def test_multihead_attention_calls_its_attention_slot(student):
+    """self.attention is a slot: the package puts its fused attention (or the learner's, written
+    step by step) there; forward's heads attend through it."""
+    m = student.piece("multihead", "MultiHeadAttention")(CFG)
+    x = _randn(B, T, D, seed=50).float()
+    expect_slot_called(student, "multihead", "MultiHeadAttention", "attention", "its attention", lambda: m(x))
 
 
 SKIPPED = ("the cache and shared heads skipped: call k, v = self.cache_and_share(k, v, cache) between "
