@@ -285,8 +285,11 @@ def _course(tmp: Path, files) -> Course:
     return Course(tmp / "course")
 
 
-def _batch(tmp: Path, students: Path, course: Course) -> dict:
-    options = dict(timeout_per_test=60, timeout_total=1200, isolation="auto", own_work=False, uid=None)
+def _batch(tmp: Path, students: Path, course: Course, shortcuts: str = "refuse") -> dict:
+    """andrea-grade --batch; `shortcuts`: its --library-shortcuts (the engine's PyTorch versions
+    typed in are library shortcuts by that policy, and honest work as far as authorship goes)."""
+    options = dict(timeout_per_test=60, timeout_total=1200, isolation="auto", own_work=False, uid=None,
+                   library_shortcuts=shortcuts)
     assert cli.batch(students, tmp / "gradebook.csv", tmp / "results", course, options, quiet=True, jobs=2) == 0
     return {p.stem: json.loads(p.read_text()) for p in (tmp / "results").glob("*.json")}
 
@@ -340,7 +343,9 @@ PRELUDE = ("\n\n# ---- correct variants ----\nimport math\nimport torch\nimport 
 def test_honest_work_keeps_full_marks_under_the_guard(tmp_path, sandboxed):
     """The answer key with correct variants in place of its pieces (the engine's PyTorch versions
     typed in, tests/test_variants.py's other ways) gets every point from andrea-grade: the guard
-    refuses the engine's objects, never a learner's equal code. (The answer key itself: above.)"""
+    refuses the engine's objects, never a learner's equal code. (The answer key itself: above.)
+    Graded with --library-shortcuts allow: typed-in torch.softmax is the shortcut policy's to judge
+    (tests/test_shortcuts.py), not authorship's."""
     import test_variants
     variants, taken = {}, {}                          # student -> {activity: [appended text]}, -> {exercise}
     written = [(exercise, textwrap.dedent(inspect.getsource(fn)).replace(f"def {fn.__name__}(",
@@ -361,7 +366,7 @@ def test_honest_work_keeps_full_marks_under_the_guard(tmp_path, sandboxed):
                 f.write(PRELUDE + "\n\n".join(texts))
     files = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_mlp.py", "test_block.py",
              "test_modern.py"]
-    results = _batch(tmp_path, students, _course(tmp_path, files))
+    results = _batch(tmp_path, students, _course(tmp_path, files), shortcuts="allow")
     for student, data in results.items():
         failed = [(t["name"], t["output"][:300]) for t in data["tests"] if t["status"] != "passed"]
         assert not failed and data["score"] == sum(t["max_score"] for t in data["tests"]), (student, failed)

@@ -290,25 +290,26 @@ def test_a_notebook_lists_what_it_has_taught_and_runs_every_test(capsys):
 
 
 def test_a_later_test_that_fails_turns_the_box_amber_and_use_follows(tmp_path, capsys):
-    """notebook 06's model.ANDREA whose forward drops the cache's start position: the tests
-    notebook 06 teaches pass, the KV-cache test (taught in 07) fails. The box is amber and names
-    it, use() gives the engine's, and passing() (model.pieces) says the same."""
+    """notebook 06's model.ANDREA whose final norm is always a LayerNorm: the tests notebook 06
+    teaches pass, the modern model's test (taught in 07) fails. The box is amber and names it,
+    use() gives the engine's, and passing() (model.pieces) says the same."""
     from andrea_course import pieces
     from andrea_course.grading.passing import passing
     from andrea_course.notebook import run_graded
     sub = tmp_path / "learner"
     shutil.copytree(SOLUTIONS, sub)
     text = (sub / "model.py").read_text(encoding="utf-8")
-    line = "        x = self.embed(ids, start)                                   # (B, T, D)\n"
+    line = "        self.ln_f = make_norm(cfg)\n"
     assert line in text
-    (sub / "model.py").write_text(text.replace(line, "        x = self.embed(ids, 0)\n"), encoding="utf-8")
+    (sub / "model.py").write_text(text.replace(line, "        self.ln_f = make_norm(cfg.replace(norm='layernorm'))\n"),
+                                  encoding="utf-8")
     ex = "model.ANDREA"
     result = run_graded(ex, impl=sub, upto="model")
     assert result.shown_status == "passed" and not result.passed, result
     check(ex, impl=sub)
     out = capsys.readouterr().out
     assert out.startswith(f"[RIGHT SO FAR, A LATER TEST FAILS] {ex}: "), out
-    assert "test_andrea_with_a_kv_cache" in out and "notebook 07_modern teaches" in out, out
+    assert "test_the_modern_model_ends_on_its_own_norm" in out and "notebook 07_modern teaches" in out, out
     assert use("model", "ANDREA", impl=sub).__wrapped__ is pieces.get("model", "ANDREA")
     assert "using the engine's (1 of your graded tests fail, 1 of them of what notebook 07_modern teaches" in capsys.readouterr().out
     assert passing(sub, [ex])[ex] == f"engine: 1 of its {len(result.outcomes)} graded tests fail"

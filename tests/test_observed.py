@@ -172,10 +172,13 @@ def test_an_mlp_that_calls_f_gelu_itself_is_reported(kernels, tmp_path):
 
 @needs_answer_key
 def test_the_bypass_is_reported_by_the_model_the_graded_tests_let_in(tmp_path, capsys):
-    """Through grading: the bypassing MLP passes its graded tests, the model says the slot never
-    runs, and notebook 06's build_model prints it."""
+    """Through grading: an MLP that reads self.gelu and then calls F.gelu passes its graded tests
+    (their slot test reads the source, and the slot is read), the model says the slot never runs,
+    and notebook 06's build_model prints it. (Without the read, grading refuses it:
+    test_mlp_calls_its_gelu_slot.)"""
     from andrea_course.notebook.model_lab import build_model
-    folder = _changed(tmp_path, "mlp", *F_GELU)
+    imports, call = F_GELU
+    folder = _changed(tmp_path, "mlp", imports, (call[0], call[1].replace("))   #", ")) if self.gelu else x   #")))
     for other in folder.glob("*.py"):
         if other.name != "mlp.py":
             other.unlink()
