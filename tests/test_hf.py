@@ -137,3 +137,75 @@ def test_gpt2_weights_in_a_learners_model_give_transformers_logits(transformers)
     other = ANDREA(ModelConfig(**{**SMALL, "n_layers": 1}))
     with pytest.raises(ValueError, match=r"not the GPT-2 model's: n_layers=1 \(GPT-2's: 2\)"):
         hfmod.load_gpt2(other, gpt2)
+
+
+# ----- andrea-sample --hf: a GPT-2 folder save_pretrained wrote, in the engine's code and in yours -----
+@pytest.fixture(scope="module")
+def gpt2_folder(tmp_path_factory, transformers):
+    """A small random GPT-2 with a byte-level BPE tokenizer of its own, as save_pretrained writes it."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(["the cat sat on the mat and the dog ran home"] * 20,
+                            trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    hf_tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=len(hf_tok), n_positions=64, n_embd=32, n_layer=2, n_head=4,
+                                  eos_token_id=hf_tok.eos_token_id, bos_token_id=hf_tok.eos_token_id)
+    out = tmp_path_factory.mktemp("gpt2")
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(out)
+    hf_tok.save_pretrained(out)
+    return out
+
+
+def _sample(capsys, *args):
+    from andrea_course.capstone.sample import main
+    code = main(["--max-new-tokens", "6", "--seed", "3", "--prompt", "the cat", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.slow(seconds=20)
+def test_sample_hf_runs_gpt2_in_the_engine_and_in_your_pieces(gpt2_folder, capsys):
+    code, engine_text, err = _sample(capsys, "--hf", gpt2_folder)
+    assert code == 0 and "GPT-2's weights in the engine's code" in err, err
+    code, yours_text, err = _sample(capsys, "--hf", gpt2_folder, "--impl", "solutions")
+    assert code == 0, err
+    assert "GPT-2's weights in your code" in err and "pieces yours" in err and "the engine's:" not in err, err
+    assert yours_text == engine_text and yours_text.startswith("the cat") and len(yours_text) > len("the cat\n")
+
+
+@pytest.mark.slow(seconds=20)
+def test_sample_hf_with_untouched_exercises_says_the_engine_runs_and_why(gpt2_folder, capsys):
+    code, _, err = _sample(capsys, "--hf", gpt2_folder, "--impl", "exercises")
+    assert code == 0, err
+    assert "0 of its" in err and "not written yet" in err, err
+
+
+@pytest.mark.slow(seconds=8)
+def test_sample_hf_without_the_internet_is_one_line(tmp_path, transformers):
+    """The hub path up to the download: offline (read when huggingface_hub is imported, so in a
+    new process) and with an empty cache, one line and exit 1."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-m", "andrea_course.capstone.sample", "--hf", "gpt2",
+                          "--max-new-tokens", "3"], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1 and run.stdout == "", (run.returncode, run.stdout, run.stderr)
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--hf gpt2: no GPT-2 model found" in lines[0] and "needs the internet" in lines[0], lines
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--ckpt", "x", "--impl", "solutions"], "--impl goes with --hf"),
+    (["--hf", "gpt2", "--export-hf", "out"], "--export-hf writes ANDREA's own models"),
+    (["--hf", "gpt2", "--tokenizer", "t.json"], "a GPT-2 model (--hf) brings its tokenizer"),
+    (["--hf", "gpt2", "--impl", "no/such/folder"], "--impl: 'no/such/folder' is neither"),
+])
+def test_sample_hf_refuses_what_does_not_go_together(args, says, capsys):
+    """Refused before anything is loaded or downloaded."""
+    code, out, err = _sample(capsys, *args)
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1, (code, err)

@@ -4,13 +4,19 @@
     andrea-sample --ckpt runs/tiny/checkpoints/step_0000200 --temperature 0.7 --top-k 40
     andrea-sample --pretrained --prompt "Lily found"
     andrea-sample --ckpt runs/120m --export-hf exports/andrea-120m     # Hugging Face format
+    andrea-sample --hf gpt2 --prompt "The meaning of life is"          # GPT-2 small (downloads once)
+    andrea-sample --hf gpt2 --impl exercises                           # GPT-2's weights in your code
 
 --ckpt takes a weights file, a checkpoint folder or a run folder (its model.safetensors, else
 its latest checkpoint). Weights inside a checkpoint folder are checked against the SHA-256 in its
-manifest, as the trainer checks them before resuming.
+manifest, as the trainer checks them before resuming. --hf takes a GPT-2 model of `transformers`:
+a hub name (gpt2, gpt2-medium: downloaded on first use, then read from the local cache) or a
+folder written by save_pretrained, with its tokenizer; --impl (andrea_course.capstone.sample)
+builds the model from the learner's pieces that pass and copies GPT-2's weights in.
 """
 from __future__ import annotations
 
+import logging
 import shutil
 import sys
 from pathlib import Path
@@ -94,6 +100,38 @@ def load_pretrained(device="cpu"):
     return load_model(PRETRAINED_FILE, device=device), load_tokenizer()
 
 
+class HFTokenizer:
+    """A transformers tokenizer with what generate_text reads: encode, decode, eot_id, vocab_size."""
+
+    def __init__(self, tok):
+        self.tok, self.eot_id, self.vocab_size = tok, tok.eos_token_id, len(tok)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok.encode(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tok.decode(ids)
+
+
+def load_hf(name: str):
+    """(GPT2LMHeadModel in eval mode, HFTokenizer) of a hub name or a save_pretrained folder; one
+    OSError line when neither the cache, the folder nor the internet has it."""
+    from ..hf import _transformers
+    transformers = _transformers()
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)      # retries: the one line below says it
+    try:
+        hf_model = transformers.GPT2LMHeadModel.from_pretrained(name)
+        tok = transformers.AutoTokenizer.from_pretrained(name)
+    except OSError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise OSError(f"--hf {name}: no GPT-2 model found ({first}). A hub name is downloaded once, "
+                      f"which needs the internet; a folder needs what save_pretrained writes, "
+                      f"the tokenizer's files included") from None
+    return hf_model.eval(), HFTokenizer(tok)
+
+
 def whose(ckpt) -> str:
     """Whose model a run's weights are, from the run's pieces.json: one line for the user."""
     from .record import read_pieces
@@ -150,6 +188,8 @@ def build_parser():
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--ckpt", help="a .safetensors file, a checkpoint folder or a run folder")
     src.add_argument("--pretrained", action="store_true", help="the small model shipped with the course")
+    src.add_argument("--hf", metavar="NAME", help="a GPT-2 model of transformers: a hub name such as gpt2 "
+                     "(downloaded on first use) or a folder written by save_pretrained")
     p.add_argument("--prompt", default="Once upon a time", help="the text to continue ('' starts a new story)")
     p.add_argument("--max-new-tokens", type=natural_int, default=100, help="tokens to generate")
     p.add_argument("--temperature", type=natural_float, default=0.8, help="0: always the most likely token")
@@ -186,26 +226,49 @@ def _check_export(model, out: Path) -> None:
         raise UsageError(f"--export-hf {out} is a folder with other files in it: give a new or empty folder")
 
 
-def _main(argv) -> int:
-    from . import files
+def _engine_gpt2(args, hf_model):
+    """(the engine's ANDREA with GPT-2's weights, whose it is)."""
+    from ..hf import from_hf
+    return from_hf(hf_model), "GPT-2's weights in the engine's code"
+
+
+def _load(args, device, build_hf):
+    """(model, tokenizer, whose) for the source the arguments name."""
     from .cli import UsageError
     from .tokenizer import load_tokenizer
+    if args.hf:
+        if args.tokenizer:
+            raise UsageError("--tokenizer is for ANDREA's own models: a GPT-2 model (--hf) brings its tokenizer")
+        hf_model, tok = load_hf(args.hf)
+        model, who = (build_hf or _engine_gpt2)(args, hf_model)
+        return model.to(device).eval(), tok, f"{args.hf}: {who}"
+    model = load_model(PRETRAINED_FILE if args.pretrained else args.ckpt, device=device)
+    tok = load_tokenizer(args.tokenizer or run_tokenizer(args.ckpt))
+    return model, tok, whose(None if args.pretrained else args.ckpt)
+
+
+def _main(argv, parser=None, build_hf=None) -> int:
+    """andrea-sample's work; andrea_course.capstone.sample passes a parser with --impl and
+    build_hf(args, hf_model) -> (model, whose), which builds it from the learner's pieces."""
+    from . import files
+    from .cli import UsageError
     from .devices import parse_device
-    args = build_parser().parse_args(argv)
+    args = (parser or build_parser()).parse_args(argv)
     try:
         args.prompt.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise UsageError(f"--prompt is not valid UTF-8 text (a stray byte at character {exc.start})") from exc
     device = parse_device(args.device)
-    model = load_model(PRETRAINED_FILE if args.pretrained else args.ckpt, device=device)
-    tok = load_tokenizer(args.tokenizer or run_tokenizer(args.ckpt))
+    if args.hf and args.export_hf:
+        raise UsageError("--export-hf writes ANDREA's own models: a GPT-2 model (--hf) is one already")
+    model, tok, who = _load(args, device, build_hf)
     if tok.vocab_size != model.cfg.vocab_size:
         raise UsageError(f"the tokenizer has V = {tok.vocab_size} tokens but the model V = {model.cfg.vocab_size}: "
                          f"give the tokenizer the model was trained with (--tokenizer)")
     export = Path(args.export_hf) if args.export_hf else None
     if export:
         _check_export(model, export)
-    print(f"andrea-sample: sampling {whose(None if args.pretrained else args.ckpt)}", file=sys.stderr)
+    print(f"andrea-sample: sampling {who}", file=sys.stderr)
     for i in range(args.num_samples):
         seed = None if args.seed is None else args.seed + i
         text = generate_text(model, tok, args.prompt, args.max_new_tokens, args.temperature,
