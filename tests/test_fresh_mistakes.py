@@ -1,6 +1,6 @@
-"""The fresh mistakes (tests/fresh_mistakes/mistakes.py, written without the course's lists of
-typical mistakes) are named, never misnamed, and never pass; the correct variants pass.
-tools/fresh_mistakes.py grades them all: minutes, so nightly only."""
+"""The fresh mistakes (tests/fresh_mistakes*/mistakes.py, each set written without the course's
+lists of typical mistakes) are named, never misnamed, and never pass; the correct variants pass.
+tools/fresh_mistakes.py grades them all: minutes per set, so nightly only."""
 import json
 import subprocess
 import sys
@@ -9,11 +9,15 @@ import pytest
 
 from andrea_course.paths import ROOT
 
+SETS = ["fresh_mistakes", "fresh_mistakes2"]
+
 
 @pytest.mark.nightly
-def test_fresh_mistakes_are_named_and_variants_pass(tmp_path):
+@pytest.mark.parametrize("name", SETS)
+def test_fresh_mistakes_are_named_and_variants_pass(tmp_path, name):
     out = tmp_path / "results.json"
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "fresh_mistakes.py"), "--out", str(out)],
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "fresh_mistakes.py"),
+                          "--set", str(ROOT / "tests" / name), "--out", str(out)],
                          capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     results = json.loads(out.read_text())

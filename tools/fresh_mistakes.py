@@ -3,8 +3,10 @@
     python tools/fresh_mistakes.py                 # every mistake and variant, a table at the end
     python tools/fresh_mistakes.py --only kernels  # ids or pieces containing a word
     python tools/fresh_mistakes.py --rescore tests/fresh_mistakes/results.json   # classify again, no run
+    python tools/fresh_mistakes.py --set tests/fresh_mistakes2   # another set: its mistakes.py,
+                                                   # verdicts.json and results.json in that folder
 
-For each entry of tests/fresh_mistakes/mistakes.py a learner folder is made: a copy of solutions/
+For each entry of the set's mistakes.py (--set DIR, default tests/fresh_mistakes) a learner folder is made: a copy of solutions/
 with the entry's patch applied to one piece. The graded tests of that piece run against it the way
 check() and the grader run them (grading/local.py: run_graded_many, every test of the piece, each in
 a worker under the time limit), and the failing tests' boxes are kept.
@@ -16,7 +18,7 @@ A mistake is then
     wrong   no pattern matches, and a box says what the code did (a "typical mistake" row, or
             any explaining row other than an exception's general reading) that is not this one;
     vague   no pattern matches and no diagnosis is confirmed: a generic box.
-A reading by hand (tests/fresh_mistakes/verdicts.json: id -> verdict, note, digest of the box text
+A reading by hand (DIR/verdicts.json: id -> verdict, note, digest of the box text
 it was made on) replaces the rule while the box text is unchanged; a changed box is classified by
 the rules again and marked unreviewed in the table.
 To read a changed box by hand: look it up in the results file, then put its id in verdicts.json
@@ -45,8 +47,8 @@ NONE_FOUND = re.compile(r"none of the typical mistakes|no typical mistake", re.I
 GENERAL_LABELS = {"what it means", ""}
 
 
-def load_entries():
-    spec = importlib.util.spec_from_file_location("fresh_mistakes_data", DATA / "mistakes.py")
+def load_entries(data: Path = DATA):
+    spec = importlib.util.spec_from_file_location("fresh_mistakes_data", data / "mistakes.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module          # dataclasses look their module up by name
     spec.loader.exec_module(module)
@@ -197,15 +199,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--solutions", default=str(ROOT / "solutions"), help="the correct pieces to patch")
     ap.add_argument("--only", default="", help="run the entries whose id or piece contains this word")
-    ap.add_argument("--out", default=str(DATA / "results.json"), help="where the results go")
-    ap.add_argument("--verdicts", default=str(DATA / "verdicts.json"), help="the readings by hand")
+    ap.add_argument("--set", default=str(DATA), metavar="DIR",
+                    help="the folder of the set: its mistakes.py, verdicts.json and results.json")
+    ap.add_argument("--out", help="where the results go (default DIR/results.json)")
+    ap.add_argument("--verdicts", help="the readings by hand (default DIR/verdicts.json)")
     ap.add_argument("--upto-own", action="store_true",
                     help="run only the tests check() runs in the piece's own notebook (default: all, as the grader)")
     ap.add_argument("--rescore", metavar="RESULTS", help="classify the boxes of an earlier results file again "
                                                          "(new rules or readings), without running anything")
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    mistakes, variants = load_entries()
+    data = Path(args.set)
+    args.out = args.out or str(data / "results.json")
+    args.verdicts = args.verdicts or str(data / "verdicts.json")
+    mistakes, variants = load_entries(data)
     pick = [e for e in mistakes + variants if args.only in e.id or args.only in e.piece]
     t0 = time.time()
     if args.rescore:
