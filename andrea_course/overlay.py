@@ -50,6 +50,7 @@ import torch
 import torch.nn as nn
 
 from . import authorship, backends, pieces
+from .inputs import keeps_inputs
 from . import model as engine
 from .config import ModelConfig
 from .paths import COURSE_FOLDERS, ROOT, STUB_MARK, WorkspaceError, course_folder  # noqa: F401  (STUB_MARK: read by older callers)
@@ -265,7 +266,8 @@ class Overlay:
                 for piece in pieces.names(activity):
                     if piece != name:
                         setattr(mod, piece, pieces.get(activity, piece))
-            self._isolated[key] = getattr(mod, name)
+            obj = getattr(mod, name)
+            self._isolated[key] = keeps_inputs(obj, name) if graded and isinstance(obj, types.FunctionType) else obj
         return self._isolated[key]
 
     def _authorship(self, activity: str, check) -> None:

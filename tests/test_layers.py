@@ -20,7 +20,7 @@ LAYERS = {
     "engine": ("config", "ops", "backends", "model", "params", "kernels.", "weights", "hf"),
     "train": ("train.",),
     "pieces": ("pieces.",),
-    "overlay": ("overlay", "authorship"),
+    "overlay": ("overlay", "authorship", "inputs"),
     "grading": ("grading.", "graded."),
     "notebook": ("notebook.",),
     "capstone": ("capstone.",),

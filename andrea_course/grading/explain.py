@@ -115,6 +115,26 @@ def _transpose_all(kind, text, code):
             f"{clash}. Turn only the last two: {name}.transpose(-2, -1) (or {name}.mT).")
 
 
+def _in_place(kind, text, code):
+    """A piece that writes into an argument (inputs.keeps_inputs found it changed after the call)."""
+    if kind != "InPlaceError":
+        return None
+    found = re.search(r"argument '(\w+)' in place(?: \(([^)]*?), line (\d+): (.*)\))?:", text)
+    if not found:
+        return None
+    arg, line = found.group(1), found.group(4)
+    fix = ""
+    if line and re.match(rf"\s*{arg}\s*([-+*/@]|//|\*\*)=", line):
+        op = re.match(rf"\s*{arg}\s*(\S+?)=", line).group(1)
+        fix = f" Here `{arg} {op}= ...` adds into the tensor the caller holds; `{arg} = {arg} {op} ...` makes a new one."
+    elif line:
+        fix = f" Here `{line.strip()}` writes into it; use the operation's out-of-place form (without the trailing _), or work on a copy."
+    return (f"An in-place operation (`+=`, a method ending in `_` such as `masked_fill_` or `add_`, "
+            f"`{arg}[...] = ...`, `.append()`, `.pop()`) writes into the very {arg} the caller passed, so "
+            f"the caller's copy (an embedding table, an optimizer's state, a list of ids) changes behind "
+            f"its back; the value you return can be right and the program still wrong.{fix}")
+
+
 def _view(kind, text, code):
     if "view size is not compatible with input tensor's size and stride" not in text:
         return None
@@ -419,5 +439,5 @@ def _triton(kind, text, code):
     return None
 
 
-_RULES = (_view, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
+_RULES = (_in_place, _view, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
           _ids, _autograd, _state_dict, _python, _devices, _triton)

@@ -231,7 +231,7 @@ def describe(item, call, rep, folder: Path) -> Outcome:
     """An Outcome from pytest's report of a failed test: the rows a learner reads, never a
     traceback through the grader."""
     from .expect import NO_KNOWN_MISTAKE, Mismatch
-    from .explain import explain
+    from .explain import _kind_and_text, explain
 
     exc = call.excinfo.value if call.excinfo is not None else None
     name = item.name
@@ -277,9 +277,9 @@ def describe(item, call, rep, folder: Path) -> Outcome:
     elif exc is not None:
         entries = _remote_frames(exc) or [_entry(e) for e in call.excinfo.traceback]
         where = _where(entries, folder)
-        first = "\n".join((str(exc).strip() or type(exc).__name__).splitlines()[:4])
-        rows = [("problem", f"your code raised {type(exc).__name__}: {first}" if where
-                 else f"{type(exc).__name__}: {first}")]
+        kind, text = _kind_and_text(exc)          # a worker's LearnerCodeError: the learner's own error
+        first = "\n".join((text.strip() or kind).splitlines()[:4])
+        rows = [("problem", f"your code raised {kind}: {first}" if where else f"{kind}: {first}")]
         rows.append(("where", where or f"in the test {name}, after your code returned"))
         meaning = explain(exc, where.split("\n", 1)[1].strip() if "\n" in where else None)
         if meaning:
