@@ -16,13 +16,13 @@ ran with why ("not run: your MLP calls F.gelu itself, not self.gelu: ...").
 
 Which pieces pass is not decided here: the grading layer runs their graded tests and hands the
 verdict down (grading/passing.py: learner_model(cfg, impl) = build(cfg, impl, accept=passing(...))).
-SLOTS lists what each piece fills: a module class (replaced by type, the engine's weights copied
-in), a slot (backends.py: a function a module calls by the slot's name), or what generate() and
-new_caches() use. A piece that calls other pieces (attention calls softmax, ...; STEPS) runs
-with each of them the learner's where it passes: the learner's softmax runs inside the learner's
-attention, or inside the engine's attention written step by step when the learner's attention
-does not pass. With kernels="triton" the learner's Triton kernels run in the package's
-launchers (TRITON_KERNELS).
+SLOTS (a view of contracts.py, one row per piece) lists what each piece fills: a module class
+(replaced by type, the engine's weights copied in), a slot (backends.py: a function a module calls
+by the slot's name), or what generate() and new_caches() use. A piece that calls other pieces
+(attention calls softmax, ...; STEPS) runs with each of them the learner's where it passes: the
+learner's softmax runs inside the learner's attention, or inside the engine's attention written
+step by step when the learner's attention does not pass. With kernels="triton" the learner's Triton
+kernels run in the package's launchers (TRITON_KERNELS).
 
 The graded tests see each piece isolated: Overlay.isolated() runs the learner's piece with the
 engine standing in for every other piece it calls, so one mistake costs points in one place only.
