@@ -55,7 +55,7 @@ import types
 import warnings
 from pathlib import Path
 
-from . import pieces
+from . import contracts, pieces
 
 INNER = ("andrea_course.pieces", "andrea_course.overlay", "andrea_course.graded", "andrea_course.grading",
          "andrea_course.notebook", "andrea_course.authorship", "solutions")
@@ -177,14 +177,13 @@ def check_object(obj, name: str, path: Path) -> None:
 # Methods of an engine class that the exercise gives rather than asks for (the learner may use
 # the engine's): MultiHeadAttention.cache_and_share, and ANDREA's given_model_methods(). A
 # class's private helpers (one leading underscore) serve given methods and are never asked for.
-GIVEN = {"multihead.MultiHeadAttention": ("cache_and_share",)}
+# (contracts.py: each piece's row, `given`.)
+GIVEN = {piece: row.given for piece, row in contracts.declared().items() if row.given}
 
 # Other engine code that computes the same piece besides pieces/ and the op slot's back-ends
-# (backends.TABLE): a whole module ("package.module") or one function ("package.module:name").
-TWINS = {
-    "attention.softmax": ("andrea_course.kernels.softmax",),          # the Triton row softmax
-    "optim.lr_at": ("andrea_course.train.trainer:lr_at",),            # the trainer's schedule
-}
+# (backends.TABLE): a whole module ("package.module") or one function ("package.module:name"),
+# each piece's `twins` in contracts.py.
+TWINS = {piece: row.twins for piece, row in contracts.declared().items() if row.twins}
 
 
 def _given(exercise: str) -> set[str]:
@@ -446,7 +445,9 @@ def _guard_hook(event, args, WHAT="", EXACT=frozenset(), FREE=frozenset(), DENIE
                 read=os.read, close=os.close, RDONLY=os.O_RDONLY, compile=compile):
     """The worker's audit hook for one graded piece. Everything it uses is bound here as a default
     and it reads no global name (a test checks its bytecode), so rebinding names in this module
-    or in builtins changes nothing; assigning its __code__ or __defaults__ is refused by itself."""
+    or in builtins changes nothing; assigning its __code__ or __defaults__ is refused by itself.
+    (Over 80 lines for that reason: each helper it called would be one more function to bind,
+    guard and check the bytecode of, on the path of every audited event.)"""
     if event not in WATCHED:
         return
     why = (f"a copy of the engine's code for {WHAT} is not yours to hand in while {WHAT} is graded: "
@@ -741,51 +742,11 @@ def forbid_engine(activity: str, name: str, *, learner: str | os.PathLike | None
             continue
         if fn.__code__.co_filename.startswith("<the engine's"):      # already refused (a shared object)
             continue
-        message = (f"the engine's {label} is not yours to hand in while {exercise} is graded: write it"
-                   if label.split(".")[0] == name or label == name else
-                   f"the engine's {label} computes {exercise}, which is not yours to hand in while it is "
-                   f"graded: write it")
-        original = fn.__code__
-        for key in _code_keys(original):
-            (exact if key[0] == "exact" else free).add(key)
-        if folder is None:
-            gate = _Refusal(message)
-        else:
-            shadow = types.FunctionType(original, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-            shadow.__kwdefaults__ = fn.__kwdefaults__
-            gate = _Gate(shadow, message, folder, thread)
-        try:
-            signature = inspect.signature(fn)
-        except (TypeError, ValueError):
-            signature = None
-        undo.append((fn, original, vars(fn).get("__signature__")))
-        fn.__signature__ = signature
-        fn.__code__ = _refusing_code(fn, gate, f"<the engine's {label}, refused while {exercise} is graded>")
-        protected.add(id(fn))
-        if obj is not fn:                              # a Triton kernel: its launch, its rewrite
-            _guard_kernel(obj, fn, gate, folder, thread, message, undo)
+        _refuse(label, obj, fn, exercise, name, folder, thread, (exact, free, protected, undo))
         labels.append(label)
     guard = Forbidden(exercise, labels, files, "")
     if folder is None:
-        for path in files:
-            linecache.cache.pop(path, None)
-        denied = set()                               # their folders too: os.open(name, dir_fd=...) shows only the name
-        for path in files + sorted({os.path.dirname(f) for f in files}):
-            try:
-                st = os.stat(path)
-                denied.add((st.st_dev, st.st_ino))
-            except OSError:
-                pass
-        try:
-            why = _landlock_deny(files) if files else "no file"
-        except (OSError, AttributeError, ValueError, TypeError) as exc:
-            why = f"{type(exc).__name__}: {exc}"
-        guard.kernel = "landlock" if not why else why
-        spawn = _spawn_rule(exercise)
-        hook = _hook_for(exercise, exact, free, denied, protected | {id(spawn)}, spawn)
-        sys.addaudithook(hook)
-        _gate_fork_exec(spawn)
-        _DONE[exercise] = guard
+        _forbid_for_good(exercise, guard, files, exact, free, protected)
     else:
         _REFUSALS.clear()
         guard._undo = undo
@@ -798,6 +759,60 @@ def forbid_engine(activity: str, name: str, *, learner: str | os.PathLike | None
             _IN_PROCESS_INSTALLED.append(True)
         _IN_PROCESS.append(hook)
     return guard
+
+
+def _refuse(label, obj, fn, exercise, name, folder, thread, keys) -> None:
+    """Put a refusal in place of one engine version `fn` (of `obj`: the function, or a Triton
+    kernel) of the piece: its code keys go in exact and free, its id in protected, its undoing in
+    undo (keys = (exact, free, protected, undo))."""
+    exact, free, protected, undo = keys
+    message = (f"the engine's {label} is not yours to hand in while {exercise} is graded: write it"
+               if label.split(".")[0] == name or label == name else
+               f"the engine's {label} computes {exercise}, which is not yours to hand in while it is "
+               f"graded: write it")
+    original = fn.__code__
+    for key in _code_keys(original):
+        (exact if key[0] == "exact" else free).add(key)
+    if folder is None:
+        gate = _Refusal(message)
+    else:
+        shadow = types.FunctionType(original, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+        shadow.__kwdefaults__ = fn.__kwdefaults__
+        gate = _Gate(shadow, message, folder, thread)
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None
+    undo.append((fn, original, vars(fn).get("__signature__")))
+    fn.__signature__ = signature
+    fn.__code__ = _refusing_code(fn, gate, f"<the engine's {label}, refused while {exercise} is graded>")
+    protected.add(id(fn))
+    if obj is not fn:                              # a Triton kernel: its launch, its rewrite
+        _guard_kernel(obj, fn, gate, folder, thread, message, undo)
+
+
+def _forbid_for_good(exercise, guard, files, exact, free, protected) -> None:
+    """forbid_engine without a learner's folder: the source files made unreadable, the audit
+    hook and the fork/exec gate installed for good."""
+    for path in files:
+        linecache.cache.pop(path, None)
+    denied = set()                               # their folders too: os.open(name, dir_fd=...) shows only the name
+    for path in files + sorted({os.path.dirname(f) for f in files}):
+        try:
+            st = os.stat(path)
+            denied.add((st.st_dev, st.st_ino))
+        except OSError:
+            pass
+    try:
+        why = _landlock_deny(files) if files else "no file"
+    except (OSError, AttributeError, ValueError, TypeError) as exc:
+        why = f"{type(exc).__name__}: {exc}"
+    guard.kernel = "landlock" if not why else why
+    spawn = _spawn_rule(exercise)
+    hook = _hook_for(exercise, exact, free, denied, protected | {id(spawn)}, spawn)
+    sys.addaudithook(hook)
+    _gate_fork_exec(spawn)
+    _DONE[exercise] = guard
 
 
 _IN_PROCESS_INSTALLED: list = []

@@ -16,13 +16,13 @@ ran with why ("not run: your MLP calls F.gelu itself, not self.gelu: ...").
 
 Which pieces pass is not decided here: the grading layer runs their graded tests and hands the
 verdict down (grading/passing.py: learner_model(cfg, impl) = build(cfg, impl, accept=passing(...))).
-SLOTS lists what each piece fills: a module class (replaced by type, the engine's weights copied
-in), a slot (backends.py: a function a module calls by the slot's name), or what generate() and
-new_caches() use. A piece that calls other pieces (attention calls softmax, ...; STEPS) runs
-with each of them the learner's where it passes: the learner's softmax runs inside the learner's
-attention, or inside the engine's attention written step by step when the learner's attention
-does not pass. With kernels="triton" the learner's Triton kernels run in the package's
-launchers (TRITON_KERNELS).
+SLOTS (a view of contracts.py, one row per piece) lists what each piece fills: a module class
+(replaced by type, the engine's weights copied in), a slot (backends.py: a function a module calls
+by the slot's name), or what generate() and new_caches() use. A piece that calls other pieces
+(attention calls softmax, ...; STEPS) runs with each of them the learner's where it passes: the
+learner's softmax runs inside the learner's attention, or inside the engine's attention written
+step by step when the learner's attention does not pass. With kernels="triton" the learner's Triton
+kernels run in the package's launchers (TRITON_KERNELS).
 
 The graded tests see each piece isolated: Overlay.isolated() runs the learner's piece with the
 engine standing in for every other piece it calls, so one mistake costs points in one place only.
@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from . import authorship, backends, pieces
+from . import authorship, backends, contracts, pieces
 from .inputs import keeps_inputs
 from . import model as engine
 from .config import ModelConfig
@@ -57,67 +57,36 @@ from .paths import COURSE_FOLDERS, ROOT, STUB_MARK, WorkspaceError, course_folde
 
 YOURS = "yours"
 
-# What each of the learner's pieces fills in the model: the engine class it replaces (module by
-# module, by type), the slot its function fills (backends.py; model.MODULE_SLOTS says which module
-# types carry it), or, for model.py's pieces, the model's forward, the cache class new_caches
-# builds (ANDREA.kv_cache) and the function generate draws each token with (ANDREA.sampler).
-# A model lists the pieces whose class or slot it has (model_pieces).
+# The tables below are views of contracts.CONTRACTS (one row per piece: what it fills, the steps
+# it calls, its Triton kernel, the config values it computes); a new piece changes its row there.
+# SLOTS: the engine class a piece replaces (module by module, by type), the slot its function
+# fills (backends.py; model.MODULE_SLOTS says which module types carry it), or, for model.py's
+# pieces, the model's forward, the cache class new_caches builds (ANDREA.kv_cache) and the
+# function generate draws each token with (ANDREA.sampler). A model lists the pieces whose class
+# or slot it has (model_pieces).
 SLOTS: dict[str, type | str | object] = {
-    "embeddings.Embeddings":        engine.Embeddings,
-    "attention.attention":          "attention",
-    "multihead.MultiHeadAttention": engine.MultiHeadAttention,
-    "mlp.gelu_tanh":                "gelu",
-    "mlp.MLP":                      engine.MLP,
-    "block.layer_norm":             "layer_norm",
-    "block.Block":                  engine.Block,
-    "modern.rms_norm":              "rms_norm",
-    "modern.swiglu":                "swiglu",
-    "modern.SwiGLU":                engine.SwiGLU,
-    "modern.rope_frequencies":      "rope_frequencies",
-    "modern.apply_rope":            "apply_rope",
-    "modern.rope_attention":        "rope_attention",
-    "model.ANDREA":                 engine.ANDREA,       # its forward runs the engine's model
-    "model.KVCache":                engine.KVCache,      # the class model.new_caches builds
-    "model.sample_next":            engine.sample_next,  # what model.generate draws each token with
-}
+    piece: getattr(engine, row.replaces) if row.replaces else row.slot for piece, row in contracts.filling().items()}
 
 # The pieces a piece calls by name: each is the learner's where it passes, wherever it is called
-# from (the learner's piece, or the engine's, ENGINE_BY_STEPS, written step by step).
-STEPS: dict[str, tuple[str, ...]] = {
-    "attention.attention": ("attention.attention_scores", "attention.scale_scores", "attention.apply_causal_mask",
-                            "attention.softmax", "attention.weighted_sum"),
-    "attention.apply_causal_mask": ("attention.causal_mask",),
-    "modern.rope_attention": ("modern.apply_rope", "attention.attention"),
-}
-
-# The engine's version of a piece with steps, written step by step so that a learner's steps can
-# run in it when the learner's piece itself does not pass. (The engine's rotary attention takes
-# its steps from its slots: model.Rotary.)
-ENGINE_BY_STEPS = {
-    "attention.attention": ("attention", "attention_by_steps"),
-    "attention.apply_causal_mask": ("attention", "apply_causal_mask"),
-}
+# from (the learner's piece, or the engine's, ENGINE_BY_STEPS, written step by step). (The
+# engine's rotary attention takes its steps from its slots: model.Rotary.)
+STEPS: dict[str, tuple[str, ...]] = {piece: row.steps for piece, row in contracts.declared().items() if row.steps}
+ENGINE_BY_STEPS = {piece: row.by_steps for piece, row in contracts.declared().items() if row.by_steps}
 
 # kernels="triton": the pieces whose job a Triton kernel does, and the learner's kernel that the
 # package's launcher launches once it passes (the slot's Triton function in backends.TABLE; the
 # softmax, inside attention, kernels/softmax.py's).
-TRITON_KERNELS: dict[str, str] = {
-    "mlp.gelu_tanh": "kernels.gelu_kernel",
-    "block.layer_norm": "kernels.layer_norm_kernel",
-    "attention.softmax": "kernels.softmax_kernel",
-}
+TRITON_KERNELS: dict[str, str] = {piece: row.kernel for piece, row in contracts.declared().items() if row.kernel}
 
 # Given classes of the exercise files that carry slots as the engine's class of the same name does.
-GIVEN_CLASSES: dict[str, type] = {"block.LayerNorm": engine.LayerNorm, "modern.RMSNorm": engine.RMSNorm}
+GIVEN_CLASSES: dict[str, type] = {name: getattr(engine, cls) for name, cls in contracts.GIVEN_CLASSES.items()}
 
-# What the learner's classes are written for: {config field: the value they compute}. In a model
-# with another value the engine's class runs instead, and model.pieces says why (RoPE: the engine's
+# What the learner's pieces are written for: {config field: the values they compute}. In a model
+# with another value the engine's runs instead, and model.pieces says why (RoPE: the engine's
 # Embeddings has no position table and its attention turns q and k; the learner's add learned
-# positions). A model option a learner's class does not compute adds its field here.
-WRITTEN_FOR: dict[str, dict[str, object]] = {
-    "embeddings.Embeddings": {"position": "learned"},
-    "multihead.MultiHeadAttention": {"position": "learned"},
-}
+# positions). A model option a learner's class does not compute adds its field to the row.
+SUPPORTS: dict[str, Mapping[str, frozenset]] = {
+    piece: row.supports for piece, row in contracts.declared().items() if row.supports}
 
 _counter = itertools.count()
 
@@ -379,12 +348,10 @@ def build(cfg: ModelConfig | str, impl: str | os.PathLike | None = None, *,
     with torch.random.fork_rng(devices=[]):          # a learner's file may draw at import: not the model's draws
         verdicts = _statuses(overlay, exercises, accept)
     model_cfg = ModelConfig.preset(cfg) if isinstance(cfg, str) else cfg
-    for exercise, written_for in WRITTEN_FOR.items():
-        other = {k: v for k, v in written_for.items() if getattr(model_cfg, k) != v}
-        if verdicts.get(exercise) == YOURS and other:
-            field, value = next(iter(other.items()))
-            verdicts[exercise] = (f"engine: {field}={getattr(model_cfg, field)!r} needs the engine's; "
-                                  f"yours computes {field}={value!r}")
+    for exercise in SUPPORTS:
+        refused = _not_computed(exercise, model_cfg)
+        if verdicts.get(exercise) == YOURS and refused:
+            verdicts[exercise] = refused
     start = torch.get_rng_state()
     for attempt in range(len(verdicts) + 1):         # each crash takes one of the learner's pieces out
         if attempt:
@@ -395,6 +362,18 @@ def build(cfg: ModelConfig | str, impl: str | os.PathLike | None = None, *,
             return model
         verdicts[crash[0]] = crash[1]
     raise ImplementationError("the model built from your pieces kept failing its first forward pass")
+
+
+def _not_computed(exercise: str, cfg: ModelConfig) -> str | None:
+    """Why the learner's `exercise` cannot run in a model of `cfg` (a config value its contract
+    does not support: "engine: position='rope' needs the engine's; yours computes
+    position='learned'"), else None."""
+    missing = contracts.computes(contracts.contract(exercise), cfg)
+    if missing is None:
+        return None
+    field, values = missing
+    computes = " or ".join(f"{field}={value!r}" for value in sorted(values, key=repr))
+    return f"engine: {field}={getattr(cfg, field)!r} needs the engine's; yours computes {computes}"
 
 
 def _assemble(cfg, folder: Path, status: dict, kernels: str, dropout: float, init_std):

@@ -16,7 +16,7 @@ from andrea_course.paths import PACKAGE, ROOT
 
 # layer -> the modules of andrea_course in it (a name ending in "." is a package: every module under it)
 LAYERS = {
-    "leaf": ("paths", "lessons", "presets", "gpus", "links"),
+    "leaf": ("paths", "lessons", "contracts", "presets", "gpus", "links"),
     "engine": ("config", "ops", "backends", "model", "params", "kernels.", "weights", "hf"),
     "train": ("train.",),
     "pieces": ("pieces.",),
