@@ -104,7 +104,11 @@ TRITON_KERNELS: dict[str, str] = {
     "mlp.gelu_tanh": "kernels.gelu_kernel",
     "block.layer_norm": "kernels.layer_norm_kernel",
     "attention.softmax": "kernels.softmax_kernel",
+    "attention.attention": "kernels.flash_attention_kernel",
 }
+# Of those, the kernels that do a piece's whole job only once the learner's kernel passes; until then
+# the piece runs as without them (its steps in Triton: the learner's attention with its softmax).
+TRITON_ONCE_YOURS = {"attention.attention"}
 
 # Given classes of the exercise files that carry slots as the engine's class of the same name does.
 GIVEN_CLASSES: dict[str, type] = {"block.LayerNorm": engine.LayerNorm, "modern.RMSNorm": engine.RMSNorm}
@@ -481,7 +485,8 @@ def _slot_functions(overlay: "Overlay", status: dict, exercises, kernels: str) -
         """(function or None for the slot's own, whether a learner's code runs in it, whether Triton does)."""
         if exercise in jobs:
             return jobs[exercise]
-        if triton and exercise in TRITON_KERNELS:
+        if triton and exercise in TRITON_KERNELS and (exercise not in TRITON_ONCE_YOURS
+                                                       or status.get(TRITON_KERNELS[exercise]) == YOURS):
             kernel = TRITON_KERNELS[exercise]
             launcher = _launcher(exercise)
             if status.get(kernel) == YOURS:

@@ -252,8 +252,30 @@ class FlashAttentionFunction(torch.autograd.Function):
         return dq, dk, dv, None
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True) -> torch.Tensor:
-    """Scaled dot-product attention in Triton.  q: (B, H, T, K), k, v: (B, H, S, K) -> (B, H, T, K)."""
+class KernelForwardFunction(FlashAttentionFunction):
+    """Causal attention whose forward is a kernel of flash_attention_kernel's signature (a learner's),
+    the backward this file's: the kernel's natural-log lse is turned to base 2 for it."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, kernel):
+        B, H, T, KD = q.shape
+        S = k.shape[2]
+        q, k, v = (t.contiguous() for t in (q, k, v))
+        o = torch.empty_like(q)
+        lse = torch.empty(B * H, T, dtype=torch.float32, device=q.device)
+        block_k = max(16, triton.next_power_of_2(KD))
+        kernel[(triton.cdiv(T, 16), B * H)](q, k, v, o, lse, T, S, KD, S - T, 1.0 / math.sqrt(KD),
+                                            BLOCK_M=16, BLOCK_N=16, BLOCK_K=block_k)
+        ctx.save_for_backward(q, k, v, o, lse * LOG2E)
+        ctx.causal = True
+        return o
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True, kernel=None) -> torch.Tensor:
+    """Scaled dot-product attention in Triton.  q: (B, H, T, K), k, v: (B, H, S, K) -> (B, H, T, K).
+    kernel: a forward kernel of flash_attention_kernel's signature to run instead (causal only)."""
+    if kernel is not None and causal and q.shape[2] <= k.shape[2]:
+        return KernelForwardFunction.apply(q, k, v, kernel)
     return FlashAttentionFunction.apply(q, k, v, causal)
 
 
