@@ -63,7 +63,7 @@ _ATTENTION_STEPS = ("attention.attention_scores", "attention.scale_scores", "att
 _ROWS = (
     Contract("embeddings.Embeddings", replaces="Embeddings", supports=_supports(position=("learned",))),
     Contract("attention.attention", slot="attention", steps=_ATTENTION_STEPS,
-             by_steps=("attention", "attention_by_steps")),
+             by_steps=("attention", "attention_by_steps"), kernel="kernels.flash_attention_kernel"),
     Contract("attention.apply_causal_mask", steps=("attention.causal_mask",),
              by_steps=("attention", "apply_causal_mask")),
     Contract("multihead.MultiHeadAttention", replaces="MultiHeadAttention",

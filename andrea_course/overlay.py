@@ -77,6 +77,9 @@ ENGINE_BY_STEPS = {piece: row.by_steps for piece, row in contracts.declared().it
 # package's launcher launches once it passes (the slot's Triton function in backends.TABLE; the
 # softmax, inside attention, kernels/softmax.py's).
 TRITON_KERNELS: dict[str, str] = {piece: row.kernel for piece, row in contracts.declared().items() if row.kernel}
+# Of those, the kernels that do a piece's whole job only once the learner's kernel passes; until then
+# the piece runs as without them (its steps in Triton: the learner's attention with its softmax).
+TRITON_ONCE_YOURS = {"attention.attention"}
 
 # Given classes of the exercise files that carry slots as the engine's class of the same name does.
 GIVEN_CLASSES: dict[str, type] = {name: getattr(engine, cls) for name, cls in contracts.GIVEN_CLASSES.items()}
@@ -462,7 +465,8 @@ def _slot_functions(overlay: "Overlay", status: dict, exercises, kernels: str) -
         """(function or None for the slot's own, whether a learner's code runs in it, whether Triton does)."""
         if exercise in jobs:
             return jobs[exercise]
-        if triton and exercise in TRITON_KERNELS:
+        if triton and exercise in TRITON_KERNELS and (exercise not in TRITON_ONCE_YOURS
+                                                       or status.get(TRITON_KERNELS[exercise]) == YOURS):
             kernel = TRITON_KERNELS[exercise]
             launcher = _launcher(exercise)
             if status.get(kernel) == YOURS:

@@ -148,3 +148,60 @@ def softmax(x: torch.Tensor, kernel=softmax_kernel) -> torch.Tensor:
         raise RuntimeError(f"softmax_kernel wrote {past} element{'s' * (past != 1)} past the last row of y: its "
                            f"stores need mask=cols < n_cols, and y's rows are y_row_stride apart")
     return y.view(x.shape)
+
+
+@triton.jit
+def flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K, start, sm_scale,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Causal attention for BLOCK_M queries of one head (program (m, bh)), the keys walked BLOCK_N at a time.
+
+    q_ptr, o_ptr: (BH, T, K) contiguous, query i of head bh at q_ptr + bh·T·K + i·K; k_ptr, v_ptr:
+    (BH, S, K) likewise; lse_ptr: (BH, T) fp32. Query i sits at position start + i and sees keys
+    j <= start + i (keys 0 .. start - 1 come from a cache). BLOCK_K >= K is a power of two.
+    No (T, S) score matrix: per query row keep the running max m, the running sum l of
+    exp(s - m) and the unnormalised output acc; when the max grows to m', what was summed
+    so far is multiplied by exp(m - m'). Stop after the tile holding the block's last query
+    position: later keys are above the diagonal. Store o = acc / l and lse = m + log(l), the
+    logsumexp of the scaled scores s = q·k·sm_scale, from which the backward rebuilds p.
+    """
+    # Hint: Online softmax over key tiles up to the diagonal; store the output and the logsumexp.
+    # More help: hint("kernels.flash_attention_kernel") in the notebook, one level at a time.
+    raise NotImplementedError('kernels.flash_attention_kernel: not implemented yet. Hint: Online softmax over key tiles up to the diagonal; store the output and the logsumexp.')
+
+
+def _guarded(t: torch.Tensor, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(buffer, view): t's values, contiguous, at the start of a buffer with 64 `fill` values after them."""
+    buf = torch.full((t.numel() + 64,), fill, dtype=t.dtype, device=t.device)
+    buf[:t.numel()] = t.reshape(-1)
+    return buf, buf[:t.numel()].view(t.shape)
+
+
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int | None = None,
+                    kernel=flash_attention_kernel, block_m: int = 16, block_n: int = 16):
+    """Launch `kernel` (your flash_attention_kernel): causal attention, q (B, H, T, K), k, v (B, H, S, K).
+
+    Query i sits at position start + i (default S - T: the queries are the last T positions).
+    Returns (o (B, H, T, K) in q's dtype, lse (B, H, T) fp32). A checking launcher, for learning:
+    q, k and v are copied into buffers with NaN after their end (an unmasked load past the end
+    reads NaN, and the output shows it), o and lse get NaN after theirs, and a kernel that stores
+    there is refused with a count.
+    """
+    B, H, T, K = q.shape
+    S = k.shape[2]
+    start = S - T if start is None else start
+    if k.shape != (B, H, S, K) or v.shape != k.shape:
+        raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: expected (B, H, T, K) "
+                         f"and two (B, H, S, K)")
+    if not 0 <= start <= S - T:
+        raise ValueError(f"start={start}: queries at start .. start + T - 1 must lie in 0 .. S - 1 (T={T}, S={S})")
+    (_, q_), (_, k_), (_, v_) = (_guarded(t, float("nan")) for t in (q, k, v))
+    o_buf, o = _guarded(torch.empty_like(q), float("nan"))
+    lse_buf, lse = _guarded(torch.empty(B, H, T, dtype=torch.float32, device=q.device), float("nan"))
+    grid = (triton.cdiv(T, block_m), B * H)
+    kernel[grid](q_, k_, v_, o, lse, T, S, K, start, 1.0 / K ** 0.5,
+                 BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=max(16, triton.next_power_of_2(K)))
+    past = int((~torch.isnan(o_buf[o.numel():])).sum() + (~torch.isnan(lse_buf[lse.numel():])).sum())
+    if past:
+        raise RuntimeError(f"flash_attention_kernel wrote {past} element{'s' * (past != 1)} past the end of o or "
+                           f"lse: the last query block is ragged, so its stores need mask=rows < T (and dims < K)")
+    return o, lse

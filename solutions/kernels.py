@@ -184,3 +184,91 @@ def softmax(x: torch.Tensor, kernel=softmax_kernel) -> torch.Tensor:
         raise RuntimeError(f"softmax_kernel wrote {past} element{'s' * (past != 1)} past the last row of y: its "
                            f"stores need mask=cols < n_cols, and y's rows are y_row_stride apart")
     return y.view(x.shape)
+
+
+@triton.jit
+def flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K, start, sm_scale,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Causal attention for BLOCK_M queries of one head (program (m, bh)), the keys walked BLOCK_N at a time.
+
+    q_ptr, o_ptr: (BH, T, K) contiguous, query i of head bh at q_ptr + bh·T·K + i·K; k_ptr, v_ptr:
+    (BH, S, K) likewise; lse_ptr: (BH, T) fp32. Query i sits at position start + i and sees keys
+    j <= start + i (keys 0 .. start - 1 come from a cache). BLOCK_K >= K is a power of two.
+    No (T, S) score matrix: per query row keep the running max m, the running sum l of
+    exp(s - m) and the unnormalised output acc; when the max grows to m', what was summed
+    so far is multiplied by exp(m - m'). Stop after the tile holding the block's last query
+    position: later keys are above the diagonal. Store o = acc / l and lse = m + log(l), the
+    logsumexp of the scaled scores s = q·k·sm_scale, from which the backward rebuilds p.
+    """
+    ### BEGIN SOLUTION
+    ### SUMMARY: Online softmax over key tiles up to the diagonal; store the output and the logsumexp.
+    ### HINT: One program owns a block of queries of one head and starts with a running max of minus infinity, a running sum of zero and an output accumulator of zeros. It walks the keys a tile at a time, up to the tile that holds its last query's position and no further. For each tile: scores scaled by sm_scale, minus infinity where the key lies past the end or after the query's position (which is start plus its row), the new max, the exponential of the old max minus the new one applied to the sum and the accumulator before adding this tile's exponentials and their product with the values. At the end divide by the sum; the logsumexp of the scaled scores is the max plus the log of the sum. Every load and store is masked by rows < T, keys < S and dims < K.
+    ### API: rows[:, None] and dims[None, :] make a (BLOCK_M, BLOCK_K) grid of offsets; tl.load(ptr + offs, mask=..., other=0.0); tl.dot(a, b, input_precision="ieee") for exact fp32; tl.trans(k); tl.where(mask, a, float("-inf")); tl.max(t, axis=1), tl.sum(t, axis=1), tl.exp, tl.log, tl.maximum, tl.minimum; a Python loop over tiles, range(0, n, step), works inside a kernel. The rescale in PyTorch, one row of scores [1, 0] then [3], summed against max 1 and rescaled to max 3: `torch.exp(torch.tensor([0., -1.])).sum() * torch.exp(torch.tensor(1. - 3.)) + 1.` gives `1.1851`, as `torch.exp(torch.tensor([1., 0., 3.]) - 3.).sum()` does
+    ### LINE: for each key tile: s = tl.where(visible, tl.dot(q, tl.trans(k)) * sm_scale, -inf); m_new = tl.maximum(m, tl.max(s, axis=1)); alpha = tl.exp(m - m_new); p = tl.exp(s - m_new[:, None]); l = l * alpha + tl.sum(p, axis=1); acc = acc * alpha[:, None] + tl.dot(p, v); m = m_new
+    first = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1)
+    rows = first + tl.arange(0, BLOCK_M)                     # query indices i
+    offs_n = tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, BLOCK_K)
+    q_mask = (rows[:, None] < T) & (dims[None, :] < K)
+    q = tl.load(q_ptr + bh * T * K + rows[:, None] * K + dims[None, :], mask=q_mask, other=0.0).to(tl.float32)
+    m = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+    l = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
+    hi = tl.minimum(S, start + first + BLOCK_M)              # keys after the block's last position: skipped
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n                              # key indices j
+        kv_mask = (cols[:, None] < S) & (dims[None, :] < K)
+        k = tl.load(k_ptr + bh * S * K + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
+        v = tl.load(v_ptr + bh * S * K + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
+        s = tl.dot(q, tl.trans(k), input_precision="ieee") * sm_scale             # (BLOCK_M, BLOCK_N)
+        visible = (cols[None, :] < S) & (cols[None, :] <= start + rows[:, None])
+        s = tl.where(visible, s, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, axis=1))             # finite: key 0 is visible to every row
+        alpha = tl.exp(m - m_new)                            # rescales what was summed so far
+        p = tl.exp(s - m_new[:, None])
+        l = l * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+        m = m_new
+    tl.store(lse_ptr + bh * T + rows, m + tl.log(l), mask=rows < T)
+    tl.store(o_ptr + bh * T * K + rows[:, None] * K + dims[None, :], (acc / l[:, None]).to(o_ptr.dtype.element_ty),
+             mask=q_mask)
+    ### END SOLUTION
+
+
+def _guarded(t: torch.Tensor, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(buffer, view): t's values, contiguous, at the start of a buffer with 64 `fill` values after them."""
+    buf = torch.full((t.numel() + 64,), fill, dtype=t.dtype, device=t.device)
+    buf[:t.numel()] = t.reshape(-1)
+    return buf, buf[:t.numel()].view(t.shape)
+
+
+def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int | None = None,
+                    kernel=flash_attention_kernel, block_m: int = 16, block_n: int = 16):
+    """Launch `kernel` (your flash_attention_kernel): causal attention, q (B, H, T, K), k, v (B, H, S, K).
+
+    Query i sits at position start + i (default S - T: the queries are the last T positions).
+    Returns (o (B, H, T, K) in q's dtype, lse (B, H, T) fp32). A checking launcher, for learning:
+    q, k and v are copied into buffers with NaN after their end (an unmasked load past the end
+    reads NaN, and the output shows it), o and lse get NaN after theirs, and a kernel that stores
+    there is refused with a count.
+    """
+    B, H, T, K = q.shape
+    S = k.shape[2]
+    start = S - T if start is None else start
+    if k.shape != (B, H, S, K) or v.shape != k.shape:
+        raise ValueError(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: expected (B, H, T, K) "
+                         f"and two (B, H, S, K)")
+    if not 0 <= start <= S - T:
+        raise ValueError(f"start={start}: queries at start .. start + T - 1 must lie in 0 .. S - 1 (T={T}, S={S})")
+    (_, q_), (_, k_), (_, v_) = (_guarded(t, float("nan")) for t in (q, k, v))
+    o_buf, o = _guarded(torch.empty_like(q), float("nan"))
+    lse_buf, lse = _guarded(torch.empty(B, H, T, dtype=torch.float32, device=q.device), float("nan"))
+    grid = (triton.cdiv(T, block_m), B * H)
+    kernel[grid](q_, k_, v_, o, lse, T, S, K, start, 1.0 / K ** 0.5,
+                 BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=max(16, triton.next_power_of_2(K)))
+    past = int((~torch.isnan(o_buf[o.numel():])).sum() + (~torch.isnan(lse_buf[lse.numel():])).sum())
+    if past:
+        raise RuntimeError(f"flash_attention_kernel wrote {past} element{'s' * (past != 1)} past the end of o or "
+                           f"lse: the last query block is ragged, so its stores need mask=rows < T (and dims < K)")
+    return o, lse

@@ -97,3 +97,72 @@ def softmax_kernel_storing_by_the_x_stride(x_ptr, y_ptr, x_row_stride, y_row_str
     x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
     e = tl.exp(x - tl.max(x, axis=0))
     tl.store(y_ptr + row * x_row_stride + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K, start, sm_scale,
+                                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                                    SLIP: tl.constexpr):
+    """The learner's causal FlashAttention forward with one typical slip, chosen by SLIP (0: none)."""
+    first = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1)
+    rows = first + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, BLOCK_K)
+    q_mask = (rows[:, None] < T) & (dims[None, :] < K)
+    q = tl.load(q_ptr + bh * T * K + rows[:, None] * K + dims[None, :], mask=q_mask, other=0.0).to(tl.float32)
+    scale = sm_scale
+    if SLIP == 6:                                            # 1/sqrt(K) on the output
+        scale = 1.0
+    if SLIP == 7:                                            # 1/sqrt(BLOCK_K)
+        scale = 1.0 / tl.sqrt(BLOCK_K * 1.0)
+    m = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+    l = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
+    hi = tl.minimum(S, start + first + BLOCK_M)
+    if SLIP == 3:                                            # the diagonal tile skipped
+        hi = tl.minimum(S, start + first)
+    offset = start
+    if SLIP == 2:                                            # the mask without the cache offset
+        offset = 0
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n
+        kv_mask = (cols[:, None] < S) & (dims[None, :] < K)
+        if SLIP == 8:                                        # the tail tile's loads unmasked
+            kv_mask = dims[None, :] < K
+        k = tl.load(k_ptr + bh * S * K + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
+        v = tl.load(v_ptr + bh * S * K + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
+        s = tl.dot(q, tl.trans(k), input_precision="ieee")
+        if SLIP != 5:                                        # 5: the max kept on the unscaled scores
+            s = s * scale
+        visible = (cols[None, :] < S) & (cols[None, :] <= offset + rows[:, None])
+        if SLIP == 4:                                        # the diagonal masked
+            visible = (cols[None, :] < S) & (cols[None, :] < offset + rows[:, None])
+        s = tl.where(visible, s, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, axis=1))
+        alpha = tl.exp(m - m_new)
+        if SLIP == 1:                                        # no rescale
+            alpha = tl.full((BLOCK_M,), 1.0, dtype=tl.float32)
+        if SLIP == 5:
+            alpha = tl.exp((m - m_new) * scale)
+            p = tl.exp((s - m_new[:, None]) * scale)
+        else:
+            p = tl.exp(s - m_new[:, None])
+        l = l * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+        m = m_new
+    out = acc / l[:, None]
+    if SLIP == 6:
+        out = out * sm_scale
+    tl.store(lse_ptr + bh * T + rows, m + tl.log(l), mask=rows < T)
+    tl.store(o_ptr + bh * T * K + rows[:, None] * K + dims[None, :], out.to(o_ptr.dtype.element_ty), mask=q_mask)
+
+
+class FlashSlip:
+    """flash_attention_kernel_slipping with SLIP bound, launched as the learner's kernel is."""
+
+    def __init__(self, slip):
+        self.slip = slip
+
+    def __getitem__(self, grid):
+        return lambda *args, **consts: flash_attention_kernel_slipping[grid](*args, SLIP=self.slip, **consts)

@@ -458,6 +458,14 @@ def _launching(name):
     return lambda x: importlib.import_module("softmax_kernels").launching(_kernel(name))(x)
 
 
+def _flash_slip(slip):
+    """The exercise's flash_attention launching the learner kernel with typical slip `slip`."""
+    def launch(q, k, v, start=None):
+        kernels = importlib.import_module("solutions.kernels")
+        return kernels.flash_attention(q, k, v, start, kernel=importlib.import_module("learner_kernels").FlashSlip(slip))
+    return launch
+
+
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
 MUTANTS = [
     # the optimiser (notebook 09)
@@ -769,6 +777,12 @@ MUTANTS = [
      "y's rows stepped by x_row_stride"),
     ("test_kernels.py", "test_softmax_kernel_reads_and_writes_only_its_own_rows",
      {("kernels", "softmax_kernel"): _kernel("softmax_kernel_storing_one_past")}, "one element past the end of each row"),
+    # issue 32 item 1: the learner's causal FlashAttention forward
+    *(("test_kernels.py", "test_flash_attention_kernel_with_a_cache", {("kernels", "flash_attention"): _flash_slip(slip)},
+       named) for slip, named in ((1, "no rescale when the max grows"), (2, "ignores the cache offset"),
+                                  (3, "the diagonal tile skipped"), (4, "the diagonal masked"),
+                                  (5, "the logsumexp of the unscaled scores"), (6, "applied to the output"),
+                                  (7, "1/sqrt(BLOCK_K)"), (8, "a tail tile without its mask"))),
 ]
 
 

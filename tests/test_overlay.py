@@ -138,7 +138,8 @@ def test_a_model_lists_the_pieces_it_is_built_from():
     assert {"modern.rope_frequencies", "modern.apply_rope", "modern.rope_attention"} <= set(model_pieces(ROPE))
     assert classic.index("attention.softmax") < classic.index("attention.attention")      # steps first
     assert set(model_pieces(CFG, "triton")) - set(classic) == set(TRITON_KERNELS.values())
-    assert set(model_pieces("andrea-tiny-modern", "triton")) - set(modern) == {"kernels.softmax_kernel"}
+    assert set(model_pieces("andrea-tiny-modern", "triton")) - set(modern) == {"kernels.softmax_kernel",
+                                                                              "kernels.flash_attention_kernel"}
 
 
 def test_build_takes_the_verdict_and_never_runs_a_test(tmp_path, monkeypatch):
@@ -332,12 +333,16 @@ def test_a_learners_triton_kernels_run_in_a_training_step(tmp_path):
     folder = shutil.copytree(ROOT / "solutions", tmp_path / "mine")
     cfg = CFG.replace(n_heads=2, d_model=16, context_length=8)
     model = learner_model(cfg, folder, kernels="triton")
-    assert {model.pieces[k] for k in TRITON_KERNELS.values()} == {"yours"}
+    assert {model.pieces[k] for k in TRITON_KERNELS.values() if k != "kernels.softmax_kernel"} == {"yours"}
+    assert model.pieces["kernels.softmax_kernel"].endswith("never runs")      # flash_attention_kernel does attention
     assert {s: model.slots[s] for s in ("attention", "layer_norm", "gelu", "cross_entropy")} == {
         "attention": "yours in Triton", "layer_norm": "yours in Triton", "gelu": "yours in Triton",
         "cross_entropy": "Triton kernel"}
     for piece, kernel in TRITON_KERNELS.items():
-        assert model.pieces[piece] == f"not run: kernels='triton' computes it with your {kernel}"
+        if piece != "attention.softmax":                  # inside the attention the flash kernel does
+            assert model.pieces[piece] == f"not run: kernels='triton' computes it with your {kernel}"
+    assert model.pieces["attention.softmax"].endswith("never runs")
+    assert model.blocks[0].attn.attention.keywords["kernel"].fn.__code__.co_filename == str(folder / "kernels.py")
     gelu = model.blocks[0].mlp.gelu
     assert gelu.keywords["kernel"].fn.__code__.co_filename == str(folder / "kernels.py")
     torch_path = learner_model(cfg, folder)

@@ -682,3 +682,134 @@ def test_softmax_kernel_reads_and_writes_only_its_own_rows(student):
     gaps between rows and around both tensors."""
     check_softmax_memory(student, 4, 100, 130, 112, 13, "softmax_kernel on 4 rows of 100 (x rows 130 apart, y 112)")
     check_softmax_memory(student, 3, 40, 64, 50, 14, "softmax_kernel on 3 rows of 40 (x rows 64 apart, y 50)")
+
+
+# ----- causal FlashAttention, forward -------------------------------------------------------
+
+FA_HINT = ("per query row keep the running max m, the sum l of exp(s - m) and acc; when the max grows, multiply l "
+           "and acc by exp(m - m_new) before adding the tile; mask keys j > start + i and j >= S; o = acc / l, "
+           "lse = m + log(l)")
+NO_RESCALE = ("no rescale when the max grows: l and acc were summed against the old max; multiply both by "
+              "alpha = exp(m - m_new) before adding this tile's terms")
+MASK_OFFSET = ("the causal mask ignores the cache offset: query i sits at position start + i and sees keys "
+               "j <= start + i, not j <= i")
+DIAGONAL_SKIPPED = ("the diagonal tile skipped: the loop stopped at the block's first query position (start + "
+                    "first) instead of after its last (start + first + BLOCK_M)")
+DIAGONAL_MASKED = "the diagonal masked: a query sees its own key, j <= start + i, not j < start + i"
+LSE_UNSCALED = ("the logsumexp of the unscaled scores: the running max was kept on q·k and the scale folded into "
+                "exp; the backward needs the logsumexp of s = q·k·sm_scale, m·sm_scale + log(l)")
+SCALE_ON_OUTPUT = ("1/sqrt(K) applied to the output instead of the scores: the softmax must see q·k/sqrt(K)")
+SCALE_BLOCK_K = "scaled by 1/sqrt(BLOCK_K), the padded width: the scale is 1/sqrt(K), as sm_scale gives it"
+NO_SCALE = "the scores not scaled: multiply q·k by sm_scale = 1/sqrt(K)"
+TAIL_UNMASKED = ("a tail tile without its mask: the last key tile runs past S, and its unmasked load read the NaN "
+                 "after the end of v; load k and v with mask=cols < S")
+FA_PAST = "the last query block stored past T: its stores need mask=rows < T"
+
+
+def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=True, offset=True, diagonal=True, strict=False,
+                lse_scaled=True, scale=None, scale_output=False, tail_masked=True):
+    """The tiled online softmax of the kernel in float64, each typical slip switchable: the reference
+    and its mistakes. q (B, H, T, K), k, v (B, H, S, K) -> (o (B, H, T, K), lse (B, H, T))."""
+    B, H, T, K = q.shape
+    S = k.shape[2]
+    sm_scale = 1 / math.sqrt(K) if scale is None else scale
+    q, k, v = (t.double().reshape(B * H, -1, K) for t in (q, k, v))
+    o, lse = torch.empty_like(q), torch.empty(B * H, T, dtype=torch.float64)
+    for first in range(0, T, block_m):
+        rows = torch.arange(first, min(T, first + block_m))
+        m = torch.full((B * H, len(rows)), -math.inf, dtype=torch.float64)
+        l, acc = torch.zeros_like(m), torch.zeros(B * H, len(rows), K, dtype=torch.float64)
+        for start_n in range(0, min(S, start + first + block_m * diagonal), block_n):
+            cols = torch.arange(start_n, min(S, start_n + block_n))
+            s = q[:, rows] @ k[:, cols].transpose(1, 2) * (1.0 if scale_output else sm_scale)
+            pos = rows[:, None] + start * offset
+            s = s.masked_fill(~((cols[None, :] < pos) if strict else (cols[None, :] <= pos)), -math.inf)
+            m_new = torch.maximum(m, s.amax(-1))
+            alpha = (m - m_new).exp() if rescale else torch.ones_like(m)
+            p = (s - m_new[..., None]).exp()
+            l, acc, m = l * alpha + p.sum(-1), acc * alpha[..., None] + p @ v[:, cols], m_new
+            if not tail_masked and start_n + block_n > S:
+                acc[-1] = math.nan                            # the last head's tile read the NaN after v
+        o[:, rows] = acc / l[..., None] * (sm_scale if scale_output else 1.0)
+        lse[:, rows] = (m / sm_scale if not lse_scaled else m) + l.log()
+    return o.reshape(B, H, T, K), lse.reshape(B, H, T)
+
+
+def flash_mistakes(q, k, v, start):
+    K = q.shape[-1]
+    return {NO_RESCALE: dict(rescale=False), MASK_OFFSET: dict(offset=False), DIAGONAL_SKIPPED: dict(diagonal=False),
+            DIAGONAL_MASKED: dict(strict=True), LSE_UNSCALED: dict(lse_scaled=False),
+            SCALE_ON_OUTPUT: dict(scale_output=True), SCALE_BLOCK_K: dict(scale=max(16, 1 << (K - 1).bit_length()) ** -0.5),
+            NO_SCALE: dict(scale=1.0), TAIL_UNMASKED: dict(tail_masked=False)}
+
+
+def call_flash(flash_attention, q, k, v, start):
+    try:
+        return flash_attention(q, k, v, start)
+    except RuntimeError as exc:
+        past = written_past(exc, "the end of o")
+        if past is None:
+            raise
+        raise Mismatch("flash_attention(q, k, v)", f"the kernel wrote {past} element{'s' * (past != 1)} past the "
+                       f"end of o or lse (T = {q.shape[2]})", "mask every store with rows < T (and dims < K)",
+                       mistake=FA_PAST) from None
+
+
+def _flash_cases(flash_attention, q, k, v, start, what):
+    want_o, want_lse = flash_tiled(q, k, v, start)
+    outs = {name: flash_tiled(q, k, v, start, **slip) for name, slip in flash_mistakes(q, k, v, start).items()}
+    cache = {}
+
+    def part(i):
+        def got():
+            if "out" not in cache:
+                cache["out"] = call_flash(flash_attention, q, k, v, start)
+            out = cache["out"]
+            return out[i] if isinstance(out, (tuple, list)) and len(out) == 2 else out
+        return got
+
+    def differing(i, want):                               # the lse of the scale on o is the unscaled one
+        return {n: o[i].float() for n, o in outs.items() if not (i == 1 and n == SCALE_ON_OUTPUT)
+                and not torch.allclose(o[i], want, atol=1e-6, rtol=1e-5, equal_nan=True)}
+    return (Case(f"{what}: o", part(0), want_o.float(), differing(0, want_o)),
+            Case(f"{what}: lse", part(1), want_lse.float(), differing(1, want_lse)))
+
+
+def flash_inputs(T, S, K, B=1, H=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return tuple((torch.randn(B, H, n, K, generator=g) * 1.5).to(DEVICE) for n in (T, S, S))
+
+
+def check_flash(student, *inputs):
+    """inputs: two or more (T, S, K, start, seed); o and lse of each against the float64 tiled online
+    softmax (itself equal to softmax(mask(q·kᵀ/sqrt(K)))·v); a named mistake confirmed on another."""
+    flash_attention = student.piece("kernels", "flash_attention")
+    cases = []
+    for T, S, K, start, seed in inputs:
+        what = f"flash_attention for T={T}, S={S}, K={K}, start={start}"
+        cases.append(_flash_cases(flash_attention, *flash_inputs(T, S, K, seed=seed), start, what))
+    for parts in zip(*cases):
+        expect_cases(*parts, hint=FA_HINT, atol=1e-5, rtol=1e-5)
+
+
+def test_flash_tiled_equals_softmax_attention():
+    """The tiled reference the mistakes vary is the attention itself, for any tiling."""
+    q, k, v = (t.double() for t in flash_inputs(21, 45, 12, seed=3))
+    s = q @ k.transpose(-1, -2) / math.sqrt(12)
+    s = s.masked_fill(torch.arange(45)[None, :] > torch.arange(21)[:, None] + 24, -math.inf)
+    for bm, bn in ((16, 16), (8, 32)):
+        o, lse = flash_tiled(q, k, v, 24, bm, bn)
+        assert torch.allclose(o, torch.softmax(s, -1) @ v, atol=1e-12)
+        assert torch.allclose(lse, torch.logsumexp(s, -1), atol=1e-12)
+
+
+@graded("kernels.flash_attention_kernel", points=2)
+def test_flash_attention_kernel_with_a_cache(student):
+    """T, S, K not multiples of the tiles of 16; keys 0 .. start - 1 from a cache."""
+    check_flash(student, (21, 45, 12, 24, 0), (19, 37, 20, 18, 1))
+
+
+@graded("kernels.flash_attention_kernel", points=1)
+def test_flash_attention_kernel_queries_inside_the_keys(student):
+    """No cache (start = 0, S = T); queries at 10 .. 28 of 50 keys (later keys never seen); a cache of 18."""
+    check_flash(student, (37, 37, 20, 0, 2), (19, 50, 12, 10, 3), (23, 41, 20, 18, 4))

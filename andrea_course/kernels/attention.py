@@ -80,6 +80,41 @@ def attention_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
 
 
 @triton.jit
+def flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K, start, sm_scale,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The learner's kernel (notebook 08), the package's copy: the forward over (BH, T, K) contiguous
+    tensors, queries at positions start + i, lse in natural log (attention_forward_kernel keeps base 2)."""
+    first = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1)
+    rows = first + tl.arange(0, BLOCK_M)                     # query indices i
+    offs_n = tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, BLOCK_K)
+    q_mask = (rows[:, None] < T) & (dims[None, :] < K)
+    q = tl.load(q_ptr + bh * T * K + rows[:, None] * K + dims[None, :], mask=q_mask, other=0.0).to(tl.float32)
+    m = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+    l = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
+    hi = tl.minimum(S, start + first + BLOCK_M)              # keys after the block's last position: skipped
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n                              # key indices j
+        kv_mask = (cols[:, None] < S) & (dims[None, :] < K)
+        k = tl.load(k_ptr + bh * S * K + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
+        v = tl.load(v_ptr + bh * S * K + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
+        s = tl.dot(q, tl.trans(k), input_precision="ieee") * sm_scale             # (BLOCK_M, BLOCK_N)
+        visible = (cols[None, :] < S) & (cols[None, :] <= start + rows[:, None])
+        s = tl.where(visible, s, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, axis=1))             # finite: key 0 is visible to every row
+        alpha = tl.exp(m - m_new)                            # rescales what was summed so far
+        p = tl.exp(s - m_new[:, None])
+        l = l * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+        m = m_new
+    tl.store(lse_ptr + bh * T + rows, m + tl.log(l), mask=rows < T)
+    tl.store(o_ptr + bh * T * K + rows[:, None] * K + dims[None, :], (acc / l[:, None]).to(o_ptr.dtype.element_ty),
+             mask=q_mask)
+
+
+@triton.jit
 def attention_backward_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr,
                                    sqb, sqh, sqt, skb, skh, sks, svb, svh, svs, sdb, sdh, sdt,
                                    H, T, S, KD, qk_scale, sm_scale,
@@ -217,8 +252,30 @@ class FlashAttentionFunction(torch.autograd.Function):
         return dq, dk, dv, None
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True) -> torch.Tensor:
-    """Scaled dot-product attention in Triton.  q: (B, H, T, K), k, v: (B, H, S, K) -> (B, H, T, K)."""
+class KernelForwardFunction(FlashAttentionFunction):
+    """Causal attention whose forward is a kernel of flash_attention_kernel's signature (a learner's),
+    the backward this file's: the kernel's natural-log lse is turned to base 2 for it."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, kernel):
+        B, H, T, KD = q.shape
+        S = k.shape[2]
+        q, k, v = (t.contiguous() for t in (q, k, v))
+        o = torch.empty_like(q)
+        lse = torch.empty(B * H, T, dtype=torch.float32, device=q.device)
+        block_k = max(16, triton.next_power_of_2(KD))
+        kernel[(triton.cdiv(T, 16), B * H)](q, k, v, o, lse, T, S, KD, S - T, 1.0 / math.sqrt(KD),
+                                            BLOCK_M=16, BLOCK_N=16, BLOCK_K=block_k)
+        ctx.save_for_backward(q, k, v, o, lse * LOG2E)
+        ctx.causal = True
+        return o
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True, kernel=None) -> torch.Tensor:
+    """Scaled dot-product attention in Triton.  q: (B, H, T, K), k, v: (B, H, S, K) -> (B, H, T, K).
+    kernel: a forward kernel of flash_attention_kernel's signature to run instead (causal only)."""
+    if kernel is not None and causal and q.shape[2] <= k.shape[2]:
+        return KernelForwardFunction.apply(q, k, v, kernel)
     return FlashAttentionFunction.apply(q, k, v, causal)
 
 

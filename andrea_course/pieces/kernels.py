@@ -1,4 +1,6 @@
-"""Activity 9 · The GELU, LayerNorm and row-softmax forward kernels, as the package's Triton back-end has them."""
+"""Activity 9 · The GELU, LayerNorm, row-softmax and causal FlashAttention forward kernels, as the
+package's Triton back-end has them."""
+from ..kernels.attention import flash_attention_kernel
 from ..kernels.gelu import gelu_kernel
 from ..kernels.layernorm import layer_norm_kernel
 from ..kernels.softmax import softmax_kernel
