@@ -458,15 +458,13 @@ def _slot_functions(overlay: "Overlay", status: dict, exercises, kernels: str) -
     this model; or the engine's written step by step around the learner's steps that pass; or,
     with kernels="triton", a learner's kernel in the package's launcher. Fills status with what
     does not run, and why."""
-    triton = kernels == "triton"
     jobs: dict[str, tuple] = {}
 
     def job(exercise: str) -> tuple:
         """(function or None for the slot's own, whether a learner's code runs in it, whether Triton does)."""
         if exercise in jobs:
             return jobs[exercise]
-        if triton and exercise in TRITON_KERNELS and (exercise not in TRITON_ONCE_YOURS
-                                                       or status.get(TRITON_KERNELS[exercise]) == YOURS):
+        if _kernel_does(exercise, status, kernels):
             kernel = TRITON_KERNELS[exercise]
             launcher = _launcher(exercise)
             if status.get(kernel) == YOURS:
@@ -500,6 +498,27 @@ def _slot_functions(overlay: "Overlay", status: dict, exercises, kernels: str) -
             if fn is not None and mine:
                 out[target] = (fn, backends.YOURS_IN_TRITON if in_triton else backends.YOURS)
     return out, jobs
+
+
+def _kernel_does(exercise: str, status: dict, kernels: str) -> bool:
+    """Whether a Triton kernel does the whole of `exercise`'s job (its steps never run): with
+    kernels="triton", a piece with a kernel row, and for TRITON_ONCE_YOURS only once the
+    learner's kernel passes."""
+    return kernels == "triton" and exercise in TRITON_KERNELS and (
+        exercise not in TRITON_ONCE_YOURS or status.get(TRITON_KERNELS[exercise]) == YOURS)
+
+
+def _kernel_above(exercise: str, status: dict, kernels: str) -> str | None:
+    """The piece that calls `exercise` (at any depth, through STEPS) whose whole job a Triton
+    kernel does, so that `exercise` never runs; or None."""
+    for caller, steps in STEPS.items():
+        if exercise in steps:
+            if _kernel_does(caller, status, kernels):
+                return caller
+            above = _kernel_above(caller, status, kernels)
+            if above is not None:
+                return above
+    return None
 
 
 def _default(exercise: str, kernels: str):
@@ -801,6 +820,11 @@ def _why_not_run(model, exercise: str, parts: _Parts, slots: dict, calls) -> str
     """Why a learner's piece that is in the model never ran: the slot it fills never ran, the
     piece that calls it computes its job itself, or the module that holds it is never called."""
     job = next((e for e, k in TRITON_KERNELS.items() if k == exercise), exercise)
+    above = _kernel_above(job, parts.status, model.kernels)
+    if above is not None:
+        kernel = TRITON_KERNELS[above]
+        whose = f"your {kernel}" if parts.status.get(kernel) == YOURS else "the package's Triton kernel"
+        return f"kernels='triton' computes {above} with {whose}: your {exercise} never runs"
     target = SLOTS.get(job)
     if isinstance(target, str) and slots.get(target, ("", 1))[1] == 0:
         return slots[target][0].removeprefix("not run: ")

@@ -215,7 +215,7 @@ SAMPLE = [
     ("--ckpt a folder without weights", lambda w: ["--ckpt", str(w / "empty")], 1, "no weights at"),
     ("--ckpt not safetensors", lambda w: ["--ckpt", str(w / "a_file")], 1, "not a readable safetensors file"),
     ("--ckpt fails its manifest", lambda w: ["--ckpt", _corrupt_weights(w)], 1, "SHA-256 does not match"),
-    ("no --ckpt nor --pretrained", lambda w: ["--prompt", "x"], 2, "one of the arguments --ckpt --pretrained is required"),
+    ("no --ckpt nor --pretrained", lambda w: ["--prompt", "x"], 2, "one of the arguments --ckpt --pretrained --hf is required"),
     ("--top-k 0", lambda w: ["--pretrained", "--top-k", "0"], 2, "--top-k: must be a whole number >= 1, or none"),
     ("--top-k -3", lambda w: ["--pretrained", "--top-k", "-3"], 2, "--top-k"),
     ("--max-new-tokens -1", lambda w: ["--pretrained", "--max-new-tokens", "-1"], 2, "--max-new-tokens: must be a whole number >= 0"),
