@@ -58,6 +58,8 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson("bpe", "10", "09_capstone", ("pair_counts", "merge_pair", "most_frequent_pair", "train_bpe", "encode",
                                         "decode"), _CAPSTONE),
     Lesson("optim", "10", "09_capstone", ("lr_at", "adamw_step"), _CAPSTONE),
+    Lesson("inside", "11", "10_inside", ("residual_stream", "attention_patterns", "logit_lens", "induction_scores"),
+           "Inside your model"),
 )
 
 ACTIVITIES: tuple[str, ...] = tuple(lesson.activity for lesson in LESSONS)

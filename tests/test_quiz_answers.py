@@ -154,12 +154,29 @@ def test_08_masked_lanes_and_the_softmax_block():
     assert _question("08_kernels.ipynb", "Your GELU kernel runs").answer.startswith("only the third")
     assert _question("08_kernels.ipynb", "With BLOCK = 1,024").answer == programs * block - n
     assert _question("08_kernels.ipynb", "One program per row").answer == 1 << (CFG.vocab_size - 1).bit_length()
+    T, tile = 256, 64                # a query block visits the key tiles up to the one holding its last query
+    tiles = sum(min(T, (m + 1) * tile) // tile for m in range(T // tile))
+    assert _question("08_kernels.ipynb", "Causal attention with T = S = 256").answer == tiles == 10
 
 
 def test_09_the_vocabulary():
     from andrea_course.train import load_tokenizer
     assert _question("09_capstone.ipynb", "The course's byte-level BPE").answer == CFG.vocab_size
     assert load_tokenizer().vocab_size == CFG.vocab_size
+
+
+def test_10_the_induction_head_attends_to_the_token_after_the_earlier_copy():
+    """A B C D A B C: an induction score of 1 goes with all the weight of query t on key t - period + 1."""
+    tokens, period = "ABCDABC", 4
+    t = len(tokens) - 1                                              # the second C
+    weights = torch.zeros(1, 1, 1, len(tokens), len(tokens))
+    weights[..., torch.arange(period, len(tokens)), torch.arange(1, len(tokens) - period + 1)] = 1.0
+    assert pieces.get("inside", "induction_scores")(weights, period).item() == 1.0
+    key = t - period + 1
+    assert _question("10_inside.ipynb", "In the tokens A B C D").answer.startswith(f"On {tokens[key]}:")
+    model = ANDREA(ModelConfig(vocab_size=11, context_length=10, d_model=8, n_layers=4, n_heads=4, d_ff=16))
+    shape = pieces.get("inside", "attention_patterns")(model, torch.zeros(2, 10, dtype=torch.long)).shape
+    assert _question("10_inside.ipynb", "A model has L = 4 blocks").answer == tuple(shape)
 
 
 @pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))

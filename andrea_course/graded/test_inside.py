@@ -1,0 +1,229 @@
+"""Graded tests, activity 11 · Inside your model: hooks, the residual stream, attention patterns,
+the logit lens and induction scores.
+
+The probes take a model: each test builds the engine's ANDREA where the learner's code runs (the
+exercise file's given ANDREA), gives it the reference's random weights, and compares the probe
+with the engine's (pieces/inside.py) computed on the reference."""
+import torch
+
+from andrea_course import ANDREA, ModelConfig
+from andrea_course import pieces
+from andrea_course.grading import Case, expect_cases, expect_runs, expect_true, graded, load_weights
+
+CFG = ModelConfig(vocab_size=19, context_length=12, d_model=12, n_layers=2, n_heads=3, d_ff=24)
+CFG2 = ModelConfig(vocab_size=23, context_length=12, d_model=8, n_layers=3, n_heads=2, d_ff=16, bias=False,
+                   tie_embeddings=True)
+ENGINE = pieces.module("inside")
+
+
+def _reference(cfg, seed=0):
+    """The engine's ANDREA in float64, every parameter random (norm gains and shifts included)."""
+    torch.manual_seed(seed)
+    ref = ANDREA(cfg).double()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.randn(p.shape, dtype=p.dtype, generator=g) * 0.5)
+    return ref.eval()
+
+
+def _theirs(student, ref):
+    """The same model, built where the learner's code runs."""
+    m = student.piece("inside", "ANDREA")(ref.cfg)
+    m.double()
+    load_weights(m, ref.state_dict(), "ANDREA(cfg)")
+    m.eval()
+    return m
+
+
+def _ids(cfg, B, T, seed):
+    return torch.randint(0, cfg.vocab_size, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def _hooks(model) -> int:
+    """How many forward hooks and pre-hooks the model's modules hold."""
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def _leaves_no_hook(student, name):
+    """The probe, called once as it should be and once on ids past the vocabulary (the model's
+    forward raises), leaves no hook behind."""
+    probe = student.piece("inside", name)
+    ref = _reference(CFG, seed=5)
+    m = _theirs(student, ref)
+    expect_runs(lambda: probe(m, _ids(CFG, 1, 4, seed=1)), f"{name}(model, ids)")
+    left = _hooks(m)
+    expect_true(left == 0, f"{name}(model, ids)", f"{left} hook(s) still on the model after the call",
+                "keep each handle register_forward_hook (or _pre_hook) returns, and call handle.remove()",
+                mistake="hooks never removed: every later forward pass of the model runs them again")
+    try:
+        probe(m, torch.full((1, 4), CFG.vocab_size))
+    except Exception:                                  # noqa: BLE001 - the model refuses the ids: expected
+        pass
+    left = _hooks(m)
+    expect_true(left == 0, f"{name}(model, ids past the vocabulary), whose forward raises",
+                f"{left} hook(s) still on the model after the forward pass raised",
+                "remove the hooks in a `finally:` block, which runs whether or not the forward pass raised",
+                mistake="hooks removed only when the forward pass succeeds")
+
+
+# ----- the residual stream: forward hooks -----
+
+def _stream_case(fn, student, cfg, B, T, seed):
+    ref = _reference(cfg, seed)
+    m = _theirs(student, ref)
+    ids = _ids(cfg, B, T, seed)
+    want = ENGINE.residual_stream(ref, ids)                          # (L + 1, B, T, D)
+    return Case(f"residual_stream(a {cfg.n_layers}-block model, ids of shape {(B, T)})", lambda: fn(m, ids), want,
+                {"the embeddings' output left out: entry 0 is what model.embed returns, then one entry per block":
+                     want[1:],
+                 "each block's input recorded instead of its output (a pre-hook, or the hook's inputs): the "
+                 "last block's output is missing": want[:-1],
+                 "the stream after ln_f: record what the blocks return, before any normalisation":
+                     ref.ln_f(want).detach()})
+
+
+@graded("inside.residual_stream", points=2)
+def test_residual_stream(student):
+    fn = student.piece("inside", "residual_stream")
+    expect_cases(_stream_case(fn, student, CFG, 2, 5, seed=1), _stream_case(fn, student, CFG2, 1, 7, seed=2),
+                 hint="one forward hook on model.embed and one on every block, in order; stack the outputs: "
+                      "(L + 1, B, T, D)")
+
+
+@graded("inside.residual_stream", points=1)
+def test_residual_stream_removes_its_hooks(student):
+    _leaves_no_hook(student, "residual_stream")
+
+
+# ----- attention patterns: a pre-hook and the module's own projection -----
+
+def _patterns_mistakes(ref, ids):
+    """{description: output} of attention_patterns' typical mistakes."""
+    H = ref.cfg.n_heads
+    x, raw, unscaled, unmasked, over_queries = ref.embed(ids), [], [], [], []
+    T = ids.shape[1]
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    for block in ref.blocks:
+        raw.append(ENGINE._weights(block.attn, x, H))
+        q, k, _ = block.attn.qkv(block.ln1(x)).chunk(3, dim=-1)
+        q, k = (t.unflatten(-1, (H, -1)).transpose(1, 2) for t in (q, k))
+        scores = q @ k.transpose(-2, -1)
+        K = q.shape[-1]
+        unscaled.append(torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1))
+        unmasked.append(torch.softmax(scores / K ** 0.5, dim=-1))
+        over_queries.append(torch.softmax((scores / K ** 0.5).masked_fill(future, float("-inf")), dim=-2))
+        x = block(x)
+    stack = lambda ts: torch.stack(ts).detach()                      # noqa: E731
+    return {"the block's input (the residual stream) used instead of what attention sees, ln1 of it: hook "
+            "block.attn with a forward pre-hook": stack(raw),
+            "the scores not divided by sqrt(K)": stack(unscaled),
+            "no causal mask: a query must not see the keys after it": stack(unmasked),
+            "softmax over the queries (dim=-2) instead of the keys (dim=-1)": stack(over_queries)}
+
+
+def _patterns_case(fn, student, cfg, B, T, seed):
+    ref = _reference(cfg, seed)
+    m = _theirs(student, ref)
+    ids = _ids(cfg, B, T, seed)
+    with torch.no_grad():
+        mistakes = _patterns_mistakes(ref, ids)
+    return Case(f"attention_patterns(a {cfg.n_layers}-block model with H = {cfg.n_heads}, ids of shape {(B, T)})",
+                lambda: fn(m, ids), ENGINE.attention_patterns(ref, ids), mistakes)
+
+
+@graded("inside.attention_patterns", points=3)
+def test_attention_patterns(student):
+    fn = student.piece("inside", "attention_patterns")
+    expect_cases(_patterns_case(fn, student, CFG, 2, 6, seed=3), _patterns_case(fn, student, CFG2, 1, 5, seed=4),
+                 hint="pre-hooks on each block.attn record its input x; q, k from block.attn.qkv(x), split into "
+                      "heads; softmax of the causally masked q·kᵀ/√K over the keys: (L, B, H, T, T)")
+
+
+@graded("inside.attention_patterns", points=1)
+def test_attention_patterns_removes_its_hooks(student):
+    _leaves_no_hook(student, "attention_patterns")
+
+
+# ----- the logit lens -----
+
+def _lens_case(fn, student, cfg, seed, dtype=torch.float64):
+    ref = _reference(cfg, seed).to(dtype)
+    m = _theirs(student, ref).to(dtype)
+    g = torch.Generator().manual_seed(seed)
+    stream = (torch.randn(cfg.n_layers + 1, 2, 3, cfg.d_model, dtype=torch.float64, generator=g) * 2 + 1).to(dtype)
+    with torch.no_grad():
+        want = ENGINE.logit_lens(ref, stream)                           # (L + 1, B, T, V)
+        mistakes = {"without the final norm: read each stream through model.ln_f first, as the model reads "
+                    "its last": stream @ ref.output_weight().T}
+        if not cfg.tie_embeddings:
+            mistakes["the token table used as the output matrix: this model's head is untied, so ask "
+                     "model.output_weight()"] = ref.ln_f(stream) @ ref.embed.token_table.T
+    return Case(f"logit_lens(a {str(dtype)[6:]} model with {'a tied' if cfg.tie_embeddings else 'an untied'} head, "
+                f"a stream of shape {tuple(stream.shape)})", lambda: fn(m, stream), want, mistakes)
+
+
+@graded("inside.logit_lens", points=2)
+def test_logit_lens(student):
+    fn = student.piece("inside", "logit_lens")
+    expect_cases(_lens_case(fn, student, CFG, seed=6), _lens_case(fn, student, CFG2, seed=7),
+                 _lens_case(fn, student, CFG, seed=8, dtype=torch.float32),
+                 hint="model.ln_f(stream) @ model.output_weight().T: (L + 1, B, T, V)")
+
+
+# ----- induction scores -----
+
+def _random_patterns(L, B, H, T, seed, dtype=torch.float64):
+    """Causal softmax weights (L, B, H, T, T) of random scores."""
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.randn(L, B, H, T, T, dtype=torch.float64, generator=g) * 2
+    return torch.softmax(scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")), dim=-1).to(dtype)
+
+
+def _induction_mistakes(w, period):
+    """{description: output} of induction_scores' typical mistakes on the weights w (L, B, H, T, T)."""
+    L, _, H, T, _ = w.shape
+    t = torch.arange(period, T)
+    every = torch.arange(1, T)                                     # every query with a key before it
+    return {"key t - period (the earlier copy of the same token) instead of the token after it, t - period + 1":
+                w[..., t, t - period].mean(dim=(1, 3)),
+            "averaged over every query, the first copy's too: only queries t >= period have an earlier copy":
+                w[..., every, (every - period + 1).clamp(min=0)].mean(dim=(1, 3)),
+            "summed over the queries instead of averaged": w[..., t, t - period + 1].mean(dim=1).sum(dim=-1),
+            "averaged over the heads too: keep one score per (layer, head)":
+                w[..., t, t - period + 1].mean(dim=(1, 2, 3))[:, None].expand(L, H)}
+
+
+def _induction_case(fn, L, B, H, T, period, seed, dtype=torch.float64):
+    w = _random_patterns(L, B, H, T, seed, dtype)
+    return Case(f"induction_scores({str(dtype)[6:]} weights of shape {(L, B, H, T, T)}, period={period})",
+                lambda: fn(w, period),
+                ENGINE.induction_scores(w, period), _induction_mistakes(w, period))
+
+
+@graded("inside.induction_scores", points=2)
+def test_induction_scores(student):
+    fn = student.piece("inside", "induction_scores")
+    expect_cases(_induction_case(fn, 2, 3, 4, 10, 5, seed=9), _induction_case(fn, 3, 2, 2, 7, 3, seed=10),
+                 _induction_case(fn, 1, 2, 3, 8, 4, seed=11, dtype=torch.float32),
+                 hint="for queries t = period .. T - 1 the weight on key t - period + 1, averaged over the batch "
+                      "and those queries: (L, H)")
+
+
+@graded("inside.induction_scores", points=1)
+def test_induction_scores_of_an_induction_and_a_previous_token_head(student):
+    """Two heads on a sequence repeated with period 4 (T = 8): head 0 attends from every query of the
+    repeat to the key after the earlier copy (score 1), head 1 to the previous token (score 0)."""
+    fn = student.piece("inside", "induction_scores")
+    cases = []
+    for T_, period in ((8, 4), (9, 3)):
+        w = torch.zeros(1, 1, 2, T_, T_, dtype=torch.float64)
+        w[0, 0, 0, 0, 0] = w[0, 0, 1, 0, 0] = 1.0
+        for i in range(1, T_):
+            w[0, 0, 0, i, i - period + 1 if i >= period else 0] = 1.0
+            w[0, 0, 1, i, i - 1] = 1.0
+        cases.append(Case(f"induction_scores of [an induction head, a previous-token head], T = {T_}, period = "
+                          f"{period}", lambda w=w, period=period: fn(w, period),
+                          torch.tensor([[1.0, 0.0]], dtype=torch.float64), _induction_mistakes(w, period)))
+    expect_cases(*cases, hint="an induction head scores 1 (all its weight on key t - period + 1), a previous-token "
+                              "head 0")
