@@ -148,8 +148,14 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
             p = tl.exp((s - m_new[:, None]) * scale)
         else:
             p = tl.exp(s - m_new[:, None])
-        l = l * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+        if SLIP == 9:                                        # 9: acc rescaled, l not
+            l = l + tl.sum(p, axis=1)
+        else:
+            l = l * alpha + tl.sum(p, axis=1)
+        if SLIP == 10:                                       # 10: l rescaled, acc not
+            acc = acc + tl.dot(p, v, input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
         m = m_new
     out = acc / l[:, None]
     if SLIP == 6:

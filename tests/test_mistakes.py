@@ -782,7 +782,8 @@ MUTANTS = [
        named) for slip, named in ((1, "no rescale when the max grows"), (2, "ignores the cache offset"),
                                   (3, "the diagonal tile skipped"), (4, "the diagonal masked"),
                                   (5, "the logsumexp of the unscaled scores"), (6, "applied to the output"),
-                                  (7, "1/sqrt(BLOCK_K)"), (8, "a tail tile without its mask"))),
+                                  (7, "1/sqrt(BLOCK_K)"), (8, "a tail tile without its mask"),
+                                  (9, "only acc rescaled"), (10, "only l rescaled"))),
 ]
 
 

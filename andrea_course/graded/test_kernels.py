@@ -691,6 +691,10 @@ FA_HINT = ("per query row keep the running max m, the sum l of exp(s - m) and ac
            "lse = m + log(l)")
 NO_RESCALE = ("no rescale when the max grows: l and acc were summed against the old max; multiply both by "
               "alpha = exp(m - m_new) before adding this tile's terms")
+ACC_ONLY_RESCALED = ("only acc rescaled when the max grows, not l: the running sum l was summed against the old max "
+                     "too; multiply it by alpha = exp(m - m_new) as well")
+L_ONLY_RESCALED = ("only l rescaled when the max grows, not acc: the output accumulated so far was summed against the "
+                   "old max too; multiply it by alpha = exp(m - m_new) as well")
 MASK_OFFSET = ("the causal mask ignores the cache offset: query i sits at position start + i and sees keys "
                "j <= start + i, not j <= i")
 DIAGONAL_SKIPPED = ("the diagonal tile skipped: the loop stopped at the block's first query position (start + "
@@ -706,8 +710,8 @@ TAIL_UNMASKED = ("a tail tile without its mask: the last key tile runs past S, a
 FA_PAST = "the last query block stored past T: its stores need mask=rows < T"
 
 
-def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=True, offset=True, diagonal=True, strict=False,
-                lse_scaled=True, scale=None, scale_output=False, tail_masked=True):
+def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"), offset=True, diagonal=True,
+                strict=False, lse_scaled=True, scale=None, scale_output=False, tail_masked=True):
     """The tiled online softmax of the kernel in float64, each typical slip switchable: the reference
     and its mistakes. q (B, H, T, K), k, v (B, H, S, K) -> (o (B, H, T, K), lse (B, H, T))."""
     B, H, T, K = q.shape
@@ -725,9 +729,10 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=True, offset=
             pos = rows[:, None] + start * offset
             s = s.masked_fill(~((cols[None, :] < pos) if strict else (cols[None, :] <= pos)), -math.inf)
             m_new = torch.maximum(m, s.amax(-1))
-            alpha = (m - m_new).exp() if rescale else torch.ones_like(m)
+            alpha = (m - m_new).exp()
+            l_alpha, acc_alpha = ((alpha if name in rescale else torch.ones_like(m)) for name in ("l", "acc"))
             p = (s - m_new[..., None]).exp()
-            l, acc, m = l * alpha + p.sum(-1), acc * alpha[..., None] + p @ v[:, cols], m_new
+            l, acc, m = l * l_alpha + p.sum(-1), acc * acc_alpha[..., None] + p @ v[:, cols], m_new
             if not tail_masked and start_n + block_n > S:
                 acc[-1] = math.nan                            # the last head's tile read the NaN after v
         o[:, rows] = acc / l[..., None] * (sm_scale if scale_output else 1.0)
@@ -737,7 +742,8 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=True, offset=
 
 def flash_mistakes(q, k, v, start):
     K = q.shape[-1]
-    return {NO_RESCALE: dict(rescale=False), MASK_OFFSET: dict(offset=False), DIAGONAL_SKIPPED: dict(diagonal=False),
+    return {NO_RESCALE: dict(rescale=()), ACC_ONLY_RESCALED: dict(rescale=("acc",)),
+            L_ONLY_RESCALED: dict(rescale=("l",)), MASK_OFFSET: dict(offset=False), DIAGONAL_SKIPPED: dict(diagonal=False),
             DIAGONAL_MASKED: dict(strict=True), LSE_UNSCALED: dict(lse_scaled=False),
             SCALE_ON_OUTPUT: dict(scale_output=True), SCALE_BLOCK_K: dict(scale=max(16, 1 << (K - 1).bit_length()) ** -0.5),
             NO_SCALE: dict(scale=1.0), TAIL_UNMASKED: dict(tail_masked=False)}
@@ -768,8 +774,8 @@ def _flash_cases(flash_attention, q, k, v, start, what):
             return out[i] if isinstance(out, (tuple, list)) and len(out) == 2 else out
         return got
 
-    def differing(i, want):                               # the lse of the scale on o is the unscaled one
-        return {n: o[i].float() for n, o in outs.items() if not (i == 1 and n == SCALE_ON_OUTPUT)
+    def differing(i, want):     # in lse, the scale on o is the unscaled one and acc alone rescaled is no rescale
+        return {n: o[i].float() for n, o in outs.items() if not (i == 1 and n in (SCALE_ON_OUTPUT, ACC_ONLY_RESCALED))
                 and not torch.allclose(o[i], want, atol=1e-6, rtol=1e-5, equal_nan=True)}
     return (Case(f"{what}: o", part(0), want_o.float(), differing(0, want_o)),
             Case(f"{what}: lse", part(1), want_lse.float(), differing(1, want_lse)))
