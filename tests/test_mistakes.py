@@ -24,7 +24,7 @@ from andrea_course.graded import GRADED
 from andrea_course.paths import ROOT, STUB_MARK
 
 GRADED_FILES = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_mlp.py",
-                "test_block.py", "test_model.py", "test_modern.py", "test_optim.py"]
+                "test_block.py", "test_model.py", "test_modern.py", "test_optim.py", "test_inside.py"]
 TESTS = GRADED
 emb, att, mh, mlp, blk, mdl = (pieces.module(a) for a in ("embeddings", "attention", "multihead", "mlp", "block", "model"))
 NEG_INF = float("-inf")
@@ -466,8 +466,51 @@ def _flash_slip(slip):
     return launch
 
 
+def _stream_leaving_its_hooks(model, ids):
+    """residual_stream with hooks that are never removed."""
+    seen = []
+    for module in [model.embed, *model.blocks]:
+        module.register_forward_hook(lambda mod, inp, out: seen.append(out))
+    with torch.no_grad():
+        model(ids)
+    return torch.stack(seen)
+
+
+def _patterns_of_the_block_input(model, ids):
+    """attention_patterns recomputed from each block's input (the stream), not ln1 of it."""
+    inputs = []
+    handles = [b.register_forward_pre_hook(lambda mod, args: inputs.append(args[0])) for b in model.blocks]
+    try:
+        with torch.no_grad():
+            model(ids)
+    finally:
+        for h in handles:
+            h.remove()
+    weights = pieces.module("inside")._weights
+    with torch.no_grad():
+        return torch.stack([weights(b.attn, x, model.cfg.n_heads) for b, x in zip(model.blocks, inputs)])
+
+
+def _induction_on_the_earlier_copy(patterns, period):
+    t = torch.arange(period, patterns.shape[-2])
+    return patterns[..., t, t - period].mean(dim=(1, 3))
+
+
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
 MUTANTS = [
+    # inside your model (notebook 10)
+    ("test_inside.py", "test_residual_stream_removes_its_hooks", {("inside", "residual_stream"): _stream_leaving_its_hooks},
+     "hooks never removed"),
+    ("test_inside.py", "test_attention_patterns", {("inside", "attention_patterns"): _patterns_of_the_block_input},
+     "the block's input (the residual stream)"),
+    ("test_inside.py", "test_logit_lens",
+     {("inside", "logit_lens"): lambda model, stream: (stream @ model.output_weight().T).detach()}, "without the final norm"),
+    ("test_inside.py", "test_induction_scores", {("inside", "induction_scores"): _induction_on_the_earlier_copy},
+     "the earlier copy of the same token"),
+    # a merged word as a list (notebook 09)
+    ("test_bpe.py", "test_merge_pair_scans_left_to_right",
+     {("bpe", "merge_pair"): lambda word, pair, new_id: list(pieces.get("bpe", "merge_pair")(word, pair, new_id))},
+     "a list returned"),
     # the optimiser (notebook 09)
     ("test_optim.py", "test_lr_warm_up", {("optim", "lr_at"): _lr(warmup_from_zero=True)}, "a common convention, not this course"),
     ("test_optim.py", "test_lr_cosine_reaches_min_lr_at_max_steps", {("optim", "lr_at"): _lr(to_zero=True)},

@@ -20,6 +20,11 @@ def graded_file(activity: str) -> Path:
     return GRADED / f"test_{activity}.py"
 
 
+def parameter_shapes(module) -> dict:
+    """{name: shape} of a module's state_dict: what a class builds, compared without its values."""
+    return {name: tuple(t.shape) for name, t in module.state_dict().items()}
+
+
 def slot_reads(source: str, slot: str) -> bool:
     """Whether a class's source reads self.<slot> in some method other than __init__ (forward, or a
     helper forward calls): read and parsed, never run."""

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
+from andrea_course.graded import parameter_shapes
 
 NEG_INF = float("-inf")
 ATTENTION_HINT = ("in this order: scores q·kᵀ, divided by sqrt(K); the future (j > i + S - T) set to -inf; a softmax "
@@ -195,7 +196,9 @@ def _scale_case(fn, scores, d_head):
     return Case(f"scale_scores(scores of shape {tuple(scores.shape)}, d_head={d_head})", lambda: fn(scores, d_head),
                 scores / r, {"scores not scaled: divide by sqrt(K)": scores,
                              "divided by K instead of sqrt(K)": scores / d_head,
-                             "multiplied by sqrt(K) instead of dividing": scores * r})
+                             "multiplied by sqrt(K) instead of dividing": scores * r,
+                             "sqrt(K) rounded to a whole number: K = 12 has sqrt(K) = 3.46, not 3":
+                                 scores / int(r) if r != int(r) else None})
 
 
 @graded("attention.scale_scores", points=1)
@@ -203,7 +206,8 @@ def test_scale_scores_divides_by_sqrt_head_width(student):
     fn = student.piece("attention", "scale_scores")
     expect_cases(_scale_case(fn, _randn(2, 5, 5, seed=3, scale=4), 16), _scale_case(fn, _randn(4, 6, seed=5).float(), 9),
                  _scale_case(fn, torch.tensor(6.0), 4),                         # one score, a 0-d tensor
-                 _scale_case(fn, _randn(2, 2, 4, 4, seed=8, scale=3).float(), 4))  # (B, H, T, S) float32, as the model
+                 _scale_case(fn, _randn(2, 2, 4, 4, seed=8, scale=3).float(), 4),  # (B, H, T, S) float32, as the model
+                 _scale_case(fn, _randn(3, 4, seed=9), 12), _scale_case(fn, _randn(2, 3, 3, seed=10), 20))  # K not a square
 
 
 def _mask_case(fn, T, S=None):
@@ -376,8 +380,19 @@ def _head_case(head, ref, x, D, K):
                      F.scaled_dot_product_attention(k, q, v, is_causal=True)})
 
 
+def _head_shapes_case(student, D, K, bias):
+    want = parameter_shapes(pieces.module("attention").AttentionHead(D, K, bias=bias))
+    mistakes = {f"bias=False ignored by {layer}: pass bias=bias to its nn.Linear": {**want, f"{layer}.bias": (K,)}
+                for layer in ("w_q", "w_k", "w_v")} if not bias else {}
+    return Case(f"AttentionHead({D}, {K}, bias={bias}).state_dict(): names and shapes",
+                lambda: parameter_shapes(student.piece("attention", "AttentionHead")(D, K, bias=bias)), want, mistakes)
+
+
 @graded("attention.AttentionHead", points=2)
 def test_attention_head(student):
+    expect_cases(_head_shapes_case(student, 12, 4, True), _head_shapes_case(student, 12, 4, False),
+                 _head_shapes_case(student, 8, 2, False), exact=True,
+                 hint="w_q, w_k, w_v: nn.Linear(d_model, d_head, bias=bias) each")
     D, K = 12, 4
     ref = pieces.module("attention").AttentionHead(D, K).double()
     with torch.no_grad():

@@ -1,6 +1,6 @@
 """Graded tests, activity 10 · The tokenizer: byte-level BPE from scratch, checked against
 Hugging Face `tokenizers` (the library that makes ANDREA's real tokenizer)."""
-from andrea_course.grading import Case, Second, expect_cases, expect_equal, graded
+from andrea_course.grading import Case, Second, expect_cases, expect_equal, expect_true, graded
 from andrea_course import pieces
 from andrea_course.train.tokenizer import train_tokenizer
 
@@ -74,6 +74,10 @@ def test_merge_pair_scans_left_to_right(student):
                  hint="after merging, continue after the merged pair: the middle 7 is used once")
     expect_equal(tuple(merge_pair((5,), (5, 6), 300)), (5,), "merge_pair((5,), (5,6), 300)")
     expect_equal(tuple(merge_pair((1, 2), (2, 1), 300)), (1, 2), "merge_pair((1,2), (2,1), 300): order matters")
+    out = merge_pair((1, 2, 3), (1, 2), 256)
+    expect_true(isinstance(out, tuple), "merge_pair((1,2,3), (1,2), 256)", f"returns a {type(out).__name__}, not a tuple",
+                "return tuple(...) of what you built: train_bpe keeps its words as dict keys, and a list cannot be one",
+                mistake=f"a {type(out).__name__} returned: a merged word must be a tuple, like the word it was given")
 
 
 @graded("bpe.most_frequent_pair", points=1)
@@ -108,22 +112,63 @@ def test_train_bpe_stops_when_no_pair_is_left(student):
                  hint="the words are 'ab' and ' ab'; after two merges no word has two tokens: stop")
 
 
+def _encode_with(text, merges, pick="lowest", offset=256):
+    """encode as the engine does, or with a typical slip: pick the latest-learned merge ("latest") or
+    the leftmost applicable pair ("leftmost") instead of the lowest-ranked; ids without the 256."""
+    rank = {tuple(p): r for r, p in enumerate(merges)}
+    ids = []
+    for word in REF.words_in_order(text):
+        while True:
+            ranked = [rank[p] for p in zip(word, word[1:]) if p in rank]
+            if not ranked:
+                break
+            r = {"lowest": min, "latest": max, "leftmost": lambda rs: rs[0]}[pick](ranked)
+            word = REF.merge_pair(word, tuple(merges[r]), 256 + r)
+        ids.extend(i - 256 + offset if i >= 256 else i for i in word)
+    return ids
+
+
+ENCODE_MISTAKES = {"the latest-learned merge applied first: merges apply in the order they were learned, the lowest "
+                   "rank first": dict(pick="latest"),
+                   "the leftmost mergeable pair merged first: within a word, always apply the merge of lowest "
+                   "rank among its pairs, wherever it is": dict(pick="leftmost"),
+                   "a merged token's id is its rank: merge r makes token 256 + r": dict(offset=0)}
+
+
 @graded("bpe.encode", points=2)
 def test_encode_matches_the_library(student):
     encode = student.piece("bpe", "encode")
     merges = REF.train_bpe(TEXT, 120)
     library = train_tokenizer([TEXT], n_merges=120)
-    for text in (TEXT, "Tom found a cat.", "unseen wörds ☕ and 99", ""):
-        expect_equal(list(encode(text, merges)), library.encode(text), f"encode({text[:30]!r}, merges)",
-                     hint="within each word, keep applying the merge of lowest rank among its pairs")
+    cases = [Case(f"encode({text[:30]!r}, merges)", lambda text=text: list(encode(text, merges)), library.encode(text),
+                  {name: _encode_with(text, merges, **slip) for name, slip in ENCODE_MISTAKES.items()})
+             for text in (TEXT, TEXT[len(TEXT) // 2:], "Tom found a red ball.", "unseen wörds ☕ and 99", "")]
+    expect_cases(*cases, exact=True, hint="within each word, keep applying the merge of lowest rank among its pairs")
+
+
+def _token_bytes(i, merges) -> bytes:
+    """The bytes token i stands for: a byte below 256, else the bytes of its merge's two tokens."""
+    if i < 256:
+        return bytes([i])
+    a, b = merges[i - 256]
+    return _token_bytes(a, merges) + _token_bytes(b, merges)
 
 
 @graded("bpe.decode", points=2)
 def test_decode_inverts_encode(student):
     decode = student.piece("bpe", "decode")
     merges = REF.train_bpe(TEXT, 120)
-    for text in (TEXT, "unseen wörds ☕", ""):
-        expect_equal(decode(REF.encode(text, merges), merges), text, f"decode(encode({text[:30]!r}))")
+
+    def case(text):
+        ids = REF.encode(text, merges)
+        raw = b"".join(_token_bytes(i, merges) for i in ids)
+        return Case(f"decode(encode({text[:30]!r}))", lambda: decode(ids, merges), text, {
+            "each token decoded on its own: a character whose bytes lie in two tokens breaks; join every "
+            "token's bytes first, then decode once": "".join(_token_bytes(i, merges).decode("utf-8", errors="replace")
+                                                             for i in ids),
+            "read as Latin-1, not UTF-8: ż, ö and ☕ are several bytes each": raw.decode("latin-1")})
+    expect_cases(case(TEXT), case("unseen wörds ☕"), case(""), exact=True,
+                 hint="the bytes of every token joined, then read once as UTF-8 (errors='replace')")
     expect_equal(decode([0xE2, 0x98], merges), "\ufffd", "decode of a cut UTF-8 character",
                  hint='bytes(...).decode("utf-8", errors="replace")')
     expect_equal(decode([256], merges), bytes(merges[0]).decode("utf-8", errors="replace"),

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from andrea_course import ModelConfig
 from andrea_course.grading import Case, expect_cases, graded, load_weights
 from andrea_course import pieces
-from andrea_course.graded import expect_slot_called
+from andrea_course.graded import expect_slot_called, parameter_shapes
 
 X = torch.linspace(-6, 6, 241, dtype=torch.float64)          # where the GELU forms differ most: |x| ~ 2
 X2 = (torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(5)) * 2.5).float()    # (B, T, F) float32
@@ -119,6 +119,9 @@ def _mlp_case(m, ref, x):
 
 @graded("mlp.MLP", points=2)
 def test_mlp(student):
+    expect_cases(_mlp_shapes_case(student, CFG), _mlp_shapes_case(student, CFG.replace(d_ff=20, bias=False)),
+                 _mlp_shapes_case(student, CFG.replace(d_ff=12, bias=False)), exact=True,
+                 hint="fc: nn.Linear(D, cfg.d_ff, bias=cfg.bias), proj: nn.Linear(cfg.d_ff, D, bias=cfg.bias)")
     ref = pieces.module("mlp").MLP(CFG).double()
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
@@ -136,6 +139,18 @@ def test_mlp(student):
     ref32.load_state_dict(ref.state_dict())
     expect_cases(_mlp_case(m, ref32, x3), _mlp_case(m, ref32, x3[:1]), hint="x -> fc -> GELU (tanh form) -> proj")
 
+
+
+def _mlp_shapes_case(student, cfg):
+    D, F_ = cfg.d_model, cfg.d_ff
+    want = parameter_shapes(pieces.module("mlp").MLP(cfg))
+    mistakes = {"the hidden width hard-coded as 4·D instead of cfg.d_ff":
+                    parameter_shapes(pieces.module("mlp").MLP(cfg.replace(d_ff=4 * D))) if F_ != 4 * D else None}
+    if not cfg.bias:
+        mistakes.update({"cfg.bias ignored by fc: nn.Linear(D, F, bias=cfg.bias)": {**want, "fc.bias": (F_,)},
+                         "cfg.bias ignored by proj: nn.Linear(F, D, bias=cfg.bias)": {**want, "proj.bias": (D,)}})
+    return Case(f"MLP(cfg with D = {D}, d_ff = {F_}, bias={cfg.bias}).state_dict(): names and shapes",
+                lambda: parameter_shapes(student.piece("mlp", "MLP")(cfg)), want, mistakes)
 
 
 @graded("mlp.MLP", points=1)

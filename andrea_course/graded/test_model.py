@@ -7,7 +7,7 @@ from andrea_course import ANDREA, ModelConfig
 from andrea_course.grading import (Case, Mismatch, Second, expect_cases, expect_close, expect_equal, expect_runs,
                                    expect_true, graded, load_weights)
 from andrea_course import pieces
-from andrea_course.graded import expect_slot_called
+from andrea_course.graded import expect_slot_called, parameter_shapes
 from andrea_course.params import count_parameters
 
 CFG = ModelConfig(vocab_size=19, context_length=8, d_model=16, n_layers=2, n_heads=4, d_ff=32)
@@ -32,10 +32,6 @@ def _student_model(student, ref, cfg):
     load_weights(m, ref.state_dict(), "ANDREA(cfg)")
     m.eval()
     return m
-
-
-def _shapes(model):
-    return {name: tuple(t.shape) for name, t in model.state_dict().items()}
 
 
 def _logits_and_mistakes(ref, ids):
@@ -71,7 +67,7 @@ PLAIN_LIST = ("the blocks kept in a plain Python list: PyTorch sees no parameter
 
 
 def _shapes_case(student, cfg, what):
-    want = _shapes(_reference_model(cfg))
+    want = parameter_shapes(_reference_model(cfg))
     mistakes = {PLAIN_LIST: {k: v for k, v in want.items() if not k.startswith("blocks.")}}
     if not cfg.tie_embeddings:
         mistakes.update({"the output head has a bias: nn.Linear(D, V, bias=False)": {**want, "head.bias": (cfg.vocab_size,)},
@@ -83,7 +79,7 @@ def _shapes_case(student, cfg, what):
     if not cfg.bias:
         mistakes["the final norm built with a bias although cfg.bias is False: self.ln_f = make_norm(cfg)"] = \
             {**want, "ln_f.bias": (cfg.d_model,)}
-    return Case(what, lambda: _shapes(student.piece("model", "ANDREA")(cfg)), want, mistakes)
+    return Case(what, lambda: parameter_shapes(student.piece("model", "ANDREA")(cfg)), want, mistakes)
 
 
 @graded("model.ANDREA", points=1)
@@ -311,15 +307,15 @@ def test_count_parameters_of_the_modern_model(student):
                   "count_parameters(andrea-120m-modern)")
 
 
-OPTIONS = (dict(position="rope"), dict(bias=False), dict(n_kv_heads=2), dict(tie_embeddings=True),
+OPTIONS = (dict(d_ff=200), dict(position="rope"), dict(bias=False), dict(n_kv_heads=2), dict(tie_embeddings=True),
            dict(norm="rmsnorm", bias=False), dict(mlp="swiglu", d_ff=40),
            dict(position="rope", mlp="swiglu", d_ff=40, norm="rmsnorm", n_kv_heads=1, tie_embeddings=True))
 
 
 @graded("model.count_parameters", points=1, taught="modern")
 def test_count_parameters_for_every_config_option(student):
-    """andrea-tiny with each option of the config changed (RoPE, no biases, grouped heads, a tied head,
-    RMSNorm, SwiGLU), then all of them at once: the count from the sizes equals the count of the
+    """andrea-tiny with each option of the config changed (an MLP width other than 4D, RoPE, no biases,
+    grouped heads, a tied head, RMSNorm, SwiGLU), then all of them at once: the count from the sizes equals the count of the
     tensors a model built with that config has."""
     fn = student.piece("model", "count_parameters")
     base = ModelConfig.preset("andrea-tiny", n_layers=2)

@@ -569,6 +569,12 @@ def test_rope_frequencies(student):
     first, second = _frequency_cases(rope_frequencies, 8, 6, 10000.0), _frequency_cases(rope_frequencies, 16, 5, 100.0)
     for part in ("cos", "sin"):
         expect_cases(first[part], second[part])
+    cos, sin = _pair(rope_frequencies(8, 6, 10000.0), "rope_frequencies(d_head=8, T=6)")
+    found = sorted({str(t.dtype).removeprefix("torch.") for t in (cos, sin)})
+    expect_true(found == ["float32"], "rope_frequencies(d_head=8, T=6)", f"cos and sin are {', '.join(found)}",
+                "build the angles in float32 (torch.arange(T, dtype=torch.float32)): the model's q and k are fp32",
+                mistake="the angles in float64: the docstring asks for fp32, and float64 cos and sin promote fp32 "
+                        "queries and keys to float64")
 
 
 def _rope_mistakes(x, angles):
@@ -677,6 +683,16 @@ def _rope_attention_case(fn, args, what):
     return Case(what, got, want, _rope_attention_mistakes(*args))
 
 
+def _kept_keys_case(fn, args, first, want_k):
+    """The keys rope_attention hands back after a cache of `first` turned keys: all S0 + T of them."""
+    def got():
+        out = fn(*args)
+        return out[1] if isinstance(out, (tuple, list)) and len(out) == 3 else out
+    return Case(f"rope_attention(positions {first} .. after a cache of {first} turned keys)[1], the keys to keep",
+                got, want_k, {"only the new keys returned: the next call needs every key so far, the cache's and "
+                              "these": want_k[:, :, first:]})
+
+
 @graded("modern.rope_attention", points=3)
 def test_rope_attention_with_and_without_a_cache(student):
     """Five positions at once, or three and then two through the (turned) cache: the same outputs."""
@@ -705,6 +721,9 @@ def test_rope_attention_with_and_without_a_cache(student):
                                       "rope_attention of positions 3, 4 after a cache of 3 turned keys"),
                  _rope_attention_case(rope_attention, cached(q2, k2, v2, want_k2, 2),
                                       "rope_attention of positions 2, 3 after a cache of 2 turned keys"))
+    expect_cases(*(_kept_keys_case(rope_attention, cached(q_, k_, v_, wk, first), first, wk)
+                   for q_, k_, v_, wk, first in ((q, k, v, want_k, 3), (q2, k2, v2, want_k2, 2))),
+                 hint="return the cache's keys and the new ones together: torch.cat([past_k, k], dim=-2)")
     y1 = rope_attention(q[:, :, :3], k[:, :, :3], v[:, :, :3], cos, sin, empty(q), empty(q))[0]
     expect_close(y1, want[:, :, :3], "rope_attention of positions 0, 1, 2, no cache")
     # As the model calls it: float32, the queries contiguous or a view (B, T, H, K) seen as (B, H, T, K).
