@@ -163,8 +163,8 @@ def test_decode_inverts_encode(student):
         ids = REF.encode(text, merges)
         raw = b"".join(_token_bytes(i, merges) for i in ids)
         return Case(f"decode(encode({text[:30]!r}))", lambda: decode(ids, merges), text, {
-            "each token decoded on its own: a character whose bytes lie in two tokens breaks; join every "
-            "token's bytes first, then decode once": "".join(_token_bytes(i, merges).decode("utf-8", errors="replace")
+            "decoded per token (each token on its own): a character whose bytes lie in two tokens breaks; join "
+            "every token's bytes first, then decode once": "".join(_token_bytes(i, merges).decode("utf-8", errors="replace")
                                                              for i in ids),
             "read as Latin-1, not UTF-8: ż, ö and ☕ are several bytes each": raw.decode("latin-1")})
     expect_cases(case(TEXT), case("unseen wörds ☕"), case(""), exact=True,
