@@ -57,6 +57,16 @@ def _attend(q, k, v, *, scale=None, allowed=None, mask_after_softmax=False, dim=
     return w @ v
 
 
+SQRT_T = ("scores divided by sqrt(T), the number of queries (q.shape[-2]): divide by sqrt(K), the head width, "
+          "q.shape[-1]")
+
+
+def _by_sqrt_T(q, k, v, allowed=None):
+    """Scaled by 1/sqrt(T), the number of queries; None where T = K (then it is the right answer)."""
+    T, K = q.shape[-2], q.shape[-1]
+    return _attend(q, k, v, scale=1 / math.sqrt(T), allowed=allowed) if T != K else None
+
+
 def _attention_mistakes(q, k, v):
     T, S = q.shape[-2], k.shape[-2]
     lower = _allowed(T, S)
@@ -73,6 +83,7 @@ def _attention_mistakes(q, k, v):
         "softmax over the wrong axis (queries, dim=-2): normalise over the keys, dim=-1":
             _attend(q, k, v, allowed=lower, dim=-2),
         "no causal mask: hide future keys (j > i) with -inf before the softmax": _attend(q, k, v),
+        SQRT_T: _by_sqrt_T(q, k, v, allowed=lower),
     }
     if S != T:
         out["mask aligned to the top-left corner: with S - T cached keys query i sits at position "
@@ -175,18 +186,25 @@ def test_causal_softmax_weights(student):
 
 # ----- the four steps -----
 
+ELEMENTWISE_SCORES = ("an elementwise product summed, (q * k).sum(-1): that pairs query i with key i only; every query "
+                      "meets every key in q @ k.transpose(-2, -1), a (T, S) table")
+
+
 def _scores_case(fn, q, k):
     what = f"attention_scores(q of shape {tuple(q.shape)}, k of shape {tuple(k.shape)})"
+    T, S = q.shape[-2], k.shape[-2]
     return Case(what, lambda: fn(q, k), torch.einsum("...tk,...sk->...ts", q, k),
-                {"keys against queries (k @ qᵀ): rows are queries, columns keys": k @ q.transpose(-2, -1)})
+                {"keys against queries (k @ qᵀ): rows are queries, columns keys": k @ q.transpose(-2, -1),
+                 ELEMENTWISE_SCORES: (q * k).sum(dim=-1) if T == S else None})     # T != S: q * k raises
 
 
 @graded("attention.attention_scores", points=1)
 def test_attention_scores(student):
     fn = student.piece("attention", "attention_scores")
-    expect_cases(_scores_case(fn, _randn(2, 3, 5, 4, seed=1), _randn(2, 3, 7, 4, seed=2)),   # T = 5 queries, S = 7 keys
-                 _scores_case(fn, _randn(6, 4, seed=3).float(), _randn(6, 4, seed=4).float()),  # (T, K) alone, float32
+    # T = S first: there a piece that pairs q_i with k_i only runs, and its output is named
+    expect_cases(_scores_case(fn, _randn(6, 4, seed=3).float(), _randn(6, 4, seed=4).float()),  # (T, K) alone, float32
                  _scores_case(fn, _strided_heads(2, 2, 5, 4, seed=5), _strided_heads(2, 2, 5, 4, seed=6)),  # as the model
+                 _scores_case(fn, _randn(2, 3, 5, 4, seed=1), _randn(2, 3, 7, 4, seed=2)),   # T = 5 queries, S = 7 keys
                  hint="every query against every key: turn only the last two axes of k, (..., T, K) times "
                       "(..., K, S) gives (..., T, S)")
 
@@ -198,7 +216,11 @@ def _scale_case(fn, scores, d_head):
                              "divided by K instead of sqrt(K)": scores / d_head,
                              "multiplied by sqrt(K) instead of dividing": scores * r,
                              "sqrt(K) rounded to a whole number: K = 12 has sqrt(K) = 3.46, not 3":
-                                 scores / int(r) if r != int(r) else None})
+                                 scores / int(r) if r != int(r) else None,
+                             "divided by the square root of the number of keys (scores.shape[-1]): divide by "
+                             "sqrt(d_head), the head width K, which the scores' shape does not give":
+                                 scores / scores.shape[-1] ** 0.5 if scores.dim() and scores.shape[-1] != d_head
+                                 else None})
 
 
 @graded("attention.scale_scores", points=1)
@@ -297,31 +319,56 @@ def test_softmax_over_the_keys(student):
                  _softmax_case(fn, _randn(2, 2, 3, 5, seed=8, scale=2).float()))  # (B, H, T, S) float32, as the model
 
 
+def _global_max_softmax(scores):
+    """The maximum of the whole tensor subtracted, not each row's: a row far below it underflows to 0 / 0."""
+    e = (scores - scores.amax()).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
 def _stable_case(fn, scores):
     return Case(f"softmax({scores.tolist()})", lambda: fn(scores), torch.softmax(scores, dim=-1),
                 {"the row maximum is not subtracted: exp(1000) overflows to inf": scores.exp() / scores.exp().sum(-1, keepdim=True),
-                 KEEPDIM_SUM: _softmax_by_hand(scores, keep_sum=False)})
+                 KEEPDIM_SUM: _softmax_by_hand(scores, keep_sum=False),
+                 "subtracted the maximum of the whole tensor, not each row's: a row far below it becomes exp(...) = 0 "
+                 "everywhere and 0 / 0; subtract scores.amax(dim=-1, keepdim=True)": _global_max_softmax(scores)})
 
 
 @graded("attention.softmax", points=1)
 def test_softmax_is_stable_and_handles_masked_scores(student):
     fn = student.piece("attention", "softmax")
+    # rows far below one another: a maximum over the whole tensor, not the row's, leaves 0 / 0 there
     first = torch.tensor([[1000.0, 999.0, NEG_INF], [-1000.0, -1001.0, -999.0], [0.0, NEG_INF, NEG_INF]], dtype=torch.float64)
     second = torch.tensor([[NEG_INF, 800.0, 799.0], [-750.0, NEG_INF, -753.0], [3.0, 0.5, NEG_INF]], dtype=torch.float64)
     expect_cases(_stable_case(fn, first), _stable_case(fn, second),
                  hint="subtract each row's own maximum before exponentiating: the weights do not change and nothing overflows")
 
 
+def _weighted_sum_case(fn, w, v):
+    """weights (..., T, S) whose rows sum to 1, v (..., S, K). v @ weights runs only where K = T, and
+    weightsᵀ @ v only where T = S: elsewhere they raise, and list no output."""
+    T, S, K = w.shape[-2], w.shape[-1], v.shape[-1]
+    return Case(f"weighted_sum(weights of shape {tuple(w.shape)}, v of shape {tuple(v.shape)}, {str(v.dtype)[6:]})",
+                lambda: fn(w, v), torch.einsum("...ts,...sk->...tk", w, v), {
+                    "multiplied in the wrong order, v @ weights: the weights come first, weights @ v, so that row i of "
+                    "the weights mixes the values for query i": v @ w if K == T else None,
+                    "the weights transposed, weightsᵀ @ v: query i's output mixes the values by row i of the weights "
+                    "(its own weights), not by column i": w.transpose(-2, -1) @ v if T == S else None,
+                    "divided by S, the number of keys: each row of weights already sums to 1, so weights @ v is already the "
+                    "average; drop the division": (w @ v) / S})
+
+
 @graded("attention.weighted_sum", points=1)
 def test_weighted_sum_of_values(student):
     fn = student.piece("attention", "weighted_sum")
-    for w, v in ((torch.softmax(_randn(2, 4, 6, seed=6), dim=-1), _randn(2, 6, 3, seed=7)),      # (B, T, S), (B, S, K)
-                 (torch.softmax(_randn(5, 5, seed=8), dim=-1).float(), _randn(5, 3, seed=9).float()),  # (T, S), (S, K)
-                 (torch.softmax(_randn(2, 2, 4, 4, seed=10), dim=-1).float(), _strided_heads(2, 2, 4, 3, seed=11))):
-        expect_close(fn(w, v), torch.einsum("...ts,...sk->...tk", w, v),
-                     f"weighted_sum(weights of shape {tuple(w.shape)}, v of shape {tuple(v.shape)}, {str(v.dtype)[6:]})",
-                     hint="each query's output is its row of weights times the values: (..., T, S) times (..., S, K) "
-                          "gives (..., T, K)")
+    # T = S = K first: there the products in the wrong order or with the weights transposed run, and are named
+    expect_cases(_weighted_sum_case(fn, torch.softmax(_randn(2, 4, 4, seed=12), dim=-1), _randn(2, 4, 4, seed=13)),
+                 _weighted_sum_case(fn, torch.softmax(_randn(5, 5, seed=14), dim=-1).float(), _randn(5, 5, seed=15).float()),
+                 _weighted_sum_case(fn, torch.softmax(_randn(2, 4, 6, seed=6), dim=-1), _randn(2, 6, 3, seed=7)),  # (B, T, S), (B, S, K)
+                 _weighted_sum_case(fn, torch.softmax(_randn(5, 5, seed=8), dim=-1).float(), _randn(5, 3, seed=9).float()),  # (T, S), (S, K)
+                 _weighted_sum_case(fn, torch.softmax(_randn(2, 2, 4, 4, seed=10), dim=-1).float(),
+                                    _strided_heads(2, 2, 4, 3, seed=11)),                    # (B, H, T, S), strided v
+                 hint="each query's output is its row of weights times the values: (..., T, S) times (..., S, K) "
+                      "gives (..., T, K)")
 
 
 # ----- attention end to end -----
@@ -338,14 +385,17 @@ def _attention_case(fn, q, k, v, **kwargs):
         want = F.scaled_dot_product_attention(q, k, v)
         mistakes = {"masked although causal=False: apply the mask only when causal is True":
                         F.scaled_dot_product_attention(q, k, v, attn_mask=_allowed(T, S)),
-                    "scores not divided by sqrt(K)": _attend(q, k, v, scale=1.0)}
+                    "scores not divided by sqrt(K)": _attend(q, k, v, scale=1.0),
+                    SQRT_T: _by_sqrt_T(q, k, v)}
     return Case(what, lambda: fn(q, k, v, **kwargs), want, mistakes)
 
 
 @graded("attention.attention", points=3)
 def test_causal_attention(student):
     fn = student.piece("attention", "attention")
-    expect_cases(_attention_case(fn, *_qkv()), _attention_case(fn, *_qkv(T=4, K=4, seed=7)), hint=ATTENTION_HINT)
+    expect_cases(_attention_case(fn, *_qkv()), _attention_case(fn, *_qkv(T=4, K=4, seed=7)),
+                 _attention_case(fn, *_qkv(T=5, K=4, seed=11)),        # T != K: sqrt(T) and sqrt(K) differ here too
+                 hint=ATTENTION_HINT)
 
 
 @graded("attention.attention", points=1)
@@ -377,7 +427,11 @@ def _head_case(head, ref, x, D, K):
                  "scaled by sqrt(D) instead of sqrt(K), the head width":
                      _attend(q, k, v, scale=1 / math.sqrt(D), allowed=_allowed(T, T)),
                  "q, k, v projections mixed up: q from w_q, k from w_k, v from w_v":
-                     F.scaled_dot_product_attention(k, q, v, is_causal=True)})
+                     F.scaled_dot_product_attention(k, q, v, is_causal=True),
+                 "the keys projected with w_q: k comes from its own layer, self.w_k(x)":
+                     F.scaled_dot_product_attention(q, q, v, is_causal=True),
+                 "keys and values swapped: attention takes the keys (from w_k) second and the values (from w_v) third":
+                     F.scaled_dot_product_attention(q, v, k, is_causal=True)})
 
 
 def _head_shapes_case(student, D, K, bias):

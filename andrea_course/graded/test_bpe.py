@@ -1,6 +1,8 @@
 """Graded tests, activity 10 · The tokenizer: byte-level BPE from scratch, checked against
 Hugging Face `tokenizers` (the library that makes ANDREA's real tokenizer)."""
-from andrea_course.grading import Case, Second, expect_cases, expect_equal, expect_true, graded
+from collections import Counter
+
+from andrea_course.grading import Case, Second, expect_cases, expect_equal, expect_runs, expect_true, graded
 from andrea_course import pieces
 from andrea_course.train.tokenizer import train_tokenizer
 
@@ -14,13 +16,17 @@ def _words(text=TEXT):
     return dict(REF.split_words(text))
 
 
-def _counts(words, weighted=True, overlapping=True):
+def _counts(words, weighted=True, overlapping=True, once_per_word=False):
     """pair_counts written with the typical slips: each word counted once (not by its count); a pair
-    that overlaps the same pair just counted skipped."""
+    that overlaps the same pair just counted skipped; a pair counted once per word however often the
+    word holds it (a set of the word's pairs)."""
     out = {}
     for word, n in words.items():
         previous = None
-        for i, pair in enumerate(zip(word, word[1:])):
+        pairs = list(zip(word, word[1:]))
+        if once_per_word:
+            pairs = list(dict.fromkeys(pairs))
+        for i, pair in enumerate(pairs):
             if not overlapping and previous == (i - 1, pair):
                 previous = None
                 continue
@@ -32,11 +38,14 @@ def _counts(words, weighted=True, overlapping=True):
 EACH_WORD_ONCE = "each word counted once, not by its count: add the word's count for every pair in it"
 OVERLAPS_SKIPPED = ("overlapping pairs skipped: (7, 7, 7) holds the pair (7, 7) twice, at positions 0-1 and 1-2, and "
                     "counting counts both (merging, later, uses each token once)")
+ONCE_PER_WORD = ("a pair counted once per word even where the word holds it several times (as with a set of the "
+                 "word's pairs): add the word's count at every position where the pair occurs")
 
 
 def _counts_case(pair_counts, words):
     want = REF.pair_counts(words)
-    mistakes = {EACH_WORD_ONCE: _counts(words, weighted=False), OVERLAPS_SKIPPED: _counts(words, overlapping=False)}
+    mistakes = {EACH_WORD_ONCE: _counts(words, weighted=False), OVERLAPS_SKIPPED: _counts(words, overlapping=False),
+                ONCE_PER_WORD: _counts(words, once_per_word=True)}
     return Case(f"pair_counts({words})", lambda: pair_counts(words), want,
                 {name: wrong for name, wrong in mistakes.items() if wrong != want})
 
@@ -52,8 +61,10 @@ def test_pair_counts_weights_each_word_by_its_count(student):
 @graded("bpe.pair_counts", points=1)
 def test_pair_counts_counts_overlapping_pairs(student):
     pair_counts = student.piece("bpe", "pair_counts")
-    expect_cases(_counts_case(pair_counts, {(7, 7, 7): 2}), _counts_case(pair_counts, {(7, 7, 7, 7): 3, (5, 5, 5): 1}),
-                 exact=True, hint="(7, 7, 7) has two neighbouring pairs (7, 7), both count")
+    # (7, 7) also a word of its own: writing counts[pair] = n (the last count kept, not added) is no set of pairs
+    expect_cases(_counts_case(pair_counts, {(7, 7, 7): 2}),
+                 _counts_case(pair_counts, {(7, 7, 7, 7): 3, (5, 5, 5): 1, (7, 7): 2}), exact=True,
+                 hint="(7, 7, 7) has two neighbouring pairs (7, 7), both count")
     expect_equal(pair_counts(_words()), REF.pair_counts(_words()), "pair_counts of a paragraph's words")
 
 
@@ -62,16 +73,34 @@ def _merged_at_every_occurrence(word, pair, new):
     return tuple(new for i in range(len(word) - 1) if tuple(word[i:i + 2]) == pair)
 
 
+def _merged_stepping_by_one(word, pair, new):
+    """The slip: after a merge, the scan moves on by one, so the pair's second symbol is read again
+    (kept as it is, or merged once more with the symbol after it)."""
+    out = []
+    for i in range(len(word)):
+        out.append(new if tuple(word[i:i + 2]) == pair else word[i])
+    return tuple(out)
+
+
+MERGE_TWICE = "overlapping occurrences merged twice: after merging a pair, continue after it (each token is used once)"
+STEP_BY_ONE = ("after a merge, moved on by one symbol instead of two, so the pair's second symbol was used again: "
+               "after emitting the new id, jump two ahead (i += 2)")
+
+
 @graded("bpe.merge_pair", points=2)
 def test_merge_pair_scans_left_to_right(student):
     merge_pair = student.piece("bpe", "merge_pair")
-    expect_equal(tuple(merge_pair((1, 2, 3, 1, 2), (1, 2), 256)), (256, 3, 256), "merge_pair((1,2,3,1,2), (1,2), 256)")
-    twice = "overlapping occurrences merged twice: after merging a pair, continue after it (each token is used once)"
-    case = lambda word, new: Case(f"merge_pair({word}, (7, 7), {new})", lambda: tuple(merge_pair(word, (7, 7), new)),
-                                  tuple(REF.merge_pair(word, (7, 7), new)),
-                                  {twice: _merged_at_every_occurrence(word, (7, 7), new)})
-    expect_cases(case((7, 7, 7), 256), case((7, 7, 7, 7, 7), 300), exact=True,
-                 hint="after merging, continue after the merged pair: the middle 7 is used once")
+
+    def case(word, pair, new):
+        want = tuple(REF.merge_pair(word, pair, new))
+        overlapping = pair[0] == pair[1] and any(word[i:i + 3] == pair[:1] * 3 for i in range(len(word)))  # (7, 7, 7)
+        mistakes = {MERGE_TWICE: _merged_at_every_occurrence(word, pair, new) if overlapping else None,
+                    STEP_BY_ONE: _merged_stepping_by_one(word, pair, new)}
+        return Case(f"merge_pair({word}, {pair}, {new})", lambda: tuple(merge_pair(word, pair, new)), want,
+                    {name: wrong for name, wrong in mistakes.items() if wrong != want})
+    expect_cases(case((1, 2, 3, 1, 2), (1, 2), 256), case((7, 7, 7), (7, 7), 256), case((7, 7, 7, 7, 7), (7, 7), 300),
+                 exact=True, hint="after merging, continue after the merged pair: each symbol is used once "
+                                  "(in (7, 7, 7) the middle 7 is used once)")
     expect_equal(tuple(merge_pair((5,), (5, 6), 300)), (5,), "merge_pair((5,), (5,6), 300)")
     expect_equal(tuple(merge_pair((1, 2), (2, 1), 300)), (1, 2), "merge_pair((1,2), (2,1), 300): order matters")
     out = merge_pair((1, 2, 3), (1, 2), 256)
@@ -80,36 +109,119 @@ def test_merge_pair_scans_left_to_right(student):
                 mistake=f"a {type(out).__name__} returned: a merged word must be a tuple, like the word it was given")
 
 
+def _most_frequent_with(counts, slip=None):
+    """most_frequent_pair, or with a typical slip: "largest" (a tie to the largest tie_key), "first"
+    (tie_key ignored: a tie to the pair counted first), "by_id" (a tie to the smallest ids), "least"
+    (the least frequent pair, ties to the smallest tie_key)."""
+    top = min(counts.values()) if slip == "least" else max(counts.values())
+    tied = [p for p in counts if counts[p] == top]
+    return {None: lambda: min(tied, key=REF.tie_key), "least": lambda: min(tied, key=REF.tie_key),
+            "largest": lambda: max(tied, key=REF.tie_key), "first": lambda: tied[0], "by_id": lambda: min(tied)}[slip]()
+
+
+MOST_FREQUENT_MISTAKES = {
+    "the least frequent pair picked: the most frequent one wins, so negate the count in min's key (-counts[p]) "
+    "or use max": "least",
+    "a tie went to the pair with the largest tie_key: among equal counts take the one with the smallest "
+    "tie_key(pair)": "largest",
+    "tie_key ignored, so a tie went to the pair counted first: among equal counts take the one with the smallest "
+    "tie_key(pair)": "first",
+    "ties broken by plain id order (the space byte 32 sorts after letters in the library's order): take "
+    "min(tied, key=tie_key)": "by_id"}
+EMPTY_COUNTS = {  # no None for an empty tally: how each way of picking the best pair raises then
+    "no None for an empty tally: min() of no pairs raised ValueError; return None when counts is empty": min,
+    "no None for an empty tally: max() of no pairs raised ValueError; return None when counts is empty": max,
+    "no None for an empty tally: taking the first of an empty list raised IndexError; return None when counts is "
+    "empty": lambda pairs, key: sorted(pairs, key=key)[0]}
+
+
+def _most_frequent_case(most_frequent_pair, counts, what):
+    want = _most_frequent_with(counts)
+    mistakes = {name: _most_frequent_with(counts, slip) for name, slip in MOST_FREQUENT_MISTAKES.items()}
+    return Case(f"most_frequent_pair({counts}){what}", lambda: most_frequent_pair(counts), want,
+                {name: wrong for name, wrong in mistakes.items() if wrong != want})
+
+
 @graded("bpe.most_frequent_pair", points=1)
 def test_most_frequent_pair_breaks_ties_like_the_library(student):
     most_frequent_pair = student.piece("bpe", "most_frequent_pair")
-    expect_equal(most_frequent_pair({(1, 2): 3, (104, 101): 5, (300, 2): 4}), (104, 101), "the most frequent pair")
-    expect_equal(most_frequent_pair({}), None, "most_frequent_pair({})", hint="no pair left: return None")
-    by_id = ("ties broken by plain id order (the space byte 32 sorts after letters in the library's order): take "
-             "min(tied, key=tie_key)")
-    case = lambda tie: Case(f"most_frequent_pair of a tie {tie}", lambda: most_frequent_pair(tie), min(tie, key=REF.tie_key),
-                            {by_id: min(tie)})
-    expect_cases(case({(300, 101): 2, (104, 101): 2, (32, 116): 2}), case({(32, 97): 4, (97, 98): 4, (258, 32): 4}),
+    case = lambda counts, what="": _most_frequent_case(most_frequent_pair, counts, what)
+    expect_cases(case({(1, 2): 3, (104, 101): 5, (300, 2): 4}, ": the most frequent pair"),
+                 case({(97, 98): 2, (32, 116): 7, (116, 104): 1, (101, 32): 6}, ": the most frequent pair"), exact=True,
+                 hint="the pair with the highest count wins")
+    raising = lambda counts: {name: lambda pick=pick: pick(counts, key=lambda p: (-counts[p], REF.tie_key(p)))
+                              for name, pick in EMPTY_COUNTS.items()}
+    one_token_words = REF.pair_counts({(7,): 3, (104,): 1})             # {}: words of one token hold no pair
+    got = expect_runs(lambda: most_frequent_pair({}), "most_frequent_pair({})", mistakes=raising({}),
+                      second=Second(lambda: most_frequent_pair(one_token_words), None, raising(one_token_words)),
+                      hint="no pair left: return None")
+    expect_equal(got, None, "most_frequent_pair({})", hint="no pair left: return None")
+    expect_cases(case({(116, 104): 3, (300, 101): 3, (104, 101): 3, (32, 116): 3}, ": a tie"),
+                 case({(300, 101): 2, (104, 101): 2, (32, 116): 2}, ": a tie"),
+                 case({(32, 97): 4, (97, 98): 4, (258, 32): 4}, ": a tie"),
                  exact=True, hint="among equal counts take the pair with the smallest tie_key(pair)")
+
+
+def _trained_with(text, n_merges, first_id=256, update=True, stop=True, merge_none=False):
+    """train_bpe as the engine writes it, or with a typical slip: new ids from first_id (257), the
+    words never updated after a merge, no stop when no pair is left (None appended then; with
+    merge_none, merge_pair called with None, which raises as the engine's merge_pair does when a
+    graded test runs the learner's train_bpe)."""
+    words, merges = REF.split_words(text), []
+    for _ in range(n_merges):
+        pair = REF.most_frequent_pair(REF.pair_counts(words))
+        if pair is None and stop:
+            break
+        merged = Counter()
+        for word, n in words.items():
+            merged[word if pair is None and not merge_none else REF.merge_pair(word, pair, first_id + len(merges))] += n
+        if update:
+            words = merged
+        merges.append(pair)
+    return merges
+
+
+TRAIN_MISTAKES = {
+    "the new tokens numbered from 257, not 256: merge r makes token 256 + r, so the first merge's token is 256 "
+    "(256 + len(merges) before appending the pair)": dict(first_id=257),
+    "the words never updated after a merge, so the same pair won every round: replace the words by the merged "
+    "words (words = merged) before the next round": dict(update=False),
+    "no stop when no pair is left: most_frequent_pair gave None and it was added to the merges; break out of the "
+    "loop when the pair is None": dict(stop=False)}
+NO_STOP_MERGING_NONE = ("no stop when no pair is left: most_frequent_pair gave None and merge_pair was called with "
+                        "it; break out of the loop when the pair is None")
+
+
+def _pairs(merges):
+    return [m if m is None else tuple(m) for m in merges]
+
+
+def _train_case(train_bpe, text, n, want, what):
+    mistakes = {name: _trained_with(text, n, **slip) for name, slip in TRAIN_MISTAKES.items()}
+    return Case(what, lambda: _pairs(train_bpe(text, n)), want,
+                {name: wrong for name, wrong in mistakes.items() if wrong != want})
 
 
 @graded("bpe.train_bpe", points=3)
 def test_train_bpe_learns_the_librarys_merges(student):
     train_bpe = student.piece("bpe", "train_bpe")
-    for n in (1, 20, 120):
-        mine = [tuple(m) for m in train_bpe(TEXT, n)]
-        library = train_tokenizer([TEXT], n_merges=n).merges
-        expect_equal(mine, library, f"train_bpe(TEXT, {n}) against Hugging Face's BpeTrainer",
-                     hint="count pairs over all words, pick the most frequent (ties: tie_key), merge it "
-                          "in every word, new id = 256 + number of merges so far")
+    expect_cases(*(_train_case(train_bpe, TEXT, n, [tuple(m) for m in train_tokenizer([TEXT], n_merges=n).merges],
+                               f"train_bpe(TEXT, {n}) against Hugging Face's BpeTrainer") for n in (1, 20, 120)),
+                 exact=True, hint="count pairs over all words, pick the most frequent (ties: tie_key), merge it "
+                                  "in every word, new id = 256 + number of merges so far")
 
 
 @graded("bpe.train_bpe", points=1)
 def test_train_bpe_stops_when_no_pair_is_left(student):
     train_bpe = student.piece("bpe", "train_bpe")
-    merges = [tuple(m) for m in train_bpe("ab ab", 50)]
-    expect_equal(merges, [(97, 98), (32, 256)], "train_bpe('ab ab', 50)",
-                 hint="the words are 'ab' and ' ab'; after two merges no word has two tokens: stop")
+    hint = "after the last merge no word has two tokens, so no pair is left: stop"
+    raising = lambda text, n: {NO_STOP_MERGING_NONE: lambda: _trained_with(text, n, stop=False, merge_none=True)}
+    expect_runs(lambda: train_bpe("ab ab", 50), "train_bpe('ab ab', 50)", mistakes=raising("ab ab", 50),
+                second=Second(lambda: train_bpe("abc abc", 10), None,
+                              raising("abc abc", 10)), hint=hint)
+    expect_cases(_train_case(train_bpe, "ab ab", 50, [(97, 98), (32, 256)], "train_bpe('ab ab', 50)"),
+                 _train_case(train_bpe, "abc abc", 10, [(97, 98), (256, 99), (32, 257)], "train_bpe('abc abc', 10)"),
+                 exact=True, hint=hint)
 
 
 def _encode_with(text, merges, pick="lowest", offset=256):

@@ -25,6 +25,8 @@ def _lr_mistakes(step, s):
     lr, min_lr, W, M = s["lr"], s["min_lr"], s["warmup_steps"], s["max_steps"]
     cosine = lambda p: min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * p))
     after = lambda p: cosine(p) if step >= W else _want(step, s)
+    progress = min(1.0, (step - W) / max(1, M - W))
+    full_period = min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(2 * math.pi * progress))
     return {
         "a warm-up that starts from 0 (lr·step/warmup_steps): a common convention, not this course's, "
         "where step 0 already takes a step, lr·(step + 1)/warmup_steps, and the last warm-up step "
@@ -35,6 +37,12 @@ def _lr_mistakes(step, s):
             after(min(1.0, (step - W) / M)),
         "after max_steps the cosine climbs again: clamp progress at 1 (min(1.0, ...)), the rate stays at min_lr":
             after((step - W) / max(1, M - W)),
+        "a full cosine period, cos(2π·progress), that falls to min_lr halfway and climbs back to lr by max_steps: "
+        "half a period, cos(π·progress), carries the rate from lr down to min_lr":
+            full_period if step >= W else _want(step, s),
+        "step warmup_steps still treated as warm-up (step <= warmup_steps), so its rate overshoots to "
+        "lr·(warmup_steps + 1)/warmup_steps: warm up only while step < warmup_steps, then the cosine starts at lr":
+            (lr * (step + 1) / W if step == W else _want(step, s)) if W > 0 else None,   # W = 0: a ZeroDivisionError
     }
 
 
@@ -106,19 +114,30 @@ def _torch_adamw(param, grads, lr, betas, eps, weight_decay):
 
 
 def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct=True, decoupled=True,
-                    decay_times_lr=True, eps_inside=False):
-    """The update as a typical mistake computes it: [(param, m, v) after each step]."""
+                    decay_times_lr=True, eps_inside=False, v_of_g=False, swapped="", from_zero=False,
+                    return_hats=False):
+    """The update as a typical mistake computes it: [(param, m, v) after each step].
+
+    swapped: "all" (beta2, beta1 = betas: every beta swapped), "means" (the running means swapped,
+    the bias correction right); return_hats: m̂ and v̂ returned, and so fed to the next step."""
     (b1, b2), p = betas, param.clone()
+    c1, c2 = b1, b2                                                   # the betas of the bias correction
+    if swapped:
+        b1, b2 = b2, b1
+        c1, c2 = (b1, b2) if swapped == "all" else (c1, c2)
     m, v, out = torch.zeros_like(p), torch.zeros_like(p), []
     for t, g in enumerate(grads, start=1):
         if not decoupled:
             g = g + weight_decay * p                                  # L2: Adam, not AdamW
-        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
-        m_hat, v_hat = (m / (1 - b1 ** t), v / (1 - b2 ** t)) if correct else (m, v)
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * (g if v_of_g else g * g)
+        n = t + 1 if from_zero else t
+        m_hat, v_hat = (m / (1 - c1 ** n), v / (1 - c2 ** n)) if correct else (m, v)
         if decoupled:
             p = p - (lr * weight_decay if decay_times_lr else weight_decay) * p
         p = p - lr * m_hat / ((v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps)
-        out.append((p, m, v))
+        if return_hats:
+            m, v = m_hat, v_hat
+        out.append((p, None, None) if swapped == "means" else (p, m, v))   # its m, v: those of "all" (None: not listed)
     return out
 
 
@@ -130,6 +149,16 @@ MISTAKES = {
     "weight decay not scaled by lr: the weights shrink by the fraction lr·weight_decay each step":
         dict(decay_times_lr=False),
     "eps inside the square root: divide by sqrt(v̂) + eps": dict(eps_inside=True),
+    "v averages g instead of g²: v = beta2·v + (1 - beta2)·g·g, the running mean of the gradient's square":
+        dict(v_of_g=True),
+    "beta1 and beta2 swapped: betas is (beta1, beta2), so unpack it as beta1, beta2 = betas; m averages g "
+    "with beta1, v averages g² with beta2": dict(swapped="all"),
+    "beta1 and beta2 swapped in the running means: m averages g with beta1, v averages g² with beta2, "
+    "the betas your bias correction already divides by": dict(swapped="means"),
+    "the bias correction counts from 0 (1 - beta^(step + 1)): step already counts from 1, so divide by "
+    "1 - beta1^step and 1 - beta2^step": dict(from_zero=True),
+    "returned the bias-corrected m̂ and v̂: return the running means m and v themselves, which the next "
+    "step averages and corrects again": dict(return_hats=True),
 }
 
 
