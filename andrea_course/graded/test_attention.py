@@ -59,12 +59,19 @@ def _attend(q, k, v, *, scale=None, allowed=None, mask_after_softmax=False, dim=
 
 SQRT_T = ("scores divided by sqrt(T), the number of queries (q.shape[-2]): divide by sqrt(K), the head width, "
           "q.shape[-1]")
+SQRT_S = ("scores divided by sqrt(S), the number of keys (k.shape[-2]): divide by sqrt(K), the head width, "
+          "q.shape[-1]")
+SQRT_POSITIONS = ("scores divided by the square root of the number of positions, sqrt(T) of the queries or sqrt(S) of "
+                  "the keys (q.shape[-2] or k.shape[-2], equal here): divide by sqrt(K), the head width, q.shape[-1]")
 
 
-def _by_sqrt_T(q, k, v, allowed=None):
-    """Scaled by 1/sqrt(T), the number of queries; None where T = K (then it is the right answer)."""
-    T, K = q.shape[-2], q.shape[-1]
-    return _attend(q, k, v, scale=1 / math.sqrt(T), allowed=allowed) if T != K else None
+def _by_sqrt_positions(q, k, v, allowed=None):
+    """{mistake: its output} for scores scaled by 1/sqrt(T) (the queries) or 1/sqrt(S) (the keys):
+    one mistake where T = S (they agree there), two where T != S; None where the count is K (then
+    it is the right answer)."""
+    T, S, K = q.shape[-2], k.shape[-2], q.shape[-1]
+    by = lambda n: _attend(q, k, v, scale=1 / math.sqrt(n), allowed=allowed) if n != K else None
+    return {SQRT_POSITIONS: by(T)} if T == S else {SQRT_T: by(T), SQRT_S: by(S)}
 
 
 def _attention_mistakes(q, k, v):
@@ -83,7 +90,7 @@ def _attention_mistakes(q, k, v):
         "softmax over the wrong axis (queries, dim=-2): normalise over the keys, dim=-1":
             _attend(q, k, v, allowed=lower, dim=-2),
         "no causal mask: hide future keys (j > i) with -inf before the softmax": _attend(q, k, v),
-        SQRT_T: _by_sqrt_T(q, k, v, allowed=lower),
+        **_by_sqrt_positions(q, k, v, allowed=lower),
     }
     if S != T:
         out["mask aligned to the top-left corner: with S - T cached keys query i sits at position "
@@ -123,6 +130,8 @@ def _average_case(fn, shape, dtype=torch.float64):
         "the future included: every position got the mean of all T positions; position i averages only 0..i":
             x.mean(dim=-2, keepdim=True).expand_as(x),
         "divided by T instead of i + 1, the number of positions averaged at i": total / T,
+        "summed the past instead of averaging it: divide the running sum at position i by i + 1, the number of "
+        "positions 0..i": total,
         "the future averaged instead of the past (positions i..T-1): average 0..i": _running_mean(x.flip(-2)).flip(-2),
         "position i itself left out: the mean of 0..i includes i": torch.cat(
             [torch.full_like(x[..., :1, :], float("nan")), _running_mean(x)[..., :-1, :]], dim=-2)})
@@ -246,9 +255,25 @@ def _mask_case(fn, T, S=None):
     return Case(f"causal_mask({T})" if S is None else f"causal_mask(T={T}, S={S})", call, want, mistakes)
 
 
+NO_DEFAULT_S = ("no default for S: causal_mask(T), as attention without a cache calls it, raises; write S=None "
+                "and use S = T when S is None")
+
+
+def _without_default_S(T):
+    """causal_mask(T) on a causal_mask(T, S, device=None) written without S's default: it raises."""
+    def causal_mask(T, S, device=None):
+        return torch.ones(T, S, dtype=torch.bool, device=device).tril(S - T)
+    causal_mask.__qualname__ = "causal_mask"                 # the learner's is module-level: the same message
+    return lambda: causal_mask(T)
+
+
 @graded("attention.causal_mask", points=1)
 def test_causal_mask_is_lower_triangular(student):
     fn = student.piece("attention", "causal_mask")
+    # causal_mask(T) alone, as attention without a cache calls it: S defaults to T
+    expect_runs(lambda: fn(5), "causal_mask(5)", mistakes={NO_DEFAULT_S: _without_default_S(5)},
+                second=Second(lambda: fn(4), None, {NO_DEFAULT_S: _without_default_S(4)}),
+                hint="give S the default None and use S = T when it is None")
     expect_cases(_mask_case(fn, 5), _mask_case(fn, 4), exact=True,
                  hint="True where j <= i: the lower triangle with the diagonal")
     got = fn(5)
@@ -289,20 +314,69 @@ def _apply_mask_case(fn, scores):
     return Case(f"apply_causal_mask(scores of shape {tuple(scores.shape)})", got, _masked(scores), mistakes)
 
 
+SQUARE_MASK = ("a (T, T) mask built from the number of queries alone: with S - T cached keys the scores are (T, S), "
+               "so build the (T, S) mask from both of the last two axes, T, S = scores.shape[-2:]")
+FIRST_AXES = ("T and S taken from the first two axes (scores.shape[0], scores.shape[1]): the scores may carry batch "
+              "and head axes in front, so take the last two, T, S = scores.shape[-2:]")
+
+
+def _raising_mask_mistakes(scores):
+    """{mistake: a function that makes it on `scores`}, those that raise there (a (T, S) mask that does
+    not line up with the scores' last two axes)."""
+    T, S = scores.shape[-2:]
+    wrong = {SQUARE_MASK: lambda: scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), NEG_INF),
+             FIRST_AXES: lambda: scores.masked_fill(~_allowed(*scores.shape[:2]), NEG_INF)}
+
+    def raises(f):
+        try:
+            f()
+        except RuntimeError:
+            return True
+        return False
+    return {name: f for name, f in wrong.items() if raises(f)}
+
+
 @graded("attention.apply_causal_mask", points=2)
 def test_apply_causal_mask(student):
     fn = student.piece("attention", "apply_causal_mask")
-    expect_cases(_apply_mask_case(fn, _randn(2, 5, 5, seed=4)),          # T = S
-                 _apply_mask_case(fn, _randn(4, 7, seed=4)),             # S - T = 3 cached keys
-                 _apply_mask_case(fn, _randn(2, 3, 6, seed=6).float()),  # S - T = 3, float32, (B, T, S)
-                 _apply_mask_case(fn, _randn(5, 5, seed=7).float()),     # (T, T) float32
-                 _apply_mask_case(fn, _randn(2, 2, 3, 5, seed=9).float()))  # (B, H, T, S) float32, as the model
+    inputs = [_randn(2, 5, 5, seed=4),              # T = S
+              _randn(4, 7, seed=4),                 # S - T = 3 cached keys
+              _randn(2, 3, 6, seed=6).float(),      # S - T = 3, float32, (B, T, S)
+              _randn(5, 5, seed=7).float(),         # (T, T) float32
+              _randn(2, 2, 3, 5, seed=9).float()]   # (B, H, T, S) float32, as the model
+    # a mask that does not line up with the scores raises: named when it raises the same way on a next input
+    for i, scores in enumerate(inputs):
+        raising = _raising_mask_mistakes(scores)
+        after = next(s for s in inputs[i + 1:] + inputs[:i] if raising.keys() <= _raising_mask_mistakes(s).keys())
+        expect_runs(lambda: fn(scores), f"apply_causal_mask(scores of shape {tuple(scores.shape)})", mistakes=raising,
+                    second=Second(lambda: fn(after), None, _raising_mask_mistakes(after)),
+                    hint="the mask is (T, S), from the last two axes of the scores: T, S = scores.shape[-2:]")
+    expect_cases(*(_apply_mask_case(fn, scores) for scores in inputs))
+
+
+WHOLE_SUM = "normalised by the sum over the whole tensor: divide by each row's sum (dim=-1, keepdim=True)"
+WHOLE_SUM_AFTER_MAX = ("each row's maximum subtracted, then divided by the sum over the whole tensor, e.sum(): divide "
+                       "by each row's own sum, e.sum(dim=-1, keepdim=True)")
+ROW_MINIMUM = ("the row minimum subtracted instead of the maximum: score - min can be huge (exp overflows to inf) "
+               "and a masked -inf gives -inf - (-inf) = NaN; subtract scores.amax(dim=-1, keepdim=True)")
+
+
+def _whole_sum_after_max(scores):
+    """Stable exponentials, each row's maximum subtracted, over the sum of the whole tensor; None
+    where there is one row only (then it is the right answer)."""
+    e = (scores - scores.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum() if scores.shape[:-1].numel() > 1 else None
+
+
+def _row_minimum_softmax(scores):
+    e = (scores - scores.amin(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
 
 
 def _softmax_case(fn, scores):
     mistakes = {"not normalised: divide exp(scores) by its row sum": scores.exp(),
-                "normalised by the sum over the whole tensor: divide by each row's sum (dim=-1, keepdim=True)":
-                    scores.exp() / scores.exp().sum()}
+                WHOLE_SUM: scores.exp() / scores.exp().sum(),
+                WHOLE_SUM_AFTER_MAX: _whole_sum_after_max(scores)}
     if scores.dim() > 1:
         mistakes["softmax over the wrong axis (dim=-2): each query's row of S keys must sum to 1"] = \
             torch.softmax(scores, dim=-2)
@@ -330,7 +404,10 @@ def _stable_case(fn, scores):
                 {"the row maximum is not subtracted: exp(1000) overflows to inf": scores.exp() / scores.exp().sum(-1, keepdim=True),
                  KEEPDIM_SUM: _softmax_by_hand(scores, keep_sum=False),
                  "subtracted the maximum of the whole tensor, not each row's: a row far below it becomes exp(...) = 0 "
-                 "everywhere and 0 / 0; subtract scores.amax(dim=-1, keepdim=True)": _global_max_softmax(scores)})
+                 "everywhere and 0 / 0; subtract scores.amax(dim=-1, keepdim=True)": _global_max_softmax(scores),
+                 WHOLE_SUM: scores.exp() / scores.exp().sum(),
+                 WHOLE_SUM_AFTER_MAX: _whole_sum_after_max(scores),
+                 ROW_MINIMUM: _row_minimum_softmax(scores)})
 
 
 @graded("attention.softmax", points=1)
@@ -343,9 +420,13 @@ def test_softmax_is_stable_and_handles_masked_scores(student):
                  hint="subtract each row's own maximum before exponentiating: the weights do not change and nothing overflows")
 
 
+ROW_SUMS_TIMES_V = ("v multiplied elementwise by each row's sum of weights: the rows sum to 1, so that gives v back "
+                    "unmixed; mix the values by the weights with a matrix product, weights @ v")
+
+
 def _weighted_sum_case(fn, w, v):
     """weights (..., T, S) whose rows sum to 1, v (..., S, K). v @ weights runs only where K = T, and
-    weightsᵀ @ v only where T = S: elsewhere they raise, and list no output."""
+    weightsᵀ @ v and v times the row sums only where T = S: elsewhere they raise, and list no output."""
     T, S, K = w.shape[-2], w.shape[-1], v.shape[-1]
     return Case(f"weighted_sum(weights of shape {tuple(w.shape)}, v of shape {tuple(v.shape)}, {str(v.dtype)[6:]})",
                 lambda: fn(w, v), torch.einsum("...ts,...sk->...tk", w, v), {
@@ -354,7 +435,8 @@ def _weighted_sum_case(fn, w, v):
                     "the weights transposed, weightsᵀ @ v: query i's output mixes the values by row i of the weights "
                     "(its own weights), not by column i": w.transpose(-2, -1) @ v if T == S else None,
                     "divided by S, the number of keys: each row of weights already sums to 1, so weights @ v is already the "
-                    "average; drop the division": (w @ v) / S})
+                    "average; drop the division": (w @ v) / S,
+                    ROW_SUMS_TIMES_V: v * w.sum(dim=-1, keepdim=True) if T == S else None})
 
 
 @graded("attention.weighted_sum", points=1)
@@ -386,7 +468,7 @@ def _attention_case(fn, q, k, v, **kwargs):
         mistakes = {"masked although causal=False: apply the mask only when causal is True":
                         F.scaled_dot_product_attention(q, k, v, attn_mask=_allowed(T, S)),
                     "scores not divided by sqrt(K)": _attend(q, k, v, scale=1.0),
-                    SQRT_T: _by_sqrt_T(q, k, v)}
+                    **_by_sqrt_positions(q, k, v)}
     return Case(what, lambda: fn(q, k, v, **kwargs), want, mistakes)
 
 
@@ -485,6 +567,8 @@ def _softmax_mistakes(scores):
     if scores.dim() > 2:
         out["softmax over dim=0, the batch: each query's row of keys, the last axis (dim=-1), must sum to 1"] = \
             torch.softmax(scores, dim=0)
+    out[WHOLE_SUM] = scores.exp() / scores.exp().sum()
+    out[WHOLE_SUM_AFTER_MAX] = _whole_sum_after_max(scores)
     for name, keep in ((KEEPDIM_SUM, (True, False)), (KEEPDIM_MAX, (False, True)), (KEEPDIM_BOTH, (False, False))):
         try:
             out[name] = _softmax_by_hand(scores, *keep)

@@ -38,6 +38,10 @@ def _layer_norm_mistakes(x, w, b, eps=1e-5):
         "eps outside the square root: divide by sqrt(var + eps), not sqrt(var) + eps":
             (x - mean) / (var.sqrt() + eps) * w + b,
         "gamma (weight) forgotten: multiply by weight before adding bias": norm + b,
+        "gamma (weight) added instead of multiplied: LayerNorm scales the normalised x by weight, then adds bias":
+            norm + w + b,
+        "divided by the variance instead of its square root: divide by sqrt(var + eps), the standard deviation":
+            (x - mean) / (var + eps) * w + b,
         "beta (bias) forgotten: add bias after multiplying by weight": norm * w,
         "mean not subtracted: LayerNorm centres x before dividing": x / torch.sqrt(var + eps) * w + b,
     }
@@ -146,12 +150,20 @@ def _block_variants(ref, x, ln):
         h = x + attn(ln(ref.ln1, x))
         one_norm = h + mlp(ln(ref.ln1, h))
         parallel = x + attn(ln(ref.ln1, x)) + mlp(ln(ref.ln2, x))
+        h = a + attn(a)
+        attn_on_normalised = h + mlp(ln(ref.ln2, h))
+        h = x + attn(ln(ref.ln1, x))
+        mlp_no_residual = mlp(ln(ref.ln2, h))
     return pre, post, {
         "added the normalised x to the residual stream: x = x + attn(ln1(x)) adds to the raw x":
             normalised_residual,
         "no residual connection: add each sublayer's output to x": no_residual,
         "ln1 used for both sublayers: the MLP reads ln2(x)": one_norm,
         "both sublayers read the block's input: the MLP reads the x that attention has already updated": parallel,
+        "attention's output added to the normalised x, ln1(x): add it to the raw stream, x = x + attn(ln1(x))":
+            attn_on_normalised,
+        "the MLP's output replaces the stream (its residual connection missing): add it, x = x + mlp(ln2(x))":
+            mlp_no_residual,
     }
 
 
@@ -192,11 +204,22 @@ def _post_case(m, ref, x, ln, cache=False):
     with torch.no_grad():
         h = ln(ref.ln1, x + ref.attn(x))
         no_second_norm = h + ref.mlp(h)
+        h = x + ln(ref.ln1, ref.attn(x))
+        normed_outputs = h + ln(ref.ln2, ref.mlp(h))
+        h = ln(ref.ln2, x + ref.attn(x))
+        swapped = ln(ref.ln1, h + ref.mlp(h))
+        h = x + ref.attn(ln(ref.ln1, x))
+        first_pre = ln(ref.ln2, h + ref.mlp(h))
     call = (lambda: m(x, None)) if cache else (lambda: m(x))
     return Case(f"PostNormBlock(cfg)(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]}{', cache=None' if cache else ''})",
                 call, post, {
         "pre-norm where post-norm was asked: x = ln1(x + attn(x)); x = ln2(x + mlp(x))": pre,
-        "the second sublayer left unnormalised: x = ln2(x + mlp(x))": no_second_norm})
+        "the second sublayer left unnormalised: x = ln2(x + mlp(x))": no_second_norm,
+        "the sublayer's output normalised instead of the sum: normalise x + sublayer(x), x = ln1(x + attn(x))":
+            normed_outputs,
+        "ln1 and ln2 swapped: ln1 normalises the sum after attention, ln2 the one after the MLP": swapped,
+        "the first sublayer written pre-norm, x + attn(ln1(x)): post-norm normalises the sum, x = ln1(x + attn(x))":
+            first_pre})
 
 
 @graded("block.PostNormBlock", points=1)
@@ -253,6 +276,27 @@ def test_block_passes_the_cache_on(student):
 
 DROPPED = {"Block": "x = x + self.drop(self.attn(self.ln1(x), cache))",
            "PostNormBlock": "x = self.ln1(x + self.drop(self.attn(x, cache)))"}
+MLP_DROPPED = {"Block": "x = x + self.drop(self.mlp(self.ln2(x)))",
+               "PostNormBlock": "x = self.ln2(x + self.drop(self.mlp(x)))"}
+
+
+def _one_sublayer_dropped(name, ref, kept):
+    """The reference block `name` with dropout p = 1 on one sublayer only: the other's output
+    projection zeroed (`kept`, "attn" or "mlp", is the sublayer whose output is not dropped)."""
+    dropped = "mlp" if kept == "attn" else "attn"
+    state = {k: (torch.zeros_like(v) if k.startswith(f"{dropped}.proj.") else v) for k, v in ref.state_dict().items()}
+    block = getattr(pieces.module("block"), name)(CFG).double().eval()
+    block.load_state_dict(state)
+    return block
+
+
+def _dropout_mistakes(name, ref, x):
+    """{typical mistake: what the block gives with dropout=1.0 in training mode} on x."""
+    with torch.no_grad():
+        return {f"no dropout on the MLP's output: pass it through self.drop too, {MLP_DROPPED[name]}":
+                    _one_sublayer_dropped(name, ref, "mlp")(x),
+                f"no dropout on attention's output: pass it through self.drop too, {DROPPED[name]}":
+                    _one_sublayer_dropped(name, ref, "attn")(x)}
 
 
 def check_block_dropout(student, name, seed):
@@ -283,9 +327,17 @@ def check_block_dropout(student, name, seed):
     without.double()
     load_weights(without, silent, f"{name}(cfg)")
     everything = _student_block(student, name, ref, dropout=1.0).train()
+    x2 = _randn(3, 4, CFG.d_model, seed=seed + 1, scale=2) - 1
+    without.eval()
+
+    def dropped_again():
+        with torch.no_grad():
+            return everything(x2)
     with torch.no_grad():
-        expect_close(everything(x), without.eval()(x), f"{name}(cfg, dropout=1.0) in training mode against the same "
-                                                       "block with both sublayers' outputs zeroed",
+        expect_close(everything(x), without(x), f"{name}(cfg, dropout=1.0) in training mode against the same "
+                                                "block with both sublayers' outputs zeroed",
+                     mistakes=_dropout_mistakes(name, ref, x),
+                     second=Second(dropped_again, without(x2), _dropout_mistakes(name, ref, x2)),
                      hint="dropout=1.0 drops each sublayer's whole output: the block's dropout takes its p from the "
                           "argument, self.drop = nn.Dropout(dropout)")
 
@@ -327,7 +379,8 @@ def test_layer_norm_keeps_one_statistic_per_token(student):
         raising = lambda t: {LN_KEEPDIM: lambda: _layer_norm_without_keepdim(t, w, b)}
         got = expect_runs(lambda: layer_norm(case, w, b), what, mistakes=raising(case),
                           second=Second(lambda: layer_norm(other, w, b), None, raising(other)))
-        mistakes = lambda t: {LN_KEEPDIM: _layer_norm_without_keepdim(t, w, b)} if t.shape[-2] == t.shape[-1] else {}
+        mistakes = lambda t: {**_layer_norm_mistakes(t, w, b),
+                              **({LN_KEEPDIM: _layer_norm_without_keepdim(t, w, b)} if t.shape[-2] == t.shape[-1] else {})}
         expect_close(got, F.layer_norm(case, (16,), w, b, eps=1e-5), what, mistakes=mistakes(case),
                      second=Second(lambda: layer_norm(other, w, b), F.layer_norm(other, (16,), w, b, eps=1e-5),
                                    mistakes(other)))

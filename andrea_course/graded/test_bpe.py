@@ -4,7 +4,7 @@ from collections import Counter
 
 from andrea_course.grading import Case, Second, expect_cases, expect_equal, expect_runs, expect_true, graded
 from andrea_course import pieces
-from andrea_course.train.tokenizer import train_tokenizer
+from andrea_course.train.tokenizer import train_tokenizer, word_strings
 
 REF = pieces.module("bpe")
 TEXT = ("Once upon a time, there was a little cat named Tom. Tom liked to play in the garden. "
@@ -42,10 +42,32 @@ ONCE_PER_WORD = ("a pair counted once per word even where the word holds it seve
                  "word's pairs): add the word's count at every position where the pair occurs")
 
 
+class _Items(list):
+    """(pair, count) items in any order, in a list or a tuple (list(counts.items()), counts.most_common(), ...):
+    equal to any sequence that holds the same items, never to a dict."""
+
+    def __eq__(self, other):
+        if isinstance(other, (dict, str, bytes)):
+            return False
+        try:
+            return sorted(self) == sorted(tuple(item) for item in other)
+        except TypeError:
+            return False
+
+    def __ne__(self, other):
+        return not self == other
+
+    __hash__ = None
+
+
+LIST_OF_ITEMS = ("a list of (pair, count) returned, not a dict: return the tally itself, a dict {(a, b): count} "
+                 "(dict(counts)), which most_frequent_pair looks pairs up in")
+
+
 def _counts_case(pair_counts, words):
     want = REF.pair_counts(words)
     mistakes = {EACH_WORD_ONCE: _counts(words, weighted=False), OVERLAPS_SKIPPED: _counts(words, overlapping=False),
-                ONCE_PER_WORD: _counts(words, once_per_word=True)}
+                ONCE_PER_WORD: _counts(words, once_per_word=True), LIST_OF_ITEMS: _Items(want.items())}
     return Case(f"pair_counts({words})", lambda: pair_counts(words), want,
                 {name: wrong for name, wrong in mistakes.items() if wrong != want})
 
@@ -135,9 +157,14 @@ EMPTY_COUNTS = {  # no None for an empty tally: how each way of picking the best
     "empty": lambda pairs, key: sorted(pairs, key=key)[0]}
 
 
+WITH_COUNT = ("(pair, count) returned, not the pair: return only the winning pair (a, b), which train_bpe "
+              "merges; its count only decides which pair wins")
+
+
 def _most_frequent_case(most_frequent_pair, counts, what):
     want = _most_frequent_with(counts)
     mistakes = {name: _most_frequent_with(counts, slip) for name, slip in MOST_FREQUENT_MISTAKES.items()}
+    mistakes[WITH_COUNT] = (want, counts[want])
     return Case(f"most_frequent_pair({counts}){what}", lambda: most_frequent_pair(counts), want,
                 {name: wrong for name, wrong in mistakes.items() if wrong != want})
 
@@ -162,19 +189,24 @@ def test_most_frequent_pair_breaks_ties_like_the_library(student):
                  exact=True, hint="among equal counts take the pair with the smallest tie_key(pair)")
 
 
-def _trained_with(text, n_merges, first_id=256, update=True, stop=True, merge_none=False):
+def _trained_with(text, n_merges, first_id=256, update=True, stop=True, merge_none=False, advance=True, fewer=0,
+                  whole=False):
     """train_bpe as the engine writes it, or with a typical slip: new ids from first_id (257), the
     words never updated after a merge, no stop when no pair is left (None appended then; with
     merge_none, merge_pair called with None, which raises as the engine's merge_pair does when a
-    graded test runs the learner's train_bpe)."""
+    graded test runs the learner's train_bpe), every merge making the same id (not advance), `fewer`
+    merges than asked (range(n_merges - 1)), the text's bytes one word (whole: not cut into words)."""
     words, merges = REF.split_words(text), []
-    for _ in range(n_merges):
+    if whole:
+        words = Counter([tuple(text.encode("utf-8"))])
+    for _ in range(max(0, n_merges - fewer)):
         pair = REF.most_frequent_pair(REF.pair_counts(words))
         if pair is None and stop:
             break
         merged = Counter()
         for word, n in words.items():
-            merged[word if pair is None and not merge_none else REF.merge_pair(word, pair, first_id + len(merges))] += n
+            new_id = first_id + (len(merges) if advance else 0)
+            merged[word if pair is None and not merge_none else REF.merge_pair(word, pair, new_id)] += n
         if update:
             words = merged
         merges.append(pair)
@@ -187,7 +219,13 @@ TRAIN_MISTAKES = {
     "the words never updated after a merge, so the same pair won every round: replace the words by the merged "
     "words (words = merged) before the next round": dict(update=False),
     "no stop when no pair is left: most_frequent_pair gave None and it was added to the merges; break out of the "
-    "loop when the pair is None": dict(stop=False)}
+    "loop when the pair is None": dict(stop=False),
+    "every merge made token 256, so later merges reused the first one's id: merge r makes token 256 + r, so "
+    "compute the new id as 256 + len(merges) in each round": dict(advance=False),
+    "one merge fewer than asked (off by one): loop n_merges times, for _ in range(n_merges), stopping early "
+    "only when no pair is left": dict(fewer=1),
+    "the text not cut into words, so merges crossed word boundaries (a word's last letter with the next space): "
+    "count pairs within the words of split_words(text), each word weighted by its count": dict(whole=True)}
 NO_STOP_MERGING_NONE = ("no stop when no pair is left: most_frequent_pair gave None and merge_pair was called with "
                         "it; break out of the loop when the pair is None")
 
@@ -221,15 +259,30 @@ def test_train_bpe_stops_when_no_pair_is_left(student):
                               raising("abc abc", 10)), hint=hint)
     expect_cases(_train_case(train_bpe, "ab ab", 50, [(97, 98), (32, 256)], "train_bpe('ab ab', 50)"),
                  _train_case(train_bpe, "abc abc", 10, [(97, 98), (256, 99), (32, 257)], "train_bpe('abc abc', 10)"),
+                 _train_case(train_bpe, "abcd abcd", 10, [(97, 98), (99, 100), (256, 257), (32, 258)],
+                             "train_bpe('abcd abcd', 10)"),
                  exact=True, hint=hint)
 
 
-def _encode_with(text, merges, pick="lowest", offset=256):
+def _latin1_words(text, how):
+    """The words' bytes when the text's UTF-8 bytes are read through Latin-1 (one character per byte):
+    "cut" the Latin-1 string cut into words, each character's byte kept; "twice" the Latin-1 string cut
+    into words and encoded to UTF-8 again; "per_word" each word's bytes read as Latin-1 and encoded again."""
+    read = text.encode("utf-8").decode("latin-1")
+    if how == "cut":
+        return [tuple(word.encode("latin-1")) for word in word_strings(read)]
+    if how == "twice":
+        return [tuple(word.encode("utf-8")) for word in word_strings(read)]
+    return [tuple(bytes(word).decode("latin-1").encode("utf-8")) for word in REF.words_in_order(text)]
+
+
+def _encode_with(text, merges, pick="lowest", offset=256, latin1=None):
     """encode as the engine does, or with a typical slip: pick the latest-learned merge ("latest") or
-    the leftmost applicable pair ("leftmost") instead of the lowest-ranked; ids without the 256."""
+    the leftmost applicable pair ("leftmost") instead of the lowest-ranked; ids without the 256; the
+    text's bytes read through Latin-1 (latin1: how, _latin1_words)."""
     rank = {tuple(p): r for r, p in enumerate(merges)}
     ids = []
-    for word in REF.words_in_order(text):
+    for word in (REF.words_in_order(text) if latin1 is None else _latin1_words(text, latin1)):
         while True:
             ranked = [rank[p] for p in zip(word, word[1:]) if p in rank]
             if not ranked:
@@ -244,7 +297,16 @@ ENCODE_MISTAKES = {"the latest-learned merge applied first: merges apply in the 
                    "rank first": dict(pick="latest"),
                    "the leftmost mergeable pair merged first: within a word, always apply the merge of lowest "
                    "rank among its pairs, wherever it is": dict(pick="leftmost"),
-                   "a merged token's id is its rank: merge r makes token 256 + r": dict(offset=0)}
+                   "a merged token's id is its rank: merge r makes token 256 + r": dict(offset=0),
+                   "the text's UTF-8 bytes read as Latin-1 before cutting it into words, so the bytes of a non-ASCII "
+                   "character were cut apart as if each were a character: cut the text itself into words "
+                   "(words_in_order(text))": dict(latin1="cut"),
+                   "the text's UTF-8 bytes read as Latin-1 and encoded to UTF-8 again, so each byte of a non-ASCII "
+                   "character became two bytes: encode the text to UTF-8 once (words_in_order(text) does)":
+                       dict(latin1="twice"),
+                   "each word's bytes read as Latin-1 and encoded to UTF-8 again, so each byte of a non-ASCII "
+                   "character became two bytes: words_in_order(text) already gives each word's UTF-8 bytes, "
+                   "use them as they are": dict(latin1="per_word")}
 
 
 @graded("bpe.encode", points=2)
@@ -252,9 +314,13 @@ def test_encode_matches_the_library(student):
     encode = student.piece("bpe", "encode")
     merges = REF.train_bpe(TEXT, 120)
     library = train_tokenizer([TEXT], n_merges=120)
-    cases = [Case(f"encode({text[:30]!r}, merges)", lambda text=text: list(encode(text, merges)), library.encode(text),
-                  {name: _encode_with(text, merges, **slip) for name, slip in ENCODE_MISTAKES.items()})
-             for text in (TEXT, TEXT[len(TEXT) // 2:], "Tom found a red ball.", "unseen wörds ☕ and 99", "")]
+
+    def case(text):
+        want = library.encode(text)
+        mistakes = {name: _encode_with(text, merges, **slip) for name, slip in ENCODE_MISTAKES.items()}
+        return Case(f"encode({text[:30]!r}, merges)", lambda: list(encode(text, merges)), want,
+                    {name: wrong for name, wrong in mistakes.items() if wrong != want})
+    cases = [case(text) for text in (TEXT, TEXT[len(TEXT) // 2:], "Tom found a red ball.", "unseen wörds ☕ and 99", "")]
     expect_cases(*cases, exact=True, hint="within each word, keep applying the merge of lowest rank among its pairs")
 
 
@@ -266,6 +332,14 @@ def _token_bytes(i, merges) -> bytes:
     return _token_bytes(a, merges) + _token_bytes(b, merges)
 
 
+def _decoded_swapped(ids, merges) -> str:
+    """decode with each merge's two parts joined the wrong way round (table[b] + table[a])."""
+    table = [bytes([b]) for b in range(256)]
+    for a, b in merges:
+        table.append(table[b] + table[a])
+    return b"".join(table[i] for i in ids).decode("utf-8", errors="replace")
+
+
 @graded("bpe.decode", points=2)
 def test_decode_inverts_encode(student):
     decode = student.piece("bpe", "decode")
@@ -274,12 +348,16 @@ def test_decode_inverts_encode(student):
     def case(text):
         ids = REF.encode(text, merges)
         raw = b"".join(_token_bytes(i, merges) for i in ids)
-        return Case(f"decode(encode({text[:30]!r}))", lambda: decode(ids, merges), text, {
+        mistakes = {
             "decoded per token (each token on its own): a character whose bytes lie in two tokens breaks; join "
             "every token's bytes first, then decode once": "".join(_token_bytes(i, merges).decode("utf-8", errors="replace")
                                                              for i in ids),
-            "read as Latin-1, not UTF-8: ż, ö and ☕ are several bytes each": raw.decode("latin-1")})
-    expect_cases(case(TEXT), case("unseen wörds ☕"), case(""), exact=True,
+            "read as Latin-1, not UTF-8: ż, ö and ☕ are several bytes each": raw.decode("latin-1"),
+            "a merge's two parts joined the wrong way round (table[b] + table[a]): merge (a, b) makes the bytes "
+            "of a followed by those of b, table[a] + table[b]": _decoded_swapped(ids, merges)}
+        return Case(f"decode(encode({text[:30]!r}))", lambda: decode(ids, merges), text,
+                    {name: wrong for name, wrong in mistakes.items() if wrong != text})
+    expect_cases(case(TEXT), case("unseen wörds ☕"), case("Tom found a red ball."), case(""), exact=True,
                  hint="the bytes of every token joined, then read once as UTF-8 (errors='replace')")
     expect_equal(decode([0xE2, 0x98], merges), "\ufffd", "decode of a cut UTF-8 character",
                  hint='bytes(...).decode("utf-8", errors="replace")')

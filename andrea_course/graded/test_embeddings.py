@@ -25,6 +25,23 @@ def _table_and_ids(seed=0):
 LOOKUP_HINT = "each id picks its own row of the table, and the output keeps the layout of the ids: (B, T) -> (B, T, D)"
 
 
+COLUMNS = ("the table's columns indexed (table[:, ids]): each id names a row, the vector of that token; "
+           "index the rows, table[ids]")
+SWAPPED_EMBEDDING = ("F.embedding's arguments swapped: it takes the ids first, then the table, F.embedding(ids, table) "
+                     "(or simply table[ids])")
+
+
+def _raising_lookups(table, ids):
+    """{typical mistake: a function that raises its error} of embed_lookup on these inputs."""
+    return {COLUMNS: lambda: table[:, ids], SWAPPED_EMBEDDING: lambda: F.embedding(table, ids)}
+
+
+def _expect_runs_on(first: Case, second: Case, raising, raising2, hint=""):
+    """The learner's code on the first case must not raise a typical mistake's error ({description: a
+    function raising it} here and, confirming it, raising2 on the second case)."""
+    expect_runs(first.got, first.what, mistakes=raising, second=Second(second.got, None, raising2), hint=hint)
+
+
 def _lookup_case(lookup, table, ids):
     what = f"embed_lookup(table ({V}, {D}) {str(table.dtype)[6:]}, ids of shape {tuple(ids.shape)})"
     return Case(what, lambda: lookup(table, ids), F.embedding(ids, table),
@@ -35,25 +52,47 @@ def _lookup_case(lookup, table, ids):
 def test_embed_lookup_reads_one_row_per_id(student):
     lookup = student.piece("embeddings", "embed_lookup")
     table, ids = _table_and_ids()
-    expect_cases(_lookup_case(lookup, table, ids),
-                 _lookup_case(lookup, _table(9, torch.float32), torch.tensor([[4, 10, 0], [2, 2, 9]])),
-                 hint=LOOKUP_HINT)
+    table2, ids2 = _table(9, torch.float32), torch.tensor([[4, 10, 0], [2, 2, 9]])
+    cases = _lookup_case(lookup, table, ids), _lookup_case(lookup, table2, ids2)
+    _expect_runs_on(*cases, _raising_lookups(table, ids), _raising_lookups(table2, ids2), hint=LOOKUP_HINT)
+    expect_cases(*cases, hint=LOOKUP_HINT)
 
 
 @graded("embeddings.embed_lookup", points=1)
 def test_embed_lookup_of_one_sequence(student):
     """ids of one sequence, shape (T,), as notebook 01 looks up a sentence: (T, D) back."""
     lookup = student.piece("embeddings", "embed_lookup")
-    expect_cases(_lookup_case(lookup, _table(3, torch.float32), torch.tensor([0, 3, 3, 10, 7, 1])),
-                 _lookup_case(lookup, _table(4), torch.tensor([9, 0, 10])),
-                 hint="ids of any shape: indexing the table with the ids keeps their shape and adds D, (T,) -> (T, D)")
+    hint = "ids of any shape: indexing the table with the ids keeps their shape and adds D, (T,) -> (T, D)"
+    (table, ids), (table2, ids2) = (_table(3, torch.float32), torch.tensor([0, 3, 3, 10, 7, 1])), \
+        (_table(4), torch.tensor([9, 0, 10]))
+    cases = _lookup_case(lookup, table, ids), _lookup_case(lookup, table2, ids2)
+    _expect_runs_on(*cases, _raising_lookups(table, ids), _raising_lookups(table2, ids2), hint=hint)
+    expect_cases(*cases, hint=hint)
+
+
+ONEHOT_TRANSPOSED = ("the one-hot vectors times the transposed table (@ table.T): a (B, T, V) one-hot times the "
+                     "(V, D) table as it is gives (B, T, D)")
+ONEHOT_LONG = ("the one-hot vectors kept as integers: F.one_hot gives int64, and a matmul of long by float raises; "
+               "convert them first, .to(table.dtype)")
+
+
+def _raising_onehots(table, ids):
+    """{typical mistake: a function that raises its error} of embed_onehot on these inputs."""
+    one_hot = F.one_hot(ids, num_classes=table.shape[0])
+    return {ONEHOT_TRANSPOSED: lambda: one_hot.to(table.dtype) @ table.T, ONEHOT_LONG: lambda: one_hot @ table}
 
 
 @graded("embeddings.embed_onehot", points=1)
 def test_embed_onehot_equals_the_lookup(student):
     onehot = student.piece("embeddings", "embed_onehot")
-    for table, ids in (_table_and_ids(1), (_table(2, torch.float32), torch.randint(0, V, (4, 7),
-                                                                                   generator=torch.Generator().manual_seed(2)))):
+    inputs = (_table_and_ids(1), (_table(2, torch.float32), torch.randint(0, V, (4, 7),
+                                                                          generator=torch.Generator().manual_seed(2))))
+    (table, ids), (table2, ids2) = inputs
+    expect_runs(lambda: onehot(table, ids), f"embed_onehot(table ({V}, {D}) float64, ids of shape {tuple(ids.shape)})",
+                mistakes=_raising_onehots(table, ids),
+                second=Second(lambda: onehot(table2, ids2), None, _raising_onehots(table2, ids2)),
+                hint="one-hot vectors as long as the vocabulary, (B, T, V) in the table's dtype, times the table")
+    for table, ids in inputs:
         what = f"embed_onehot(table ({V}, {D}) {str(table.dtype)[6:]}, ids of shape {tuple(ids.shape)})"
         got = onehot(table, ids)
         expect_close(got, F.embedding(ids, table), what,
@@ -74,23 +113,42 @@ def test_embed_onehot_when_the_last_ids_are_absent(student):
     ids, ids2 = torch.tensor([[0, 2, 4], [4, 1, 1]]), torch.tensor([[6, 0], [3, 3]])   # max ids 4 and 6 < V - 1 = 10
     short = lambda t, i: lambda: F.one_hot(i).to(t.dtype) @ t
     what = "embed_onehot(table, ids with max id 4, V = 11)"
-    got = expect_runs(lambda: onehot(table, ids), what, mistakes={NO_NUM_CLASSES: short(table, ids)},
-                      second=Second(lambda: onehot(table2, ids2), None, {NO_NUM_CLASSES: short(table2, ids2)}),
+    got = expect_runs(lambda: onehot(table, ids), what,
+                      mistakes={NO_NUM_CLASSES: short(table, ids), **_raising_onehots(table, ids)},
+                      second=Second(lambda: onehot(table2, ids2), None,
+                                    {NO_NUM_CLASSES: short(table2, ids2), **_raising_onehots(table2, ids2)}),
                       hint="the one-hot vectors must be V = table.shape[0] wide whatever the ids")
     expect_close(got, F.embedding(ids, table), what,
                  hint="the one-hot vectors are as long as the vocabulary, whichever ids this batch happens to hold")
 
 
-def _positions_case(add_positions, start, seed=2, T=4, dtype=torch.float64):
+BATCH_AXIS = ("T taken from the batch axis (tok.shape[0]): tok is (B, T, D), so the number of positions "
+              "is tok.shape[1]")
+
+
+def _positions_inputs(seed, T, dtype):
     g = torch.Generator().manual_seed(seed)
     tok = torch.randn(2, T, D, dtype=torch.float64, generator=g).to(dtype)    # (B, T, D)
     pos = torch.randn(10, D, dtype=torch.float64, generator=g).to(dtype)      # (T_max, D)
+    return tok, pos
+
+
+def _raising_positions(start, seed=2, T=4, dtype=torch.float64):
+    """{typical mistake: a function that raises its error} of add_positions on _positions_case's inputs."""
+    tok, pos = _positions_inputs(seed, T, dtype)
+    return {BATCH_AXIS: lambda: tok + pos[start:start + tok.shape[0]]}
+
+
+def _positions_case(add_positions, start, seed=2, T=4, dtype=torch.float64):
+    tok, pos = _positions_inputs(seed, T, dtype)
     mistakes = {
         "positions not added: return tok + position_table[start:start + T]": tok,
         "position_table indexed in reverse: position t reads row start + t, not the end of the slice":
             tok + pos[start:start + T].flip(0),
         "positions off by one: the first token sits at position `start`, so read rows start .. start + T - 1":
             tok + pos[start + 1:start + T + 1],
+        "only the row of position `start` added to every token (position_table[start]): token t needs row "
+        "start + t, so slice position_table[start:start + T]": tok + pos[start],
     }
     if start:
         mistakes["`start` ignored: with cached tokens the first new token sits at position start, "
@@ -104,25 +162,47 @@ def _positions_case(add_positions, start, seed=2, T=4, dtype=torch.float64):
 @graded("embeddings.add_positions", points=1)
 def test_add_positions_from_zero(student):
     add_positions = student.piece("embeddings", "add_positions")
-    expect_cases(_positions_case(add_positions, 0), _positions_case(add_positions, 0, seed=12, T=3),
-                 _positions_case(add_positions, 0, seed=15, T=5, dtype=torch.float32))
+    cases = (_positions_case(add_positions, 0), _positions_case(add_positions, 0, seed=12, T=3),
+             _positions_case(add_positions, 0, seed=15, T=5, dtype=torch.float32))
+    _expect_runs_on(cases[0], cases[1], _raising_positions(0), _raising_positions(0, seed=12, T=3))
+    expect_cases(*cases)
 
 
 @graded("embeddings.add_positions", points=2)
 def test_add_positions_after_cached_tokens(student):
     add_positions = student.piece("embeddings", "add_positions")
-    expect_cases(_positions_case(add_positions, 3), _positions_case(add_positions, 2, seed=13, T=5),
-                 _positions_case(add_positions, 4, seed=14, T=2, dtype=torch.float32))       # float32, as the model
+    cases = (_positions_case(add_positions, 3), _positions_case(add_positions, 2, seed=13, T=5),
+             _positions_case(add_positions, 4, seed=14, T=2, dtype=torch.float32))       # float32, as the model
+    _expect_runs_on(cases[0], cases[1], _raising_positions(3), _raising_positions(2, seed=13, T=5))
+    expect_cases(*cases)
+
+
+FIRST_AXIS = ("summed over the first axis (dim=0) instead of the last: the D numbers of each vector lie along the "
+              "last axis, so reduce over dim=-1")
+SUM_ALL = ("the dot product summed over every axis (.sum() with no dim), one number for the whole batch: each pair "
+           "needs its own, summed over the last axis, .sum(dim=-1)")
+SUM_ALL_NORMS = ("the dot product and the norms taken over the whole tensor (no dim), one number in all: each pair "
+                 "needs its own cosine, every reduction over the last axis (dim=-1)")
+U_ONLY = "divided by ||u|| only: the cosine divides the dot product by both lengths, ||u||·||v||"
+
+
+def _raising_cosines(u, v):
+    """{typical mistake: a function that raises its error} of cosine_similarity on these inputs."""
+    return {FIRST_AXIS: lambda: (u * v).sum(0) / (u.norm(dim=-1) * v.norm(dim=-1))}
 
 
 def _cosine_case(cosine, u, v):
     dot = (u * v).sum(-1)
     mistakes = {"raw dot product: divide by ||u||·||v||": dot,
                 "divided by ||u||·||v|| squared: use the norms, not their squares":
-                    dot / ((u * u).sum(-1) * (v * v).sum(-1))}
+                    dot / ((u * u).sum(-1) * (v * v).sum(-1)),
+                U_ONLY: dot / u.norm(dim=-1)}
     if u.dim() > 1 or v.dim() > 1:
         mistakes["norms over the whole tensor: each pair of vectors needs its own two norms, taken over "
                  "the last axis (dim=-1) like the dot product"] = dot / (u.norm() * v.norm())
+        mistakes[SUM_ALL] = (u * v).sum() / (u.norm(dim=-1) * v.norm(dim=-1))
+        mistakes[SUM_ALL_NORMS] = (u * v).sum() / (u.norm() * v.norm())
+        mistakes[FIRST_AXIS] = (u * v).sum(0) / (u.norm(dim=0) * v.norm(dim=0))
     what = f"cosine_similarity(u of shape {tuple(u.shape)}, v of shape {tuple(v.shape)}, {str(u.dtype)[6:]})"
     return Case(what, lambda: cosine(u, v), F.cosine_similarity(u, v, dim=-1), mistakes)
 
@@ -138,9 +218,11 @@ def test_cosine_similarity(student):
     rows, query = torch.randn(7, D, generator=g) * torch.linspace(0.5, 4, 7)[:, None], torch.randn(D, generator=g)
     a, b = torch.randn(D, generator=g) * 2, torch.randn(D, generator=g)
     pairs = torch.randn(2, 5, D, generator=g), torch.randn(2, 5, D, generator=g) * 4          # float32 (B, T, D)
-    expect_cases(_cosine_case(cosine, u, v), _cosine_case(cosine, rows, query), _cosine_case(cosine, a, b),
-                 _cosine_case(cosine, *pairs),
-                 hint="the dot product over the last axis divided by the two vectors' lengths, one number per pair")
+    hint = "the dot product over the last axis divided by the two vectors' lengths, one number per pair"
+    cases = (_cosine_case(cosine, u, v), _cosine_case(cosine, rows, query), _cosine_case(cosine, a, b),
+             _cosine_case(cosine, *pairs))
+    _expect_runs_on(cases[0], cases[1], _raising_cosines(u, v), _raising_cosines(rows, query), hint=hint)
+    expect_cases(*cases, hint=hint)
 
 
 NO_EPS = ("no guard against a zero vector: its length is 0, so u·v / (||u||·||v||) is 0/0 = NaN; divide by "
@@ -150,7 +232,12 @@ NO_EPS = ("no guard against a zero vector: its length is 0, so u·v / (||u||·||
 def _zero_case(cosine, u, v):
     what = f"cosine_similarity with a zero vector among {tuple(u.shape)} and {tuple(v.shape)}"
     raw = (u * v).sum(-1) / (u.norm(dim=-1) * v.norm(dim=-1))
-    return Case(what, lambda: cosine(u, v), F.cosine_similarity(u, v, dim=-1), {NO_EPS: raw})
+    eps = 1e-8                                          # the signature's
+    return Case(what, lambda: cosine(u, v), F.cosine_similarity(u, v, dim=-1),
+                {NO_EPS: raw, U_ONLY: (u * v).sum(-1) / u.norm(dim=-1).clamp_min(eps),
+                 SUM_ALL: (u * v).sum() / (u.norm(dim=-1) * v.norm(dim=-1)).clamp_min(eps),
+                 SUM_ALL_NORMS: (u * v).sum() / (u.norm() * v.norm()).clamp_min(eps),
+                 FIRST_AXIS: (u * v).sum(0) / (u.norm(dim=0) * v.norm(dim=0)).clamp_min(eps)})
 
 
 @graded("embeddings.cosine_similarity", points=1)
@@ -162,8 +249,10 @@ def test_cosine_similarity_of_a_zero_vector_is_zero(student):
     u[1] = 0.0
     rows, query = torch.randn(5, D, generator=g), torch.randn(D, generator=g)
     rows[0] = rows[3] = 0.0
-    expect_cases(_zero_case(cosine, u, v), _zero_case(cosine, rows, query),
-                 hint="keep the division away from a zero length: clamp the product of the norms to at least eps")
+    hint = "keep the division away from a zero length: clamp the product of the norms to at least eps"
+    cases = _zero_case(cosine, u, v), _zero_case(cosine, rows, query)
+    _expect_runs_on(*cases, _raising_cosines(u, v), _raising_cosines(rows, query), hint=hint)
+    expect_cases(*cases, hint=hint)
 
 
 # ----- nearest_tokens: the k rows most like a query -----
@@ -282,13 +371,31 @@ def _module_case(m, ref, ids, start):
                 tok[ids] + pos[start:start + T], mistakes)
 
 
+MODULE_HINT = "add_positions(embed_lookup(self.token_table, ids), self.position_table, start)"
+TABLES_SWAPPED = ("the two tables swapped: the ids are looked up in the token table, self.token_table, and the "
+                  "positions in self.position_table")
+
+
+def _raising_modules(ref, ids, start):
+    """{typical mistake: a function that raises its error} of Embeddings(ids, start): the ids looked up in the
+    position table (its T_max rows end before the vocabulary's V), with the engine's two steps, which the
+    learner's module calls when it is graded on its own."""
+    engine = pieces.module("embeddings")
+    tok, pos = ref.token_table.detach(), ref.position_table.detach()
+    return {TABLES_SWAPPED: lambda: engine.add_positions(engine.embed_lookup(pos, ids), tok, start)}
+
+
 @graded("embeddings.Embeddings", points=2)
 def test_embeddings_module_adds_token_and_position_vectors(student):
     ref, ids = _embeddings_case()
     m = student.piece("embeddings", "Embeddings")(CFG)
     m.double()
     load_weights(m, ref.state_dict(), "Embeddings(cfg)")
-    expect_cases(_module_case(m, ref, ids, 0), _module_case(m, ref, ids, 2), _module_case(m, ref, ids[:, :3], 1))
+    cases = _module_case(m, ref, ids, 0), _module_case(m, ref, ids, 2), _module_case(m, ref, ids[:, :3], 1)
+    with torch.no_grad():
+        _expect_runs_on(cases[0], cases[2], _raising_modules(ref, ids, 0), _raising_modules(ref, ids[:, :3], 1),
+                        hint=MODULE_HINT)
+    expect_cases(*cases)
 
 
 NO_EMBEDDING_DROPOUT = "no dropout: forward returns x without passing it through self.drop (an nn.Dropout of p)"
@@ -302,6 +409,15 @@ def test_embeddings_module_applies_its_dropout(student):
     ref, _ = _embeddings_case(seed=8)
     ids = torch.randint(0, CFG.vocab_size, (4, 8), generator=torch.Generator().manual_seed(9))   # 192 elements
     want = ref.token_table.detach()[ids] + ref.position_table.detach()[:8]                      # (B, T, D)
+    m = student.piece("embeddings", "Embeddings")(CFG, dropout=0.5)
+    m.double()
+    load_weights(m, ref.state_dict(), "Embeddings(cfg, dropout=0.5)")
+    m.eval()
+    with torch.no_grad():                               # first: the ids in the right table
+        expect_runs(lambda: m(ids), f"Embeddings(cfg, dropout=0.5) in eval mode (ids of shape {tuple(ids.shape)})",
+                    mistakes=_raising_modules(ref, ids, 0),
+                    second=Second(lambda: m(ids[2:, :6]), None, _raising_modules(ref, ids[2:, :6], 0)),
+                    hint=MODULE_HINT)
     for p in (0.5, 0.25):
         what = f"Embeddings(cfg, dropout={p}) in training mode (ids of shape {tuple(ids.shape)})"
         m = student.piece("embeddings", "Embeddings")(CFG, dropout=p)

@@ -14,8 +14,8 @@ X = torch.linspace(-6, 6, 241, dtype=torch.float64)          # where the GELU fo
 X2 = (torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(5)) * 2.5).float()    # (B, T, F) float32
 
 
-def _gelu_tanh(x, c=math.sqrt(2 / math.pi), a=0.044715, power=3, half=0.5):
-    return half * x * (1 + torch.tanh(c * (x + a * x ** power)))
+def _gelu_tanh(x, c=math.sqrt(2 / math.pi), a=0.044715, power=3, half=0.5, squash=torch.tanh):
+    return half * x * (1 + squash(c * (x + a * x ** power)))
 
 
 def _tanh_case(fn, x):
@@ -28,6 +28,8 @@ def _tanh_case(fn, x):
         "2/pi without the square root: use sqrt(2/pi)": _gelu_tanh(x, c=2 / math.pi),
         "x² instead of x³ inside the tanh": _gelu_tanh(x, power=2),
         "the factor 0.5 is missing": _gelu_tanh(x, half=1.0),
+        "sigmoid where tanh belongs: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) uses torch.tanh":
+            _gelu_tanh(x, squash=torch.sigmoid),
     })
 
 
@@ -43,6 +45,8 @@ def _erf_case(fn, x):
         "erf(x) instead of erf(x / sqrt(2)): Phi is the CDF of the standard normal": 0.5 * x * (1 + torch.erf(x)),
         "erf(x·sqrt(2)) instead of erf(x / sqrt(2))": 0.5 * x * (1 + torch.erf(x * math.sqrt(2))),
         "the factor 0.5 is missing": x * (1 + torch.erf(x / math.sqrt(2))),
+        "erf(x / 2) instead of erf(x / sqrt(2)): divide x by the square root of 2, not by 2":
+            0.5 * x * (1 + torch.erf(x / 2)),
     })
 
 
@@ -80,6 +84,10 @@ def _slope_mistakes(x):
             0.5 * (1 + torch.erf(x)) + x * bell / math.sqrt(2 * math.pi),
         "x·phi(x) subtracted: the product rule adds its two terms": cdf - x * bell / math.sqrt(2 * math.pi),
         "GELU itself, not its slope": F.gelu(x),
+        "the density written exp(-x²) instead of exp(-x²/2): phi(x) = exp(-x²/2) / sqrt(2·pi)":
+            cdf + x * torch.exp(-x ** 2) / math.sqrt(2 * math.pi),
+        "the density written exp(x²/2), its minus sign lost: phi(x) = exp(-x²/2) / sqrt(2·pi)":
+            cdf + x * torch.exp(0.5 * x ** 2) / math.sqrt(2 * math.pi),
     }
 
 

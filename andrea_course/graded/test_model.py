@@ -1,6 +1,9 @@
 """Graded tests, activity 7.3 · Twelve blocks make ANDREA-120M: assembling the model and
 counting its parameters."""
+import copy
+
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from andrea_course import ANDREA, ModelConfig
@@ -8,6 +11,7 @@ from andrea_course.grading import (Case, Mismatch, Second, expect_cases, expect_
                                    expect_true, graded, load_weights)
 from andrea_course import pieces
 from andrea_course.graded import expect_slot_called, parameter_shapes
+from andrea_course.model import check_inputs
 from andrea_course.params import count_parameters
 
 CFG = ModelConfig(vocab_size=19, context_length=8, d_model=16, n_layers=2, n_heads=4, d_ff=32)
@@ -34,6 +38,20 @@ def _student_model(student, ref, cfg):
     return m
 
 
+SHARED_BLOCK = ("one Block shared by all L layers ([block] * L, or [Block(cfg)] * L, repeats the same object, so "
+                "every layer has the same weights): build a new Block(cfg) for each layer, "
+                "nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))")
+
+
+def _shared_block_model(ref):
+    """The reference with its last block in all L places: what a learner's model whose L places hold
+    one Block object computes once the reference's weights are loaded (each blocks.i loads into that
+    one object, the last one last)."""
+    shared = copy.deepcopy(ref)
+    shared.blocks = nn.ModuleList([shared.blocks[-1]] * len(shared.blocks))
+    return shared
+
+
 def _logits_and_mistakes(ref, ids):
     """The right logits, step by step from the reference's parts, and those of typical mistakes."""
     cfg = ref.cfg
@@ -50,7 +68,8 @@ def _logits_and_mistakes(ref, ids):
         want = ln_f(x) @ head.T                                            # (B, T, V)
         mistakes = {"final norm (ln_f) forgotten: logits = head(ln_f(x))": x @ head.T,
                     "positions not added: self.embed(ids, start) adds them": ln_f(trunk(tok[ids])) @ head.T,
-                    "the blocks skipped: pass x through every block in self.blocks": ln_f(x0) @ head.T}
+                    "the blocks skipped: pass x through every block in self.blocks": ln_f(x0) @ head.T,
+                    SHARED_BLOCK: _shared_block_model(ref)(ids)}
         if not cfg.tie_embeddings:
             mistakes["the token table used as the output head although cfg.tie_embeddings is False: "
                      "use self.output_weight()"] = ln_f(x) @ tok.T
@@ -110,12 +129,14 @@ def test_andrea_with_targets_gives_logits_and_the_loss(student):
     m = _student_model(student, ref, CFG)
     g = torch.Generator().manual_seed(9)
     ids, targets = (torch.randint(0, CFG.vocab_size, (2, 6), generator=g) for _ in range(2))
+    ids2, targets2 = (torch.randint(0, CFG.vocab_size, (3, 4), generator=g) for _ in range(2))
     out = m(ids, targets)
     expect_true(isinstance(out, (tuple, list)) and len(out) == 2, "ANDREA(cfg)(ids, targets)",
                 f"returned {type(out).__name__}, not (logits, loss)",
                 "keep the given end of forward: with targets it returns the logits and self.cross_entropy(logits, targets)")
-    want, _ = _logits_and_mistakes(ref, ids)
-    expect_close(out[0], want, "ANDREA(cfg)(ids, targets)[0], the logits", hint=MODEL_HINT)
+    (want, mistakes), (want2, mistakes2) = _logits_and_mistakes(ref, ids), _logits_and_mistakes(ref, ids2)
+    expect_close(out[0], want, "ANDREA(cfg)(ids, targets)[0], the logits", mistakes=mistakes,
+                 second=Second(lambda: m(ids2, targets2)[0], want2, mistakes2), hint=MODEL_HINT)
     expect_close(out[1], F.cross_entropy(want.reshape(-1, CFG.vocab_size).float(), targets.reshape(-1)),
                  "ANDREA(cfg)(ids, targets)[1], the loss (in fp32, as training computes it)",
                  hint="the mean cross-entropy of the logits against the targets: the given self.cross_entropy")
@@ -130,6 +151,20 @@ def test_andrea_calls_its_cross_entropy_slot(student):
     expect_slot_called(student, "model", "ANDREA", "cross_entropy", "its loss", lambda: m(ids, (ids + 1) % CFG.vocab_size))
 
 
+def _head_called(ref, ids):
+    """{typical mistake: a function that makes it}: the tied reference's forward ending on self.head, which
+    is None there (raising what the learner's code raises)."""
+    def trunk():
+        x = ref.embed(ids, 0)
+        for block in ref.blocks:
+            x = block(x)
+        return ref.ln_f(x)
+    return {"self.head called although the embeddings are tied (self.head is None then): logits = "
+            "self.ln_f(x) @ self.output_weight().T, which is the token table when tied": lambda: ref.head(trunk()),
+            "self.head.weight used although the embeddings are tied (self.head is None then): use "
+            "self.output_weight(), which is the token table when tied": lambda: trunk() @ ref.head.weight.T}
+
+
 @graded("model.ANDREA", points=2)
 def test_andrea_with_tied_embeddings(student):
     cfg = CFG.replace(tie_embeddings=True)
@@ -139,9 +174,11 @@ def test_andrea_with_tied_embeddings(student):
     ref = _reference_model(cfg, seed=2)
     m = _student_model(student, ref, cfg)
     g = torch.Generator().manual_seed(3)
-    expect_cases(_logits_case(m, ref, torch.randint(0, cfg.vocab_size, (2, 5), generator=g), "ANDREA(tied cfg)"),
-                 _logits_case(m, ref, torch.randint(0, cfg.vocab_size, (1, 7), generator=g), "ANDREA(tied cfg)"),
-                 hint=MODEL_HINT)
+    ids, ids2 = (torch.randint(0, cfg.vocab_size, shape, generator=g) for shape in ((2, 5), (1, 7)))
+    first, second = _logits_case(m, ref, ids, "ANDREA(tied cfg)"), _logits_case(m, ref, ids2, "ANDREA(tied cfg)")
+    expect_runs(first.got, first.what, mistakes=_head_called(ref, ids), hint=MODEL_HINT,
+                second=Second(second.got, None, _head_called(ref, ids2)))
+    expect_cases(first, second, hint=MODEL_HINT)
 
 
 CACHES_NOT_PASSED = "the caches not passed on: block i gets caches[i], and the new tokens attend to the cached ones"
@@ -159,13 +196,37 @@ def _cache_case(m, ref, ids, first):
         for block, cache in zip(ref.blocks, restart):
             x = block(x, cache)
         restarted = ref.ln_f(x) @ ref.output_weight().T
+        shared = _shared_block_model(ref)(ids)[:, first:]                 # one Block object in all L places
 
     def got():
         caches = m.new_caches(B_)
         m(ids[:, :first], caches=caches)
         return m(ids[:, first:], caches=caches)
     return Case(f"ANDREA(cfg) fed {first} tokens, then {ids.shape[1] - first}, through its KV caches", got, want,
-                {CACHES_NOT_PASSED: no_cache, RESTART: restarted})
+                {CACHES_NOT_PASSED: no_cache, RESTART: restarted, SHARED_BLOCK: shared})
+
+
+ONE_CACHE = ("every block given cache 0 (caches[0]): all L blocks then append their keys and values to one "
+             "cache, which fills L times as fast and mixes the layers; hand block i its own cache, caches[i]")
+
+
+def _one_cache(ref, ids, first):
+    """{ONE_CACHE: a function that makes that mistake}: the reference's parts fed as the model is, every
+    block with caches[0] (raising what the learner's code raises)."""
+    def forward(chunk, caches):
+        start = caches[0].pos
+        check_inputs(chunk, None, ref.cfg, start)
+        x = ref.embed(chunk, start)
+        for block in ref.blocks:
+            x = block(x, caches[0])
+        return ref.ln_f(x) @ ref.output_weight().T
+
+    def run():
+        with torch.no_grad():
+            caches = ref.new_caches(ids.shape[0])
+            forward(ids[:, :first], caches)
+            return forward(ids[:, first:], caches)
+    return {ONE_CACHE: run}
 
 
 @graded("model.ANDREA", points=2)
@@ -176,9 +237,13 @@ def test_andrea_with_a_kv_cache(student):
     ref = _generation_model(seed=6)
     g = torch.Generator().manual_seed(7)
     m = _student_model(student, ref, CFG)
-    expect_cases(_cache_case(m, ref, torch.randint(0, CFG.vocab_size, (2, 6), generator=g), 3),
-                 _cache_case(m, ref, torch.randint(0, CFG.vocab_size, (1, 7), generator=g), 5),
-                 hint="hand block i its cache, caches[i], and start the new tokens' positions at caches[0].pos")
+    hint = "hand block i its cache, caches[i], and start the new tokens' positions at caches[0].pos"
+    (ids, first), (ids2, first2) = ((torch.randint(0, CFG.vocab_size, (2, 6), generator=g), 3),
+                                    (torch.randint(0, CFG.vocab_size, (1, 7), generator=g), 5))
+    case, case2 = _cache_case(m, ref, ids, first), _cache_case(m, ref, ids2, first2)
+    expect_runs(case.got, case.what, mistakes=_one_cache(ref, ids, first), hint=hint,
+                second=Second(case2.got, None, _one_cache(ref, ids2, first2)))
+    expect_cases(case, case2, hint=hint)
 
 
 def _generation_model(seed=4):
@@ -225,8 +290,31 @@ def _count_mistakes(cfg) -> dict:
         out["position_table"] = {rope: T * D}
         total[rope] = want["total"] + T * D
     total["the final norm forgotten: one norm after the last block (2·L + 1 in all)"] = want["total"] - want["final_norm"]
+    qkv = ("the qkv projection's bias not counted: with cfg.bias it has (H + 2G)·K biases, one per output, "
+           "besides its D·(H + 2G)·K weights")
+    one = ("one norm per block counted: a pre-norm block has two, ln1 before attention and ln2 before the MLP, "
+           "so norms = 2 · one norm")
+    norm = want["final_norm"]
+    # where the qkv biases are as many as one norm's parameters, the two mistakes give the same block and
+    # total: only the attention (the qkv bias) and the norms (one norm) tell them apart
+    clash = b and (H + 2 * G) * K == norm
+    out["blocks"] = {}
+    if b:
+        out["attention"][qkv] = want["attention"] - (H + 2 * G) * K
+        if not clash:
+            out["block"][qkv] = want["block"] - (H + 2 * G) * K
+            out["blocks"][qkv] = want["blocks"] - L * (H + 2 * G) * K
+            total[qkv] = want["total"] - L * (H + 2 * G) * K
+    if not has_beta:                              # with a LayerNorm's beta, one norm (2·D) is named above
+        out["norms"][one] = norm
+    if not clash:
+        out["block"][one] = want["block"] - norm
+        out["blocks"][one] = want["blocks"] - L * norm
+        total[one] = want["total"] - L * norm
     if has_beta:
-        out["norms"]["a LayerNorm counted with gamma only: it has gamma and beta, 2·D"] = D * 2
+        # one LayerNorm counted (2·D), or two counted with gamma only (2 · D), give the same 2·D here
+        out["norms"]["the norms counted as 2·D, half their size: a block has two LayerNorms, ln1 and ln2, each "
+                     "with gamma and beta (2·D each)"] = D * 2
         total["LayerNorms counted with gamma only: each has gamma and beta, 2·D"] = want["total"] - (2 * L + 1) * D
     if not has_beta:
         beta = ("an RMSNorm counted like a LayerNorm, with a beta: it has only gamma, D" if cfg.norm == "rmsnorm" else
@@ -341,18 +429,33 @@ def _draws(fn, logits, temperature, top_k, seed):
     return fn(logits, temperature, top_k, torch.Generator().manual_seed(seed))
 
 
-def _sample(logits, seed, *, scale, keep=None, fill=NEG_INF, from_logits=False, exactly_k=False):
-    """What torch.multinomial draws (generator seeded `seed`) from logits * scale with only the `keep`
-    largest kept (the others set to `fill`; exactly_k: ties at the k-th broken, k kept), softmaxed
-    unless from_logits. The switches are the typical mistakes."""
-    z = logits * scale
+def _sample(logits, seed, *, scale=None, temperature=None, keep=None, fill=NEG_INF, from_logits=False,
+            exactly_k=False, dim=-1):
+    """What torch.multinomial draws (generator seeded `seed`) from logits * scale (or logits / temperature)
+    with only the `keep` largest kept (the others set to `fill`; exactly_k: ties at the k-th broken, k
+    kept), softmaxed over `dim` unless from_logits. The switches are the typical mistakes."""
+    z = logits * scale if temperature is None else logits / temperature
     if keep is not None and exactly_k:
         kept = torch.zeros_like(z, dtype=torch.bool).scatter(-1, z.topk(keep, dim=-1).indices, True)
         z = z.masked_fill(~kept, fill)
     elif keep is not None:
         z = z.masked_fill(z < z.topk(keep, dim=-1).values[:, -1:], fill)
-    p = z if from_logits else torch.softmax(z, dim=-1)
+    p = z if from_logits else torch.softmax(z, dim=dim)
     return torch.multinomial(p, num_samples=1, generator=torch.Generator().manual_seed(seed))
+
+
+NO_GENERATOR = ("the generator ignored: torch.multinomial(probs, 1) draws from PyTorch's global generator; pass "
+                "generator=generator so that equal seeds give equal draws")
+SOFTMAX_DIM_0 = ("the softmax taken over the batch axis (dim=0): each row's probabilities come from its own "
+                 "logits, torch.softmax(logits, dim=-1), over the vocabulary")
+
+
+def _or_none(draw):
+    """What draw() gives, or None where it raises (a mistake that raises here names nothing by value)."""
+    try:
+        return draw()
+    except RuntimeError:
+        return None
 
 
 def _sampling_mistakes(logits, temperature, top_k, seed):
@@ -362,7 +465,8 @@ def _sampling_mistakes(logits, temperature, top_k, seed):
                _sample(logits, seed, scale=t, keep=k),
            "temperature ignored: divide the logits by it": _sample(logits, seed, scale=1.0, keep=k),
            "always the most likely token: argmax is for temperature 0 only; otherwise draw with torch.multinomial":
-               logits.argmax(dim=-1, keepdim=True)}
+               logits.argmax(dim=-1, keepdim=True),
+           SOFTMAX_DIM_0: _or_none(lambda: _sample(logits, seed, temperature=t, keep=k, dim=0))}
     if k is None:
         out["sampled from the logits, not from probabilities: softmax first, then torch.multinomial"] = \
             _sample(logits, seed, scale=1 / t, from_logits=True)
@@ -387,7 +491,12 @@ def _greedy_case(fn, logits):
     return Case(f"sample_next(logits of shape {tuple(logits.shape)}, temperature=0)",
                 lambda: _draws(fn, logits, 0.0, None, seed=0), logits.argmax(dim=-1, keepdim=True),
                 {"shape (B,) instead of (B, 1): argmax(dim=-1, keepdim=True)": logits.argmax(dim=-1),
-                 "argmax over the whole batch: take it over the vocabulary, dim=-1": logits.argmax()}), divided
+                 "argmax over the whole batch: logits.argmax() with no dim is one index into the whole flattened "
+                 "(B, V) tensor; take it over the vocabulary, argmax(dim=-1, keepdim=True)": logits.argmax(),
+                 "argmax(keepdim=True) without dim: one index into the whole flattened (B, V) tensor, shape (1, 1); "
+                 "take it over the vocabulary, argmax(dim=-1, keepdim=True)": logits.argmax(keepdim=True),
+                 "argmax over the flattened logits: one index into all B·V entries, shape (1,); take it over the "
+                 "vocabulary, argmax(dim=-1, keepdim=True)": logits.flatten().argmax(dim=-1, keepdim=True)}), divided
 
 
 @graded("model.sample_next", points=1)
@@ -411,7 +520,7 @@ def _engine_case(fn, logits, temperature, top_k, seed, extra=None):
     want = _draws(engine, logits, temperature, top_k, seed=seed)
     mistakes = {**_sampling_mistakes(logits, temperature, top_k, seed=seed), **(extra or {})}
     # a mistake that draws the very same tokens here is no mistake on this input
-    mistakes = {name: wrong for name, wrong in mistakes.items() if not torch.equal(wrong, want)}
+    mistakes = {name: wrong for name, wrong in mistakes.items() if wrong is not None and not torch.equal(wrong, want)}
     return Case(what, lambda: _draws(fn, logits, temperature, top_k, seed=seed), want, mistakes)
 
 
@@ -421,9 +530,41 @@ def test_sample_next_draws_what_the_engine_draws(student):
     fn = student.piece("model", "sample_next")
     logits, logits2 = _positive_logits(64, 12, seed=41), _positive_logits(96, 9, seed=43)     # (B, V)
     for temperature, top_k, temperature2 in ((0.7, None, 0.35), (1.5, 4, 3.0)):
-        expect_cases(_engine_case(fn, logits, temperature, top_k, 5),
-                     _engine_case(fn, logits2, temperature2, top_k, 6),
-                     exact=True, hint=SAMPLE_HINT)
+        _unless_the_generator_is_ignored(lambda: expect_cases(_engine_case(fn, logits, temperature, top_k, 5),
+                                                              _engine_case(fn, logits2, temperature2, top_k, 6),
+                                                              exact=True, hint=SAMPLE_HINT),
+                                         fn, logits, temperature, top_k, 5)
+
+
+def _raising_draws(row, B, t, k, seed):
+    """{typical mistake: a function that makes it} for mistakes that raise on `row` repeated B times:
+    with every row alike, a softmax over the batch axis gives NaN in each column that top-k hides."""
+    logits = torch.tensor(row).repeat(B, 1)
+    return {SOFTMAX_DIM_0: lambda: _sample(logits, seed, temperature=t, keep=k, dim=0)}
+
+
+def _unless_the_generator_is_ignored(check, fn, logits, temperature, top_k, seed):
+    """check(); when it fails naming no mistake, and sample_next leaves the generator it is given as it
+    was (no draw came from it: the draws cannot be reproduced, whatever the seed), that is said
+    instead. A learner's code runs in its own process, so its draws from PyTorch's global generator
+    cannot be computed here; what it did to the given generator comes back with its answer."""
+    try:
+        check()
+    except Mismatch as failed:
+        if failed.mistake:
+            raise
+        g = torch.Generator().manual_seed(seed)
+        before = g.get_state().clone()
+        try:
+            fn(logits, temperature, top_k, g)
+        except Exception:                          # noqa: BLE001 - the failure above says what went wrong
+            raise failed from None
+        if torch.equal(g.get_state(), before):
+            raise Mismatch(failed.what, f"{failed.problem}; the generator passed in is as it was given: no draw "
+                                        f"came from it", SAMPLE_HINT, mistake=NO_GENERATOR,
+                           differences=failed.differences, shape_found=failed.shape_found,
+                           shape_expected=failed.shape_expected) from None
+        raise
 
 
 def _ties_case(fn, row, k, seed):
@@ -438,8 +579,12 @@ def test_sample_next_keeps_ties_at_the_kth_logit(student):
     """top_k=2 on logits 3, 2, 2, 1, 0: the k-th largest is 2 and both 2s stay (nanoGPT's and
     Hugging Face's rule: hide only the logits below the k-th largest)."""
     fn = student.piece("model", "sample_next")
-    expect_cases(_ties_case(fn, [3.0, 2.0, 2.0, 1.0, 0.0], 2, 6), _ties_case(fn, [1.0, 3.0, 0.5, 1.0, 2.0], 3, 7),
-                 exact=True, hint=SAMPLE_HINT)
+    first, second = _ties_case(fn, [3.0, 2.0, 2.0, 1.0, 0.0], 2, 6), _ties_case(fn, [1.0, 3.0, 0.5, 1.0, 2.0], 3, 7)
+    expect_runs(first.got, first.what, mistakes=_raising_draws([3.0, 2.0, 2.0, 1.0, 0.0], 64, 1.0, 2, 6),
+                second=Second(second.got, None, _raising_draws([1.0, 3.0, 0.5, 1.0, 2.0], 64, 1.0, 3, 7)),
+                hint=SAMPLE_HINT)
+    _unless_the_generator_is_ignored(lambda: expect_cases(first, second, exact=True, hint=SAMPLE_HINT),
+                                     fn, torch.tensor([3.0, 2.0, 2.0, 1.0, 0.0]).repeat(64, 1), 1.0, 2, 6)
 
 
 TOP_K_ABOVE_V = ("top_k larger than the vocabulary: torch.topk(logits, k) raises when k exceeds V; keep "
@@ -458,8 +603,12 @@ def test_sample_next_with_top_k_larger_than_the_vocabulary(student):
                       mistakes={TOP_K_ABOVE_V: lambda: torch.topk(logits, 50, dim=-1)},
                       second=Second(draw(fn, logits2, 9), None, {TOP_K_ABOVE_V: lambda: torch.topk(logits2, 9, dim=-1)}),
                       hint="top_k at or above V keeps every token")
-    expect_equal(got, draw(engine, logits, None)(), "the tokens drawn by sample_next(logits with V = 12, "
-                 "temperature=0.9, top_k=50, generator seeded 8)", SAMPLE_HINT)
+    wrong = lambda lg: {SOFTMAX_DIM_0: _sample(lg, 8, temperature=0.9, dim=0)}
+    what = "the tokens drawn by sample_next(logits with V = 12, temperature=0.9, top_k=50, generator seeded 8)"
+    _unless_the_generator_is_ignored(
+        lambda: expect_equal(got, draw(engine, logits, None)(), what, SAMPLE_HINT, mistakes=wrong(logits),
+                             second=Second(draw(fn, logits2, 9), draw(engine, logits2, None)(), wrong(logits2))),
+        fn, logits, 0.9, 50, 8)
 
 
 def _frequencies_case(fn, row, t, k, seed, N=4000):
@@ -484,8 +633,11 @@ def test_sample_next_follows_the_tempered_distribution(student):
     """4,000 draws of one row: each token's frequency is its probability under softmax(logits / T)
     with the top k kept, and a token outside the top k is never drawn."""
     fn = student.piece("model", "sample_next")
-    expect_cases(_frequencies_case(fn, [1.0, 0.5, 0.25, 0.0, -0.5], 0.5, 3, 7),
-                 _frequencies_case(fn, [0.0, 1.5, -1.0, 0.7, 0.2, 1.0], 0.6, 4, 9), atol=0.03, rtol=0, hint=SAMPLE_HINT)
+    rows = ([1.0, 0.5, 0.25, 0.0, -0.5], 0.5, 3, 7), ([0.0, 1.5, -1.0, 0.7, 0.2, 1.0], 0.6, 4, 9)
+    first, second = (_frequencies_case(fn, *row) for row in rows)
+    expect_runs(first.got, first.what, mistakes=_raising_draws(rows[0][0], 4000, *rows[0][1:]), hint=SAMPLE_HINT,
+                second=Second(second.got, None, _raising_draws(rows[1][0], 4000, *rows[1][1:])))
+    expect_cases(first, second, atol=0.03, rtol=0, hint=SAMPLE_HINT)
 
 
 # ----- generation: the KV cache -----
@@ -498,6 +650,17 @@ def _randn(*shape, seed=0):
     return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
 
 
+def _fed(steps, seed, dtype=torch.float64):
+    """The (k, v) pairs a cache is fed, (B=2, G=2, T, K=3) each for T in steps."""
+    out = []
+    for step, T_ in enumerate(steps, 1):
+        k, v = _kv(2, 2, T_, 3, seed=seed + step)
+        if dtype != torch.float64:
+            k, v = (t.to(dtype).transpose(1, 2).contiguous().transpose(1, 2) for t in (k, v))
+        out.append((k, v))
+    return out
+
+
 def _cache_run(student, steps, seed, dtype=torch.float64):
     """Feed KVCache(B=2, G=2, max_len=sum(steps), K=3) chunks of `steps` positions: per update, (what
     it was fed, what came back, pos after it); an error ends the run (the second input of a
@@ -506,10 +669,7 @@ def _cache_run(student, steps, seed, dtype=torch.float64):
     B_, G, K, S = 2, 2, 3, sum(steps)
     cache = student.piece("model", "KVCache")(B_, G, S, K, dtype, torch.device("cpu"))
     out = []
-    for step, T_ in enumerate(steps, 1):
-        k, v = _kv(B_, G, T_, K, seed=seed + step)
-        if dtype != torch.float64:
-            k, v = (t.to(dtype).transpose(1, 2).contiguous().transpose(1, 2) for t in (k, v))
+    for k, v in _fed(steps, seed, dtype):
         try:
             got = cache.update(k, v)
             if isinstance(got, tuple):              # views of the cache's buffers: the next update changes them
@@ -522,8 +682,12 @@ def _cache_run(student, steps, seed, dtype=torch.float64):
     return out
 
 
-def _cache_expectations(run):
-    """Per update: (keys so far, values so far, pos, {mistake: keys it returns})."""
+WHOLE_BUFFER = ("the whole buffer returned, its unwritten zeros included: return only the positions written so "
+                "far, self.k[:, :, :self.pos] and self.v[:, :, :self.pos]")
+
+
+def _cache_expectations(run, S):
+    """Per update: (keys so far, values so far, pos, {mistake: keys it returns}); S: the cache's max_len."""
     ks, vs, pos, out = [], [], 0, []
     for k, v, _, _ in run:
         ks.append(k)
@@ -534,6 +698,8 @@ def _cache_expectations(run):
         mistakes = {"only the new keys returned: return every key cached so far, old and new": k if len(ks) > 1 else None,
                     "every update written from position 0, over the cached ones: write at self.pos":
                         torch.cat([k, torch.zeros_like(want_k[:, :, T_:])], dim=2) if len(ks) > 1 else None,
+                    WHOLE_BUFFER: torch.cat([want_k, want_k.new_zeros(*want_k.shape[:2], S - pos, want_k.shape[3])],
+                                            dim=2) if pos < S else None,
                     **{f"concatenated along axis {d}, not the position axis (2) of (B, G, T, K)":
                        torch.cat(ks, dim=d) for d in (0, 1, 3) if len(ks) > 1 and all(
                            x.shape[2] == k.shape[2] for x in ks)}}
@@ -542,6 +708,26 @@ def _cache_expectations(run):
 
 
 NOT_ADVANCED = "pos not advanced: after writing T positions, self.pos += T"
+BY_ONE = ("pos moved on by 1 instead of T: an update can bring several positions (a whole prompt), so "
+          "self.pos += T with T = k.shape[2]")
+HEADS_AXIS = ("the new keys and values written along axis 1 (the heads), self.k[:, self.pos:self.pos + T]: "
+              "positions are axis 2 of (B, G, max_len, K), self.k[:, :, self.pos:self.pos + T] = k")
+
+
+def _raise(exc):
+    raise exc
+
+
+def _written_along_heads(fed, dtype):
+    """HEADS_AXIS's updates, fed (k, v) pairs, replayed on a cache's buffer (B, G, max_len, K): raises
+    what it raises."""
+    k0 = fed[0][0]
+    buf = torch.zeros(k0.shape[0], k0.shape[1], sum(k.shape[2] for k, _ in fed), k0.shape[3], dtype=dtype)
+    pos = 0
+    for k, _ in fed:
+        buf[:, pos:pos + k.shape[2]] = k
+        pos += k.shape[2]
+    return buf[:, :pos]
 
 
 def _check_cache(student, steps, other, what, dtype=torch.float64):
@@ -549,7 +735,8 @@ def _check_cache(student, steps, other, what, dtype=torch.float64):
     update, pos and the returned keys and values must be all positions so far, in order. A mistake
     is confirmed on a second cache fed chunks of `other`."""
     run, run2 = _cache_run(student, steps, 50, dtype), _cache_run(student, other, 80, dtype)
-    wants, wants2 = _cache_expectations(run), _cache_expectations(run2)
+    wants, wants2 = _cache_expectations(run, sum(steps)), _cache_expectations(run2, sum(other))
+    failed2 = next((got for _, _, got, _ in run2 if isinstance(got, Exception)), None)
     done = 0
     for step, ((k, v, got, pos), (want_k, want_v, want_pos, mistakes)) in enumerate(zip(run, wants), 1):
         j = min(step, len(run2)) - 1
@@ -558,10 +745,16 @@ def _check_cache(student, steps, other, what, dtype=torch.float64):
         T_ = k.shape[2]
         at = f"{what}, update {step} ({T_} new positions after {want_pos - T_})"
         if isinstance(got, Exception):
+            expect_runs(lambda: _raise(got), f"{at}: cache.update(k, v)", hint="write k at positions self.pos .. "
+                        "self.pos + T - 1 of axis 2, self.k[:, :, self.pos:self.pos + T] = k",
+                        mistakes={HEADS_AXIS: lambda: _written_along_heads(_fed(steps, 50, dtype), dtype)},
+                        second=Second(lambda: _raise(failed2) if failed2 is not None else None, None,
+                                      {HEADS_AXIS: lambda: _written_along_heads(_fed(other, 80, dtype), dtype)}))
             raise got
         expect_equal(pos, want_pos, f"{at}: cache.pos", "self.pos counts the cached positions: add T",
-                     mistakes={NOT_ADVANCED: want_pos - T_},
-                     second=Second(lambda: pos2, want_pos2, {NOT_ADVANCED: want_pos2 - k2.shape[2]}))
+                     mistakes={NOT_ADVANCED: want_pos - T_, BY_ONE: step if step != want_pos else None},
+                     second=Second(lambda: pos2, want_pos2, {NOT_ADVANCED: want_pos2 - k2.shape[2],
+                                                             BY_ONE: j + 1 if j + 1 != want_pos2 else None}))
         if not (isinstance(got, tuple) and len(got) == 2):
             raise Mismatch(f"{at}: what update returns", f"got {type(got).__name__}, expected a pair (keys, values)",
                            "return self.k[:, :, :self.pos], self.v[:, :, :self.pos]")

@@ -37,6 +37,10 @@ def _rms_over(x, w, eps=1e-5, dim=-1):
     return x * torch.rsqrt(_ms(x, dim) + eps) * w
 
 
+MULTIPLIED_BY_RMS = ("multiplied by the root mean square instead of dividing by it (torch.sqrt where torch.rsqrt "
+                     "belongs): x / sqrt(mean(x²) + eps), that is x * torch.rsqrt(mean(x²) + eps)")
+
+
 def _rms_norm_mistakes(x, w, eps=1e-5):
     return {
         "subtracted the mean (that is LayerNorm without its bias): RMSNorm divides the raw x by "
@@ -53,6 +57,7 @@ def _rms_norm_mistakes(x, w, eps=1e-5):
         "applied gamma before normalising: normalise x first, then multiply by weight": _rms_over(x * w, torch.ones_like(w), eps),
         "eps outside the square root: x / sqrt(mean(x²) + eps)": x / (_ms(x).sqrt() + eps) * w,
         "forgot eps: x / sqrt(mean(x²) + eps)": x * torch.rsqrt(_ms(x)) * w,
+        MULTIPLIED_BY_RMS: x * torch.sqrt(_ms(x) + eps) * w,
     }
 
 
@@ -130,7 +135,8 @@ def _rms_case(rms_norm, x, eps_given=True):
                 "one root mean square for the whole tensor: take mean(x²) over dim=-1 with keepdim=True, one value "
                 "per token": of(x * torch.rsqrt(x.pow(2).mean() + 1e-5)),
                 "divided by sqrt(sum(x²)) instead of sqrt(mean(x²)): the output's root mean square must be 1, not "
-                "1/sqrt(D)": of(x * torch.rsqrt(x.pow(2).sum(dim=-1, keepdim=True) + 1e-5))}
+                "1/sqrt(D)": of(x * torch.rsqrt(x.pow(2).sum(dim=-1, keepdim=True) + 1e-5)),
+                MULTIPLIED_BY_RMS: of(x * torch.sqrt(_ms(x) + 1e-5))}
     mistakes = {k: v for k, v in mistakes.items() if v is not None}   # (D,): no other axis to go wrong with
     want = torch.ones(x.shape[:-1], dtype=x.dtype)
     return Case(f"the root mean square of every token of rms_norm(x of shape {tuple(x.shape)} {str(x.dtype)[6:]}, ones"
@@ -263,6 +269,8 @@ def _swiglu_mistakes(gate, up):
         "GELU instead of Swish on the gate": F.gelu(gate) * up,
         "Swish on both the gate and the value": _swish(gate) * _swish(up),
         "added instead of multiplied: Swish(gate) ⊙ up is elementwise multiplication": _swish(gate) + up,
+        "Swish of the product, silu(gate * up): apply Swish to the gate alone, then multiply, "
+        "F.silu(gate) * up": _swish(gate * up),
     }
 
 
@@ -390,7 +398,12 @@ def _f_mistakes(D, multiple_of=256):
         "use F = 8D/3 so that 3·D·F = 2·D·4D": 4 * D,
         "rounded 8D/3 down: round UP to the multiple, so the budget is at least the classic one":
             multiple_of * (8 * D // 3 // multiple_of),
-        "no rounding: round 8D/3 up to a multiple of multiple_of": 8 * D // 3,
+        "ignored multiple_of and rounded 8D/3 down to an int (8D // 3): round it up to a multiple of multiple_of, "
+        "multiple_of · ceil(8D/3 / multiple_of)": 8 * D // 3,
+        "ignored multiple_of (8D/3 only rounded up to an int): round it up to a multiple of multiple_of, "
+        "multiple_of · ceil(8D/3 / multiple_of)": -(-8 * D // 3),
+        "always added one multiple (multiple_of · (8D//3 // multiple_of + 1)), so an 8D/3 that is already a multiple "
+        "grows too: round up with multiple_of · ceil(8D/3 / multiple_of)": multiple_of * (8 * D // 3 // multiple_of + 1),
         "F = 2D/3: two thirds of 4D, not of D": _round_up(2 * D, 3, multiple_of),
     }
 
@@ -400,7 +413,7 @@ def test_swiglu_ffn_dim_is_8D_over_3(student):
     f = student.piece("modern", "swiglu_hidden_dim")
     case = lambda D, want: Case(f"swiglu_hidden_dim({D})", lambda: f(D), want,
                                 {k: v for k, v in _f_mistakes(D).items() if v != want})
-    expect_cases(case(4096, 11_008), case(768, 2_048), case(1000, 2_816), exact=True,
+    expect_cases(case(4096, 11_008), case(768, 2_048), case(1000, 2_816), case(1536, 4_096), exact=True,
                  hint="F = 8D/3 from 3·D·F = 2·D·4D, rounded up to a multiple of 256")
     for D in (4096, 768):
         got = f(D)
@@ -577,10 +590,17 @@ def test_rope_frequencies(student):
                         "queries and keys to float64")
 
 
+def _neighbours_into_halves(x, angles):
+    """The pairs read as neighbours (2i, 2i + 1), turned, and written back as the two halves."""
+    return _turn(torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1), angles)
+
+
 def _rope_mistakes(x, angles):
     return {
         "paired neighbouring features (2i, 2i + 1), Meta's LLaMA layout: this course pairs feature i "
         "with feature i + K/2, the two halves of the head (GPT-NeoX, Hugging Face)": _turn(x, angles, "neighbours"),
+        "paired neighbouring features (2i, 2i + 1), x[..., 0::2] with x[..., 1::2], and wrote the turned pairs as two "
+        "halves: pair feature i with feature i + K/2, x[..., :K/2] with x[..., K/2:]": _neighbours_into_halves(x, angles),
         "turned the wrong way: (x1, x2) becomes (x1·cos - x2·sin, x1·sin + x2·cos)": _turn(x, -angles),
         "the halves swapped in the result: the first half is x1·cos - x2·sin":
             _turn(x, angles).roll(x.shape[-1] // 2, dims=-1),
@@ -643,14 +663,23 @@ def test_apply_rope_scores_depend_on_the_distance_only(student):
     scores = lambda s: apply_rope(q, a.cos(), a.sin(), s) @ apply_rope(k, a.cos(), a.sin(), s).transpose(-1, -2)
     expect_close(scores(5), scores(0), "the scores of q, k turned at positions 5..8 against at 0..3",
                  hint="turn q and k by the same rule: a pair's angle is its position times its frequency")
-    for dtype in (torch.float32, torch.bfloat16):
-        out = apply_rope(q.to(dtype), a.cos().float(), a.sin().float(), 0)
-        expect_equal(str(out.dtype) if isinstance(out, torch.Tensor) else type(out).__name__, str(dtype),
-                     f"apply_rope({dtype} x).dtype", hint="compute in at least fp32, return .to(x.dtype)")
+    dtype_of = lambda dtype: (lambda out: str(out.dtype) if isinstance(out, torch.Tensor) else type(out).__name__)(
+        apply_rope(q.to(dtype), a.cos().float(), a.sin().float(), 0))
+    expect_equal(dtype_of(torch.float32), "torch.float32", "apply_rope(torch.float32 x).dtype",
+                 hint="compute in at least fp32, return .to(x.dtype)")
+    expect_equal(dtype_of(torch.bfloat16), "torch.bfloat16", "apply_rope(torch.bfloat16 x).dtype",
+                 hint="compute in at least fp32, return .to(x.dtype)", mistakes={RETURNED_FP32: "torch.float32"},
+                 second=Second(lambda: dtype_of(torch.float16), "torch.float16", {RETURNED_FP32: "torch.float32"}))
 
 
 def _ref_rope_attention(q, k, v, cos, sin, past_k, past_v):
     return pieces.module("modern").rope_attention(q, k, v, cos, sin, past_k, past_v)
+
+
+ONLY_Q_TURNED = ("turned only q: turn the new keys k by their positions too (apply_rope on q and on k), since "
+                 "position lives in the scores q·k")
+START_FROM_K = ("`start` taken from past_k.shape[-1], the head width K: the number of cached positions is "
+                "past_k.shape[-2], the position axis")
 
 
 def _rope_attention_mistakes(q, k, v, cos, sin, past_k, past_v):
@@ -664,13 +693,20 @@ def _rope_attention_mistakes(q, k, v, cos, sin, past_k, past_v):
         "turned the attention's output (after the scores): turn q and k before their scores are taken":
             rope(ops.attention(q, cat(past_k, k), cat(past_v, v)), cos, sin, S0),
         "no RoPE at all: turn q and k by their positions": ops.attention(q, cat(past_k, k), cat(past_v, v)),
+        ONLY_Q_TURNED: ops.attention(rope(q, cos, sin, S0), cat(past_k, k), cat(past_v, v)),
     }
     if S0:
         mistakes.update({
             "positions not offset by the cache: the new tokens sit at S0 .. S0 + T - 1 (start = past_k.shape[-2]), not at 0":
                 ops.attention(rope(q, cos, sin, 0), cat(past_k, rope(k, cos, sin, 0)), cat(past_v, v)),
             "turned the cached keys again: they were turned when they were new; turn only the new k, then append":
-                ops.attention(rope(q, cos, sin, S0), turned_all, cat(past_v, v))})
+                ops.attention(rope(q, cos, sin, S0), turned_all, cat(past_v, v)),
+            "put the new keys and values before the cached ones: append them after, torch.cat([past_k, k], dim=-2) "
+            "and torch.cat([past_v, v], dim=-2), so that the positions stay in order":
+                ops.attention(rope(q, cos, sin, S0), cat(rope(k, cos, sin, S0), past_k), cat(v, past_v))})
+        K = past_k.shape[-1]
+        if K != S0:
+            mistakes[START_FROM_K] = ops.attention(rope(q, cos, sin, K), cat(past_k, rope(k, cos, sin, K)), cat(past_v, v))
     return mistakes
 
 
@@ -681,6 +717,18 @@ def _rope_attention_case(fn, args, what):
         out = fn(*args)
         return out[0] if isinstance(out, (tuple, list)) and len(out) == 3 else out
     return Case(what, got, want, _rope_attention_mistakes(*args))
+
+
+def _new_keys_case(fn, args, what):
+    """The keys rope_attention hands back without a cache: the new keys, turned from position 0."""
+    k, cos, sin = args[1], args[3], args[4]
+    rope = pieces.module("modern").apply_rope
+    want_k = _ref_rope_attention(*args)[1]
+
+    def got():
+        out = fn(*args)
+        return out[1] if isinstance(out, (tuple, list)) and len(out) == 3 else out
+    return Case(what, got, want_k, {START_FROM_K: rope(k, cos, sin, k.shape[-1]), ONLY_Q_TURNED: k})
 
 
 def _kept_keys_case(fn, args, first, want_k):
@@ -711,7 +759,10 @@ def test_rope_attention_with_and_without_a_cache(student):
                                       "rope_attention(q, k, v of 5 positions, no cache)[0]"),
                  _rope_attention_case(rope_attention, (q2, k2, v2, cos, sin, empty(q2), empty(q2)),
                                       "rope_attention(q, k, v of 4 positions, no cache)[0]"))
-    expect_close(out[1], want_k, "rope_attention(...)[1], the keys to cache",
+    expect_cases(_new_keys_case(rope_attention, (q, k, v, cos, sin, empty(q), empty(q)),
+                                "rope_attention(q, k, v of 5 positions, no cache)[1], the keys to cache"),
+                 _new_keys_case(rope_attention, (q2, k2, v2, cos, sin, empty(q2), empty(q2)),
+                                "rope_attention(q, k, v of 4 positions, no cache)[1], the keys to cache"),
                  hint="cache the keys turned, so that they never need turning again")
     # The same positions fed in two parts, the first part's keys turned in the cache.
     want2, want_k2, _ = _ref_rope_attention(q2, k2, v2, cos, sin, empty(q2), empty(q2))

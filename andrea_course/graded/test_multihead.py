@@ -48,7 +48,9 @@ def _merge_case(fn, shape, dtype=torch.float64, strided=False):
     return Case(f"merge_heads(y of shape {shape}, {str(dtype)[6:]}{', strided' if strided else ''})", lambda: fn(y),
                 y.transpose(1, 2).reshape(B_, T_, H_ * K_),
                 {"reshaped straight to (B, T, H·K), which mixes positions and heads: transpose(1, 2) back to "
-                 "(B, T, H, K) first": y.reshape(B_, T_, H_ * K_)})
+                 "(B, T, H, K) first": y.reshape(B_, T_, H_ * K_),
+                 "transpose(2, 3) swaps the positions with the width K: the heads must go back behind the positions, "
+                 "transpose(1, 2), before the reshape to (B, T, H·K)": y.transpose(2, 3).reshape(B_, T_, H_ * K_)})
 
 
 @graded("multihead.merge_heads", points=2)
@@ -156,6 +158,22 @@ def _skipping_the_call(ref, x):
     return ref.attention(heads(q, Hq), heads(k, G), heads(v, G))
 
 
+CHUNKED = ("the projection cut into three equal parts (chunk(3)): with G < H key/value heads the queries take "
+           "H·K features and the keys and values G·K each; split at those sizes, "
+           ".split([H * K, G * K, G * K], dim=-1)")
+
+
+def _chunking(ref, x):
+    """The mistake: qkv's output cut into three equal parts, each split into heads by the engine's split_heads,
+    which the learner's module calls when it is graded on its own (G < H: it raises)."""
+    Hq, G = ref.n_heads, ref.n_kv_heads
+    split = pieces.module("multihead").split_heads
+    q, k, v = ref.qkv(x).chunk(3, dim=-1)
+    q, k, v = split(q, Hq), split(k, G), split(v, G)
+    k, v = ref.cache_and_share(k, v, None)
+    return ref.attention(q, k, v)
+
+
 CACHE_HINT = ("the cache appends the new keys and values and returns them with every earlier one: attend to "
               "everything it returns")
 REPEATED_FIRST = ("repeat_kv before the cache: cache.update(k, v) first (G heads), then repeat what it returns to "
@@ -186,8 +204,10 @@ def check_with_cache(student, cfg, what, dtype=torch.float64):
     prefill2, rest2, want2, fresh2 = _two_parts(student, m, ref, x2, cfg, 2)
     with torch.no_grad():
         try:
-            expect_runs(prefill, what, mistakes={SKIPPED: lambda: _skipping_the_call(ref, x[:, :3])},
-                        second=Second(prefill2, None, {SKIPPED: lambda: _skipping_the_call(ref, x2[:, :2])}),
+            expect_runs(prefill, what, mistakes={SKIPPED: lambda: _skipping_the_call(ref, x[:, :3]),
+                                                 CHUNKED: lambda: _chunking(ref, x[:, :3])},
+                        second=Second(prefill2, None, {SKIPPED: lambda: _skipping_the_call(ref, x2[:, :2]),
+                                                       CHUNKED: lambda: _chunking(ref, x2[:, :2])}),
                         hint="split the keys and values into G heads, then hand them to self.cache_and_share")
             got = rest()
         except ValueError as exc:
@@ -237,8 +257,10 @@ def _check_grouped(student, cfg):
     what = f"MultiHeadAttention(D=16, H=4, G=2{'' if cfg.bias else ', no biases'})"
     load_weights(m, ref.state_dict(), what)
     with torch.no_grad():
-        expect_runs(lambda: m(x), f"{what}(x)", mistakes={SKIPPED: lambda: _skipping_the_call(ref, x)},
-                    second=Second(lambda: m(x2), None, {SKIPPED: lambda: _skipping_the_call(ref, x2)}),
+        expect_runs(lambda: m(x), f"{what}(x)", mistakes={SKIPPED: lambda: _skipping_the_call(ref, x),
+                                                          CHUNKED: lambda: _chunking(ref, x)},
+                    second=Second(lambda: m(x2), None, {SKIPPED: lambda: _skipping_the_call(ref, x2),
+                                                        CHUNKED: lambda: _chunking(ref, x2)}),
                     hint="split the keys and values into G heads, then hand them to self.cache_and_share")
         expect_cases(_mha_call_case(m, ref, x, cfg, what), _mha_call_case(m, ref, x2, cfg, what), hint=MHA_HINT)
 
@@ -268,6 +290,8 @@ def _entropy_mistakes(w):
             per_query.mean(dim=(0, 2)) / math.log(2),
         "averaged over the heads too: keep one number per head, the mean over batch (dim 0) and "
         "queries (dim 2) only": per_query.mean(),
+        "averaged over the batch and the heads (dim=(0, 1)), which keeps one number per query: average over "
+        "the batch and the queries, dim=(0, 2), to keep one per head": per_query.mean(dim=(0, 1)),
     }
 
 

@@ -43,6 +43,15 @@ def _lr_mistakes(step, s):
         "step warmup_steps still treated as warm-up (step <= warmup_steps), so its rate overshoots to "
         "lr·(warmup_steps + 1)/warmup_steps: warm up only while step < warmup_steps, then the cosine starts at lr":
             (lr * (step + 1) / W if step == W else _want(step, s)) if W > 0 else None,   # W = 0: a ZeroDivisionError
+        "the cosine's 0.5 forgotten, so the rate starts the decay at 2·lr - min_lr: "
+        "min_lr + 0.5·(lr - min_lr)·(1 + cos(π·progress))":
+            min_lr + (lr - min_lr) * (1 + math.cos(math.pi * progress)) if step >= W else _want(step, s),
+        "the cosine's progress counted from step 0, step/(max_steps - warmup_steps), so the decay starts "
+        "part-way down: count from the end of warm-up, (step - warmup_steps)/(max_steps - warmup_steps)":
+            after(min(1.0, step / max(1, M - W))),
+        "the cosine's progress counted from step 0 over the whole run, step/max_steps, so the decay starts "
+        "part-way down: count from the end of warm-up, (step - warmup_steps)/(max_steps - warmup_steps)":
+            after(min(1.0, step / max(1, M))),
     }
 
 
@@ -61,7 +70,8 @@ def _lr_case(lr_at, step, s):
             f"max_steps={s['max_steps']})")
     return Case(what, lambda: _rate(lr_at(step, s["lr"], s["min_lr"], s["warmup_steps"], s["max_steps"])),   # as the trainer calls it
                 _rate(_want(step, s)),
-                {name: _rate(value) for name, value in _lr_mistakes(step, s).items()})
+                {name: _rate(value) for name, value in _lr_mistakes(step, s).items()
+                 if value is None or value != _want(step, s)})
 
 
 def _check_lrs(lr_at, points):
