@@ -455,12 +455,13 @@ def test_kv_cache_bytes_for_every_G(student):
 
     def case(G):
         cfg = base.replace(n_kv_heads=G)
-        want, size = _cache_bytes(cfg, 2, 1024)
+        want, size = _cache_bytes(cfg, 3, 1024)                  # B = 3: a factor of its own, not the 2 of k and v
         mistakes = {"forgot the values: the cache holds a key AND a value per head and position (factor 2)": want // 2,
                     "used H query heads instead of G key/value heads: only G are cached": want * H // G,
-                    "forgot the L blocks: every block keeps its own cache": want // L}
-        return Case(f"kv_cache_bytes(andrea-120m-modern with G={G}, batch=2, seq_len=1024, bytes_per_value={size})",
-                    lambda: kv_cache_bytes(cfg, 2, 1024, size), want, {k: v for k, v in mistakes.items() if v != want})
+                    "forgot the L blocks: every block keeps its own cache": want // L,
+                    "forgot the batch: each of the B sequences keeps its own keys and values (factor B)": want // 3}
+        return Case(f"kv_cache_bytes(andrea-120m-modern with G={G}, batch=3, seq_len=1024, bytes_per_value={size})",
+                    lambda: kv_cache_bytes(cfg, 3, 1024, size), want, {k: v for k, v in mistakes.items() if v != want})
     expect_cases(*(case(G) for G in (1, 2, 3, 4, 6, 12)), exact=True, hint="2 (keys and values) · L · B · G · S · K · bytes")
 
     # A cache for fewer positions than the context holds: S = seq_len, not T.
