@@ -41,7 +41,7 @@ from andrea_course.paths import ROOT
 
 # The given launchers that run a learner's Triton kernel: the graded tests and notebook 08 call
 # them (kernel= picks which kernel they launch: what matters is how, not which).
-LAUNCHERS = {"kernels": ("gelu", "layer_norm", "softmax")}
+LAUNCHERS = {"kernels": ("gelu", "layer_norm", "softmax", "flash_attention")}
 IGNORED_KEYWORDS = {"kernel"}
 # What a learner writes of a class: its construction, forward, a cache's update (the given methods,
 # MultiHeadAttention.cache_and_share or ANDREA.generate, are the course's code).

@@ -464,9 +464,14 @@ def _sampling_mistakes(logits, temperature, top_k, seed):
     out = {"temperature multiplied instead of divided: logits / temperature":
                _sample(logits, seed, scale=t, keep=k),
            "temperature ignored: divide the logits by it": _sample(logits, seed, scale=1.0, keep=k),
-           "always the most likely token: argmax is for temperature 0 only; otherwise draw with torch.multinomial":
-               logits.argmax(dim=-1, keepdim=True),
            SOFTMAX_DIM_0: _or_none(lambda: _sample(logits, seed, temperature=t, keep=k, dim=0))}
+    argmax = logits.argmax(dim=-1, keepdim=True)
+    if k is None:
+        out["always the most likely token: argmax is for temperature 0 only; otherwise draw with "
+            "torch.multinomial"] = argmax
+    else:                                # here argmax is also what a top-k threshold at the largest logit gives
+        out["only the most likely token drawn: argmax is for temperature 0 only, and the top-k threshold is the "
+            "k-th largest logit (torch.topk(...).values[:, -1:]), not the largest"] = argmax
     if k is None:
         out["sampled from the logits, not from probabilities: softmax first, then torch.multinomial"] = \
             _sample(logits, seed, scale=1 / t, from_logits=True)

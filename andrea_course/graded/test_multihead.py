@@ -97,6 +97,9 @@ def _mha_outputs(ref, x, cfg):
                 ref.proj(merge(sdpa(heads(q, Hq), rep(heads(k, G), "interleave"), rep(heads(v, G), "interleave"),
                                     causal=False))),
         }
+        if G == Hq:
+            mistakes["q and k swapped: the projection gives q first, then k, then v, split at [H·K, G·K, G·K]"] = \
+                ref.proj(merge(sdpa(heads(k, Hq), heads(q, Hq), heads(v, Hq))))
         if G != Hq:
             mistakes["key/value heads tiled (repeat) instead of interleaved: query head h uses kv head "
                      "h // (H/G); use repeat_kv"] = ref.proj(merge(sdpa(heads(q, Hq), rep(heads(k, G), "tile"),
