@@ -9,7 +9,7 @@ import pytest
 
 from andrea_course.paths import ROOT
 
-SETS = ["fresh_mistakes", "fresh_mistakes2"]
+SETS = ["fresh_mistakes", "fresh_mistakes2", "fresh_mistakes3"]
 
 
 @pytest.mark.nightly

@@ -45,7 +45,9 @@ def _expect_runs_on(first: Case, second: Case, raising, raising2, hint=""):
 def _lookup_case(lookup, table, ids):
     what = f"embed_lookup(table ({V}, {D}) {str(table.dtype)[6:]}, ids of shape {tuple(ids.shape)})"
     return Case(what, lambda: lookup(table, ids), F.embedding(ids, table),
-                {"ids shifted by one: token id i reads row i, no offset": table[(ids + 1) % V]})
+                {"ids shifted by one (row i + 1 read for id i): token id i reads row i, no offset": table[(ids + 1) % V],
+                 "ids shifted by one (row i - 1 read for id i, as table[ids - 1] does): token id i reads row i, "
+                 "no offset": table[(ids - 1) % V]})
 
 
 @graded("embeddings.embed_lookup", points=1)

@@ -184,11 +184,11 @@ def _induction_mistakes(w, period):
     """{description: output} of induction_scores' typical mistakes on the weights w (L, B, H, T, T)."""
     L, _, H, T, _ = w.shape
     t = torch.arange(period, T)
-    every = torch.arange(1, T)                                     # every query with a key before it
+    every = torch.arange(T)                 # every query: for t < period - 1 the key index wraps round, as Python's does
     return {"key t - period (the earlier copy of the same token) instead of the token after it, t - period + 1":
                 w[..., t, t - period].mean(dim=(1, 3)),
             "averaged over every query, the first copy's too: only queries t >= period have an earlier copy":
-                w[..., every, (every - period + 1).clamp(min=0)].mean(dim=(1, 3)),
+                w[..., every, every - period + 1].mean(dim=(1, 3)),
             "summed over the queries instead of averaged": w[..., t, t - period + 1].mean(dim=1).sum(dim=-1),
             "averaged over the heads too: keep one score per (layer, head)":
                 w[..., t, t - period + 1].mean(dim=(1, 2, 3))[:, None].expand(L, H)}
