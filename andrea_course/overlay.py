@@ -469,10 +469,9 @@ def _slot_functions(overlay: "Overlay", status: dict, exercises, kernels: str) -
             launcher = _launcher(exercise)
             if status.get(kernel) == YOURS:
                 jobs[exercise] = (functools.partial(launcher, kernel=_learner(overlay, kernel)), True, True)
-                where = f"your {kernel}"
             else:
                 jobs[exercise] = (launcher, False, True)
-                where = "the package's Triton kernel"
+            where = _whose_kernel(kernel, status)
             if status.get(exercise) == YOURS:
                 status[exercise] = f"{'not run' if jobs[exercise][1] else 'engine'}: kernels='triton' computes it with {where}"
             return jobs[exercise]
@@ -506,6 +505,11 @@ def _kernel_does(exercise: str, status: dict, kernels: str) -> bool:
     learner's kernel passes."""
     return kernels == "triton" and exercise in TRITON_KERNELS and (
         exercise not in TRITON_ONCE_YOURS or status.get(TRITON_KERNELS[exercise]) == YOURS)
+
+
+def _whose_kernel(kernel: str, status: dict) -> str:
+    """Which kernel runs in the package's launcher: "your kernels.<name>" once it passes, else the package's."""
+    return f"your {kernel}" if status.get(kernel) == YOURS else "the package's Triton kernel"
 
 
 def _kernel_above(exercise: str, status: dict, kernels: str) -> str | None:
@@ -822,8 +826,7 @@ def _why_not_run(model, exercise: str, parts: _Parts, slots: dict, calls) -> str
     job = next((e for e, k in TRITON_KERNELS.items() if k == exercise), exercise)
     above = _kernel_above(job, parts.status, model.kernels)
     if above is not None:
-        kernel = TRITON_KERNELS[above]
-        whose = f"your {kernel}" if parts.status.get(kernel) == YOURS else "the package's Triton kernel"
+        whose = _whose_kernel(TRITON_KERNELS[above], parts.status)
         return f"kernels='triton' computes {above} with {whose}: your {exercise} never runs"
     target = SLOTS.get(job)
     if isinstance(target, str) and slots.get(target, ("", 1))[1] == 0:
