@@ -16,6 +16,36 @@ def gelu_kernel_unmasked_load(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def gelu_kernel_offsets_without_pid(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
+    """Every program computes the first block: the offsets forget the program id."""
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n_elements, other=0.0).to(tl.float32)
+    z = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    y = 0.5 * x * (1.0 + 2.0 * tl.sigmoid(2.0 * z) - 1.0)
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n_elements)
+
+
+@triton.jit
+def gelu_kernel_starting_at_pid(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
+    """Program p starts at element p, not p·BLOCK: the blocks overlap."""
+    offs = tl.program_id(0) + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n_elements, other=0.0).to(tl.float32)
+    z = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    y = 0.5 * x * (1.0 + 2.0 * tl.sigmoid(2.0 * z) - 1.0)
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n_elements)
+
+
+@triton.jit
+def gelu_kernel_cubic_mistyped(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
+    """The cube's coefficient typed 0.04715 (a digit dropped from 0.044715)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n_elements, other=0.0).to(tl.float32)
+    z = 0.7978845608028654 * (x + 0.04715 * x * x * x)
+    y = 0.5 * x * (1.0 + 2.0 * tl.sigmoid(2.0 * z) - 1.0)
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n_elements)
+
+
+@triton.jit
 def gelu_kernel_by_where(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
     """Right: the mask without `other`, tanh from exp, the ragged lanes zeroed by tl.where."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -160,6 +190,8 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
     out = acc / l[:, None]
     if SLIP == 6:
         out = out * sm_scale
+    if SLIP == 11:                                           # 11: the logsumexp without the max
+        m = m * 0.0
     tl.store(lse_ptr + bh * T + rows, m + tl.log(l), mask=rows < T)
     tl.store(o_ptr + bh * T * K + rows[:, None] * K + dims[None, :], out.to(o_ptr.dtype.element_ty), mask=q_mask)
 

@@ -3,6 +3,7 @@ implementation (a mutant), must make its graded test fail with a Mismatch that n
 Also: the reference passes every graded test, and the untouched exercises fail every one
 with "not implemented yet" and the exercise's name, without an error at collection."""
 import functools
+from collections import Counter
 import importlib.util
 import math
 import os
@@ -250,6 +251,12 @@ class PostNormBlockWithoutDropout(blk.PostNormBlock):
         return self.ln2(x + self.mlp(x))
 
 
+class PostNormBlockWithoutTheMLPResidual(blk.PostNormBlock):
+    def forward(self, x, cache=None):
+        x = self.ln1(x + self.drop(self.attn(x, cache)))
+        return self.ln2(self.drop(self.mlp(x)))
+
+
 class ModelWithABiasedFinalNorm(mdl.ANDREA):
     def __init__(self, cfg, *args, **kwargs):
         super().__init__(cfg, *args, **kwargs)
@@ -287,7 +294,7 @@ def _lr(warmup_from_zero=False, to_zero=False, over_max_steps=False, no_clamp=Fa
     return lr_at
 
 
-def _adamw(correct=True, decoupled=True, decay_times_lr=True, eps_inside=False):
+def _adamw(correct=True, decoupled=True, decay_times_lr=True, eps_inside=False, root=True):
     def adamw_step(param, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         (b1, b2) = betas
         if not decoupled:
@@ -296,7 +303,7 @@ def _adamw(correct=True, decoupled=True, decay_times_lr=True, eps_inside=False):
         m_hat, v_hat = (m / (1 - b1 ** step), v / (1 - b2 ** step)) if correct else (m, v)
         if decoupled:
             param = param * (1 - (lr * weight_decay if decay_times_lr else weight_decay))
-        denom = (v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps
+        denom = (v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps if root else v_hat + eps
         return param - lr * m_hat / denom, m, v
     return adamw_step
 
@@ -326,6 +333,60 @@ def _sampler(multiply=False, greedy_at_zero=True, keep=lambda k: k, below="<", f
                 z = z.masked_fill(z < kth if below == "<" else z <= kth, fill)
         return torch.multinomial(z if from_logits else torch.softmax(z, dim=-1), 1, generator=generator)
     return sample_next
+
+
+def _train_bpe_weighing_each_word_once(text, n_merges):
+    """Each merged word counted once (+= 1), whatever its count."""
+    bpe = pieces.module("bpe")
+    words, merges = bpe.split_words(text), []
+    for _ in range(n_merges):
+        pair = bpe.most_frequent_pair(bpe.pair_counts(words))
+        if pair is None:
+            break
+        merged = Counter()
+        for w in words:
+            merged[bpe.merge_pair(w, pair, 256 + len(merges))] += 1
+        words = merged
+        merges.append(pair)
+    return merges
+
+
+def _encode_looking_once(text, merges):
+    """Each word's pairs looked up once, before its first merge, then merged in rank order."""
+    bpe = pieces.module("bpe")
+    rank = {tuple(p): r for r, p in enumerate(merges)}
+    ids = []
+    for word in bpe.words_in_order(text):
+        for r in sorted(rank[p] for p in zip(word, word[1:]) if p in rank):
+            word = bpe.merge_pair(word, tuple(merges[r]), 256 + r)
+        ids.extend(word)
+    return ids
+
+
+def _train_bpe_counting_once(text, n_merges):
+    """The pairs counted before the first merge only, each winner then dropped from that tally."""
+    bpe = pieces.module("bpe")
+    words, merges = bpe.split_words(text), []
+    counts = bpe.pair_counts(words)
+    for _ in range(n_merges):
+        pair = bpe.most_frequent_pair(counts)
+        if pair is None:
+            break
+        counts.pop(pair)
+        words = Counter({bpe.merge_pair(w, pair, 256 + len(merges)): n for w, n in words.items()})
+        merges.append(pair)
+    return merges
+
+
+class CacheCheckingWithoutT(mdl.KVCache):
+    """The given full-cache check edited to ignore the T new positions."""
+    def update(self, k, v):
+        T = k.shape[2]
+        if self.pos > self.k.shape[2]:
+            raise ValueError("KV cache full")
+        self.k[:, :, self.pos:self.pos + T], self.v[:, :, self.pos:self.pos + T] = k, v
+        self.pos += T
+        return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
 
 
 class CacheNotAdvancing(mdl.KVCache):
@@ -458,6 +519,11 @@ def _launching(name):
     return lambda x: importlib.import_module("softmax_kernels").launching(_kernel(name))(x)
 
 
+def _gelu_launching(name):
+    """The exercise's gelu(x) launching the kernel `name` of tests/learner_kernels.py."""
+    return lambda x: importlib.import_module("solutions.kernels").gelu(x, kernel=_kernel(name, "learner_kernels"))
+
+
 def _flash_slip(slip):
     """The exercise's flash_attention launching the learner kernel with typical slip `slip`."""
     def launch(q, k, v, start=None):
@@ -511,6 +577,14 @@ MUTANTS = [
     ("test_bpe.py", "test_merge_pair_scans_left_to_right",
      {("bpe", "merge_pair"): lambda word, pair, new_id: list(pieces.get("bpe", "merge_pair")(word, pair, new_id))},
      "a list returned"),
+    ("test_bpe.py", "test_train_bpe_learns_the_librarys_merges", {("bpe", "train_bpe"): _train_bpe_counting_once},
+     "the pairs counted once"),
+    ("test_bpe.py", "test_train_bpe_learns_the_librarys_merges", {("bpe", "train_bpe"): _train_bpe_weighing_each_word_once},
+     "each merged word counted once"),
+    ("test_bpe.py", "test_encode_matches_the_library", {("bpe", "encode"): _encode_looking_once},
+     "each word's pairs looked up once"),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw(root=False)},
+     "divided by v̂ instead of its square root"),
     # the optimiser (notebook 09)
     ("test_optim.py", "test_lr_warm_up", {("optim", "lr_at"): _lr(warmup_from_zero=True)}, "a common convention, not this course"),
     ("test_optim.py", "test_lr_cosine_reaches_min_lr_at_max_steps", {("optim", "lr_at"): _lr(to_zero=True)},
@@ -806,6 +880,19 @@ MUTANTS = [
      "the final norm built with a bias although cfg.bias is False"),
     ("test_model.py", "test_count_parameters_for_every_config_option",
      {("model", "count_parameters"): _count_with_a_position_table}, "a position table counted with position='rope'"),
+    ("test_block.py", "test_post_norm_block", {("block", "PostNormBlock"): PostNormBlockWithoutTheMLPResidual},
+     "the residual left out of the MLP half"),
+    ("test_model.py", "test_kv_cache_refuses_what_does_not_fit", {("model", "KVCache"): CacheCheckingWithoutT},
+     "the full-cache check let an update through"),
+    ("test_kernels.py", "test_gelu_kernel_matches_formula",
+     {("kernels", "gelu"): _gelu_launching("gelu_kernel_offsets_without_pid")},
+     "every program wrote the same first block"),
+    ("test_kernels.py", "test_gelu_kernel_matches_formula",
+     {("kernels", "gelu"): _gelu_launching("gelu_kernel_starting_at_pid")},
+     "the block starts at pid, not pid * BLOCK"),
+    ("test_kernels.py", "test_gelu_kernel_matches_formula",
+     {("kernels", "gelu"): _gelu_launching("gelu_kernel_cubic_mistyped")},
+     "the cube's coefficient is 0.04715"),
     # issue 30 item 4: kernels launched without the checking launcher's padding, NaN around every tensor
     ("test_kernels.py", "test_gelu_kernel_reads_and_writes_only_its_own_elements",
      {("kernels", "gelu_kernel"): _kernel("gelu_kernel_unmasked_load", "learner_kernels")}, "tl.load without a mask"),
@@ -826,7 +913,8 @@ MUTANTS = [
                                   (3, "the diagonal tile skipped"), (4, "the diagonal masked"),
                                   (5, "the logsumexp of the unscaled scores"), (6, "applied to the output"),
                                   (7, "1/sqrt(BLOCK_K)"), (8, "a tail tile without its mask"),
-                                  (9, "only acc rescaled"), (10, "only l rescaled"))),
+                                  (9, "only acc rescaled"), (10, "only l rescaled"),
+                                  (11, "the logsumexp stored as log(l) alone"))),
 ]
 
 

@@ -53,7 +53,7 @@ def _rope_neighbours(x, cos, sin, start=0):
     return torch.stack([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).flatten(-2)
 
 
-def _rope_attention(turn_v=False, offset=True, after=False, turn_cache=False):
+def _rope_attention(turn_v=False, offset=True, after=False, turn_cache=False, turn_q=True):
     def rope_attention(q, k, v, cos, sin, past_k, past_v):
         start = past_k.shape[-2] if offset else 0
         rope = lambda x: _mod.apply_rope(x, cos, sin, start)
@@ -63,7 +63,8 @@ def _rope_attention(turn_v=False, offset=True, after=False, turn_cache=False):
         k_all = torch.cat([past_k, k], -2)
         k_all = _mod.apply_rope(k_all, cos, sin, 0) if turn_cache else torch.cat([past_k, rope(k)], -2)
         v_all = torch.cat([past_v, rope(v) if turn_v else v], -2)
-        return F.scaled_dot_product_attention(rope(q), k_all, v_all, attn_mask=_allowed(q, k_all)), k_all, v_all
+        q_turned = rope(q) if turn_q else q
+        return F.scaled_dot_product_attention(q_turned, k_all, v_all, attn_mask=_allowed(q, k_all)), k_all, v_all
     return rope_attention
 
 
@@ -89,6 +90,8 @@ MUTANTS = [   # (graded test, (activity, piece), the typical mistake, words its 
      "after the scores"),
     (graded.test_rope_attention_with_and_without_a_cache, ("modern", "rope_attention"),
      _rope_attention(turn_cache=True), "turned the cached keys again"),
+    (graded.test_rope_attention_with_and_without_a_cache, ("modern", "rope_attention"),
+     _rope_attention(turn_q=False), "turned only k"),
     (graded.test_rmsnorm_does_not_center, ("modern", "rms_norm"), _fp32(_centred), "subtracted the mean"),
     (graded.test_rmsnorm_produces_unit_rms, ("modern", "rms_norm"), _fp32(lambda x, w, eps: _rms_over(x, w, eps, dim=-2)),
      "wrong axis"),

@@ -46,14 +46,15 @@ def _strict_lower(T, S):
     return torch.arange(S)[None, :] < torch.arange(T)[:, None] + (S - T)
 
 
-def _attend(q, k, v, *, scale=None, allowed=None, mask_after_softmax=False, dim=-1):
-    """Attention written out step by step, with switches for the typical mistakes."""
+def _attend(q, k, v, *, scale=None, allowed=None, mask_after_softmax=False, dim=-1, fill_after=0.0):
+    """Attention written out step by step, with switches for the typical mistakes (mask_after_softmax:
+    the weights of the future set to fill_after after the softmax)."""
     scores = q @ k.transpose(-2, -1) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
     if allowed is not None and not mask_after_softmax:
         scores = scores.masked_fill(~allowed, NEG_INF)
     w = torch.softmax(scores, dim=dim)
     if allowed is not None and mask_after_softmax:
-        w = w.masked_fill(~allowed, 0.0)
+        w = w.masked_fill(~allowed, fill_after)
     return w @ v
 
 
@@ -87,6 +88,9 @@ def _attention_mistakes(q, k, v):
             _attend(q, k, v, allowed=_strict_lower(T, S)),
         "masked after the softmax: set future scores to -inf BEFORE the softmax so rows still sum to 1":
             _attend(q, k, v, allowed=lower, mask_after_softmax=True),
+        "the mask applied to the weights after the softmax: the future's weights became -inf, and the output "
+        "-inf or NaN; set the future's scores to -inf before the softmax, so that their weights come out 0":
+            _attend(q, k, v, allowed=lower, mask_after_softmax=True, fill_after=NEG_INF),
         "softmax over the wrong axis (queries, dim=-2): normalise over the keys, dim=-1":
             _attend(q, k, v, allowed=lower, dim=-2),
         "no causal mask: hide future keys (j > i) with -inf before the softmax": _attend(q, k, v),

@@ -199,27 +199,54 @@ def _single(ref):
     return copy.deepcopy(ref).float()
 
 
+POST_HALF = {  # how one half of a post-norm block can be written: (its output from norm n, sublayer f, input x; words)
+    "pre": (lambda n, f, x: x + f(n(x)), "written pre-norm, x + {f}({n}(x))"),
+    "normed": (lambda n, f, x: x + n(f(x)), "normalises its sublayer's output instead of the sum, x + {n}({f}(x))"),
+    "no residual": (lambda n, f, x: n(f(x)), "leaves the residual out, {n}({f}(x))"),
+    "no norm": (lambda n, f, x: x + f(x), "is left unnormalised, x + {f}(x)"),
+    "post": (lambda n, f, x: n(x + f(x)), ""),
+}
+POST_SAID = {("pre", "pre"): "pre-norm where post-norm was asked: x = ln1(x + attn(x)); x = ln2(x + mlp(x))",
+             ("post", "no norm"): "the second sublayer left unnormalised: x = ln2(x + mlp(x))",
+             ("normed", "normed"): "the sublayer's output normalised instead of the sum: normalise x + sublayer(x), "
+                                   "x = ln1(x + attn(x))",
+             ("pre", "post"): "the first sublayer written pre-norm, x + attn(ln1(x)): post-norm normalises the sum, "
+                              "x = ln1(x + attn(x))",
+             ("no residual", "post"): "the residual left out of the attention half: ln1 normalises x + attn(x), the "
+                                      "sum, not attn(x) alone",
+             ("post", "no residual"): "the residual left out of the MLP half: ln2 normalises x + mlp(x), the sum, not "
+                                      "mlp(x) alone"}
+
+
+def _post_halves(ref, x, ln) -> dict:
+    """{mistake: output} for every way of writing each half of the post-norm block (POST_HALF),
+    one half or both wrong; the words of POST_SAID where it has them."""
+    n1, n2 = (lambda t: ln(ref.ln1, t)), (lambda t: ln(ref.ln2, t))
+    out = {}
+    for first, (f1, said1) in POST_HALF.items():
+        for second, (f2, said2) in POST_HALF.items():
+            if first == second == "post":
+                continue
+            halves = [f"the attention half {said1.format(n='ln1', f='attn')}" if said1 else "",
+                      f"the MLP half {said2.format(n='ln2', f='mlp')}" if said2 else ""]
+            said = POST_SAID.get((first, second)) or ("; ".join(h for h in halves if h) + ": post-norm normalises "
+                                                      "each sum, x = ln1(x + attn(x)), then x = ln2(x + mlp(x))")
+            with torch.no_grad():
+                h = f1(n1, ref.attn, x)
+                out[said] = f2(n2, ref.mlp, h)
+    return out
+
+
 def _post_case(m, ref, x, ln, cache=False):
     pre, post, _ = _block_variants(ref, x, ln)
     with torch.no_grad():
-        h = ln(ref.ln1, x + ref.attn(x))
-        no_second_norm = h + ref.mlp(h)
-        h = x + ln(ref.ln1, ref.attn(x))
-        normed_outputs = h + ln(ref.ln2, ref.mlp(h))
         h = ln(ref.ln2, x + ref.attn(x))
         swapped = ln(ref.ln1, h + ref.mlp(h))
-        h = x + ref.attn(ln(ref.ln1, x))
-        first_pre = ln(ref.ln2, h + ref.mlp(h))
     call = (lambda: m(x, None)) if cache else (lambda: m(x))
     return Case(f"PostNormBlock(cfg)(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]}{', cache=None' if cache else ''})",
-                call, post, {
-        "pre-norm where post-norm was asked: x = ln1(x + attn(x)); x = ln2(x + mlp(x))": pre,
-        "the second sublayer left unnormalised: x = ln2(x + mlp(x))": no_second_norm,
-        "the sublayer's output normalised instead of the sum: normalise x + sublayer(x), x = ln1(x + attn(x))":
-            normed_outputs,
-        "ln1 and ln2 swapped: ln1 normalises the sum after attention, ln2 the one after the MLP": swapped,
-        "the first sublayer written pre-norm, x + attn(ln1(x)): post-norm normalises the sum, x = ln1(x + attn(x))":
-            first_pre})
+                call, post, {**_post_halves(ref, x, ln),
+                             "ln1 and ln2 swapped: ln1 normalises the sum after attention, ln2 the one after the MLP":
+                                 swapped})
 
 
 @graded("block.PostNormBlock", points=1)

@@ -190,23 +190,27 @@ def test_most_frequent_pair_breaks_ties_like_the_library(student):
 
 
 def _trained_with(text, n_merges, first_id=256, update=True, stop=True, merge_none=False, advance=True, fewer=0,
-                  whole=False):
+                  whole=False, recount=True, weighted=True):
     """train_bpe as the engine writes it, or with a typical slip: new ids from first_id (257), the
     words never updated after a merge, no stop when no pair is left (None appended then; with
     merge_none, merge_pair called with None, which raises as the engine's merge_pair does when a
     graded test runs the learner's train_bpe), every merge making the same id (not advance), `fewer`
-    merges than asked (range(n_merges - 1)), the text's bytes one word (whole: not cut into words)."""
+    merges than asked (range(n_merges - 1)), the text's bytes one word (whole: not cut into words),
+    the pairs counted once before the first merge (not recount: each winner dropped from that tally),
+    every merged word counted once whatever its count (not weighted)."""
     words, merges = REF.split_words(text), []
     if whole:
         words = Counter([tuple(text.encode("utf-8"))])
+    counts = REF.pair_counts(words)
     for _ in range(max(0, n_merges - fewer)):
-        pair = REF.most_frequent_pair(REF.pair_counts(words))
+        pair = REF.most_frequent_pair(REF.pair_counts(words) if recount else counts)
+        counts.pop(pair, None)
         if pair is None and stop:
             break
         merged = Counter()
         for word, n in words.items():
             new_id = first_id + (len(merges) if advance else 0)
-            merged[word if pair is None and not merge_none else REF.merge_pair(word, pair, new_id)] += n
+            merged[word if pair is None and not merge_none else REF.merge_pair(word, pair, new_id)] += n if weighted else 1
         if update:
             words = merged
         merges.append(pair)
@@ -220,6 +224,10 @@ TRAIN_MISTAKES = {
     "words (words = merged) before the next round": dict(update=False),
     "no stop when no pair is left: most_frequent_pair gave None and it was added to the merges; break out of the "
     "loop when the pair is None": dict(stop=False),
+    "the pairs counted once, before the first merge, and never again: a merge changes the words and so their "
+    "pairs; count the pairs of the current words in every round": dict(recount=False),
+    "each merged word counted once (+= 1) instead of as often as it occurs: a word seen n times keeps its count n "
+    "after a merge (merged[new_word] += n)": dict(weighted=False),
     "every merge made token 256, so later merges reused the first one's id: merge r makes token 256 + r, so "
     "compute the new id as 256 + len(merges) in each round": dict(advance=False),
     "one merge fewer than asked (off by one): loop n_merges times, for _ in range(n_merges), stopping early "
@@ -278,18 +286,22 @@ def _latin1_words(text, how):
 
 def _encode_with(text, merges, pick="lowest", offset=256, latin1=None):
     """encode as the engine does, or with a typical slip: pick the latest-learned merge ("latest") or
-    the leftmost applicable pair ("leftmost") instead of the lowest-ranked; ids without the 256; the
-    text's bytes read through Latin-1 (latin1: how, _latin1_words)."""
+    the leftmost applicable pair ("leftmost") instead of the lowest-ranked, or merge only the pairs
+    the word had before its first merge, in rank order ("once"); merged tokens numbered from
+    `offset` (0: the rank itself); the text's bytes read through Latin-1 (latin1: how, _latin1_words)."""
     rank = {tuple(p): r for r, p in enumerate(merges)}
     ids = []
     for word in (REF.words_in_order(text) if latin1 is None else _latin1_words(text, latin1)):
-        while True:
+        if pick == "once":
+            for r in sorted(rank[p] for p in zip(word, word[1:]) if p in rank):
+                word = REF.merge_pair(word, tuple(merges[r]), offset + r)
+        while pick != "once":
             ranked = [rank[p] for p in zip(word, word[1:]) if p in rank]
             if not ranked:
                 break
             r = {"lowest": min, "latest": max, "leftmost": lambda rs: rs[0]}[pick](ranked)
-            word = REF.merge_pair(word, tuple(merges[r]), 256 + r)
-        ids.extend(i - 256 + offset if i >= 256 else i for i in word)
+            word = REF.merge_pair(word, tuple(merges[r]), offset + r)
+        ids.extend(word)
     return ids
 
 
@@ -298,6 +310,9 @@ ENCODE_MISTAKES = {"the latest-learned merge applied first: merges apply in the 
                    "the leftmost mergeable pair merged first: within a word, always apply the merge of lowest "
                    "rank among its pairs, wherever it is": dict(pick="leftmost"),
                    "a merged token's id is its rank: merge r makes token 256 + r": dict(offset=0),
+                   "each word's pairs looked up once, before its first merge: a merge makes new pairs (with the "
+                   "merged token), so look again after every merge until no pair of the word has a rank":
+                       dict(pick="once"),
                    "the text's UTF-8 bytes read as Latin-1 before cutting it into words, so the bytes of a non-ASCII "
                    "character were cut apart as if each were a character: cut the text itself into words "
                    "(words_in_order(text))": dict(latin1="cut"),

@@ -73,20 +73,64 @@ def call_gelu(gelu, x, block=1024):
                        mistake=mistake) from None
 
 
-def _gelu_case(gelu, x, what):
+def fitted_gelu(x: torch.Tensor, y: torch.Tensor):
+    """(description, output) of the tanh-form GELU whose two constants best fit the learner's y,
+    when they are not the formula's: y = x/2 · (1 + tanh(c·(x + cubic·x³))) solved for z = c·x +
+    c·cubic·x³ by least squares. None when y is not of that form or its constants are right."""
+    x64, y64 = x.double().reshape(-1), torch.as_tensor(y).double().reshape(-1)
+    t = 2 * y64 / x64 - 1
+    keep = (x64.abs() > 0.3) & (x64.abs() < 3) & (t.abs() < 0.999)
+    if int(keep.sum()) < 8 or not torch.isfinite(t[keep]).all():
+        return None
+    basis = torch.stack([x64[keep], x64[keep] ** 3], dim=1)                   # (N, 2)
+    a, b = torch.linalg.lstsq(basis, torch.atanh(t[keep])[:, None]).solution.flatten().tolist()
+    c, cubic = a, b / a if a else float("nan")
+    said = [f"the factor before (x + cubic·x³) is {c:.4g}, not sqrt(2/π) = 0.7978845608"
+            for _ in [0] if not math.isclose(c, math.sqrt(2 / math.pi), rel_tol=1e-3)]
+    said += [f"the cube's coefficient is {cubic:.4g}, not 0.044715" for _ in [0]
+             if not math.isclose(cubic, 0.044715, rel_tol=1e-3)]
+    if not said or not math.isfinite(cubic):
+        return None
+    return "your GELU is the tanh form with other constants: " + "; ".join(said), gelu_with(c, cubic)(x.double())
+
+
+def _blocks_unwritten(want: torch.Tensor, block: int) -> dict:
+    """{mistake: the output when the programs' offsets do not advance by BLOCK}: the elements no
+    program reached stay NaN, as the checking launcher leaves them."""
+    n = want.numel()
+    programs = -(-n // block)
+    if programs < 2:
+        return {}
+    cut = lambda k: want.reshape(-1).clone().index_fill_(0, torch.arange(min(k, n), n), float("nan")).view_as(want)
+    return {"every program wrote the same first block: the offsets do not depend on pid = tl.program_id(0); "
+            "offs = pid * BLOCK + tl.arange(0, BLOCK), so that program p covers its own block": cut(block),
+            "the block starts at pid, not pid * BLOCK: program p covered p .. p + BLOCK - 1, so the programs "
+            "overlap and the elements past BLOCK + programs - 1 were never written; offs = pid * BLOCK "
+            "+ tl.arange(0, BLOCK)": cut(block + programs - 1)}
+
+
+def _gelu_case(gelu, x, what, blocks=False):
     x64 = x.double()
-    return Case(what, lambda: call_gelu(gelu, x), gelu_with()(x64).to(x.dtype),
-                {name: f(x64).to(x.dtype) for name, f in GELU_MISTAKES.items()})
+    got = call_gelu(gelu, x)
+    mistakes = {name: f(x64).to(x.dtype) for name, f in GELU_MISTAKES.items()}
+    if blocks:                                 # cases of several programs each
+        mistakes.update(_blocks_unwritten(gelu_with()(x64).to(x.dtype), 1024))
+    fitted = fitted_gelu(x, got) if isinstance(got, torch.Tensor) and got.shape == x.shape else None
+    listed = fitted and any(torch.allclose(got.double(), m.double(), atol=1e-5, rtol=1e-4) for m in mistakes.values())
+    if fitted and not listed:                  # a listed mistake says it better
+        mistakes[fitted[0]] = fitted[1].to(x.dtype)
+    return Case(what, lambda: got, gelu_with()(x64).to(x.dtype), mistakes)
 
 
-def check_gelu(student, cases):
-    """cases: [(x, what)], two or more: each gelu(x) in x's dtype and close to the formula; a named
-    mistake confirmed on another case."""
+def check_gelu(student, cases, atol=None, rtol=None, blocks=False):
+    """cases: [(x, what)], two or more: each gelu(x) in x's dtype and close to the formula (within
+    atol and rtol where given); a named mistake confirmed on another case. blocks: every case
+    runs several programs, so offsets that do not advance by BLOCK are named."""
     gelu = student.piece("kernels", "gelu")
     x, what = cases[0]
     got = call_gelu(gelu, x)
     expect_equal(getattr(got, "dtype", None), x.dtype, f"{what}.dtype", "store y.to(y_ptr.dtype.element_ty)")
-    expect_cases(*(_gelu_case(gelu, x_, what_) for x_, what_ in cases))
+    expect_cases(*(_gelu_case(gelu, x_, what_, blocks) for x_, what_ in cases), atol=atol, rtol=rtol)
 
 
 def gelu_inputs(n, dtype, seed=0):
@@ -96,9 +140,11 @@ def gelu_inputs(n, dtype, seed=0):
 
 @graded("kernels.gelu_kernel", points=2)
 def test_gelu_kernel_matches_formula(student):
-    """3,000 values in [-6, 6]: three programs of 1,024, the last one ragged."""
+    """3,000 values in [-6, 6]: three programs of 1,024, the last one ragged. Held to a few fp32
+    roundings (atol 1e-6, rtol 2e-6), where a constant typed short (0.0447) already shows."""
     check_gelu(student, [(gelu_inputs(3000, torch.float32), "gelu(x) for x of 3,000 values"),
-                         (gelu_inputs(1300, torch.float32, seed=1), "gelu(x) for x of 1,300 values")])
+                         (gelu_inputs(1300, torch.float32, seed=1), "gelu(x) for x of 1,300 values")],
+               atol=1e-6, rtol=2e-6, blocks=True)
 
 
 @graded("kernels.gelu_kernel", points=1)
@@ -145,6 +191,8 @@ def ln_mistakes(x, w, b, eps):
         "eps outside the square root: use 1 / tl.sqrt(var + eps)": ln_with(x, w, b, eps, eps_outside=True),
         "forgot beta (the bias)": ln_with(x, w, None, eps),
         "forgot gamma (the weight)": ln_with(x, torch.ones_like(w), b, eps),
+        **({"the bias added although HAS_BIAS is False: without a bias the launcher passes the weight as b_ptr, "
+            "so gamma was added; load and add b only under `if HAS_BIAS:`": ln_with(x, w, w, eps)} if b is None else {}),
     }
 
 
@@ -639,6 +687,19 @@ def _rows_at(g: Guarded, rows: int, n: int, stride: int) -> set:
     return {g.view.data_ptr() + g.size * (r * stride + c) for r in range(rows) for c in range(n)}
 
 
+def _written_at(g: Guarded, rows: int, n: int, stride: int) -> bool:
+    """Whether the elements of g's buffer written outside its view (no longer NaN) are those that
+    `rows` rows of n, `stride` elements apart from the view's start, cover: seen by values alone,
+    where no address was watched."""
+    start = g.view.data_ptr() // g.size - g.buf.data_ptr() // g.size
+    index = torch.tensor([start + r * stride + c for r in range(rows) for c in range(n)])
+    index = index[index < g.buf.numel()]
+    covered = torch.zeros_like(g.inside)
+    covered[index] = True
+    written = ~torch.isnan(g.buf) & ~g.inside
+    return bool(written.any()) and torch.equal(written, covered & ~g.inside)
+
+
 def _touched(watch: Watch, kind: str, g: Guarded) -> set:
     return {a for a in watch.addresses(kind).tolist() if g.where(a)}
 
@@ -647,7 +708,9 @@ def _softmax_memory_mistake(rows, n, x_stride, y_stride):
     """The mistake the stray addresses of softmax_kernel on `rows` rows of n show, or None."""
     def name(kind, strays, watch, tensors):
         gx, gy = tensors["x"], tensors["y"]
-        if kind == "store" and watch.active and _touched(watch, "store", gy) == _rows_at(gy, rows, n, x_stride):
+        stored = _touched(watch, "store", gy)       # empty where the kernel ran in another process
+        if kind == "store" and (stored == _rows_at(gy, rows, n, x_stride) if stored
+                                else _written_at(gy, rows, n, x_stride)):
             return Y_BY_X_STRIDE
         if kind == "load" and _touched(watch, "load", gx) == _rows_at(gx, rows, n, n):
             return ROW_STRIDE
@@ -700,6 +763,8 @@ MASK_OFFSET = ("the causal mask ignores the cache offset: query i sits at positi
 DIAGONAL_SKIPPED = ("the diagonal tile skipped: the loop stopped at the block's first query position (start + "
                     "first) instead of after its last (start + first + BLOCK_M)")
 DIAGONAL_MASKED = "the diagonal masked: a query sees its own key, j <= start + i, not j < start + i"
+LSE_NO_MAX = ("the logsumexp stored as log(l) alone: l was summed as exp(s - m), so the logsumexp of the row is "
+              "m + log(l); add the running max back")
 LSE_UNSCALED = ("the logsumexp of the unscaled scores: the running max was kept on q·k and the scale folded into "
                 "exp; the backward needs the logsumexp of s = q·k·sm_scale, m·sm_scale + log(l)")
 SCALE_ON_OUTPUT = ("1/sqrt(K) applied to the output instead of the scores: the softmax must see q·k/sqrt(K)")
@@ -711,7 +776,7 @@ FA_PAST = "the last query block stored past T: its stores need mask=rows < T"
 
 
 def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"), offset=True, diagonal=True,
-                strict=False, lse_scaled=True, scale=None, scale_output=False, tail_masked=True):
+                strict=False, lse_scaled=True, scale=None, scale_output=False, tail_masked=True, lse_max=True):
     """The tiled online softmax of the kernel in float64, each typical slip switchable: the reference
     and its mistakes. q (B, H, T, K), k, v (B, H, S, K) -> (o (B, H, T, K), lse (B, H, T))."""
     B, H, T, K = q.shape
@@ -736,7 +801,7 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
             if not tail_masked and start_n + block_n > S:
                 acc[-1] = math.nan                            # the last head's tile read the NaN after v
         o[:, rows] = acc / l[..., None] * (sm_scale if scale_output else 1.0)
-        lse[:, rows] = (m / sm_scale if not lse_scaled else m) + l.log()
+        lse[:, rows] = (m / sm_scale if not lse_scaled else m) * lse_max + l.log()
     return o.reshape(B, H, T, K), lse.reshape(B, H, T)
 
 
@@ -744,7 +809,7 @@ def flash_mistakes(q, k, v, start):
     K = q.shape[-1]
     return {NO_RESCALE: dict(rescale=()), ACC_ONLY_RESCALED: dict(rescale=("acc",)),
             L_ONLY_RESCALED: dict(rescale=("l",)), MASK_OFFSET: dict(offset=False), DIAGONAL_SKIPPED: dict(diagonal=False),
-            DIAGONAL_MASKED: dict(strict=True), LSE_UNSCALED: dict(lse_scaled=False),
+            DIAGONAL_MASKED: dict(strict=True), LSE_UNSCALED: dict(lse_scaled=False), LSE_NO_MAX: dict(lse_max=False),
             SCALE_ON_OUTPUT: dict(scale_output=True), SCALE_BLOCK_K: dict(scale=max(16, 1 << (K - 1).bit_length()) ** -0.5),
             NO_SCALE: dict(scale=1.0), TAIL_UNMASKED: dict(tail_masked=False)}
 

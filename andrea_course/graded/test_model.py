@@ -777,6 +777,34 @@ def test_kv_cache_appends_each_update(student):
     _check_cache(student, (2, 2, 2), (3, 3, 3), "KVCache fed 2 positions at a time")
 
 
+CACHE_FULL_LET_THROUGH = ("the full-cache check let an update through that does not fit: the check before "
+                          "writing is self.pos + T > max_len (the T new positions count), and it raises "
+                          "ValueError before anything is written")
+
+
+@graded("model.KVCache", points=1)
+def test_kv_cache_refuses_what_does_not_fit(student):
+    """KVCache(max_len=5) fed 3 positions, then 3 more: the second update raises ValueError ("KV
+    cache full", as the given check says) and leaves the cache as it was; the same with 5, then 1."""
+    for first, more in ((3, 3), (5, 1)):
+        (k, v), (k2, v2) = _fed((first, more), 60, torch.float64)
+        cache = student.piece("model", "KVCache")(2, 2, 5, 3, torch.float64, torch.device("cpu"))
+        what = f"KVCache(max_len=5): {first} positions, then update(k, v) with {more} more"
+        expect_runs(lambda: cache.update(k, v), f"KVCache(max_len=5).update(k, v) with {first} positions",
+                    hint="write k at positions self.pos .. self.pos + T - 1 of axis 2, then move pos on")
+        try:
+            cache.update(k2, v2)
+        except ValueError:
+            expect_equal(cache.pos, first, f"{what}: cache.pos after the refusal", "refuse before changing pos")
+            continue
+        except Exception as exc:                   # noqa: BLE001 - said in the box
+            raise Mismatch(what, f"raised {type(exc).__name__}: {exc}".strip(), "keep the given check: "
+                           "if self.pos + T > self.k.shape[2]: raise ValueError(...)",
+                           mistake=CACHE_FULL_LET_THROUGH) from None
+        raise Mismatch(what, f"no error: {first + more} positions do not fit in 5", "keep the given check: "
+                       "if self.pos + T > self.k.shape[2]: raise ValueError(...)")
+
+
 @graded("model.KVCache", points=2)
 def test_kv_cache_prefill_then_one_token_at_a_time(student):
     _check_cache(student, (3, 1, 1, 1), (2, 2, 1, 1), "KVCache fed a prompt of 3, then 1 token at a time")

@@ -679,6 +679,8 @@ def _ref_rope_attention(q, k, v, cos, sin, past_k, past_v):
 
 ONLY_Q_TURNED = ("turned only q: turn the new keys k by their positions too (apply_rope on q and on k), since "
                  "position lives in the scores q·k")
+ONLY_K_TURNED = ("turned only k: turn the queries q by their positions too (apply_rope on q and on k), since "
+                 "position lives in the scores q·k")
 START_FROM_K = ("`start` taken from past_k.shape[-1], the head width K: the number of cached positions is "
                 "past_k.shape[-2], the position axis")
 
@@ -695,6 +697,7 @@ def _rope_attention_mistakes(q, k, v, cos, sin, past_k, past_v):
             rope(ops.attention(q, cat(past_k, k), cat(past_v, v)), cos, sin, S0),
         "no RoPE at all: turn q and k by their positions": ops.attention(q, cat(past_k, k), cat(past_v, v)),
         ONLY_Q_TURNED: ops.attention(rope(q, cos, sin, S0), cat(past_k, k), cat(past_v, v)),
+        ONLY_K_TURNED: ops.attention(q, cat(past_k, rope(k, cos, sin, S0)), cat(past_v, v)),
     }
     if S0:
         mistakes.update({

@@ -125,11 +125,12 @@ def _torch_adamw(param, grads, lr, betas, eps, weight_decay):
 
 def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct=True, decoupled=True,
                     decay_times_lr=True, eps_inside=False, v_of_g=False, swapped="", from_zero=False,
-                    return_hats=False):
+                    return_hats=False, root=True):
     """The update as a typical mistake computes it: [(param, m, v) after each step].
 
     swapped: "all" (beta2, beta1 = betas: every beta swapped), "means" (the running means swapped,
-    the bias correction right); return_hats: m̂ and v̂ returned, and so fed to the next step."""
+    the bias correction right); return_hats: m̂ and v̂ returned, and so fed to the next step; not
+    root: divided by v̂ + eps, no square root."""
     (b1, b2), p = betas, param.clone()
     c1, c2 = b1, b2                                                   # the betas of the bias correction
     if swapped:
@@ -144,7 +145,7 @@ def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct=True,
         m_hat, v_hat = (m / (1 - c1 ** n), v / (1 - c2 ** n)) if correct else (m, v)
         if decoupled:
             p = p - (lr * weight_decay if decay_times_lr else weight_decay) * p
-        p = p - lr * m_hat / ((v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps)
+        p = p - lr * m_hat / ((v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps if root else v_hat + eps)
         if return_hats:
             m, v = m_hat, v_hat
         out.append((p, None, None) if swapped == "means" else (p, m, v))   # its m, v: those of "all" (None: not listed)
@@ -161,6 +162,8 @@ MISTAKES = {
     "eps inside the square root: divide by sqrt(v̂) + eps": dict(eps_inside=True),
     "v averages g instead of g²: v = beta2·v + (1 - beta2)·g·g, the running mean of the gradient's square":
         dict(v_of_g=True),
+    "divided by v̂ instead of its square root: v̂ is a mean of squares, so the step is m̂ / (sqrt(v̂) + eps)":
+        dict(root=False),
     "beta1 and beta2 swapped: betas is (beta1, beta2), so unpack it as beta1, beta2 = betas; m averages g "
     "with beta1, v averages g² with beta2": dict(swapped="all"),
     "beta1 and beta2 swapped in the running means: m averages g with beta1, v averages g² with beta2, "

@@ -109,8 +109,9 @@ def expect_close(got, want, what: str, *, mistakes: dict | None = None, second=N
     same = _loose(atol, rtol)
     runs = _Runs(second)
     name = lambda: _name(got, want, mistakes, second, same, runs)
+    given = atol, rtol                                  # the test's own, for the second inputs' dtypes
     atol, rtol = _tol(want, atol, rtol)
-    related = lambda mistake: None if mistake else relate(got, want, _with(inputs, mistakes), runs.wrong(atol, rtol))
+    related = lambda mistake: None if mistake else relate(got, want, _with(inputs, mistakes), runs.wrong(*given))
     listed = bool(mistakes)
     if got.is_floating_point() and not torch.isfinite(got).all() and torch.isfinite(want).all() \
             and got.shape == want.shape:
@@ -161,7 +162,7 @@ class _Runs:
                 right = _same(out, s.want)
             else:
                 right = isinstance(out, torch.Tensor) and isinstance(s.want, torch.Tensor) and \
-                    _close(out, s.want, *_tol(s.want, None, None))
+                    _close(out, s.want, *_tol(s.want, atol, rtol))
             if not right:
                 yield ran, out, s.want, _with(inputs_of(s.got), s.mistakes)
 

@@ -423,6 +423,38 @@ def _python(kind, text, code):
     return None
 
 
+_NEXT_INDEX = re.compile(r"(\w+)\[\s*(\w+)\s*\+\s*1\s*\]")          # word[i + 1]
+
+
+def _sequences(kind, text, code):
+    """Python's own sequences and loops: an index one past the end, pieces of unequal size
+    stacked, a split into another number of parts than the names it is unpacked into."""
+    found = _NEXT_INDEX.search(code)
+    if kind == "IndexError" and "index out of range" in text and found:
+        seq, i = found.groups()
+        return (f"{seq}[{i} + 1] was read when {i} was the last position, one past the end of {seq}: look at "
+                f"the next item only while {i} + 1 < len({seq}) (check it first, in the same condition).")
+    found = re.search(r"stack expects each tensor to be equal size, but got \[([\d, ]*)\] at entry (\d+) and "
+                      r"\[([\d, ]*)\] at entry (\d+)", text)
+    if found:
+        a, i, b, j = found.groups()
+        reduced = _REDUCTION.search(code)
+        which = (f" Your line reduces with {reduced.group(0).lstrip('.')}: the axis it removes is not the "
+                 f"one you sliced, so the sliced axis (which grows with the loop) survives; reduce over the "
+                 f"sliced axis." if reduced else "")
+        return (f"The tensors stacked are not all of one shape: entry {i} is [{a}], entry {j} is [{b}]. A size "
+                f"that grows from one entry to the next is an axis sliced by the loop (x[..., :i + 1, :]) and "
+                f"not reduced away.{which}")
+    found = re.search(r"not enough values to unpack \(expected (\d+), got (\d+)\)|too many values to unpack "
+                      r"\(expected (\d+)\)", text)
+    if found and ".split(" in code:
+        return ("Your .split(...) gave another number of parts than the names you unpack them into: "
+                "split(n, dim) cuts pieces of n each, as many as fit. When the parts differ in width (queries "
+                "H·K, keys and values G·K each with grouped heads), give the list of widths: "
+                "split([H * K, G * K, G * K], dim=-1).")
+    return None
+
+
 def _devices(kind, text, code):
     if "Expected all tensors to be on the same device" in text:
         return ("Two tensors on different devices met in one operation: create new tensors on the input's "
@@ -440,4 +472,4 @@ def _triton(kind, text, code):
 
 
 _RULES = (_in_place, _view, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
-          _ids, _autograd, _state_dict, _python, _devices, _triton)
+          _ids, _autograd, _state_dict, _sequences, _python, _devices, _triton)
