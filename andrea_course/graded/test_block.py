@@ -204,6 +204,8 @@ POST_HALF = {  # how one half of a post-norm block can be written: (its output f
     "normed": (lambda n, f, x: x + n(f(x)), "normalises its sublayer's output instead of the sum, x + {n}({f}(x))"),
     "no residual": (lambda n, f, x: n(f(x)), "leaves the residual out, {n}({f}(x))"),
     "no norm": (lambda n, f, x: x + f(x), "is left unnormalised, x + {f}(x)"),
+    "input normed": (lambda n, f, x: n(x) + f(x), "normalises x before adding its sublayer's output, {n}(x) + {f}(x), "
+                                                   "instead of the sum, {n}(x + {f}(x))"),
     "post": (lambda n, f, x: n(x + f(x)), ""),
 }
 POST_SAID = {("pre", "pre"): "pre-norm where post-norm was asked: x = ln1(x + attn(x)); x = ln2(x + mlp(x))",

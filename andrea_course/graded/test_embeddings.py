@@ -149,8 +149,9 @@ def _positions_case(add_positions, start, seed=2, T=4, dtype=torch.float64):
             tok + pos[start:start + T].flip(0),
         "positions off by one: the first token sits at position `start`, so read rows start .. start + T - 1":
             tok + pos[start + 1:start + T + 1],
-        "only the row of position `start` added to every token (position_table[start]): token t needs row "
-        "start + t, so slice position_table[start:start + T]": tok + pos[start],
+        "only the row of position `start` added to every token (position_table[start], or a slice that ends at "
+        "T, position_table[start:T], one row when start = T - 1): token t needs row start + t, so slice "
+        "position_table[start:start + T]": tok + pos[start],
     }
     if start:
         mistakes["`start` ignored: with cached tokens the first new token sits at position start, "
@@ -174,7 +175,8 @@ def test_add_positions_from_zero(student):
 def test_add_positions_after_cached_tokens(student):
     add_positions = student.piece("embeddings", "add_positions")
     cases = (_positions_case(add_positions, 3), _positions_case(add_positions, 2, seed=13, T=5),
-             _positions_case(add_positions, 4, seed=14, T=2, dtype=torch.float32))       # float32, as the model
+             _positions_case(add_positions, 4, seed=14, T=2, dtype=torch.float32),       # float32, as the model
+             _positions_case(add_positions, 4, seed=16, T=5))
     _expect_runs_on(cases[0], cases[1], _raising_positions(3), _raising_positions(2, seed=13, T=5))
     expect_cases(*cases)
 
@@ -186,6 +188,8 @@ SUM_ALL = ("the dot product summed over every axis (.sum() with no dim), one num
 SUM_ALL_NORMS = ("the dot product and the norms taken over the whole tensor (no dim), one number in all: each pair "
                  "needs its own cosine, every reduction over the last axis (dim=-1)")
 U_ONLY = "divided by ||u|| only: the cosine divides the dot product by both lengths, ||u||·||v||"
+TIMES_V = ("dot / ||u|| * ||v||: / and * go left to right, so this divides by ||u|| and then multiplies by ||v||; "
+           "put the product of the norms in parentheses, dot / (||u|| * ||v||)")
 
 
 def _raising_cosines(u, v):
@@ -198,7 +202,7 @@ def _cosine_case(cosine, u, v):
     mistakes = {"raw dot product: divide by ||u||·||v||": dot,
                 "divided by ||u||·||v|| squared: use the norms, not their squares":
                     dot / ((u * u).sum(-1) * (v * v).sum(-1)),
-                U_ONLY: dot / u.norm(dim=-1)}
+                U_ONLY: dot / u.norm(dim=-1), TIMES_V: dot / u.norm(dim=-1) * v.norm(dim=-1)}
     if u.dim() > 1 or v.dim() > 1:
         mistakes["norms over the whole tensor: each pair of vectors needs its own two norms, taken over "
                  "the last axis (dim=-1) like the dot product"] = dot / (u.norm() * v.norm())
@@ -237,6 +241,7 @@ def _zero_case(cosine, u, v):
     eps = 1e-8                                          # the signature's
     return Case(what, lambda: cosine(u, v), F.cosine_similarity(u, v, dim=-1),
                 {NO_EPS: raw, U_ONLY: (u * v).sum(-1) / u.norm(dim=-1).clamp_min(eps),
+                 TIMES_V: (u * v).sum(-1) / u.norm(dim=-1).clamp_min(eps) * v.norm(dim=-1).clamp_min(eps),
                  SUM_ALL: (u * v).sum() / (u.norm(dim=-1) * v.norm(dim=-1)).clamp_min(eps),
                  SUM_ALL_NORMS: (u * v).sum() / (u.norm() * v.norm()).clamp_min(eps),
                  FIRST_AXIS: (u * v).sum(0) / (u.norm(dim=0) * v.norm(dim=0)).clamp_min(eps)})

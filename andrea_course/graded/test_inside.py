@@ -101,7 +101,7 @@ def test_residual_stream_removes_its_hooks(student):
 def _patterns_mistakes(ref, ids):
     """{description: output} of attention_patterns' typical mistakes."""
     H = ref.cfg.n_heads
-    x, raw, unscaled, unmasked, over_queries = ref.embed(ids), [], [], [], []
+    x, raw, unscaled, unmasked, over_queries, diagonal = ref.embed(ids), [], [], [], [], []
     T = ids.shape[1]
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
     for block in ref.blocks:
@@ -113,13 +113,17 @@ def _patterns_mistakes(ref, ids):
         unscaled.append(torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1))
         unmasked.append(torch.softmax(scores / K ** 0.5, dim=-1))
         over_queries.append(torch.softmax((scores / K ** 0.5).masked_fill(future, float("-inf")), dim=-2))
+        diagonal.append(torch.softmax((scores / K ** 0.5).masked_fill(future.logical_or(torch.eye(T, dtype=torch.bool)), float("-inf")),
+                                      dim=-1))
         x = block(x)
     stack = lambda ts: torch.stack(ts).detach()                      # noqa: E731
     return {"the block's input (the residual stream) used instead of what attention sees, ln1 of it: hook "
             "block.attn with a forward pre-hook": stack(raw),
             "the scores not divided by sqrt(K)": stack(unscaled),
             "no causal mask: a query must not see the keys after it": stack(unmasked),
-            "softmax over the queries (dim=-2) instead of the keys (dim=-1)": stack(over_queries)}
+            "softmax over the queries (dim=-2) instead of the keys (dim=-1)": stack(over_queries),
+            "the diagonal masked too (triu() instead of triu(1)): a query sees its own key; with it hidden, the "
+            "first query sees nothing and its row is NaN": stack(diagonal)}
 
 
 def _patterns_case(fn, student, cfg, B, T, seed):

@@ -165,13 +165,14 @@ def test_gelu_kernel_half_precision(student):
 
 # ----- LayerNorm ------------------------------------------------------------------------
 
-def ln_with(x, w, b, eps, divisor=None, padding=0, ddof=0, eps_outside=False):
+def ln_with(x, w, b, eps, divisor=None, padding=0, ddof=0, eps_outside=False, mean_divisor=None):
     """LayerNorm per row in float64 with the given slips: the reference and its mistakes.
-    divisor: what the sums are divided by (D, or BLOCK_D by mistake); padding: lanes that add
-    mean² each to the variance sum (not zeroed by tl.where); ddof 1: the unbiased variance."""
+    divisor: what the sums are divided by (D, or BLOCK_D by mistake; mean_divisor: the mean's
+    alone); padding: lanes that add mean² each to the variance sum (not zeroed by tl.where);
+    ddof 1: the unbiased variance."""
     D = x.shape[-1]
     n = divisor or D
-    mean = x.sum(-1, keepdim=True) / n
+    mean = x.sum(-1, keepdim=True) / (mean_divisor or n)
     sq = ((x - mean) ** 2).sum(-1, keepdim=True) + padding * mean ** 2
     var = sq / (n - ddof)
     y = (x - mean) / (var.sqrt() + eps) if eps_outside else (x - mean) / (var + eps).sqrt()
@@ -187,6 +188,8 @@ def ln_mistakes(x, w, b, eps):
         "tl.where(mask, x - mean, 0.) before squaring": ln_with(x, w, b, eps, padding=block - D),
         "divided by BLOCK_D instead of D: only D lanes hold data":
             ln_with(x, w, b, eps, divisor=block, padding=0),
+        "the mean divided by BLOCK_D, the block's width, instead of D: only D lanes hold data, so the mean is "
+        "tl.sum(x, axis=0) / D": ln_with(x, w, b, eps, mean_divisor=block),
         "unbiased variance (D - 1): LayerNorm divides by D": ln_with(x, w, b, eps, ddof=1),
         "eps outside the square root: use 1 / tl.sqrt(var + eps)": ln_with(x, w, b, eps, eps_outside=True),
         "forgot beta (the bias)": ln_with(x, w, None, eps),

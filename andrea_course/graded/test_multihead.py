@@ -31,7 +31,10 @@ def _split_case(fn, shape, n_heads, strided=False):
                 {"reshaped straight to (B, H, T, K), which mixes positions and heads: view as (B, T, H, K) first, "
                  "then transpose(1, 2)": x.reshape(B_, n_heads, T_, K_),
                  "features split as (K, H) instead of (H, K): head h owns features h·K .. (h+1)·K - 1":
-                     x.view(B_, T_, K_, n_heads).permute(0, 3, 1, 2)})
+                     x.view(B_, T_, K_, n_heads).permute(0, 3, 1, 2),
+                 "the features viewed as (K, H), view(B, T, K, H), instead of (H, K): the result is (B, K, T, H); "
+                 "head h owns features h·K .. (h+1)·K - 1, so view(B, T, H, K) and then transpose(1, 2)":
+                     x.view(B_, T_, K_, n_heads).transpose(1, 2)})
 
 
 @graded("multihead.split_heads", points=2)

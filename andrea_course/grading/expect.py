@@ -227,7 +227,7 @@ def _name(got, want, mistakes, second, same, runs=None) -> str | None:
     and is wrong on both; None when none (or more than one) does.
 
     second: a Second, or several (expect_cases): each mistake is confirmed on the first where it
-    gives a wrong answer. same(a, b) or, for a second input of another dtype, same(a, b, want)
+    gives a wrong answer and the learner's code ran (an error there tells nothing either way). same(a, b) or, for a second input of another dtype, same(a, b, want)
     compares outputs. runs: the learner's outputs there (_Runs), shared with the relations."""
     here = [n for n, wrong in (mistakes or {}).items()
             if wrong is not None and _match(same, got, wrong, want) and not _match(same, wrong, want, want)]
@@ -237,12 +237,10 @@ def _name(got, want, mistakes, second, same, runs=None) -> str | None:
     seconds = runs.seconds
     confirmed = []
     for n in here:
-        i = next((i for i, s in enumerate(seconds) if s.mistakes.get(n) is not None
-                  and not _match(same, s.mistakes[n], s.want, s.want)), None)
-        if i is None:                                   # no other input where this mistake shows
-            continue
-        ran, got2 = runs(i)
-        if ran and _match(same, got2, seconds[i].mistakes[n], seconds[i].want):
+        shows = [i for i, s in enumerate(seconds) if s.mistakes.get(n) is not None
+                 and not _match(same, s.mistakes[n], s.want, s.want)]
+        ran, i = next(((True, i) for i in shows if runs(i)[0]), (False, None))   # where the learner's code ran
+        if ran and _match(same, runs(i)[1], seconds[i].mistakes[n], seconds[i].want):
             confirmed.append(n)
     return confirmed[0] if len(confirmed) == 1 else None
 

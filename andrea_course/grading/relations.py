@@ -193,6 +193,13 @@ def normalised_over_axis(got, want, inputs):
                         lambda k, a=a: f"along dim={a} ({_axis(a, n)}, size {got.shape[a]}) every slice of your output has the "
                         f"same mean and spread, feature by feature: your code normalises over {_axis(a, n)}"
                         f"{' (the batch)' if a == 0 and n >= 3 else ''} instead of the last axis, the features.")
+    g = got.detach().double()
+    if wsum and torch.isfinite(g).all() and abs(float(g.sum()) - 1) < 1e-4 and not _unit_sum(got, wsum[0]):
+        return Seen(frozenset({"sum all"}),
+                    lambda k, d=wsum[0]: f"your whole output sums to 1, all {got.numel()} entries together, where the "
+                    f"expected one sums to 1 along {_axis(d, n)}, slice by slice: the division is by the sum of "
+                    f"everything (.sum() without dim); divide each slice by its own sum, .sum(dim={d - n}, "
+                    f"keepdim=True).")
     return None
 
 
