@@ -142,10 +142,11 @@ def profile() -> None:
 
     import torch
 
-    from andrea_course.grading import wire
-    from andrea_course.grading.isolated import IsolatedStudent, warm_up
+    from andrea_course.worker import wire
+    from andrea_course.worker.client import IsolatedStudent
+from andrea_course.worker.server import warm_up
     from andrea_course.grading.runner import choose_tier, sandbox_uid
-    from andrea_course.grading.sandbox import Isolation, Limits
+    from andrea_course.worker.tiers import Isolation, Limits
     warm_up()
     uid = sandbox_uid() if os.geteuid() == 0 else None
     tier, _ = choose_tier("auto", ROOT / "solutions", uid, {}, Limits(), False)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from andrea_course.grading.runner import Course
-from andrea_course.grading.sandbox import UID_BASE, Cgroup, probe
+from andrea_course.worker.tiers import UID_BASE, Cgroup, probe
 from andrea_course.exercises import SOLUTIONS
 
 FIXTURES = Path(__file__).parent / "grading_fixtures"

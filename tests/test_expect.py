@@ -275,7 +275,7 @@ def test_errors_are_explained(raises, words):
 
 
 def test_an_error_from_the_grading_worker_is_explained_from_its_text():
-    from andrea_course.grading.isolated import LearnerCodeError
+    from andrea_course.worker.client import LearnerCodeError
     crossed = LearnerCodeError("RuntimeError: view size is not compatible with input tensor's size and stride "
                                "(at least one dimension spans across two contiguous subspaces). Use .reshape(...) "
                                "instead. (multihead.py, line 40, in merge_heads)")

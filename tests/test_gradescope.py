@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from andrea_course.grading.runner import snapshot
-from andrea_course.grading.sandbox import UID_BASE
+from andrea_course.worker.tiers import UID_BASE
 from andrea_course.exercises import EXERCISES, SOLUTIONS
 from andrea_course.paths import ROOT
 
@@ -116,6 +116,7 @@ def _autograde(bundle, files, container: bool = False, machine=None) -> tuple[di
     finally:
         for fd in keep:
             os.close(fd)
+    assert (autograder / "results" / "results.json").is_file(), (done.stdout[-3000:], done.stderr[-3000:])
     assert "Creating new namespace failed" in (autograder / "results" / "results.json").read_text() \
         or done.returncode == 0, done.stderr[-2000:]
     assert (autograder / "leftovers.json").read_text().strip(), done.stderr[-3000:]

@@ -23,7 +23,7 @@ from andrea_course.grading import cli, runner
 from andrea_course.grading.gradescope import Results, TestResult, to_gradescope, write_json
 from andrea_course.grading.plugin import Credit, sign
 from andrea_course.grading.runner import Course, grade, read_jsonl, snapshot
-from andrea_course.grading.sandbox import Limits
+from andrea_course.worker.tiers import Limits
 from andrea_course.exercises import EXERCISES, SOLUTIONS
 from andrea_course.paths import ROOT
 

@@ -1,4 +1,4 @@
-"""The walls around the learner's worker (andrea_course/grading/sandbox.py, confine.py,
+"""The walls around the learner's worker (andrea_course/worker/tiers.py, confine.py,
 seccomp.py): the seccomp filter's numbers are the kernel's and it refuses what learner code never
 needs (new namespaces, nested user namespaces included, ptrace, mount, keyctl, bpf, sockets other
 than Unix ones) and nothing the course needs; the worker in the sandbox has an empty capability
@@ -21,9 +21,10 @@ import time
 import pytest
 import torch
 
-from andrea_course.grading import runner, seccomp
-from andrea_course.grading.isolated import IsolatedStudent
-from andrea_course.grading.sandbox import UID_BASE, Container, Isolation, Limits, kill_uid, pids_of, sweep_uid
+from andrea_course.grading import runner
+from andrea_course.worker import seccomp
+from andrea_course.worker.client import IsolatedStudent
+from andrea_course.worker.tiers import UID_BASE, Container, Isolation, Limits, kill_uid, pids_of, sweep_uid
 from grading_helpers import make_submission, need_sandbox
 
 needs_linux = pytest.mark.skipif(seccomp.machine() is None, reason="a seccomp table for this machine")

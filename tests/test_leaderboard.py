@@ -1,4 +1,4 @@
-"""The capstone's leaderboard (grading/leaderboard.py): the learner's andrea-tiny, trained in their
+"""The capstone's leaderboard (capstone/leaderboard.py): the learner's andrea-tiny, trained in their
 own worker from the pieces that passed, measured by the grader with the engine's model on
 held-out stories; forged weights refused; Gradescope's "leaderboard" field and the gradebook's
 column; the held-out split's number only in the instructor's files.
@@ -18,10 +18,10 @@ import torch
 
 from andrea_course.exercises import EXERCISES, SOLUTIONS
 from andrea_course.grading import cli
-from andrea_course.grading import leaderboard as lb
+from andrea_course.capstone import leaderboard as lb
 from andrea_course.grading.gradescope import Results, TestResult, to_gradescope
 from andrea_course.grading.runner import Course, grade
-from andrea_course.grading.sandbox import Isolation
+from andrea_course.worker.tiers import Isolation
 from andrea_course.graded import GRADED
 from andrea_course.model import ANDREA
 from andrea_course.paths import ROOT
@@ -262,7 +262,7 @@ def test_the_hidden_tests_folder_turns_it_on_and_keeps_it_to_the_grader(tmp_path
     hidden.mkdir()
     (hidden / lb.SETTINGS_FILE).write_text(json.dumps(SMALL))
     course = Course(hidden=hidden)
-    assert course.leaderboard == lb.Settings(**SMALL) and lb.SETTINGS_FILE not in course.hidden
+    assert course.leaderboard.settings == lb.Settings(**SMALL) and lb.SETTINGS_FILE not in course.hidden
     assert Course(hidden=hidden, leaderboard=False).leaderboard is None
     assert Course().leaderboard is None
     assert not any(k.startswith("held_out") for k in lb.Settings(**SMALL).for_worker())    # the worker never has it

@@ -12,7 +12,7 @@ import pytest
 
 from andrea_course.grading import cli
 from andrea_course.grading.runner import Course
-from andrea_course.grading.sandbox import Limits
+from andrea_course.worker.tiers import Limits
 from andrea_course.graded import GRADED
 
 from grading_helpers import by_test, make_submission, sandboxed  # noqa: F401  (sandboxed: a fixture)

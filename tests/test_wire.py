@@ -1,4 +1,4 @@
-"""The wire between a graded test and the learner's worker (andrea_course/grading/wire.py), and
+"""The wire between a graded test and the learner's worker (andrea_course/worker/wire.py), and
 the worker seen from a test: a tensor arrives as the test made it (strides, offset, the storage
 it views), what the learner changes in place comes back into the test's own objects, an answer
 that is an argument is that argument's memory, the learner's prints and exceptions come back, a
@@ -19,9 +19,9 @@ import torch
 
 from andrea_course import ModelConfig
 from andrea_course.exercises import SOLUTIONS
-from andrea_course.grading import wire
-from andrea_course.grading.isolated import IsolatedStudent, LearnerCodeError, rebuild
-from andrea_course.grading.sandbox import Isolation, Limits
+from andrea_course.worker import wire
+from andrea_course.worker.client import IsolatedStudent, LearnerCodeError, rebuild
+from andrea_course.worker.tiers import Isolation, Limits
 from andrea_course.paths import ROOT
 
 # Helpers appended to a copy of the answer key's attention.py: names that are not pieces come
@@ -254,8 +254,8 @@ def test_answers_prints_handles_and_errors(student, capsys):
 
 PEAK = '''
 import json, sys, torch
-from andrea_course.grading.isolated import IsolatedStudent
-from andrea_course.grading.sandbox import Isolation, Limits
+from andrea_course.worker.client import IsolatedStudent
+from andrea_course.worker.tiers import Isolation, Limits
 
 def hwm():
     return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) << 10
@@ -310,7 +310,7 @@ def test_the_learners_memory_fits_the_machine_or_its_cgroup(tmp_path):
     """The learner tier's default memory is what the machine, or the cgroup this grader runs
     in, allows, less the grader's own room: inside a 768 MiB container the learner gets 384 MiB,
     on a large machine at most 6 GiB."""
-    from andrea_course.grading.sandbox import GRADER_ROOM, MEMORY_CAP, machine_memory
+    from andrea_course.worker.tiers import GRADER_ROOM, MEMORY_CAP, machine_memory
 
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24683568 kB\nMemFree: 1 kB\n")

@@ -17,7 +17,7 @@ per student. --gradebook canvas (or moodle; both may be given) writes that LMS's
 CSV beside the CSV, <csv name>-canvas.csv (gradebook.py): --roster maps each submission folder
 to the student's LMS identity, and a folder with no roster row is left out with one line saying so.
 
-The capstone's leaderboard (leaderboard.py), when the hidden tests folder holds a leaderboard.json
+The capstone's leaderboard (capstone/leaderboard.py), when the hidden tests folder holds a leaderboard.json
 (or --leaderboard FILE names one; --no-leaderboard turns it off): after the graded tests, each
 learner's andrea-tiny is trained from their pieces that passed, in their own worker, and its
 validation loss on held-out stories goes to results.json's "leaderboard" (Gradescope's), to the
@@ -57,7 +57,7 @@ from . import gradebook, shortcuts, similarity
 from .gradescope import Results, table, to_gradescope
 from .report import summarize, write_report
 from .runner import DEFAULT_TIMEOUT_PER_TEST, DEFAULT_TIMEOUT_TOTAL, ISOLATIONS, Course, grade
-from .sandbox import Limits, default_memory
+from ..worker.tiers import Limits, default_memory
 
 
 LOSS_COLUMN = "validation loss"          # the gradebook's leaderboard column (empty: no value)

@@ -23,7 +23,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
+
+from ..worker.process import Forked
 
 _WARM = threading.Lock()
 _warmed: list = []
@@ -104,41 +105,3 @@ def _child(args: list[str], env: dict, cwd: str, log_fd: int, keep: set[int]) ->
 def _test_like(name: str) -> bool:
     parts = name.split(".")
     return parts[0] in ("tests", "hidden") or any(p.startswith("test_") or p == "conftest" for p in parts)
-
-
-class Forked:
-    """A process this one forked (the graded run's pytest; the process tier's fork-started worker
-    parent, isolated.py), seen as subprocess.Popen sees its child."""
-
-    def __init__(self, pid: int):
-        self.pid, self.returncode = pid, None
-
-    def poll(self):
-        if self.returncode is None:
-            try:
-                done, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                self.returncode = -signal.SIGKILL            # reaped elsewhere: it is gone
-            else:
-                if done:
-                    self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None):
-        end = None if timeout is None else time.monotonic() + timeout
-        delay = 0.001
-        while self.poll() is None:
-            if end is not None and time.monotonic() >= end:
-                raise subprocess.TimeoutExpired(["pytest"], timeout)
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-        return self.returncode
-
-    def kill(self) -> None:
-        """SIGKILL its process group (it leads a session of its own) and itself."""
-        if self.returncode is None:
-            for kill in (os.killpg, os.kill):
-                try:
-                    kill(self.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass

@@ -4,7 +4,7 @@
      "stdout_visibility": "hidden",
      "tests": [{"name": ..., "score": 2.0, "max_score": 2.0, "status": "passed", "output": ...,
                 "output_format": "text", "visibility": "visible", "number": "3", "tags": [...]}],
-     "leaderboard": [{"name": "Validation loss", "value": 4.2133, "order": "asc"}]}   # the capstone's (leaderboard.py)
+     "leaderboard": [{"name": "Validation loss", "value": 4.2133, "order": "asc"}]}   # the capstone's (capstone/leaderboard.py)
 
 https://gradescope-autograders.readthedocs.io/en/latest/specs/ (fields as of 2024).
 

@@ -2,7 +2,7 @@
 
 On Linux ("fork" mode) pytest runs in a forked child of the kernel (the fork costs about 15 ms
 and shares everything already imported), and the learner's code runs where andrea-grade runs
-it: in a worker process (grading/isolated.py, the "process" tier: a fork of that child, one
+it: in a worker process (worker/client.py, the "process" tier: a fork of that child, one
 fresh worker per test) that gets the test's values over the same wire. So a check gives the
 grader's verdict, and a timeout, a crash (a Triton store out of bounds included), sys.exit or
 running out of memory fails the test it happens in and the next test runs; at a timeout the
@@ -314,7 +314,7 @@ def taught_in(item) -> str | None:
 def _worker_outcome(item, exc, folder: Path, limit: float) -> Outcome | None:
     """The box rows of a failure the worker reported (isolated.LearnerCodeError): a timeout with
     the learner's line running at that moment, a crash, sys.exit, memory; None for others."""
-    from .isolated import LearnerCodeError
+    from ..worker.client import LearnerCodeError
     if not isinstance(exc, LearnerCodeError) or exc.kind == "error":
         return None
     where = _where([tuple(f) for f in reversed(exc.frames)], folder) if exc.frames else ""
@@ -467,12 +467,12 @@ def _warm(kernels: bool = False) -> None:
         with contextlib.suppress(Exception):
             import andrea_course.grading.plugin  # noqa: F401
             import andrea_course.model  # noqa: F401
-            from .isolated import warm_up
+            from ..worker.server import warm_up
             warm_up()
     if kernels and "kernels" not in _warmed:
         _warmed.add("kernels")
         with contextlib.suppress(Exception):
-            from .isolated import warm_up
+            from ..worker.server import warm_up
             warm_up(kernels=True)
 
 

@@ -2,7 +2,6 @@
 
     passing("exercises", ["attention.softmax", "mlp.MLP"])   # {"attention.softmax": "yours", "mlp.MLP": "engine: ..."}
     model = learner_model("andrea-tiny", "exercises")       # overlay.build with the pieces that pass
-    Trainer(tc, out, **learner_training("exercises", passing("exercises")))   # model, AdamW, lr_at: theirs that pass
 
 The verdict is decided here, in the grading layer, and handed down to overlay.build (which never
 runs a test): a piece is "yours" when it is written and every one of its graded tests passes,
@@ -55,25 +54,3 @@ def learner_model(cfg: ModelConfig | str, impl: str | os.PathLike, **switches):
         raise TypeError(f"learner_model takes the run-time switches kernels, dropout and init_std, not {', '.join(bad)}")
     exercises = _overlay.model_pieces(cfg, switches.get("kernels", "torch"))
     return _overlay.build(cfg, impl, accept=passing(impl, exercises), **switches)
-
-
-def learner_training(impl: str | os.PathLike, accept) -> dict:
-    """What a train.Trainer runs with the learner's pieces that `accept` (the grading layer's
-    verdicts, {"activity.piece": "yours" | "engine: <why>"}, or a set of the passing ones) lets in:
-    {"model_factory": overlay.build with the model's pieces, "optimizer_factory": StepwiseAdamW with
-    the learner's adamw_step (None: the engine's AdamW), "lr_schedule": the learner's lr_at (None:
-    the engine's)}. The capstone (andrea-train --impl) and the leaderboard both train with these."""
-    from ..train.optimizer import StepwiseAdamW
-
-    folder = _overlay.resolve(impl)
-    given = dict(accept) if isinstance(accept, dict) else {e: _overlay.YOURS for e in accept}
-    accepted = {e for e, verdict in given.items() if verdict == _overlay.YOURS}
-    optim = _overlay.Overlay(folder, accept=accepted).module("optim") if accepted & {"optim.adamw_step", "optim.lr_at"} else None
-    out = {"model_factory": lambda cfg, **sw: _overlay.build(cfg, folder, accept=given, **sw),
-           "optimizer_factory": None, "lr_schedule": None}
-    if "optim.adamw_step" in accepted:
-        update = optim.adamw_step
-        out["optimizer_factory"] = lambda groups, **kw: StepwiseAdamW(groups, update=update, **kw)
-    if "optim.lr_at" in accepted:
-        out["lr_schedule"] = optim.lr_at
-    return out

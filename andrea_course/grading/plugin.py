@@ -44,8 +44,9 @@ import pytest
 from .expect import Mismatch
 from .explain import explain
 from ..overlay import impl_from_env
-from .isolated import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError, warm_up
-from .sandbox import Isolation
+from ..worker.client import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
+from ..worker.server import warm_up
+from ..worker.tiers import Isolation
 from .student import InProcessStudent
 
 MAX_OUTPUT = 4000
@@ -334,7 +335,7 @@ def pytest_sessionstart(session):
 
 
 def _student_of(config, kernels: bool = True):
-    """The session's student, made once: in a worker (isolated.py) unless --isolation in-process.
+    """The session's student, made once: in a worker (worker/client.py) unless --isolation in-process.
     The engine is imported first (and Triton's interpreter warmed when kernels are graded), so
     that nothing a learner's code writes later changes what the grader compares with, and a
     worker forked from this process starts warm."""

@@ -5,7 +5,7 @@ there is fork: forked.py), learner code isolated.
     results = grade("exercises", isolation="process", own_work=True)            # make grade
 
 0. The submission's top-level .py files are copied (regular files only, never through a link,
-   bounded in number and size) into a private folder. The isolation tier (sandbox.py) is the
+   bounded in number and size) into a private folder. The isolation tier (worker/tiers.py) is the
    strongest this machine allows: "sandbox" (bubblewrap) where namespaces can be made, else, as
    root, "container" (a uid of its own, seccomp, no capabilities: Docker's defaults, Gradescope);
    where neither can hold the hidden tests and the results out of the learner's reach, nothing
@@ -21,8 +21,8 @@ there is fork: forked.py), learner code isolated.
 4. results.json is written ALWAYS, last, atomically: tests that never reported count as failed
    with the reason, and a crash of the grader itself still gives a results.json that says so.
 5. Course files changed during the run (by the learner's code) are named in the report.
-6. With a leaderboard (leaderboard.py; the hidden tests folder's leaderboard.json): its worker's
-   parent starts with pytest; after the tests, the learner's andrea-tiny is trained in a worker of
+6. With a leaderboard (capstone/leaderboard.py, an after-test hook: hooks.py; the hidden tests
+   folder's leaderboard.json): its worker's parent starts with pytest; after the tests, the learner's andrea-tiny is trained in a worker of
    the same tier from the pieces that passed, and measured here on held-out stories. The value
    goes to results.json's "leaderboard" and one line to the output; never into the score.
 
@@ -52,10 +52,10 @@ from ..paths import ROOT
 from ..overlay import resolve
 from . import forked, shortcuts
 from .gradescope import Results, TestResult, to_gradescope, write_json
-from .isolated import IsolatedStudent, LearnerCodeError
-from .leaderboard import SETTINGS_FILE, Entry, Settings, measure, start as start_leaderboard, written_any
+from ..worker.client import IsolatedStudent, LearnerCodeError
+from . import hooks
 from .plugin import sign
-from .sandbox import DEAD, UID_BASE, Cgroup, Container, Isolation, Limits, probe, probe_container, proc_stat
+from ..worker.tiers import DEAD, UID_BASE, Cgroup, Container, Isolation, Limits, probe, probe_container, proc_stat
 
 COURSE_TESTS = GRADED                   # the graded tests, shipped with the package
 DEFAULT_TIMEOUT_PER_TEST = 60.0
@@ -95,8 +95,8 @@ class Course:
 
     def __init__(self, tests: str | os.PathLike = COURSE_TESTS, hidden: str | os.PathLike | None = None,
                  guard: list[str | os.PathLike] | None = None, leaderboard: str | os.PathLike | bool | None = None):
-        """leaderboard: the leaderboard's settings file (leaderboard.Settings); None: the hidden tests
-        folder's leaderboard.json when it has one; False: no leaderboard."""
+        """leaderboard: the capstone leaderboard's settings file (an after-test hook, hooks.py); None: the
+        hidden tests folder's leaderboard.json when it has one; False: no leaderboard."""
         self.tests_dir = Path(tests).resolve()
         self.hidden_dir = Path(hidden).resolve() if hidden else None
         if not self.tests_dir.is_dir():
@@ -105,13 +105,14 @@ class Course:
             raise FileNotFoundError(f"hidden tests folder {self.hidden_dir} does not exist")
         self.tests = snapshot(self.tests_dir)
         self.hidden = snapshot(self.hidden_dir) if self.hidden_dir else {}
-        self.hidden.pop(SETTINGS_FILE, None)          # read here, never copied next to the tests
-        if leaderboard is None and self.hidden_dir and (self.hidden_dir / SETTINGS_FILE).is_file():
-            leaderboard = self.hidden_dir / SETTINGS_FILE
+        for name in hooks.AFTER_TESTS:
+            self.hidden.pop(name, None)               # read here, never copied next to the tests
+        if leaderboard is None and self.hidden_dir and (self.hidden_dir / hooks.LEADERBOARD_FILE).is_file():
+            leaderboard = self.hidden_dir / hooks.LEADERBOARD_FILE
         self.leaderboard_file = Path(leaderboard).resolve() if leaderboard not in (None, False, True) else None
         if leaderboard is True:
             raise ValueError("leaderboard=True: name the leaderboard's settings file (leaderboard.json)")
-        self.leaderboard = Settings.load(self.leaderboard_file) if self.leaderboard_file else None
+        self.leaderboard = hooks.load(self.leaderboard_file) if self.leaderboard_file else None
         if self.hidden:
             ours = {Path(p).name for p in self.tests if p.endswith(".py")}
             clash = sorted({Path(p).name for p in self.hidden if p.endswith(".py")} & ours)
@@ -369,18 +370,18 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
         board = None
         ranked = course.leaderboard is not None and iso is not None and not refused
         try:
-            if ranked and written_any(folder, course.leaderboard):
+            if ranked and course.leaderboard.wants(folder):
                 # its worker's parent starts now, preparing the training while the tests run
-                board = start_leaderboard(folder, course.leaderboard, iso)
+                board = course.leaderboard.start(folder, iso)
             stopped = _pytest(results, tmp, folder, course, timeout_per_test, timeout_total, jobs, iso,
                               log, collect_only=bool(refused))
             if ranked:
                 if stopped:
-                    results.leaderboard = Entry(None, f"Leaderboard: no value: {stopped}")
+                    results.leaderboard = course.leaderboard.stopped(stopped)
                 else:
-                    board, student = None, board          # measure() closes it
-                    results.leaderboard = measure(folder, results.tests, course.leaderboard, iso, student=student,
-                                                  seconds=timeout_total - (time.monotonic() - began))
+                    board, started = None, board          # after() closes it
+                    results.leaderboard = course.leaderboard.after(folder, results.tests, iso, started=started,
+                                                                   seconds=timeout_total - (time.monotonic() - began))
                 results.notes.append(results.leaderboard.note)
         finally:
             if board is not None:

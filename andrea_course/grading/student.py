@@ -1,7 +1,7 @@
 """The learner's code as graded tests see it.
 
 InProcessStudent hands out the learner's own objects directly (fast; `pytest`, notebooks).
-The autograder (andrea-grade) uses IsolatedStudent (isolated.py) instead, whose pieces
+The autograder (andrea-grade) uses IsolatedStudent (worker/client.py) instead, whose pieces
 run in a separate process: tests must therefore use pieces only through this protocol:
 call a function; construct a class; call an instance or its methods; read an attribute; and
 read a piece's code as written (student.source: the file is read, never run, for checks of how a
@@ -15,33 +15,10 @@ every other piece it calls, so a test grades that piece alone.
 """
 from __future__ import annotations
 
-import ast
 import inspect
-from pathlib import Path
 
 from ..overlay import Overlay, impl_from_env
-
-MAX_SOURCE = 1 << 20          # bytes of a learner's file read for student.source
-
-
-def source_of(path: Path, name: str) -> str:
-    """The text of the top-level function or class `name` in the file at `path` (decorators
-    included), read and parsed, never run; '' when the file or the name is missing or the file
-    does not parse."""
-    try:
-        if path.stat().st_size > MAX_SOURCE:
-            return ""
-        text = path.read_text(encoding="utf-8")
-        tree = ast.parse(text)
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
-        return ""
-    lines = text.splitlines(keepends=True)
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            return "".join(lines[first - 1:node.end_lineno])
-    return ""
-
+from ..worker.client import source_of  # noqa: F401  (read by the graded tests' student)
 
 class InProcessStudent:
     """The learner's pieces, in this process.

@@ -21,8 +21,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from andrea_course.grading import seccomp
-from andrea_course.grading.sandbox import SHARED_TEMP
+from andrea_course.worker import seccomp
+from andrea_course.worker.tiers import SHARED_TEMP
 
 DOCKER_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
                "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",

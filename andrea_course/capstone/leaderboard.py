@@ -5,7 +5,7 @@
     entry.value      # 4.21: mean cross-entropy (nats per token) on the held-out stories, or None
     entry.note       # one line for the learner: the value and whose pieces trained, or why there is none
 
-1. In the learner's worker (isolated.py, the same tier and limits as the graded tests; never the
+1. In the learner's worker (worker/, the same tier and limits as the graded tests; never the
    grader's process): the engine's andrea-tiny with each of the learner's pieces that PASSED all
    its graded tests in this run (the verdicts are the grader's, handed down as overlay.build's
    accept=), trained `steps` optimizer steps of B sequences of T tokens on the first `stories`
@@ -43,6 +43,8 @@ from ..config import ModelConfig
 SETTINGS_FILE = "leaderboard.json"       # looked for in the hidden tests' folder (runner.Course)
 NAME = "Validation loss"                 # the leaderboard's column on Gradescope
 BYTES_SLACK = 1 << 20                    # a reply may be this much larger than the weights (names, header)
+TRAIN = f"{__name__}:train"              # the entry points the learner's worker runs (worker/server.py)
+WARM_UP = f"{__name__}:warm_up"
 
 
 class LeaderboardError(ValueError):
@@ -128,12 +130,12 @@ def train(folder: str, accept: dict, settings: dict) -> dict:
     """Train the engine's model with the learner's pieces that passed (accept: the grader's
     verdicts, {"activity.piece": "yours" | "engine: <why>"}) for the settings' steps; returns
     {"weights": {name: tensor}, "pieces": {piece: verdict as the model ran it}, "loss": last loss}.
-    Runs in the learner's worker (isolated.py's "train" request), never in the grader."""
+    Runs in the learner's worker (the worker's "run" request of this entry point), never in the grader."""
     import tempfile
 
     from ..train.settings import TrainConfig
     from ..train.trainer import Trainer
-    from .passing import learner_training
+    from .parts import learner_training
 
     s = dict(settings)
     tc = TrainConfig(model=s["model"], seq_len=s["seq_len"], batch_size=s["batch_size"], max_steps=s["steps"],
@@ -284,11 +286,11 @@ def written_any(folder, settings: Settings) -> bool:
 
 
 def start(folder, settings: Settings, isolation):
-    """The learner's worker for the leaderboard (an isolated.IsolatedStudent in `isolation`), its
+    """The learner's worker for the leaderboard (a worker.client.IsolatedStudent in `isolation`), its
     parent started now: it imports torch and tokenizes the training stories while the graded tests
     run (the runner starts it before pytest). measure() uses it, and closes it."""
-    from .isolated import IsolatedStudent
-    student = IsolatedStudent(folder, isolation=isolation, training=settings.for_worker())
+    from ..worker.client import IsolatedStudent
+    student = IsolatedStudent(folder, isolation=isolation, prepare=(WARM_UP, settings.for_worker()))
     student.boot()
     return student
 
@@ -297,7 +299,7 @@ def measure(folder, tests, settings: Settings, isolation, seconds: float | None 
     """Train the learner's model in a worker of `isolation` (an Isolation; or `student`, from
     start()) with the verdicts of `tests` (this run's TestResults), and measure it; at most
     `seconds` (default: the settings' timeout) of the worker's time."""
-    from .isolated import LearnerCodeError
+    from ..worker.client import LearnerCodeError
 
     begin = time.monotonic()
     budget = min(settings.timeout, seconds) if seconds is not None else settings.timeout
@@ -314,7 +316,7 @@ def measure(folder, tests, settings: Settings, isolation, seconds: float | None 
     try:
         if budget < 5:
             return Entry(None, f"Leaderboard: no value: no time was left to train ({max(budget, 0):.0f} s)")
-        reply = student.train(accept, settings.for_worker(), timeout=budget, limit=reply_limit(cfg))
+        reply = student.run(TRAIN, accept, settings.for_worker(), timeout=budget, limit=reply_limit(cfg))
         if not isinstance(reply, dict):
             raise LeaderboardError(f"the training sent back a {type(reply).__name__}, not its weights")
         value = validation_loss(reply.get("weights"), settings)
@@ -345,3 +347,34 @@ def warm_up(settings: dict) -> None:
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:300]
+
+
+class Leaderboard:
+    """The leaderboard as the grading pipeline's after-test hook (grading/hooks.py): loaded from
+    its settings file, its worker started before the graded tests where the submission wrote a
+    piece it trains with, and its entry measured after them."""
+
+    key = "leaderboard"                  # the field of the run's results it fills
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    @classmethod
+    def load(cls, path) -> "Leaderboard":
+        return cls(Settings.load(path))
+
+    def describe(self) -> str:
+        return self.settings.describe()
+
+    def wants(self, folder) -> bool:
+        return written_any(folder, self.settings)
+
+    def start(self, folder, isolation):
+        return start(folder, self.settings, isolation)
+
+    def stopped(self, why: str) -> Entry:
+        return Entry(None, f"Leaderboard: no value: {why}")
+
+    def after(self, folder, tests, isolation, seconds: float | None = None, started=None) -> Entry:
+        return measure(folder, tests, self.settings, isolation, seconds=seconds, student=started)
+

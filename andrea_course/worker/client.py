@@ -17,7 +17,7 @@ Comparisons (`==`) on a proxy never reach the learner's code. The learner's prin
 with each answer (the test's output shows them); its exceptions come back with their type (a
 NotImplementedError stays one), their causes and the learner's own frames (`exc.frames`).
 
-Where the worker runs (sandbox.py: the Isolation tiers): a parent process (the "zygote") that
+Where the worker runs (tiers.py: the Isolation tiers): a parent process (the "zygote", server.py) that
 imported torch and the course once, after confining itself (confine.py: uid, capabilities,
 no_new_privs, seccomp, limits); every test gets a fresh worker forked from it (a spare, forked
 while the previous test ran), and at a test's end the zygote, a subreaper, kills its worker and
@@ -34,11 +34,8 @@ kills the worker; the next test gets a new one.
 """
 from __future__ import annotations
 
+import ast
 import builtins
-import faulthandler
-import gc
-import io
-import itertools
 import json
 import os
 import re
@@ -50,17 +47,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 
-import torch
-
-from .. import authorship
 from ..overlay import ImplementationError, resolve
 from ..paths import ROOT
 from . import wire
-from .forked import Forked
-from .sandbox import SANDBOX_ROOT, Cgroup, Container, Isolation, Limits, Sandbox, worker_env
+from .process import Adopted, WorkerChild
+from .server import BOOT, _fork_zygote
+from .tiers import SANDBOX_ROOT, Cgroup, Container, Isolation, Limits, Sandbox, worker_env
 
 DEFAULT_TIMEOUT = 60.0              # seconds of learner time per test
 BOOT_TIMEOUT = 180.0                # starting Python, torch and the course (not the learner's time)
@@ -79,36 +73,29 @@ class LearnerCodeError(Exception):
         self.kind, self.frames = kind, list(frames or [])
 
 
-def warm_up(kernels: bool = False) -> None:
-    """Import the engine and its version of every piece; with kernels, run each of the engine's
-    graded kernels once in Triton's interpreter (its own set-up costs a few tenths of a second per
-    process): a worker forked afterwards starts warm. Never the learner's code."""
-    from .. import pieces
-    for activity in pieces.ACTIVITIES:
-        pieces.names(activity)
-        try:
-            pieces.module(activity)
-        except ImportError:        # Triton or tokenizers missing: those activities cannot be graded
-            pass
-    if kernels and os.environ.get("TRITON_INTERPRET") == "1":
-        try:
-            from ..kernels import gelu_tanh, layer_norm, softmax
-            x = torch.randn(2, 16, generator=torch.Generator().manual_seed(0))   # not the caller's draws
-            softmax(x), gelu_tanh(x), layer_norm(x, torch.ones(16), torch.zeros(16))
-        except Exception:          # noqa: BLE001  (no Triton: its tests say so themselves)
-            pass
-
-
-def learner_pieces(folder: str):
-    """The ONE place the worker turns a submission folder into the learner's pieces:
-    `learner_pieces(folder).isolated(activity, name)` is the learner's piece, with the engine
-    (andrea_course/pieces) standing in for every other piece it calls. Nothing here reads
-    solutions/ (not mounted in the sandbox)."""
-    from ..overlay import Overlay
-    return Overlay(folder)
-
-
 # ----------------------------------------------------------------------------- grader side
+MAX_SOURCE = 1 << 20          # bytes of a learner's file read for student.source
+
+
+def source_of(path: Path, name: str) -> str:
+    """The text of the top-level function or class `name` in the file at `path` (decorators
+    included), read and parsed, never run; '' when the file or the name is missing or the file
+    does not parse."""
+    try:
+        if path.stat().st_size > MAX_SOURCE:
+            return ""
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return ""
+    lines = text.splitlines(keepends=True)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            return "".join(lines[first - 1:node.end_lineno])
+    return ""
+
+
 class Proxy:
     """A learner object that lives in the worker: call it, read its attributes, iterate it."""
 
@@ -173,43 +160,11 @@ class Proxy:
             pass
 
 
-class _Adopted:
-    """A worker's parent that another process started (IsolatedStudent.hand_over): alive while
-    its pid is; killed by pid (we may: the grader's processes run as one user)."""
-
-    def __init__(self, pid: int):
-        self.pid, self.returncode = pid, None
-
-    def poll(self):
-        if self.returncode is None:
-            try:
-                with open(f"/proc/{self.pid}/stat") as f:
-                    state = f.read().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                state = "gone"
-            if state in ("Z", "X", "gone"):          # ended (a zombie until its parent reaps it)
-                self.returncode = -signal.SIGKILL
-        return self.returncode
-
-    def kill(self):
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def wait(self, timeout=None):
-        end = time.monotonic() + (10.0 if timeout is None else timeout)
-        while self.poll() is None and time.monotonic() < end:
-            time.sleep(0.01)
-        return self.returncode
-
-
 class IsolatedStudent:
     """The learner's pieces, run in a worker process (see the module docstring)."""
 
     def __init__(self, impl=None, overrides: dict | None = None, *, isolation: Isolation | None = None,
-                 python: str | None = None, adopt: str | None = None, training: dict | None = None):
+                 python: str | None = None, adopt: str | None = None, prepare: tuple | None = None):
         if overrides:
             raise ValueError("IsolatedStudent does not take overrides: they are objects of this "
                              "process; use InProcessStudent for mutation tests")
@@ -234,11 +189,11 @@ class IsolatedStudent:
         self._booted = False
         self._pending = 0                    # answers of the zygote not read yet (wait=False)
         self._hint = None                    # the activity the next test loads (begin_test)
-        self._limit = iso.limits.reply       # the largest reply read (train() sets its own)
-        self._training = training            # the leaderboard's settings: its worker's parent prepares them
+        self._limit = iso.limits.reply       # the largest reply read (run() sets its own)
+        self._prepare = prepare              # (entry point, argument) the worker's parent calls before any fork
         if adopt:                            # a worker's parent another process started for us
             fd, pid = (int(v) for v in str(adopt).split(":"))
-            self._zsock, self._zygote = socket.socket(fileno=fd), _Adopted(pid)
+            self._zsock, self._zygote = socket.socket(fileno=fd), Adopted(pid)
 
     @property
     def is_reference(self) -> bool:
@@ -268,7 +223,6 @@ class IsolatedStudent:
 
     def source(self, activity: str, name: str) -> str:
         """The code of a piece as written, read from the learner's file in this process (never run)."""
-        from .student import source_of
         return source_of(self.folder / f"{activity}.py", name)
 
     def end_test(self) -> None:
@@ -288,16 +242,17 @@ class IsolatedStudent:
                 raise LearnerCodeError(self._import_failures[activity], exc.kind, exc.frames) from None
             raise
 
-    def train(self, accept: dict, settings: dict, *, timeout: float | None = None, limit: int = wire.MAX_MESSAGE):
-        """The leaderboard's training (leaderboard.train) in a fresh worker, with `timeout` seconds
-        (default: the isolation's per-test time): its reply ({"weights": ..., ...}) as it came back,
-        a reply over `limit` bytes refused unread; every failure a LearnerCodeError, as in a test."""
+    def run(self, entry: str, *args, timeout: float | None = None, limit: int = wire.MAX_MESSAGE):
+        """entry(folder, *args) in a fresh worker, for an entry point of the course
+        ("andrea_course.<module>:<function>", server.entry_point), with `timeout` seconds (default:
+        the isolation's per-test time): its reply as it came back, a reply over `limit` bytes
+        refused unread; every failure a LearnerCodeError, as in a test."""
         per_test = self.timeout
         self.timeout = float(timeout) if timeout is not None else per_test
         self.begin_test()
         self._limit = limit
         try:
-            return self._request("train", None, accept, settings)
+            return self._request("run", None, entry, *args)
         finally:
             self._limit, self.timeout = self.isolation.limits.reply, per_test
             self.end_test()
@@ -312,7 +267,7 @@ class IsolatedStudent:
     # ----- the worker's parent -----
     def _zygote_config(self) -> dict:
         return {**self.isolation.worker_config(), "confine": str(Path(__file__).with_name("confine.py")),
-                "root": str(ROOT), "folder": self.worker_folder, "training": self._training}
+                "root": str(ROOT), "folder": self.worker_folder, "prepare": self._prepare}
 
     def _start_zygote(self, wait: bool = True) -> None:
         """A process that imported torch and the course once (inside the tier's wall); every
@@ -440,7 +395,7 @@ class IsolatedStudent:
                 raise OSError(f"unexpected answer {reply!r}")
         except (OSError, ValueError, LearnerCodeError) as exc:
             raise LearnerCodeError(f"the grading worker failed to start ({exc})", "start") from None
-        self.proc = _Forked(self, reply["pid"])
+        self.proc = WorkerChild(self, reply["pid"])
         self.generation += 1
         self._send_fd, self._recv_fd, self._dump_fd = fds
         os.set_blocking(self._send_fd, False)
@@ -694,410 +649,3 @@ def rebuild(type_name: str, text: str) -> BaseException:
     return LearnerCodeError(f"{short}: {text}")
 
 
-# ----------------------------------------------------------------------------- worker side
-def _qualified(exc: BaseException) -> str:
-    t = type(exc)
-    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
-
-
-def _text(exc: BaseException) -> str:
-    try:
-        return str(exc)
-    except BaseException:   # noqa: BLE001  (a learner's exception whose __str__ fails)
-        return "(the exception's message could not be read)"
-
-
-def _frames(exc: BaseException, folder: str) -> list:
-    """[path, line, function, code] of the learner's own frames in exc's traceback."""
-    folder = os.path.abspath(folder)
-    try:
-        tb = traceback.extract_tb(exc.__traceback__)
-    except Exception:                          # noqa: BLE001
-        return []
-    return [[f.filename, f.lineno or 0, f.name, (f.line or "")[:500]] for f in tb
-            if os.path.dirname(os.path.abspath(f.filename)) == folder][-MAX_FRAMES:]
-
-
-def _chain(exc: BaseException, folder: str, note: str = "") -> list:
-    """[type, message, frames] of exc and its causes; `note` ends the first message (authorship's
-    word on a refused route to the engine)."""
-    out, seen = [], set()
-    while exc is not None and id(exc) not in seen and len(out) < 5:
-        seen.add(id(exc))
-        out.append([_qualified(exc), (_text(exc) + (note if not out else ""))[:20000], _frames(exc, folder)])
-        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
-    return out
-
-
-def _precompile(folder: str, activity: str | None) -> None:
-    """Compile the learner's `activity`.py now (never run it), while the worker waits for its
-    test: loading it then skips the compile. Only this worker's import machinery is changed."""
-    import importlib._bootstrap_external as external
-    path = os.path.join(folder, f"{activity}.py")
-    if not activity or not activity.isidentifier() or not os.path.isfile(path):
-        return
-    try:
-        with open(path, "rb") as f:
-            data = f.read(1 << 21)
-        code = compile(data, path, "exec", dont_inherit=True)
-    except (OSError, SyntaxError, ValueError, MemoryError, RecursionError):
-        return                                 # loading it says what is wrong
-    plain = external.SourceLoader.source_to_code
-
-    def source_to_code(self, source, where, *, _optimize=-1):
-        if where == path and source == data and _optimize == -1:
-            return code
-        return plain(self, source, where, _optimize=_optimize)
-
-    external.SourceLoader.source_to_code = source_to_code
-
-
-def _first_touch() -> None:
-    """A few small torch operations and a message written, while the worker waits for its test: a
-    forked process's first calls pay for the pages they write (copy-on-write) and for torch's
-    per-process set-up; the learner's first call then does not."""
-    try:
-        x = torch.ones(4, 8)
-        torch.softmax(x @ x.T, dim=-1).sum().item()
-        w = wire.Writer()
-        w.frame({"ok": w.value([x, 1.0, "s"])})
-    except Exception:              # noqa: BLE001
-        pass
-
-
-def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str, hint: str | None = None) -> None:
-    faulthandler.register(signal.SIGUSR1, file=os.fdopen(dump_fd, "w", closefd=False), all_threads=False)
-    impl = learner_pieces(folder)
-    objects: dict[int, object] = {}
-    counter = iter(range(1, 1 << 62))
-
-    def handle_of(obj) -> int:
-        hid = next(counter)
-        objects[hid] = obj
-        return hid
-
-    def readinto(view: memoryview) -> None:
-        got = 0
-        while got < len(view):
-            n = os.readv(recv_fd, [view[got:got + (1 << 24)]])
-            if not n:
-                os._exit(0)              # the grader went away
-            got += n
-
-    def send(head: bytes, blobs) -> None:
-        for view in (memoryview(head), *blobs):
-            while view:
-                view = view[os.write(send_fd, view[:1 << 20]):]
-
-    def reply(fields: dict, writer: wire.Writer | None = None) -> None:
-        writer = writer or wire.Writer()
-        try:
-            send(*writer.frame(fields))
-        except BaseException as exc:       # noqa: BLE001  (an answer too large, say)
-            send(*wire.Writer().frame({"err": [["ValueError", f"the value could not be sent back: {exc}", []]]}))
-
-    reply({"ready": True})
-    _precompile(folder, hint)
-    _first_touch()
-    while True:
-        message = wire.read(readinto)
-        fields = message.fields
-        for d in fields.get("dead", []):
-            objects.pop(d, None)
-        out = io.StringIO()
-        watch = None
-        stdout, stderr = sys.stdout, sys.stderr
-        sys.stdout = sys.stderr = out
-        try:
-            args = wire.tree(message, fields["args"], lambda h, _kind: objects[h])
-            watch = wire.Watch(message)
-            op = fields["op"]
-            if op == "load":
-                authorship.forbid_engine(*args)     # the engine's own version of this piece: refused from here on
-                result = impl.isolated(*args)
-            elif op == "train":                     # the leaderboard's model, trained here (leaderboard.py)
-                from .leaderboard import train
-                result = train(folder, *args)
-            else:
-                target = objects[fields["hid"]]
-                if op == "call":
-                    result = target(*args[0], **args[1])
-                elif op == "getattr":
-                    result = getattr(target, args[0])
-                elif op == "getitem":
-                    result = target[args[0]]
-                elif op == "len":
-                    result = len(target)
-                elif op == "list":
-                    result = list(target)
-                else:
-                    raise ValueError(f"unknown request {op!r}")
-            answer = {"ok": result}
-        except BaseException as exc:   # noqa: BLE001  (the learner's exception, reported)
-            answer = {"err": _chain(exc, folder, authorship.refused_note(exc))}
-        finally:
-            sys.stdout, sys.stderr = stdout, stderr
-        writer = wire.Writer(handle_of, aliases=watch.aliases() if watch else None, materialize=True)
-        try:
-            fields_out = {"ok": writer.value(answer["ok"])} if "ok" in answer else {"err": answer["err"]}
-        except BaseException as exc:   # noqa: BLE001
-            writer = wire.Writer(handle_of, materialize=True)
-            fields_out = {"err": [["ValueError", f"the value could not be sent back: {_text(exc)}", []]]}
-        if watch is not None:
-            fields_out.update(watch.changes(writer))
-        fields_out["out"] = out.getvalue()[-wire.MAX_PRINTED:]
-        reply(fields_out, writer)
-
-
-class _Forked:
-    """A worker forked by the zygote: not our child (in a sandbox, in another pid namespace),
-    so the zygote reaps it, tells us how it ended, and ends it for us ("end")."""
-
-    def __init__(self, student: IsolatedStudent, pid: int):
-        self.student, self.pid, self.returncode = student, pid, None
-
-    def poll(self):
-        if self.returncode is None:
-            try:
-                self.returncode = self.student._zask({"op": "poll", "pid": self.pid})["status"]
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                self.returncode = -signal.SIGKILL          # its parent is gone: so is it
-        return self.returncode
-
-    def wait(self, timeout: float | None = None):
-        end = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if end is not None and time.monotonic() > end:
-                return None
-            time.sleep(0.005)
-        return self.returncode
-
-
-
-# The exec-started zygote: confine first (by the file's path: nothing of the course or torch is
-# imported yet), then import the course as the unprivileged user, then serve.
-BOOT = """
-import importlib.util, json, sys
-sys.dont_write_bytecode = True
-config = json.loads(sys.argv[2])
-spec = importlib.util.spec_from_file_location("andrea_course_confine", config["confine"])
-confine = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(confine)
-missing = confine.confine(config)
-sys.path.insert(0, config["root"])
-from andrea_course.grading.isolated import _zygote
-_zygote(int(sys.argv[1]), config, missing)
-"""
-
-
-def _fork_zygote(theirs: socket.socket, config: dict) -> Forked:
-    """The process tier's zygote as a fork of this process (which has imported torch and the
-    course already): its own session, stdin/stdout/stderr at /dev/null, no other descriptor
-    of ours, SIGKILL when we end."""
-    fd = theirs.fileno()
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.setsid()
-            null = os.open(os.devnull, os.O_RDWR)
-            for target in (0, 1, 2):
-                os.dup2(null, target)
-            for entry in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else []:
-                n = int(entry)
-                if n > 2 and n != fd:
-                    try:
-                        os.close(n)
-                    except OSError:
-                        pass
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            _zygote(fd, {**config, "preload": False, "parent": parent}, [])
-        except BaseException:        # noqa: BLE001
-            code = 70
-        finally:
-            os._exit(code)
-    return Forked(pid)
-
-
-def _zygote(fd: int, config: dict, missing: list) -> None:
-    """Serve the grader: hand out a spare worker ("take"), fork the next while that one runs, and at
-    a test's end ("end") kill its worker and every process it left behind (a subreaper, the
-    zygote sees them all: in the sandbox and container tiers, if they cannot be counted down,
-    kill(-1) ends every process of the uid)."""
-    if config.get("parent_death"):
-        _prctl(1, signal.SIGKILL)                     # PR_SET_PDEATHSIG
-        if config.get("parent") and os.getppid() != config["parent"]:
-            os._exit(0)                               # the grader ended before we could notice
-    if config.get("cwd"):
-        os.chdir(config["cwd"])
-    if config.get("preload", True):
-        from .. import overlay  # noqa: F401  (imported once, here, for every worker)
-        warm_up(kernels=True)
-    if config.get("training"):
-        from .leaderboard import warm_up as warm_training
-        warm_training(config["training"])             # the engine's data and imports, before any fork
-    _prctl(36, 1)                                     # PR_SET_CHILD_SUBREAPER: orphans come to us
-    sock = socket.socket(fileno=fd)
-    statuses: dict[int, int] = {}
-    runs = itertools.count(1)
-    spare: dict = {}                 # the next test's worker: {"pid", "fds"} (the grader's ends)
-
-    def reap(pid: int = -1) -> None:
-        while True:
-            try:
-                done, status = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                if pid > 0:
-                    statuses.setdefault(pid, -signal.SIGKILL)
-                return
-            if not done:
-                return
-            statuses[done] = os.waitstatus_to_exitcode(status)
-            if pid > 0:
-                return
-
-    def kill(pid: int) -> None:
-        for k in (os.killpg, os.kill):
-            try:
-                k(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def children() -> set[int]:
-        """Our children now (a subreaper: every process of the tier that outlived its parent)."""
-        me = os.getpid()
-        try:
-            return {int(c) for t in os.listdir(f"/proc/{me}/task")
-                    for c in open(f"/proc/{me}/task/{t}/children").read().split()}
-        except OSError:
-            found = set()
-            for entry in os.listdir("/proc"):
-                if entry.isdigit():
-                    try:
-                        if int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1]) == me:
-                            found.add(int(entry))
-                    except (OSError, IndexError, ValueError):
-                        pass
-            return found
-
-    def end(pid: int) -> None:
-        """End a test: kill its worker and wait for it; then whatever it left running (daemons,
-        pid-hoppers, fork bombs: all reparented to us) is killed, one by one while they can be
-        counted, else (sandbox and container tiers) with kill(-1), the spare with them."""
-        kill(pid)
-        deadline = time.monotonic() + 5.0
-        while pid not in statuses and time.monotonic() < deadline:
-            reap(pid)
-            if pid not in statuses:
-                time.sleep(0.002)
-        for _ in range(50):
-            strays = children() - {spare.get("pid")}
-            if not strays:
-                return
-            for stray in strays:
-                kill(stray)
-            reap()
-        if config.get("kill_all"):
-            try:
-                os.kill(-1, signal.SIGKILL)     # everything of the uid we may signal, but us
-            except ProcessLookupError:
-                pass
-            for f in spare.get("fds", ()):
-                os.close(f)
-            spare.clear()
-            reap()
-
-    def make_spare(hint=None) -> None:
-        """Fork the next worker: it sets itself up, greets the grader, compiles the file of the
-        activity `hint` (the next test's, as the grader guesses it), then waits."""
-        to_r, to_w = os.pipe()
-        from_r, from_w = os.pipe()
-        dump_r, dump_w = os.pipe()
-        gc.freeze()                      # the worker then copies none of these objects' pages
-        work = os.path.join(os.getcwd(), f"run{os.getpid()}-{next(runs)}")   # a restarted zygote: new names
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                sock.close()
-                for f in (to_w, from_r, dump_r, *spare.get("fds", ())):
-                    os.close(f)
-                os.setsid()
-                if config.get("parent_death"):
-                    _prctl(1, signal.SIGKILL)
-                _prctl(4, 0)                  # PR_SET_DUMPABLE 0
-                os.makedirs(work, mode=0o700)
-                os.chdir(work)
-                log = os.open("output.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                os.dup2(log, 1)
-                os.dup2(log, 2)
-                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-                os.environ["HOME"] = os.environ["TMPDIR"] = work
-                tempfile.tempdir = None
-                if "torch" in sys.modules:
-                    torch.set_num_threads(1)
-                _worker(to_r, from_w, dump_w, config["folder"], hint)
-            except BaseException:   # noqa: BLE001
-                traceback.print_exc()
-                code = 70
-            finally:
-                os._exit(code)
-        for f in (to_r, from_w, dump_w):
-            os.close(f)
-        spare.update(pid=pid, fds=(to_w, from_r, dump_r))
-
-    while True:
-        try:
-            data, fds, _, _ = socket.recv_fds(sock, 65536, 4)
-        except OSError:
-            os._exit(0)
-        if not data:
-            os._exit(0)
-        for f in fds:                        # the grader never sends descriptors
-            os.close(f)
-        request = json.loads(data)
-        op = request.get("op")
-        hint = request.get("hint") if isinstance(request.get("hint"), str) else None
-        passing: list[int] = []
-        prefork = False
-        if op == "hello":
-            reply = {"ready": True, "missing": missing}
-        elif op == "take":
-            if not spare:
-                make_spare(hint)
-            reply, passing = {"pid": spare["pid"]}, list(spare["fds"])
-            spare.clear()
-            prefork = True                   # the next test's worker, while this one runs
-        elif op == "end":
-            end(int(request["pid"]))
-            if not spare:
-                make_spare(hint)
-            reply = {"ended": True}
-        elif op == "poll":
-            pid = int(request["pid"])
-            if pid not in statuses:
-                reap(pid)
-            reply = {"status": statuses.get(pid)}
-        elif op == "dump":
-            try:
-                os.kill(int(request["pid"]), signal.SIGUSR1)
-            except (ProcessLookupError, PermissionError):
-                pass
-            reply = {"asked": True}
-        else:
-            reply = {"error": f"unknown request {op!r}"}
-        socket.send_fds(sock, [json.dumps(reply).encode()], passing)
-        for f in passing:
-            os.close(f)
-        if prefork:
-            reap()
-            make_spare(hint)
-
-
-def _prctl(option: int, value: int) -> None:
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass

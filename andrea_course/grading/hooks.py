@@ -1,0 +1,24 @@
+"""What a grading run does with a submission after its graded tests, switched on by a settings
+file in the hidden tests' folder. Each file names its hook by entry point ("andrea_course.<module>:
+<class>"), imported only when a course has that file: the pipeline imports nothing of the capstone.
+
+    hook = load(path)                 # hook.describe(), hook.key (the results field it fills)
+    started = hook.start(folder, isolation) if hook.wants(folder) else None   # before the tests
+    entry = hook.after(folder, tests, isolation, seconds=left, started=started)  # or hook.stopped(why)
+
+The capstone's leaderboard is the one hook (capstone/leaderboard.py: Leaderboard).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..worker.server import entry_point
+
+AFTER_TESTS = {"leaderboard.json": "andrea_course.capstone.leaderboard:Leaderboard"}
+LEADERBOARD_FILE = "leaderboard.json"
+
+
+def load(path, kind: str = LEADERBOARD_FILE):
+    """The hook of the settings file at `path` (named by `kind`, the file name the hidden tests'
+    folder holds it by: any file name may be given on the command line)."""
+    return entry_point(AFTER_TESTS[kind]).load(Path(path))

@@ -1,0 +1,109 @@
+"""Handles on the worker wing's processes, each seen as subprocess.Popen sees its child (pid,
+returncode, poll(), wait(timeout), kill()):
+
+- Forked: a process this one forked (a worker parent forked from the grader; the pipeline's
+  pytest forked from the grader);
+- Adopted: a worker parent another process started and handed over (client.hand_over), alive
+  while its pid is;
+- WorkerChild: a worker forked by the worker parent, which reaps it and says how it ended.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+
+class Forked:
+    """A process this one forked (the graded run's pytest; the process tier's fork-started worker
+    parent, isolated.py), seen as subprocess.Popen sees its child."""
+
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                done, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.returncode = -signal.SIGKILL            # reaped elsewhere: it is gone
+            else:
+                if done:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None):
+        end = None if timeout is None else time.monotonic() + timeout
+        delay = 0.001
+        while self.poll() is None:
+            if end is not None and time.monotonic() >= end:
+                raise subprocess.TimeoutExpired(["pytest"], timeout)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL its process group (it leads a session of its own) and itself."""
+        if self.returncode is None:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(self.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+
+class Adopted:
+    """A worker's parent that another process started (IsolatedStudent.hand_over): alive while
+    its pid is; killed by pid (we may: the grader's processes run as one user)."""
+
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                with open(f"/proc/{self.pid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                state = "gone"
+            if state in ("Z", "X", "gone"):          # ended (a zombie until its parent reaps it)
+                self.returncode = -signal.SIGKILL
+        return self.returncode
+
+    def kill(self):
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def wait(self, timeout=None):
+        end = time.monotonic() + (10.0 if timeout is None else timeout)
+        while self.poll() is None and time.monotonic() < end:
+            time.sleep(0.01)
+        return self.returncode
+
+
+class WorkerChild:
+    """A worker forked by the zygote: not our child (in a sandbox, in another pid namespace),
+    so the zygote reaps it, tells us how it ended, and ends it for us ("end")."""
+
+    def __init__(self, student, pid: int):
+        self.student, self.pid, self.returncode = student, pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                self.returncode = self.student._zask({"op": "poll", "pid": self.pid})["status"]
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                self.returncode = -signal.SIGKILL          # its parent is gone: so is it
+        return self.returncode
+
+    def wait(self, timeout: float | None = None):
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if end is not None and time.monotonic() > end:
+                return None
+            time.sleep(0.005)
+        return self.returncode
