@@ -156,7 +156,7 @@ from andrea_course.worker.server import warm_up
         try:
             start = time.perf_counter()
             student.boot()
-            student._await_zygote()
+            student._await_parent()
             boot = time.perf_counter() - start
             takes, calls, big = [], [], []
             x, y = torch.randn(4, 8), torch.randn(1 << 20)

@@ -74,6 +74,8 @@ class _Defaults(argparse.HelpFormatter):
 
 
 def parse(argv=None) -> argparse.Namespace:
+    """andrea-grade's options. (Over 80 lines: one parser, each option with its help text, read
+    top to bottom as the --help it prints.)"""
     p = argparse.ArgumentParser(prog="andrea-grade", description=__doc__.split("\n")[0],
                                 formatter_class=_Defaults)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")

@@ -324,43 +324,13 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
         skipped = stage_submission(submission, staged)
         if skipped:
             results.notes.append("files of the submission not graded: " + ", ".join(skipped))
-        refused = tier = None
-        if not any(staged.iterdir()):
-            refused = (f"the submission has no .py file (looked in {submission.name}/): upload "
-                       f"your activity files (attention.py, mlp.py, ...), not a zip or a folder")
-        else:
-            forbidden = {str(tmp): "read"}
-            if course.hidden_dir:
-                forbidden[str(course.hidden_dir)] = "read"
-            if course.leaderboard_file:
-                forbidden[str(course.leaderboard_file)] = "read"
-            if out is not None:
-                forbidden[os.path.dirname(os.path.abspath(out))] = "write"
-            tier, why = choose_tier(isolation, staged, uid, forbidden, limits, own_work)
-            if tier is None:
-                refused = ("REFUSED: no isolation on this machine keeps the learner's code from the hidden "
-                           "tests and the results; nothing was run (" + "; ".join(why) + ")")
-                if isolation == "auto" and not as_root:
-                    refused += ". A learner grading their own work may pass --own-work"
-            elif why:
-                results.notes.append("stronger isolation unavailable: " + "; ".join(why))
+        tier, refused = _choose(results, submission, staged, tmp, course, isolation, uid, limits, own_work, out)
         cgroup = box = None
         if tier in ("sandbox", "container"):
             cgroup = Cgroup.make(f"andrea-grade-{os.getpid()}-{tmp.name}", limits)
         if tier == "container":
             box = Container.make_box(staged, uid)
-        iso = None
-        if tier is not None:
-            iso = Isolation(tier, timeout=timeout_per_test, limits=limits,
-                            uid=uid if tier in ("sandbox", "container") and as_root else None,
-                            cgroup={k: str(v) for k, v in cgroup.dirs.items()} if cgroup else None,
-                            box=str(box) if box else None)
-            results.isolation = iso.describe()
-            results.notes.append(results.isolation)
-            if tier == "container" and (ROOT / "solutions").is_dir():
-                results.notes.append(f"WARNING: the answer key {ROOT / 'solutions'} is readable by the learner's "
-                                     f"code in the container tier: grade from the learner's release "
-                                     f"(docs/gradescope/make_zip.sh) or make it root's only")
+        iso = _isolation(results, tier, timeout_per_test, limits, uid if as_root else None, cgroup, box)
         if refused:
             results.notes.append(refused)
             results.refused = refused
@@ -376,13 +346,9 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
             stopped = _pytest(results, tmp, folder, course, timeout_per_test, timeout_total, jobs, iso,
                               log, collect_only=bool(refused))
             if ranked:
-                if stopped:
-                    results.leaderboard = course.leaderboard.stopped(stopped)
-                else:
-                    board, started = None, board          # after() closes it
-                    results.leaderboard = course.leaderboard.after(folder, results.tests, iso, started=started,
-                                                                   seconds=timeout_total - (time.monotonic() - began))
-                results.notes.append(results.leaderboard.note)
+                board, started = None, board          # after() closes it
+                _after_tests(results, course.leaderboard, folder, iso, started, stopped,
+                             timeout_total - (time.monotonic() - began))
         finally:
             if board is not None:
                 board.close()
@@ -396,6 +362,61 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
             if cgroup is not None:
                 cgroup.remove()
     return results
+
+
+def _choose(results: Results, submission: Path, staged: Path, tmp: Path, course: Course, isolation, uid,
+            limits: Limits, own_work, out) -> tuple[str | None, str | None]:
+    """(the isolation tier, or None; why nothing runs, or None): a submission without a .py file,
+    or a machine where no tier keeps the learner's code from what it must not read or write."""
+    if not any(staged.iterdir()):
+        return None, (f"the submission has no .py file (looked in {submission.name}/): upload "
+                      f"your activity files (attention.py, mlp.py, ...), not a zip or a folder")
+    forbidden = {str(tmp): "read"}
+    if course.hidden_dir:
+        forbidden[str(course.hidden_dir)] = "read"
+    if course.leaderboard_file:
+        forbidden[str(course.leaderboard_file)] = "read"
+    if out is not None:
+        forbidden[os.path.dirname(os.path.abspath(out))] = "write"
+    tier, why = choose_tier(isolation, staged, uid, forbidden, limits, own_work)
+    if tier is None:
+        refused = ("REFUSED: no isolation on this machine keeps the learner's code from the hidden "
+                   "tests and the results; nothing was run (" + "; ".join(why) + ")")
+        if isolation == "auto" and os.geteuid() != 0:
+            refused += ". A learner grading their own work may pass --own-work"
+        return None, refused
+    if why:
+        results.notes.append("stronger isolation unavailable: " + "; ".join(why))
+    return tier, None
+
+
+def _isolation(results: Results, tier: str | None, timeout_per_test, limits: Limits, uid, cgroup, box):
+    """The tier's Isolation (None without a tier), described in the results' notes."""
+    if tier is None:
+        return None
+    iso = Isolation(tier, timeout=timeout_per_test, limits=limits,
+                    uid=uid if tier in ("sandbox", "container") else None,
+                    cgroup={k: str(v) for k, v in cgroup.dirs.items()} if cgroup else None,
+                    box=str(box) if box else None)
+    results.isolation = iso.describe()
+    results.notes.append(results.isolation)
+    if tier == "container" and (ROOT / "solutions").is_dir():
+        results.notes.append(f"WARNING: the answer key {ROOT / 'solutions'} is readable by the learner's "
+                             f"code in the container tier: grade from the learner's release "
+                             f"(docs/gradescope/make_zip.sh) or make it root's only")
+    return iso
+
+
+def _after_tests(results: Results, hook, folder: Path, iso, started, stopped: str | None, seconds: float) -> None:
+    """The after-test hook's entry (hooks.py: the capstone leaderboard), with the time left; none
+    when the tests were stopped (the entry says why). The hook closes the worker it started."""
+    if stopped:
+        if started is not None:
+            started.close()
+        results.leaderboard = hook.stopped(stopped)
+    else:
+        results.leaderboard = hook.after(folder, results.tests, iso, started=started, seconds=seconds)
+    results.notes.append(results.leaderboard.note)
 
 
 def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_per_test,
@@ -413,7 +434,29 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
     os.write(key_w, key.hex().encode() + b"\n")
     os.close(key_w)
     iso = iso or Isolation("process", timeout=timeout_per_test)
-    cmd = [sys.executable, "-s", "-m", "pytest", str(tests), "-c", str(tmp / "pytest.ini"),
+    cmd = _command(tmp, staged, iso, timeout_per_test, jsonl, key_r, collect_only, jobs)
+    passed = [key_r]
+    starter = _boot_worker_parent(staged, iso, cmd, passed) if jobs <= 1 and not collect_only else None
+    log_path = Path(log) if log else tmp / "pytest.log"
+    rc, timed_out, interrupted = _run_pytest(cmd, _environment(tmp), tmp, log_path, passed, starter,
+                                             timeout_total, walled=iso.tier in ("sandbox", "container") or collect_only)
+    collected, finished, errors, forged = read_jsonl(jsonl, key)
+    if collect_only:
+        why = f"not graded: {results.refused}"
+    else:
+        why = _why_not_run(results, rc, timed_out, interrupted, timeout_total, log_path)
+    _fill(results, collected, finished, errors, forged, why, course)
+    if timed_out:
+        return f"the grading stopped at the total time limit of {timeout_total:g} s"
+    if interrupted is not None:
+        return "the grading was interrupted"
+    return None
+
+
+def _command(tmp: Path, staged: Path, iso: Isolation, timeout_per_test, jsonl: Path, key_r: int,
+             collect_only: bool, jobs: int) -> list[str]:
+    """The pytest command line of a run (python -m pytest ..., the plugin and its options)."""
+    cmd = [sys.executable, "-s", "-m", "pytest", str(tmp / "tests"), "-c", str(tmp / "pytest.ini"),
            "--rootdir", str(tmp), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider",
            "--isolation", iso.to_json(), "--impl", str(staged), "-m", "exercise",
            "--timeout-per-test", str(timeout_per_test), "--results-jsonl", str(jsonl),
@@ -425,30 +468,45 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
         cmd.append("--collect-only")
     if jobs > 1:
         cmd += ["-p", "xdist.plugin", "-n", str(jobs)]
-    starter, passed = None, [key_r]
-    if jobs <= 1 and not collect_only:
-        # the worker's parent starts now, importing torch while pytest does (not after it)
-        starter = IsolatedStudent(staged, isolation=iso)
-        try:
-            handed = starter.hand_over()
-            cmd += ["--worker-parent", handed]
-            passed.append(int(handed.split(":")[0]))
-        except LearnerCodeError:
-            starter.close()
-            starter = None            # pytest's plugin starts it then, and says why it cannot
+    return cmd
+
+
+def _boot_worker_parent(staged: Path, iso: Isolation, cmd: list[str], passed: list[int]):
+    """The worker's parent, started now (importing torch while pytest does, not after it) and
+    handed to pytest's plugin by --worker-parent; None when it cannot start (the plugin then
+    starts it and says why it cannot)."""
+    starter = IsolatedStudent(staged, isolation=iso)
+    try:
+        handed = starter.hand_over()
+    except LearnerCodeError:
+        starter.close()
+        return None
+    cmd += ["--worker-parent", handed]
+    passed.append(int(handed.split(":")[0]))
+    return starter
+
+
+def _environment(tmp: Path) -> dict:
+    """pytest's environment: the grader's, less ANDREA_, PYTEST_ and PYTHON settings; the run's own
+    temp folder (the grader's own temp files, torch's caches, go with it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDREA_", "PYTEST_", "PYTHON"))}
     env["PYTHONPATH"] = str(ROOT)
     # pytest's installed plugins (nbval, hypothesis, ...) are not the grader's: not loading them
     # saves seconds per submission
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", TMPDIR=str(tmp / "tmp"),
                PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    (tmp / "tmp").mkdir()                  # the grader's own temp files (torch's caches) go too
-    log_path = Path(log) if log else tmp / "pytest.log"
-    timed_out = False
-    walled = iso.tier in ("sandbox", "container") or collect_only      # (collecting runs no learner code)
+    (tmp / "tmp").mkdir()
+    return env
+
+
+def _run_pytest(cmd, env, tmp: Path, log_path: Path, passed: list[int], starter, timeout_total, walled: bool):
+    """pytest forked and waited for, within timeout_total; everything it left behind killed after.
+    (exit status or None, timed out, the KeyboardInterrupt that stopped it or None)."""
+    key_r = passed[0]
     if not walled:
         _become_subreaper()
     orphans_since = None if walled else set(_children_map(zombies=True).get(os.getpid(), []))
+    timed_out, interrupted = False, None
     with open(log_path, "wb") as log_file:
         try:
             proc = None
@@ -456,11 +514,10 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
         finally:
             os.close(key_r)
             if starter is not None:
-                starter._zsock.close()           # pytest's now
-                starter._zsock = None
+                starter._psock.close()           # pytest's now
+                starter._psock = None
                 if proc is None:
                     starter.close()
-        interrupted = None
         try:
             rc = proc.wait(timeout=timeout_total)
         except subprocess.TimeoutExpired:
@@ -472,24 +529,31 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
             proc.wait()
             if starter is not None:
                 starter.close()
-    collected, finished, errors, forged = read_jsonl(jsonl, key)
-    if collect_only:
-        why = f"not graded: {results.refused}"
-    elif timed_out:
-        why = (f"not run: grading stopped at the total time limit of {timeout_total:g} s "
-               f"(an earlier test may have been slow)")
+    return rc, timed_out, interrupted
+
+
+def _why_not_run(results: Results, rc, timed_out: bool, interrupted, timeout_total, log_path: Path) -> str:
+    """What a test that never reported is marked with; the run's note about it."""
+    if timed_out:
         results.notes.append(f"the grading stopped at the total time limit of {timeout_total:g} s; "
                              f"tests that had not finished count as failed")
-    elif interrupted is not None:
-        why = "not run: the grading was interrupted"
+        return (f"not run: grading stopped at the total time limit of {timeout_total:g} s "
+                f"(an earlier test may have been slow)")
+    if interrupted is not None:
         results.notes.append("the grading was interrupted (Ctrl-C or SIGTERM); "
                              "tests that had not finished count as failed")
-    elif rc not in (0, 1):
+        return "not run: the grading was interrupted"
+    if rc not in (0, 1):
         tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-        why = f"not run: pytest stopped early (exit status {rc})"
         results.notes.append(f"pytest stopped early (exit status {rc}): " + " | ".join(tail))
-    else:
-        why = "not run: the test did not report a result"
+        return f"not run: pytest stopped early (exit status {rc})"
+    return "not run: the test did not report a result"
+
+
+def _fill(results: Results, collected: dict, finished: dict, errors: list, forged: int, why: str,
+          course: Course) -> None:
+    """The run's records as TestResults (a test that never reported: failed, with `why`), and its
+    notes (files that did not load, lines not written by the grader, course files changed)."""
     for record in collected.values():
         got = finished.get(record["nodeid"])
         results.tests.append(TestResult(
@@ -510,11 +574,6 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
         results.notes.append("WARNING: course files changed while this submission was graded "
                              "(this run used copies made before; later runs will not): "
                              + ", ".join(changes[:10]))
-    if timed_out:
-        return f"the grading stopped at the total time limit of {timeout_total:g} s"
-    if interrupted is not None:
-        return "the grading was interrupted"
-    return None
 
 
 def read_jsonl(path: Path, key: bytes):

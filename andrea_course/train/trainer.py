@@ -494,18 +494,7 @@ class Trainer:
         log, tb = self._start_files() if d.main else (None, None)
         stop = StopRequested()
         bar = self._bar()
-        if self.resumed_from is not None:
-            self._print(f"resumed from {self.resumed_from} at step {self.step}")
-        for note in self.notes:
-            self._print(note)
-        if self.own_tokenizer:
-            from .tokenizer import BPE_STORIES
-            t = self.pieces["tokenizer"]
-            self._print(f"tokenizer: the run's own, {t['merges']} merges learned on the first {BPE_STORIES} stories "
-                        f"in {t['seconds']:.1f} s (V = {self.tokenizer.vocab_size:,})")
-        self._print(f"ANDREA {self.n_params:,} parameters on {d.world} x {d.device.type} ({self.dtype}); "
-                    f"{self.tokens_per_step:,} tokens a step (B={tc.batch_size} T={self.T} A={self.accum} "
-                    f"W={d.world}); data: {self.data.source} ({len(self.data.train):,} train tokens)")
+        self._announce()
         last = {}
         try:
             while self.step < tc.max_steps:
@@ -527,17 +516,7 @@ class Trainer:
                     rec["sample"] = self.sample()
                     self._print(f"step {self.step} sample: {rec['sample']!r}")
                 if d.main:
-                    log.append(rec)
-                    if tb:
-                        for k in ("loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu"):
-                            if k in rec:
-                                tb.add_scalar(f"train/{k}" if k != "val_loss" else "val/loss", rec[k], self.step)
-                        if "sample" in rec:
-                            tb.add_text("sample", rec["sample"], self.step)
-                    bar.update(1)
-                    bar.set_postfix(self._postfix(rec))
-                    if on_step:
-                        on_step(rec)
+                    self._record(rec, log, tb, bar, on_step)
                 if not finite:
                     good = ckpt.good_checkpoints(self.out)
                     raise Diverged(f"the loss is {loss} at step {self.step} (lr {lr:.3g}): the run diverged and "
@@ -567,6 +546,36 @@ class Trainer:
         if d.main:
             self._final(model)
         return last
+
+    def _announce(self) -> None:
+        """What the run is, printed before its first step."""
+        tc, d = self.tc, self.d
+        if self.resumed_from is not None:
+            self._print(f"resumed from {self.resumed_from} at step {self.step}")
+        for note in self.notes:
+            self._print(note)
+        if self.own_tokenizer:
+            from .tokenizer import BPE_STORIES
+            t = self.pieces["tokenizer"]
+            self._print(f"tokenizer: the run's own, {t['merges']} merges learned on the first {BPE_STORIES} stories "
+                        f"in {t['seconds']:.1f} s (V = {self.tokenizer.vocab_size:,})")
+        self._print(f"ANDREA {self.n_params:,} parameters on {d.world} x {d.device.type} ({self.dtype}); "
+                    f"{self.tokens_per_step:,} tokens a step (B={tc.batch_size} T={self.T} A={self.accum} "
+                    f"W={d.world}); data: {self.data.source} ({len(self.data.train):,} train tokens)")
+
+    def _record(self, rec: dict, log, tb, bar, on_step) -> None:
+        """One step's record, on rank 0: the log, TensorBoard, the progress bar and on_step."""
+        log.append(rec)
+        if tb:
+            for k in ("loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "mfu"):
+                if k in rec:
+                    tb.add_scalar(f"train/{k}" if k != "val_loss" else "val/loss", rec[k], self.step)
+            if "sample" in rec:
+                tb.add_text("sample", rec["sample"], self.step)
+        bar.update(1)
+        bar.set_postfix(self._postfix(rec))
+        if on_step:
+            on_step(rec)
 
     def _postfix(self, rec: dict) -> dict:
         out = {"loss": f"{rec['loss']:.3f}", "tok/s": f"{rec['tokens_per_s']:,.0f}"}

@@ -17,14 +17,14 @@ Comparisons (`==`) on a proxy never reach the learner's code. The learner's prin
 with each answer (the test's output shows them); its exceptions come back with their type (a
 NotImplementedError stays one), their causes and the learner's own frames (`exc.frames`).
 
-Where the worker runs (tiers.py: the Isolation tiers): a parent process (the "zygote", server.py) that
+Where the worker runs (tiers.py: the Isolation tiers): the worker parent (server.py), a process that
 imported torch and the course once, after confining itself (confine.py: uid, capabilities,
 no_new_privs, seccomp, limits); every test gets a fresh worker forked from it (a spare, forked
-while the previous test ran), and at a test's end the zygote, a subreaper, kills its worker and
+while the previous test ran), and at a test's end the worker parent, a subreaper, kills its worker and
 everything that worker left running (in the sandbox and container tiers, if they cannot be
 counted down, every process of the uid).
-The grader never opens a path the worker can write: it talks to the zygote over a socket and to
-the worker over pipes. In the process tier the zygote may be a fork of the grader itself
+The grader never opens a path the worker can write: it talks to the worker parent over a socket and to
+the worker over pipes. In the process tier the worker parent may be a fork of the grader itself
 (Isolation.start == "fork": check() and plain pytest), which costs no interpreter start.
 
 Each test has a time budget for all its calls. A timeout (the worker's stack is read first, to
@@ -53,7 +53,7 @@ from ..overlay import ImplementationError, resolve
 from ..paths import ROOT
 from . import wire
 from .process import Adopted, WorkerChild
-from .server import BOOT, _fork_zygote
+from .server import BOOT, fork_worker_parent
 from .tiers import SANDBOX_ROOT, Cgroup, Container, Isolation, Limits, Sandbox, worker_env
 
 DEFAULT_TIMEOUT = 60.0              # seconds of learner time per test
@@ -183,17 +183,17 @@ class IsolatedStudent:
         self.left = self.timeout             # seconds of learner time left in this test
         self._dead: list[int] = []
         self._import_failures: dict[str, str] = {}   # activity -> why loading it killed the worker
-        self._tmp = None                     # process tier, exec start: the zygote's private folder
-        self._zygote = self._zsock = self._zlog = None
+        self._tmp = None                     # process tier, exec start: the worker parent's private folder
+        self._parent = self._psock = self._plog = None
         self._send_fd = self._recv_fd = self._dump_fd = None
         self._booted = False
-        self._pending = 0                    # answers of the zygote not read yet (wait=False)
+        self._pending = 0                    # answers of the worker parent not read yet (wait=False)
         self._hint = None                    # the activity the next test loads (begin_test)
         self._limit = iso.limits.reply       # the largest reply read (run() sets its own)
         self._prepare = prepare              # (entry point, argument) the worker's parent calls before any fork
         if adopt:                            # a worker's parent another process started for us
             fd, pid = (int(v) for v in str(adopt).split(":"))
-            self._zsock, self._zygote = socket.socket(fileno=fd), Adopted(pid)
+            self._psock, self._parent = socket.socket(fileno=fd), Adopted(pid)
 
     @property
     def is_reference(self) -> bool:
@@ -203,15 +203,15 @@ class IsolatedStudent:
     def boot(self) -> None:
         """Start the worker's parent now without waiting for it (it imports torch while pytest
         collects the tests); the first request waits for it."""
-        if self._zygote is None:
-            self._start_zygote(wait=False)
+        if self._parent is None:
+            self._start_parent(wait=False)
 
     def hand_over(self) -> str:
         """Start the worker's parent now and give it to another process (the runner starts it
         before pytest, so that both import torch at once): "fd:pid" for that process's
         IsolatedStudent(adopt=...), the fd to pass it. This object may then only close() it."""
         self.boot()
-        return f"{self._zsock.fileno()}:{self._zygote.pid}"
+        return f"{self._psock.fileno()}:{self._parent.pid}"
 
     def begin_test(self, activity: str | None = None) -> None:
         """Start one test: a fresh worker (forked on the first request), with `timeout` seconds
@@ -259,96 +259,96 @@ class IsolatedStudent:
 
     def close(self) -> None:
         self._kill()
-        self._stop_zygote()
+        self._stop_parent()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
     # ----- the worker's parent -----
-    def _zygote_config(self) -> dict:
+    def _parent_config(self) -> dict:
         return {**self.isolation.worker_config(), "confine": str(Path(__file__).with_name("confine.py")),
                 "root": str(ROOT), "folder": self.worker_folder, "prepare": self._prepare}
 
-    def _start_zygote(self, wait: bool = True) -> None:
+    def _start_parent(self, wait: bool = True) -> None:
         """A process that imported torch and the course once (inside the tier's wall); every
         worker is a fork of it, so a fresh worker costs milliseconds, not seconds."""
-        self._stop_zygote()
+        self._stop_parent()
         iso = self.isolation
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        config = self._zygote_config()
+        config = self._parent_config()
         try:
             if iso.start == "fork":
                 self._tmp = self._tmp or tempfile.mkdtemp(prefix="andrea-worker-")
-                self._zygote = _fork_zygote(theirs, {**config, "cwd": self._tmp})
+                self._parent = fork_worker_parent(theirs, {**config, "cwd": self._tmp})
             else:
-                self._zlog = tempfile.TemporaryFile(prefix="andrea-zygote-")     # the grader's, unnamed
+                self._plog = tempfile.TemporaryFile(prefix="andrea-worker-parent-")     # the grader's, unnamed
                 command = [self.python, "-I", "-c", BOOT, str(theirs.fileno()), json.dumps(config)]
-                kwargs = dict(stdin=subprocess.DEVNULL, stdout=self._zlog, stderr=self._zlog,
+                kwargs = dict(stdin=subprocess.DEVNULL, stdout=self._plog, stderr=self._plog,
                               pass_fds=(theirs.fileno(),))
                 cgroup = Cgroup({k: Path(v) for k, v in iso.cgroup.items()}) if iso.cgroup else None
                 if iso.tier == "sandbox":
                     box = Sandbox(iso.limits, submission=self.folder, uid=iso.uid, cgroup=cgroup)
-                    self._zygote = box.popen(command, env=worker_env("/tmp"), **kwargs)
+                    self._parent = box.popen(command, env=worker_env("/tmp"), **kwargs)
                 elif iso.tier == "container":
                     box = Container(iso.limits, box=iso.box, uid=iso.uid, cgroup=cgroup)
                     home = str(Path(iso.box) / "home")
-                    self._zygote = box.popen(command, env=worker_env(home), **kwargs)
+                    self._parent = box.popen(command, env=worker_env(home), **kwargs)
                 else:
                     self._tmp = self._tmp or tempfile.mkdtemp(prefix="andrea-worker-")
-                    self._zygote = subprocess.Popen(command, cwd=self._tmp, start_new_session=True,
+                    self._parent = subprocess.Popen(command, cwd=self._tmp, start_new_session=True,
                                                     env=worker_env(self._tmp), **kwargs)
         except OSError as exc:
             mine.close()
             raise LearnerCodeError(f"the grading worker could not start: {exc}", "start") from None
         finally:
             theirs.close()
-        self._zsock = mine
+        self._psock = mine
         self._booted = False
         if wait:
-            self._await_zygote()
+            self._await_parent()
 
-    def _await_zygote(self) -> None:
+    def _await_parent(self) -> None:
         if self._booted:
             return
-        self._zsock.settimeout(BOOT_TIMEOUT)
+        self._psock.settimeout(BOOT_TIMEOUT)
         try:
-            if self._zask({"op": "hello"}).get("ready") is not True:
+            if self._pask({"op": "hello"}).get("ready") is not True:
                 raise OSError("unexpected greeting")
         except (OSError, ValueError, AttributeError) as exc:
-            log = self._zygote_log()
-            self._stop_zygote()
+            log = self._parent_log()
+            self._stop_parent()
             raise LearnerCodeError(f"the grading worker failed to start ({exc}): {log}", "start") from None
         self._booted = True
 
-    def _zygote_log(self) -> str:
-        if self._zlog is None:
+    def _parent_log(self) -> str:
+        if self._plog is None:
             return ""
-        self._zlog.seek(0)
-        lines = self._zlog.read(1 << 16).decode(errors="replace").strip().splitlines()
+        self._plog.seek(0)
+        lines = self._plog.read(1 << 16).decode(errors="replace").strip().splitlines()
         return " | ".join(lines[-3:])
 
-    def _zask(self, request: dict, fds=(), *, wait: bool = True, with_fds: bool = False):
-        """Send the zygote a request; its answer (and, with_fds, the descriptors it passed). With
+    def _pask(self, request: dict, fds=(), *, wait: bool = True, with_fds: bool = False):
+        """Send the worker parent a request; its answer (and, with_fds, the descriptors it passed). With
         wait=False the answer is read (and dropped) before the next request's."""
-        if self._zsock is None:
+        if self._psock is None:
             raise OSError("the grading worker's parent process is not running")
-        socket.send_fds(self._zsock, [json.dumps(request).encode()], list(fds))
+        socket.send_fds(self._psock, [json.dumps(request).encode()], list(fds))
         if not wait:
             self._pending += 1
             return None
         while self._pending:
             self._pending -= 1
-            for fd in self._zrecv()[1]:
+            for fd in self._precv()[1]:
                 os.close(fd)
-        reply, got = self._zrecv()
+        reply, got = self._precv()
         if with_fds:
             return reply, got
         for fd in got:
             os.close(fd)
         return reply
 
-    def _zrecv(self) -> tuple[dict, list[int]]:
-        data, fds, _, _ = socket.recv_fds(self._zsock, 65536, 4)
+    def _precv(self) -> tuple[dict, list[int]]:
+        data, fds, _, _ = socket.recv_fds(self._psock, 65536, 4)
         if not data:
             for fd in fds:
                 os.close(fd)
@@ -358,37 +358,37 @@ class IsolatedStudent:
             raise ValueError("a malformed answer from the grading worker's parent")
         return reply, list(fds)
 
-    def _stop_zygote(self) -> None:
+    def _stop_parent(self) -> None:
         """End the tier's processes (killing bwrap ends everything inside it)."""
-        zygote, self._zygote = self._zygote, None
+        parent, self._parent = self._parent, None
         self._pending = 0
-        if self._zsock is not None:
-            self._zsock.close()
-            self._zsock = None
-        if zygote is not None:
+        if self._psock is not None:
+            self._psock.close()
+            self._psock = None
+        if parent is not None:
             try:
-                os.killpg(zygote.pid, signal.SIGKILL)
+                os.killpg(parent.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            zygote.kill()
-            zygote.wait()
-        if self._zlog is not None:
-            self._zlog.close()
-            self._zlog = None
+            parent.kill()
+            parent.wait()
+        if self._plog is not None:
+            self._plog.close()
+            self._plog = None
 
     # ----- one worker per test -----
     def _start(self) -> None:
-        """Take the zygote's spare worker (made at the end of the previous test, while the grader
+        """Take the worker parent's spare worker (made at the end of the previous test, while the grader
         went on): its pipes come over the socket, its greeting is waiting in them."""
-        if self._zygote is None or self._zygote.poll() is not None:
-            self._start_zygote()
-        self._await_zygote()
+        if self._parent is None or self._parent.poll() is not None:
+            self._start_parent()
+        self._await_parent()
         try:
             try:
-                reply, fds = self._zask({"op": "take", "hint": self._hint}, with_fds=True)
-            except (OSError, ValueError):                 # the zygote died (a learner killed it?)
-                self._start_zygote()
-                reply, fds = self._zask({"op": "take", "hint": self._hint}, with_fds=True)
+                reply, fds = self._pask({"op": "take", "hint": self._hint}, with_fds=True)
+            except (OSError, ValueError):                 # the worker parent died (a learner killed it?)
+                self._start_parent()
+                reply, fds = self._pask({"op": "take", "hint": self._hint}, with_fds=True)
             if len(fds) != 3 or type(reply.get("pid")) is not int:
                 for fd in fds:
                     os.close(fd)
@@ -407,7 +407,7 @@ class IsolatedStudent:
             raise LearnerCodeError("the grading worker failed to start", "start")
 
     def _kill(self) -> None:
-        """End the test's worker: the zygote kills it (in the sandbox and container tiers,
+        """End the test's worker: the worker parent kills it (in the sandbox and container tiers,
         every other process of the uid too) and forks the next test's spare, while we go on."""
         proc, self.proc = self.proc, None
         if proc is None:
@@ -419,9 +419,9 @@ class IsolatedStudent:
                 pass
         self._send_fd = self._recv_fd = self._dump_fd = None
         try:
-            self._zask({"op": "end", "pid": proc.pid, "hint": self._hint}, wait=False)
+            self._pask({"op": "end", "pid": proc.pid, "hint": self._hint}, wait=False)
         except (OSError, ValueError, AttributeError):
-            self._stop_zygote()
+            self._stop_parent()
 
     def _release(self, proxy: Proxy) -> None:
         if object.__getattribute__(proxy, "_generation") == self.generation and self.proc is not None:
@@ -514,7 +514,7 @@ class IsolatedStudent:
         if self.proc is None or self._dump_fd is None:
             return []
         try:
-            self._zask({"op": "dump", "pid": self.proc.pid})
+            self._pask({"op": "dump", "pid": self.proc.pid})
         except (OSError, ValueError, AttributeError):
             return []
         text, end = b"", time.monotonic() + DUMP_WAIT

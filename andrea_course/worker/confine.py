@@ -3,9 +3,9 @@ user, no capabilities, no new privileges, and the seccomp filter.
 
     why_not = confine(config)     # {"uid", "limits", "seccomp", ...}; returns what could not be done
 
-Run first thing by the worker's zygote (isolated.py), in every isolation tier that has one, so
+Run first thing by the worker parent (worker/server.py), in every isolation tier that has one, so
 that torch, the course and the learner's code are all imported as the unprivileged user, under
-the filter. Only the standard library: the zygote loads this file by its path before the course
+the filter. Only the standard library: the worker parent loads this file by its path before the course
 package (and torch) is imported.
 
 Steps, in order (each one that applies; `confine` reports any that failed):
@@ -13,7 +13,7 @@ Steps, in order (each one that applies; `confine` reports any that failed):
    processes per user when no cgroup bounds the whole tier;
 2. as root with a uid to become: the capability bounding set emptied (PR_CAPBSET_DROP), no
    supplementary groups, then real, effective and saved gid and uid set to it;
-3. no_new_privs; not dumpable (learner processes cannot ptrace or read the zygote's memory);
+3. no_new_privs; not dumpable (learner processes cannot ptrace or read the worker parent's memory);
 4. the parent-death signal: SIGKILL when the process that started it ends;
 5. the seccomp filter (seccomp.py) refusing what learner code never needs.
 """

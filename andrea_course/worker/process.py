@@ -86,8 +86,8 @@ class Adopted:
 
 
 class WorkerChild:
-    """A worker forked by the zygote: not our child (in a sandbox, in another pid namespace),
-    so the zygote reaps it, tells us how it ended, and ends it for us ("end")."""
+    """A worker forked by the worker parent: not our child (in a sandbox, in another pid namespace),
+    so the worker parent reaps it, tells us how it ended, and ends it for us ("end")."""
 
     def __init__(self, student, pid: int):
         self.student, self.pid, self.returncode = student, pid, None
@@ -95,7 +95,7 @@ class WorkerChild:
     def poll(self):
         if self.returncode is None:
             try:
-                self.returncode = self.student._zask({"op": "poll", "pid": self.pid})["status"]
+                self.returncode = self.student._pask({"op": "poll", "pid": self.pid})["status"]
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 self.returncode = -signal.SIGKILL          # its parent is gone: so is it
         return self.returncode

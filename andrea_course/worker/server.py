@@ -145,6 +145,8 @@ def _first_touch() -> None:
 
 
 def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str, hint: str | None = None) -> None:
+    """Serve one test's requests on the learner's objects (held here by handle) until the grader
+    goes away; each answer carries what the learner printed and what their code changed in place."""
     faulthandler.register(signal.SIGUSR1, file=os.fdopen(dump_fd, "w", closefd=False), all_threads=False)
     impl = learner_pieces(folder)
     objects: dict[int, object] = {}
@@ -163,18 +165,7 @@ def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str, hint: str | N
                 os._exit(0)              # the grader went away
             got += n
 
-    def send(head: bytes, blobs) -> None:
-        for view in (memoryview(head), *blobs):
-            while view:
-                view = view[os.write(send_fd, view[:1 << 20]):]
-
-    def reply(fields: dict, writer: wire.Writer | None = None) -> None:
-        writer = writer or wire.Writer()
-        try:
-            send(*writer.frame(fields))
-        except BaseException as exc:       # noqa: BLE001  (an answer too large, say)
-            send(*wire.Writer().frame({"err": [["ValueError", f"the value could not be sent back: {exc}", []]]}))
-
+    reply = _replier(send_fd)
     reply({"ready": True})
     _precompile(folder, hint)
     _first_touch()
@@ -190,27 +181,8 @@ def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str, hint: str | N
         try:
             args = wire.tree(message, fields["args"], lambda h, _kind: objects[h])
             watch = wire.Watch(message)
-            op = fields["op"]
-            if op == "load":
-                authorship.forbid_engine(*args)     # the engine's own version of this piece: refused from here on
-                result = impl.isolated(*args)
-            elif op == "run":                       # an entry point of the course, on the learner's folder
-                result = entry_point(args[0])(folder, *args[1:])
-            else:
-                target = objects[fields["hid"]]
-                if op == "call":
-                    result = target(*args[0], **args[1])
-                elif op == "getattr":
-                    result = getattr(target, args[0])
-                elif op == "getitem":
-                    result = target[args[0]]
-                elif op == "len":
-                    result = len(target)
-                elif op == "list":
-                    result = list(target)
-                else:
-                    raise ValueError(f"unknown request {op!r}")
-            answer = {"ok": result}
+            target = objects[fields["hid"]] if fields["op"] not in ("load", "run") else None
+            answer = {"ok": _do(fields["op"], args, target, impl, folder)}
         except BaseException as exc:   # noqa: BLE001  (the learner's exception, reported)
             answer = {"err": _chain(exc, folder, authorship.refused_note(exc))}
         finally:
@@ -227,7 +199,44 @@ def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str, hint: str | N
         reply(fields_out, writer)
 
 
-# The exec-started zygote: confine first (by the file's path: nothing of the course or torch is
+def _replier(send_fd: int):
+    """reply(fields, writer=None): one answer framed by wire.py and written to the grader."""
+    def send(head: bytes, blobs) -> None:
+        for view in (memoryview(head), *blobs):
+            while view:
+                view = view[os.write(send_fd, view[:1 << 20]):]
+
+    def reply(fields: dict, writer: wire.Writer | None = None) -> None:
+        writer = writer or wire.Writer()
+        try:
+            send(*writer.frame(fields))
+        except BaseException as exc:       # noqa: BLE001  (an answer too large, say)
+            send(*wire.Writer().frame({"err": [["ValueError", f"the value could not be sent back: {exc}", []]]}))
+    return reply
+
+
+def _do(op: str, args, target, impl, folder: str):
+    """One request: load a piece (the engine's own version of it refused from then on), run an
+    entry point of the course on the learner's folder, or use an object the test holds a handle to."""
+    if op == "load":
+        authorship.forbid_engine(*args)
+        return impl.isolated(*args)
+    if op == "run":
+        return entry_point(args[0])(folder, *args[1:])
+    if op == "call":
+        return target(*args[0], **args[1])
+    if op == "getattr":
+        return getattr(target, args[0])
+    if op == "getitem":
+        return target[args[0]]
+    if op == "len":
+        return len(target)
+    if op == "list":
+        return list(target)
+    raise ValueError(f"unknown request {op!r}")
+
+
+# The exec-started worker parent: confine first (by the file's path: nothing of the course or torch is
 # imported yet), then import the course as the unprivileged user, then serve.
 BOOT = """
 import importlib.util, json, sys
@@ -238,13 +247,13 @@ confine = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(confine)
 missing = confine.confine(config)
 sys.path.insert(0, config["root"])
-from andrea_course.worker.server import _zygote
-_zygote(int(sys.argv[1]), config, missing)
+from andrea_course.worker.server import serve_worker_parent
+serve_worker_parent(int(sys.argv[1]), config, missing)
 """
 
 
-def _fork_zygote(theirs: socket.socket, config: dict) -> Forked:
-    """The process tier's zygote as a fork of this process (which has imported torch and the
+def fork_worker_parent(theirs: socket.socket, config: dict) -> Forked:
+    """The process tier's worker parent as a fork of this process (which has imported torch and the
     course already): its own session, stdin/stdout/stderr at /dev/null, no other descriptor
     of ours, SIGKILL when we end."""
     fd = theirs.fileno()
@@ -265,7 +274,7 @@ def _fork_zygote(theirs: socket.socket, config: dict) -> Forked:
                     except OSError:
                         pass
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            _zygote(fd, {**config, "preload": False, "parent": parent}, [])
+            serve_worker_parent(fd, {**config, "preload": False, "parent": parent}, [])
         except BaseException:        # noqa: BLE001
             code = 70
         finally:
@@ -273,11 +282,10 @@ def _fork_zygote(theirs: socket.socket, config: dict) -> Forked:
     return Forked(pid)
 
 
-def _zygote(fd: int, config: dict, missing: list) -> None:
-    """Serve the grader: hand out a spare worker ("take"), fork the next while that one runs, and at
-    a test's end ("end") kill its worker and every process it left behind (a subreaper, the
-    zygote sees them all: in the sandbox and container tiers, if they cannot be counted down,
-    kill(-1) ends every process of the uid)."""
+def serve_worker_parent(fd: int, config: dict, missing: list) -> None:
+    """The worker parent's life: set itself up as the config says (die with the grader, its own
+    folder, torch and the course imported once, an entry point prepared), become the subreaper of
+    its tier, and serve the grader until the socket closes (WorkerParent)."""
     if config.get("parent_death"):
         _prctl(1, signal.SIGKILL)                     # PR_SET_PDEATHSIG
         if config.get("parent") and os.getppid() != config["parent"]:
@@ -291,25 +299,86 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
         name, argument = config["prepare"]
         entry_point(name)(argument)                   # what every worker needs, done once before any fork
     _prctl(36, 1)                                     # PR_SET_CHILD_SUBREAPER: orphans come to us
-    sock = socket.socket(fileno=fd)
-    statuses: dict[int, int] = {}
-    runs = itertools.count(1)
-    spare: dict = {}                 # the next test's worker: {"pid", "fds"} (the grader's ends)
+    WorkerParent(fd, config, missing).serve()
 
-    def reap(pid: int = -1) -> None:
+
+class WorkerParent:
+    """Serve the grader: hand out a spare worker ("take"), fork the next while that one runs, and at
+    a test's end ("end") kill its worker and every process it left behind (a subreaper, the
+    worker parent sees them all: in the sandbox and container tiers, if they cannot be counted
+    down, kill(-1) ends every process of the uid)."""
+
+    def __init__(self, fd: int, config: dict, missing: list):
+        self.config, self.missing = config, missing
+        self.sock = socket.socket(fileno=fd)
+        self.statuses: dict[int, int] = {}       # pid -> exit code, of the workers reaped
+        self.runs = itertools.count(1)
+        self.spare: dict = {}                    # the next test's worker: {"pid", "fds"} (the grader's ends)
+
+    def serve(self) -> None:
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(self.sock, 65536, 4)
+            except OSError:
+                os._exit(0)
+            if not data:
+                os._exit(0)
+            for f in fds:                        # the grader never sends descriptors
+                os.close(f)
+            request = json.loads(data)
+            hint = request.get("hint") if isinstance(request.get("hint"), str) else None
+            reply, passing, prefork = self.answer(request, hint)
+            socket.send_fds(self.sock, [json.dumps(reply).encode()], passing)
+            for f in passing:
+                os.close(f)
+            if prefork:
+                self.reap()
+                self.make_spare(hint)
+
+    def answer(self, request: dict, hint: str | None) -> tuple[dict, list[int], bool]:
+        """(the reply, the descriptors passed with it, whether to fork the next spare after it)."""
+        op = request.get("op")
+        if op == "hello":
+            return {"ready": True, "missing": self.missing}, [], False
+        if op == "take":
+            if not self.spare:
+                self.make_spare(hint)
+            reply, passing = {"pid": self.spare["pid"]}, list(self.spare["fds"])
+            self.spare.clear()
+            return reply, passing, True          # the next test's worker, while this one runs
+        if op == "end":
+            self.end(int(request["pid"]))
+            if not self.spare:
+                self.make_spare(hint)
+            return {"ended": True}, [], False
+        if op == "poll":
+            pid = int(request["pid"])
+            if pid not in self.statuses:
+                self.reap(pid)
+            return {"status": self.statuses.get(pid)}, [], False
+        if op == "dump":
+            try:
+                os.kill(int(request["pid"]), signal.SIGUSR1)
+            except (ProcessLookupError, PermissionError):
+                pass
+            return {"asked": True}, [], False
+        return {"error": f"unknown request {op!r}"}, [], False
+
+    def reap(self, pid: int = -1) -> None:
         while True:
             try:
                 done, status = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
                 if pid > 0:
-                    statuses.setdefault(pid, -signal.SIGKILL)
+                    self.statuses.setdefault(pid, -signal.SIGKILL)
                 return
             if not done:
                 return
-            statuses[done] = os.waitstatus_to_exitcode(status)
+            self.statuses[done] = os.waitstatus_to_exitcode(status)
             if pid > 0:
                 return
 
+    @staticmethod
     def kill(pid: int) -> None:
         for k in (os.killpg, os.kill):
             try:
@@ -317,6 +386,7 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
             except (ProcessLookupError, PermissionError):
                 pass
 
+    @staticmethod
     def children() -> set[int]:
         """Our children now (a subreaper: every process of the tier that outlived its parent)."""
         me = os.getpid()
@@ -334,63 +404,50 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
                         pass
             return found
 
-    def end(pid: int) -> None:
+    def end(self, pid: int) -> None:
         """End a test: kill its worker and wait for it; then whatever it left running (daemons,
         pid-hoppers, fork bombs: all reparented to us) is killed, one by one while they can be
         counted, else (sandbox and container tiers) with kill(-1), the spare with them."""
-        kill(pid)
+        self.kill(pid)
         deadline = time.monotonic() + 5.0
-        while pid not in statuses and time.monotonic() < deadline:
-            reap(pid)
-            if pid not in statuses:
+        while pid not in self.statuses and time.monotonic() < deadline:
+            self.reap(pid)
+            if pid not in self.statuses:
                 time.sleep(0.002)
         for _ in range(50):
-            strays = children() - {spare.get("pid")}
+            strays = self.children() - {self.spare.get("pid")}
             if not strays:
                 return
             for stray in strays:
-                kill(stray)
-            reap()
-        if config.get("kill_all"):
+                self.kill(stray)
+            self.reap()
+        if self.config.get("kill_all"):
             try:
                 os.kill(-1, signal.SIGKILL)     # everything of the uid we may signal, but us
             except ProcessLookupError:
                 pass
-            for f in spare.get("fds", ()):
+            for f in self.spare.get("fds", ()):
                 os.close(f)
-            spare.clear()
-            reap()
+            self.spare.clear()
+            self.reap()
 
-    def make_spare(hint=None) -> None:
+    def make_spare(self, hint=None) -> None:
         """Fork the next worker: it sets itself up, greets the grader, compiles the file of the
         activity `hint` (the next test's, as the grader guesses it), then waits."""
         to_r, to_w = os.pipe()
         from_r, from_w = os.pipe()
         dump_r, dump_w = os.pipe()
         gc.freeze()                      # the worker then copies none of these objects' pages
-        work = os.path.join(os.getcwd(), f"run{os.getpid()}-{next(runs)}")   # a restarted zygote: new names
+        work = os.path.join(os.getcwd(), f"run{os.getpid()}-{next(self.runs)}")   # a restarted parent: new names
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
-                sock.close()
-                for f in (to_w, from_r, dump_r, *spare.get("fds", ())):
+                self.sock.close()
+                for f in (to_w, from_r, dump_r, *self.spare.get("fds", ())):
                     os.close(f)
-                os.setsid()
-                if config.get("parent_death"):
-                    _prctl(1, signal.SIGKILL)
-                _prctl(4, 0)                  # PR_SET_DUMPABLE 0
-                os.makedirs(work, mode=0o700)
-                os.chdir(work)
-                log = os.open("output.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                os.dup2(log, 1)
-                os.dup2(log, 2)
-                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-                os.environ["HOME"] = os.environ["TMPDIR"] = work
-                tempfile.tempdir = None
-                if "torch" in sys.modules:
-                    torch.set_num_threads(1)
-                _worker(to_r, from_w, dump_w, config["folder"], hint)
+                self._become_worker(work)
+                _worker(to_r, from_w, dump_w, self.config["folder"], hint)
             except BaseException:   # noqa: BLE001
                 traceback.print_exc()
                 code = 70
@@ -398,54 +455,25 @@ def _zygote(fd: int, config: dict, missing: list) -> None:
                 os._exit(code)
         for f in (to_r, from_w, dump_w):
             os.close(f)
-        spare.update(pid=pid, fds=(to_w, from_r, dump_r))
+        self.spare.update(pid=pid, fds=(to_w, from_r, dump_r))
 
-    while True:
-        try:
-            data, fds, _, _ = socket.recv_fds(sock, 65536, 4)
-        except OSError:
-            os._exit(0)
-        if not data:
-            os._exit(0)
-        for f in fds:                        # the grader never sends descriptors
-            os.close(f)
-        request = json.loads(data)
-        op = request.get("op")
-        hint = request.get("hint") if isinstance(request.get("hint"), str) else None
-        passing: list[int] = []
-        prefork = False
-        if op == "hello":
-            reply = {"ready": True, "missing": missing}
-        elif op == "take":
-            if not spare:
-                make_spare(hint)
-            reply, passing = {"pid": spare["pid"]}, list(spare["fds"])
-            spare.clear()
-            prefork = True                   # the next test's worker, while this one runs
-        elif op == "end":
-            end(int(request["pid"]))
-            if not spare:
-                make_spare(hint)
-            reply = {"ended": True}
-        elif op == "poll":
-            pid = int(request["pid"])
-            if pid not in statuses:
-                reap(pid)
-            reply = {"status": statuses.get(pid)}
-        elif op == "dump":
-            try:
-                os.kill(int(request["pid"]), signal.SIGUSR1)
-            except (ProcessLookupError, PermissionError):
-                pass
-            reply = {"asked": True}
-        else:
-            reply = {"error": f"unknown request {op!r}"}
-        socket.send_fds(sock, [json.dumps(reply).encode()], passing)
-        for f in passing:
-            os.close(f)
-        if prefork:
-            reap()
-            make_spare(hint)
+    def _become_worker(self, work: str) -> None:
+        """In the forked child: a session of its own, not dumpable, its own private folder as
+        home, temp and working directory, its output in that folder's output.log."""
+        os.setsid()
+        if self.config.get("parent_death"):
+            _prctl(1, signal.SIGKILL)
+        _prctl(4, 0)                  # PR_SET_DUMPABLE 0
+        os.makedirs(work, mode=0o700)
+        os.chdir(work)
+        log = os.open("output.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.environ["HOME"] = os.environ["TMPDIR"] = work
+        tempfile.tempdir = None
+        if "torch" in sys.modules:
+            torch.set_num_threads(1)
 
 
 def _prctl(option: int, value: int) -> None:
