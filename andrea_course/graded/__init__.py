@@ -25,6 +25,16 @@ def parameter_shapes(module) -> dict:
     return {name: tuple(t.shape) for name, t in module.state_dict().items()}
 
 
+def transposed_shapes(want: dict, own=lambda name: True) -> dict:
+    """{mistake: the shapes} where one layer's weight was built with nn.Linear's sizes the other way
+    round: its (out, in) weight (a, b) found as (b, a); square weights show nothing. own(name): the
+    weights the class under test builds itself."""
+    return {f"{name} built the other way round, nn.Linear(out, in): nn.Linear(in_features, out_features) maps "
+            f"in to out and stores its weight as (out, in)": {**want, name: shape[::-1]}
+            for name, shape in want.items() if len(shape) == 2 and shape[0] != shape[1] and name.endswith(".weight")
+            and own(name)}
+
+
 def slot_reads(source: str, slot: str) -> bool:
     """Whether a class's source reads self.<slot> in some method other than __init__ (forward, or a
     helper forward calls): read and parsed, never run."""
@@ -53,3 +63,54 @@ def expect_slot_called(student, activity: str, name: str, slot: str, computes: s
                 mistake=(f"self.{slot} never called: your {name} computes {computes} itself, so whatever the "
                          f"package puts in the slot (its fused op, a Triton kernel, your own piece) never runs; "
                          f"call self.{slot}(...)"))
+
+
+def layer_mixups(layers: dict, roles: dict, combine, said: dict | None = None, source=None, fix: str = "") -> dict:
+    """{mistake: output} of a module whose inputs to `combine` come from the wrong layers: every way
+    of taking each role from one of `layers` ({"w_q": its output, ...}) but the right one.
+
+    roles: {role: the layer it comes from}, in combine's argument order; said: {(layer per role,
+    ...): words} for a mix-up a test names in its own words; source(name): how a layer is said
+    (default self.<name>); fix: the right way, said after (default "q = self.w_q(x), ..."). A
+    copied line left unchanged (the values from w_k, the gate twice) shows as one of these."""
+    import itertools
+    source = source or (lambda name: f"self.{name}")
+    fix = fix or ("each comes from its own layer, " + ", ".join(f"{r} = {source(w)}(x)" for r, w in roles.items()))
+    right = tuple(roles.values())
+    out = {}
+    for chosen in itertools.product(layers, repeat=len(roles)):
+        if chosen == right:
+            continue
+        wrong = [f"{role} from {source(got)} instead of {source(want)}"
+                 for (role, want), got in zip(roles.items(), chosen) if got != want]
+        unused = [source(name) for name in right if name not in chosen]
+        words = (said or {}).get(chosen) or (
+            "; ".join(wrong) + (f" ({', '.join(unused)} never used: a line copied and left unchanged?)" if unused else "")
+            + f": {fix}")
+        out[words] = combine(*(layers[name] for name in chosen))
+    return out
+
+
+def fitted_gelu(x, y, gelu_with):
+    """(description, output) of the tanh-form GELU whose two constants best fit the learner's y,
+    when they are not the formula's: y = x/2 · (1 + tanh(c·(x + cubic·x³))) solved for z = c·x +
+    c·cubic·x³ by least squares; gelu_with(c, cubic) makes that GELU. None when y is not of that
+    form or its constants are right."""
+    import math
+
+    import torch
+    x64, y64 = x.double().reshape(-1), torch.as_tensor(y).double().reshape(-1)
+    t = 2 * y64 / x64 - 1
+    keep = (x64.abs() > 0.3) & (x64.abs() < 3) & (t.abs() < 0.999)
+    if int(keep.sum()) < 8 or not torch.isfinite(t[keep]).all():
+        return None
+    basis = torch.stack([x64[keep], x64[keep] ** 3], dim=1)                   # (N, 2)
+    a, b = torch.linalg.lstsq(basis, torch.atanh(t[keep])[:, None]).solution.flatten().tolist()
+    c, cubic = a, b / a if a else float("nan")
+    said = [f"the factor before (x + cubic·x³) is {c:.4g}, not sqrt(2/π) = 0.7978845608"
+            for _ in [0] if not math.isclose(c, math.sqrt(2 / math.pi), rel_tol=1e-3)]
+    said += [f"the cube's coefficient is {cubic:.4g}, not 0.044715" for _ in [0]
+             if not math.isclose(cubic, 0.044715, rel_tol=1e-3)]
+    if not said or not math.isfinite(cubic):
+        return None
+    return "your GELU is the tanh form with other constants: " + "; ".join(said), gelu_with(c, cubic)(x.double())

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
-from andrea_course.graded import parameter_shapes
+from andrea_course.graded import layer_mixups, parameter_shapes
 
 NEG_INF = float("-inf")
 ATTENTION_HINT = ("in this order: scores q·kᵀ, divided by sqrt(K); the future (j > i + S - T) set to -inf; a softmax "
@@ -227,6 +227,11 @@ def _scale_case(fn, scores, d_head):
     return Case(f"scale_scores(scores of shape {tuple(scores.shape)}, d_head={d_head})", lambda: fn(scores, d_head),
                 scores / r, {"scores not scaled: divide by sqrt(K)": scores,
                              "divided by K instead of sqrt(K)": scores / d_head,
+                             "d_head ** 1 / 2 is (d_head ** 1) / 2 = K/2: ** binds tighter than /, so write "
+                             "d_head ** 0.5 or math.sqrt(d_head)": scores / (d_head / 2),
+                             "scores / d_head ** 1 / 2 is (scores / d_head) / 2: ** binds tighter than /, and / goes "
+                             "left to right; write scores / d_head ** 0.5 or scores / math.sqrt(d_head)":
+                                 scores / d_head / 2,
                              "multiplied by sqrt(K) instead of dividing": scores * r,
                              "sqrt(K) rounded to a whole number: K = 12 has sqrt(K) = 3.46, not 3":
                                  scores / int(r) if r != int(r) else None,
@@ -512,12 +517,8 @@ def _head_case(head, ref, x, D, K):
                 {"no causal mask: call attention(..., causal=True)": F.scaled_dot_product_attention(q, k, v),
                  "scaled by sqrt(D) instead of sqrt(K), the head width":
                      _attend(q, k, v, scale=1 / math.sqrt(D), allowed=_allowed(T, T)),
-                 "q, k, v projections mixed up: q from w_q, k from w_k, v from w_v":
-                     F.scaled_dot_product_attention(k, q, v, is_causal=True),
-                 "the keys projected with w_q: k comes from its own layer, self.w_k(x)":
-                     F.scaled_dot_product_attention(q, q, v, is_causal=True),
-                 "keys and values swapped: attention takes the keys (from w_k) second and the values (from w_v) third":
-                     F.scaled_dot_product_attention(q, v, k, is_causal=True)})
+                 **layer_mixups({"w_q": q, "w_k": k, "w_v": v}, {"q": "w_q", "k": "w_k", "v": "w_v"},
+                                lambda *qkv: F.scaled_dot_product_attention(*qkv, is_causal=True))})
 
 
 def _head_shapes_case(student, D, K, bias):

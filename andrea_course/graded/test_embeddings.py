@@ -47,7 +47,9 @@ def _lookup_case(lookup, table, ids):
     return Case(what, lambda: lookup(table, ids), F.embedding(ids, table),
                 {"ids shifted by one (row i + 1 read for id i): token id i reads row i, no offset": table[(ids + 1) % V],
                  "ids shifted by one (row i - 1 read for id i, as table[ids - 1] does): token id i reads row i, "
-                 "no offset": table[(ids - 1) % V]})
+                 "no offset": table[(ids - 1) % V],
+                 "torch.take(table, ids), which reads one number of the flattened table per id, not a row (it "
+                 "has no axis= as np.take does): index the rows, table[ids]": torch.take(table, ids)})
 
 
 @graded("embeddings.embed_lookup", points=1)

@@ -15,6 +15,7 @@ if not torch.cuda.is_available():          # Triton reads it when it is first im
 triton = pytest.importorskip("triton")
 import torch.nn.functional as F                                                                 # noqa: E402
 
+from andrea_course.graded import fitted_gelu  # noqa: E402
 from andrea_course.grading import (Case, Mismatch, expect_cases, expect_close, expect_equal, expect_true,  # noqa: E402
                                    graded)
 
@@ -73,27 +74,6 @@ def call_gelu(gelu, x, block=1024):
                        mistake=mistake) from None
 
 
-def fitted_gelu(x: torch.Tensor, y: torch.Tensor):
-    """(description, output) of the tanh-form GELU whose two constants best fit the learner's y,
-    when they are not the formula's: y = x/2 · (1 + tanh(c·(x + cubic·x³))) solved for z = c·x +
-    c·cubic·x³ by least squares. None when y is not of that form or its constants are right."""
-    x64, y64 = x.double().reshape(-1), torch.as_tensor(y).double().reshape(-1)
-    t = 2 * y64 / x64 - 1
-    keep = (x64.abs() > 0.3) & (x64.abs() < 3) & (t.abs() < 0.999)
-    if int(keep.sum()) < 8 or not torch.isfinite(t[keep]).all():
-        return None
-    basis = torch.stack([x64[keep], x64[keep] ** 3], dim=1)                   # (N, 2)
-    a, b = torch.linalg.lstsq(basis, torch.atanh(t[keep])[:, None]).solution.flatten().tolist()
-    c, cubic = a, b / a if a else float("nan")
-    said = [f"the factor before (x + cubic·x³) is {c:.4g}, not sqrt(2/π) = 0.7978845608"
-            for _ in [0] if not math.isclose(c, math.sqrt(2 / math.pi), rel_tol=1e-3)]
-    said += [f"the cube's coefficient is {cubic:.4g}, not 0.044715" for _ in [0]
-             if not math.isclose(cubic, 0.044715, rel_tol=1e-3)]
-    if not said or not math.isfinite(cubic):
-        return None
-    return "your GELU is the tanh form with other constants: " + "; ".join(said), gelu_with(c, cubic)(x.double())
-
-
 def _blocks_unwritten(want: torch.Tensor, block: int) -> dict:
     """{mistake: the output when the programs' offsets do not advance by BLOCK}: the elements no
     program reached stay NaN, as the checking launcher leaves them."""
@@ -115,7 +95,7 @@ def _gelu_case(gelu, x, what, blocks=False):
     mistakes = {name: f(x64).to(x.dtype) for name, f in GELU_MISTAKES.items()}
     if blocks:                                 # cases of several programs each
         mistakes.update(_blocks_unwritten(gelu_with()(x64).to(x.dtype), 1024))
-    fitted = fitted_gelu(x, got) if isinstance(got, torch.Tensor) and got.shape == x.shape else None
+    fitted = fitted_gelu(x, got, gelu_with) if isinstance(got, torch.Tensor) and got.shape == x.shape else None
     listed = fitted and any(torch.allclose(got.double(), m.double(), atol=1e-5, rtol=1e-4) for m in mistakes.values())
     if fitted and not listed:                  # a listed mistake says it better
         mistakes[fitted[0]] = fitted[1].to(x.dtype)
@@ -775,6 +755,7 @@ SCALE_BLOCK_K = "scaled by 1/sqrt(BLOCK_K), the padded width: the scale is 1/sqr
 NO_SCALE = "the scores not scaled: multiply q·k by sm_scale = 1/sqrt(K)"
 TAIL_UNMASKED = ("a tail tile without its mask: the last key tile runs past S, and its unmasked load read the NaN "
                  "after the end of v; load k and v with mask=cols < S")
+V_FROM_K = "the values loaded from k_ptr: acc sums p @ k, the keys; load the value tile from v_ptr"
 FA_PAST = "the last query block stored past T: its stores need mask=rows < T"
 
 
@@ -832,6 +813,7 @@ def call_flash(flash_attention, q, k, v, start):
 def _flash_cases(flash_attention, q, k, v, start, what):
     want_o, want_lse = flash_tiled(q, k, v, start)
     outs = {name: flash_tiled(q, k, v, start, **slip) for name, slip in flash_mistakes(q, k, v, start).items()}
+    outs[V_FROM_K] = flash_tiled(q, k, k, start)
     cache = {}
 
     def part(i):

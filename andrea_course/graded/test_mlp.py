@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from andrea_course import ModelConfig
 from andrea_course.grading import Case, expect_cases, graded, load_weights
 from andrea_course import pieces
-from andrea_course.graded import expect_slot_called, parameter_shapes
+from andrea_course.graded import expect_slot_called, fitted_gelu, parameter_shapes
 
 X = torch.linspace(-6, 6, 241, dtype=torch.float64)          # where the GELU forms differ most: |x| ~ 2
 X2 = (torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(5)) * 2.5).float()    # (B, T, F) float32
@@ -19,8 +19,7 @@ def _gelu_tanh(x, c=math.sqrt(2 / math.pi), a=0.044715, power=3, half=0.5, squas
 
 
 def _tanh_case(fn, x):
-    return Case(f"gelu_tanh(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]})", lambda: fn(x),
-                F.gelu(x, approximate="tanh"), {
+    mistakes = {
         "the tanh form asked, but this is the exact erf form (0.5·x·(1 + erf(x/√2))); "
         "use 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))": F.gelu(x),
         "constant 0.44715 instead of 0.044715": _gelu_tanh(x, a=0.44715),
@@ -30,7 +29,25 @@ def _tanh_case(fn, x):
         "the factor 0.5 is missing": _gelu_tanh(x, half=1.0),
         "sigmoid where tanh belongs: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) uses torch.tanh":
             _gelu_tanh(x, squash=torch.sigmoid),
-    })
+    }
+    try:
+        got, raised = fn(x), None
+    except Exception as exc:                            # noqa: BLE001 - raised again where the case is judged
+        got, raised = None, exc
+    listed = any(isinstance(got, torch.Tensor) and got.shape == m.shape and torch.allclose(got.double(), m.double())
+                 for m in mistakes.values())
+    fitted = fitted_gelu(x, got, lambda c, a: lambda t: _gelu_tanh(t, c=c, a=a)) \
+        if isinstance(got, torch.Tensor) and got.shape == x.shape and not listed else None
+    if fitted:                                          # the formula's shape, other constants: say which
+        mistakes[fitted[0]] = fitted[1].to(x.dtype)
+    return Case(f"gelu_tanh(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]})", lambda: _given(got, raised),
+                F.gelu(x, approximate="tanh"), mistakes)
+
+
+def _given(value, raised):
+    if raised is not None:
+        raise raised
+    return value
 
 
 @graded("mlp.gelu_tanh", points=2)
@@ -47,6 +64,10 @@ def _erf_case(fn, x):
         "the factor 0.5 is missing": x * (1 + torch.erf(x / math.sqrt(2))),
         "erf(x / 2) instead of erf(x / sqrt(2)): divide x by the square root of 2, not by 2":
             0.5 * x * (1 + torch.erf(x / 2)),
+        "erf(x·sqrt(2/π)), the tanh form's constant: the exact form's argument is x / sqrt(2)":
+            0.5 * x * (1 + torch.erf(x * math.sqrt(2 / math.pi))),
+        "erf(x / sqrt(2/π)), the tanh form's constant: the exact form's argument is x / sqrt(2)":
+            0.5 * x * (1 + torch.erf(x / math.sqrt(2 / math.pi))),
     })
 
 

@@ -10,7 +10,7 @@ from andrea_course import ANDREA, ModelConfig
 from andrea_course.grading import (Case, Mismatch, Second, expect_cases, expect_close, expect_equal, expect_runs,
                                    expect_true, graded, load_weights)
 from andrea_course import pieces
-from andrea_course.graded import expect_slot_called, parameter_shapes
+from andrea_course.graded import expect_slot_called, parameter_shapes, transposed_shapes
 from andrea_course.model import check_inputs
 from andrea_course.params import count_parameters
 
@@ -70,6 +70,11 @@ def _logits_and_mistakes(ref, ids):
                     "positions not added: self.embed(ids, start) adds them": ln_f(trunk(tok[ids])) @ head.T,
                     "the blocks skipped: pass x through every block in self.blocks": ln_f(x0) @ head.T,
                     SHARED_BLOCK: _shared_block_model(ref)(ids)}
+        x_normed = x0
+        for block in ref.blocks:
+            x_normed = ln_f(block(x_normed))
+        mistakes["ln_f applied after every block (indented into the loop over the blocks): the final norm comes "
+                 "once, after the last block"] = x_normed @ head.T
         if not cfg.tie_embeddings:
             mistakes["the token table used as the output head although cfg.tie_embeddings is False: "
                      "use self.output_weight()"] = ln_f(x) @ tok.T
@@ -98,6 +103,7 @@ def _shapes_case(student, cfg, what):
     if not cfg.bias:
         mistakes["the final norm built with a bias although cfg.bias is False: self.ln_f = make_norm(cfg)"] = \
             {**want, "ln_f.bias": (cfg.d_model,)}
+    mistakes.update(transposed_shapes(want, own=lambda name: not name.startswith("blocks.")))   # the blocks: Block's
     return Case(what, lambda: parameter_shapes(student.piece("model", "ANDREA")(cfg)), want, mistakes)
 
 
@@ -712,6 +718,8 @@ def _cache_expectations(run, S):
     return out
 
 
+KEYS_AS_VALUES = ("the new keys written into the value buffer (self.v[...] = k, a copied line?): self.v gets v, "
+                  "self.v[:, :, self.pos:self.pos + T] = v")
 NOT_ADVANCED = "pos not advanced: after writing T positions, self.pos += T"
 BY_ONE = ("pos moved on by 1 instead of T: an update can bring several positions (a whole prompt), so "
           "self.pos += T with T = k.shape[2]")
@@ -767,7 +775,9 @@ def _check_cache(student, steps, other, what, dtype=torch.float64):
         expect_close(got[0], want_k, f"{at}: the keys returned", mistakes=mistakes,
                      second=Second(keys2, want_k2, mistakes2),
                      hint="write k at positions self.pos .. self.pos + T - 1 (axis 2), then return the buffer up to the new pos")
-        expect_close(got[1], want_v, f"{at}: the values returned",
+        values2 = lambda: got2[1] if isinstance(got2, tuple) else got2
+        expect_close(got[1], want_v, f"{at}: the values returned", mistakes={KEYS_AS_VALUES: want_k},
+                     second=Second(values2, want_v2, {KEYS_AS_VALUES: want_k2}),
                      hint="the values the same way as the keys, into self.v")
         done += 1
 

@@ -13,7 +13,7 @@ from andrea_course import ANDREA, ModelConfig
 from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
-from andrea_course.graded import expect_slot_called
+from andrea_course.graded import expect_slot_called, layer_mixups
 
 ref_rms_norm = pieces.module("modern").rms_norm
 
@@ -58,6 +58,8 @@ def _rms_norm_mistakes(x, w, eps=1e-5):
         "eps outside the square root: x / sqrt(mean(x²) + eps)": x / (_ms(x).sqrt() + eps) * w,
         "forgot eps: x / sqrt(mean(x²) + eps)": x * torch.rsqrt(_ms(x)) * w,
         MULTIPLIED_BY_RMS: x * torch.sqrt(_ms(x) + eps) * w,
+        "divided by the mean square, not its square root: x / sqrt(mean(x²) + eps), that is "
+        "x * torch.rsqrt(mean(x²) + eps)": x / (_ms(x) + eps) * w,
     }
 
 
@@ -306,7 +308,9 @@ def _swiglu_module_case(module, ref, x, bias):
         want = ref(x)
         g, u = ref.w_gate(x), ref.w_up(x)
         mistakes = {
-            "w_gate and w_up swapped: Swish goes on w_gate(x), the value is w_up(x)": ref.w_down(_swish(u) * g),
+            **layer_mixups({"w_gate": g, "w_up": u}, {"gate": "w_gate", "value": "w_up"},
+                           lambda gate, value: ref.w_down(_swish(gate) * value),
+                           {("w_up", "w_gate"): "w_gate and w_up swapped: Swish goes on w_gate(x), the value is w_up(x)"}),
             "no value branch: multiply Swish(w_gate(x)) by w_up(x)": ref.w_down(_swish(g)),
             "no gate: Swish(w_gate(x)) must multiply w_up(x)": ref.w_down(u),
             "forgot w_down: project F back to D": _swish(g) * u,

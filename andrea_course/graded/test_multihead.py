@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from andrea_course import ModelConfig
 from andrea_course.grading import Case, Mismatch, Second, expect_cases, expect_close, expect_runs, graded, load_weights
 from andrea_course import pieces
-from andrea_course.graded import expect_slot_called
+from andrea_course.graded import expect_slot_called, layer_mixups
 
 B, T, H, K = 2, 5, 3, 4
 D = H * K
@@ -100,9 +100,14 @@ def _mha_outputs(ref, x, cfg):
                 ref.proj(merge(sdpa(heads(q, Hq), rep(heads(k, G), "interleave"), rep(heads(v, G), "interleave"),
                                     causal=False))),
         }
-        if G == Hq:
-            mistakes["q and k swapped: the projection gives q first, then k, then v, split at [H·K, G·K, G·K]"] = \
-                ref.proj(merge(sdpa(heads(k, Hq), heads(q, Hq), heads(v, Hq))))
+        if G == Hq:                          # the three parts alike: any of them unpacked into any role
+            mistakes.update(layer_mixups(
+                {"q": q, "k": k, "v": v}, {"q": "q", "k": "k", "v": "v"},
+                lambda q_, k_, v_: ref.proj(merge(sdpa(heads(q_, Hq), heads(k_, Hq), heads(v_, Hq)))),
+                {("k", "q", "v"): "q and k swapped: the projection gives q first, then k, then v, split at "
+                                  "[H·K, G·K, G·K]"},
+                source=lambda part: f"the {'first second third'.split()['qkv'.index(part)]} part of the split",
+                fix="the projection gives q first, then k, then v: q, k, v = self.qkv(x).split([H·K, G·K, G·K], -1)"))
         if G != Hq:
             mistakes["key/value heads tiled (repeat) instead of interleaved: query head h uses kv head "
                      "h // (H/G); use repeat_kv"] = ref.proj(merge(sdpa(heads(q, Hq), rep(heads(k, G), "tile"),
@@ -151,7 +156,8 @@ def test_multihead_attention_calls_its_attention_slot(student):
     expect_slot_called(student, "multihead", "MultiHeadAttention", "attention", "its attention", lambda: m(x))
 
 
-SKIPPED = ("the cache and shared heads skipped: call k, v = self.cache_and_share(k, v, cache) between "
+SKIPPED = ("the cache never reached cache_and_share (the call skipped, or given None instead of forward's "
+           "cache): call k, v = self.cache_and_share(k, v, cache) between "
            "split_heads and attention, with the cache forward was given; it appends k and v to the cache and "
            "gives each of the H query heads its key/value head")
 

@@ -46,6 +46,9 @@ def _lr_mistakes(step, s):
         "the cosine's 0.5 forgotten, so the rate starts the decay at 2·lr - min_lr: "
         "min_lr + 0.5·(lr - min_lr)·(1 + cos(π·progress))":
             min_lr + (lr - min_lr) * (1 + math.cos(math.pi * progress)) if step >= W else _want(step, s),
+        "the progress computed with // (integer division): it is 0 until max_steps, so the rate stays at lr and "
+        "drops to min_lr at once; progress = (step - warmup_steps) / (max_steps - warmup_steps)":
+            after(min(1.0, (step - W) // max(1, M - W))) if step >= W else _want(step, s),
         "the cosine's progress counted from step 0, step/(max_steps - warmup_steps), so the decay starts "
         "part-way down: count from the end of warm-up, (step - warmup_steps)/(max_steps - warmup_steps)":
             after(min(1.0, step / max(1, M - W))),
@@ -125,12 +128,13 @@ def _torch_adamw(param, grads, lr, betas, eps, weight_decay):
 
 def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct=True, decoupled=True,
                     decay_times_lr=True, eps_inside=False, v_of_g=False, swapped="", from_zero=False,
-                    return_hats=False, root=True):
+                    return_hats=False, root=True, m_v_returned_swapped=False):
     """The update as a typical mistake computes it: [(param, m, v) after each step].
 
     swapped: "all" (beta2, beta1 = betas: every beta swapped), "means" (the running means swapped,
     the bias correction right); return_hats: m̂ and v̂ returned, and so fed to the next step; not
-    root: divided by v̂ + eps, no square root."""
+    root: divided by v̂ + eps, no square root; m_v_returned_swapped: (param, v, m) returned, and so
+    fed back as m and v swapped."""
     (b1, b2), p = betas, param.clone()
     c1, c2 = b1, b2                                                   # the betas of the bias correction
     if swapped:
@@ -148,6 +152,8 @@ def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct=True,
         p = p - lr * m_hat / ((v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps if root else v_hat + eps)
         if return_hats:
             m, v = m_hat, v_hat
+        if m_v_returned_swapped:
+            m, v = v, m                                   # the caller reads them back in this order
         out.append((p, None, None) if swapped == "means" else (p, m, v))   # its m, v: those of "all" (None: not listed)
     return out
 
@@ -170,6 +176,8 @@ MISTAKES = {
     "the betas your bias correction already divides by": dict(swapped="means"),
     "the bias correction counts from 0 (1 - beta^(step + 1)): step already counts from 1, so divide by "
     "1 - beta1^step and 1 - beta2^step": dict(from_zero=True),
+    "(param, v, m) returned: the order is (param, m, v), and the caller feeds them back in that order":
+        dict(m_v_returned_swapped=True),
     "returned the bias-corrected m̂ and v̂: return the running means m and v themselves, which the next "
     "step averages and corrects again": dict(return_hats=True),
 }

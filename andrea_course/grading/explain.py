@@ -426,6 +426,15 @@ def _python(kind, text, code):
 _NEXT_INDEX = re.compile(r"(\w+)\[\s*(\w+)\s*\+\s*1\s*\]")          # word[i + 1]
 
 
+def _copied_layer(kind, text, code):
+    """A shape clash on a line that applies the same layer twice."""
+    twice = sorted(name for name in set(re.findall(r"self\.(\w+)\(", code)) if code.count(f"self.{name}(") > 1)
+    if twice and _SHAPE_CLASH.search(text) and "x.T" not in text:
+        return (f"Your line applies self.{twice[0]} twice, and the second use gets a tensor of another width than "
+                f"the layer takes: is one of them meant to be another layer (a line copied and left unchanged)?")
+    return None
+
+
 def _sequences(kind, text, code):
     """Python's own sequences and loops: an index one past the end, pieces of unequal size
     stacked, a split into another number of parts than the names it is unpacked into."""
@@ -445,6 +454,9 @@ def _sequences(kind, text, code):
         return (f"The tensors stacked are not all of one shape: entry {i} is [{a}], entry {j} is [{b}]. A size "
                 f"that grows from one entry to the next is an axis sliced by the loop (x[..., :i + 1, :]) and "
                 f"not reduced away.{which}")
+    if kind == "KeyError":
+        return (f"A dict was asked for a key it does not hold ({text.split(':', 1)[-1].strip()[:60]}): look a key up "
+                f"only when it is there (`if key in d`, or d.get(key)), or build the dict with every key first.")
     found = re.search(r"not enough values to unpack \(expected (\d+), got (\d+)\)|too many values to unpack "
                       r"\(expected (\d+)\)", text)
     if found and ".split(" in code:
@@ -471,5 +483,5 @@ def _triton(kind, text, code):
     return None
 
 
-_RULES = (_in_place, _view, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
+_RULES = (_in_place, _view, _copied_layer, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
           _ids, _autograd, _state_dict, _sequences, _python, _devices, _triton)

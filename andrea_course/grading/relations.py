@@ -262,7 +262,7 @@ def constant_factor(got, want, inputs):
     if not (torch.isfinite(g).all() and torch.isfinite(w).all()) or float(w.pow(2).sum()) == 0:
         return None
     c = float((g * w).sum() / w.pow(2).sum())
-    if abs(c - 1) < 1e-9 or not _near(g, c * w, want):
+    if abs(c - 1) < 1e-9 or abs(c) < 1e-9 or not _near(g, c * w, want):
         return None
     names = {**_scalars(inputs), **_input_sizes(inputs), **{f"the size of {_axis(a, want.dim())}": float(s)
                                                             for a, s in enumerate(want.shape) if s > 1}}
@@ -482,6 +482,15 @@ def slightly_off(got, want, inputs):
                           f"is slightly off (typed with too few digits, say 0.0447 for 0.044715?).")
 
 
+def all_zero(got, want, inputs):
+    """Every entry of got is 0 where want has other values."""
+    if not _floats(got, want) or got.shape != want.shape or bool((want == 0).all()) or bool((got != 0).any()):
+        return None
+    return Seen(frozenset({"zeros"}), lambda k: "every entry of your output is 0, where the expected one has values: "
+                "nothing reached it (a buffer read where nothing was written, or written somewhere else; a product "
+                "with zeros).", exact=True)
+
+
 def _text_decoded_per_token(got, want, inputs):
     """A text with U+FFFD where the expected one has characters beyond ASCII."""
     if not (isinstance(got, str) and isinstance(want, str)) or "\ufffd" not in got or "\ufffd" in want \
@@ -498,20 +507,25 @@ def _sequence_edge(got, want, inputs):
     if not (isinstance(got, (list, tuple)) and isinstance(want, (list, tuple))) or len(want) < 2:
         return None
     got, want = list(got), list(want)
+    stops = 0 < len(got) < len(want) - 1 and got == want[:len(got)]
     for key, ok in (("reversed", got == want[::-1] and want != want[::-1]), ("first dropped", got == want[1:]),
-                    ("last dropped", got == want[:-1]), ("one more", got[:-1] == want or got[1:] == want)):
+                    ("last dropped", got == want[:-1]), ("one more", got[:-1] == want or got[1:] == want),
+                    ("stops", stops)):
         if ok:
             return Seen(frozenset({key}), lambda k: {
                 "reversed": "your list is the expected one in reverse order.",
                 "first dropped": "your list is the expected one without its first item (a range or slice starting one late).",
                 "last dropped": "your list is the expected one without its last item (a range or slice ending one early).",
-                "one more": "your list is the expected one with one item too many (a range or slice one too long)."}[k])
+                "one more": "your list is the expected one with one item too many (a range or slice one too long).",
+                "stops": f"your list is the expected one's first {len(got)} items, then stops: the loop ended early (a "
+                         f"return or break inside the loop, indented one level too deep?)."}[k])
     return None
 
 
 # From the most particular to the most general: the first that sees something is the one said.
 RELATIONS = (dtype_narrowing, extra_or_missing_axis, swapped_axes, inverted_mask, normalised_over_axis,
-             shifted_by_one, constant_factor, elementwise_function, constant_offset, input_term, listed_term, row_against_column, slightly_off,
+             shifted_by_one, all_zero, constant_factor, elementwise_function, constant_offset, input_term, listed_term,
+             row_against_column, slightly_off,
              _text_decoded_per_token, _sequence_edge)
 
 
