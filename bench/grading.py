@@ -21,6 +21,12 @@ worker (taking the spare and its greeting), one call's messages (a small and a 4
     python bench/grading.py                       # the ratio
     python bench/grading.py --class 20 --jobs 2   # and a class of 20 on 2 cores
     python bench/grading.py --profile --repeat 1  # and where the time goes
+    python bench/grading.py --complete 10 --jobs 2 --repeat 0   # the instructor's real case only
+
+With --complete N, the instructor's real case: N complete submissions (the reference) graded with
+the hidden tests and the capstone leaderboard (instructor/hidden_tests), --jobs J, then the same
+class with --no-leaderboard; the time per submission and what the leaderboard took of it, and the
+time 100 such submissions would take at that rate.
 
 Run it on an idle machine: every number is wall time.
 """
@@ -47,6 +53,8 @@ def parse_args(argv=None):
     p.add_argument("--jobs", type=int, default=2, help="students graded at once in --class")
     p.add_argument("--profile", action="store_true", help="say where one submission's time goes")
     p.add_argument("--skip-plain", action="store_true", help="leave out the plain-pytest runs")
+    p.add_argument("--complete", type=int, default=0, metavar="N",
+                   help="grade N complete submissions with the hidden tests and the leaderboard")
     return p.parse_args(argv)
 
 
@@ -82,7 +90,7 @@ def main(argv=None) -> int:
     rows = {"in-process": [], "in-process, no plugins": [], "plain pytest (its worker)": [], "andrea-grade": []}
     out = tempfile.mkdtemp(prefix="andrea-bench-")
     try:
-        for i in range(args.repeat):
+        for i in range(args.repeat if args.repeat > 0 else 0):
             rows["in-process"].append(timed(pytest + ["--isolation", "in-process"], _env(ANDREA_IMPL="solutions")))
             rows["in-process, no plugins"].append(timed(pytest + ["--isolation", "in-process"],
                                                         _env(ANDREA_IMPL="solutions", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")))
@@ -96,13 +104,16 @@ def main(argv=None) -> int:
         if runs:
             wall, cpu, last = best(runs)
             print(f"  {name:28s} {wall:6.1f} s   CPU {cpu:6.1f} s   ({last})")
-    grade = best(rows["andrea-grade"])[0]
-    for name in ("in-process", "in-process, no plugins"):
-        print(f"  andrea-grade / {name:24s} {grade / best(rows[name])[0]:.2f}x")
+    if rows["andrea-grade"]:
+        grade = best(rows["andrea-grade"])[0]
+        for name in ("in-process", "in-process, no plugins"):
+            print(f"  andrea-grade / {name:24s} {grade / best(rows[name])[0]:.2f}x")
     with open("/proc/loadavg") as f:
         print(f"  load average at the end: {f.read().split()[0]} (on {os.cpu_count()} cores)")
     if args.students:
         grade_class(args.students, args.jobs)
+    if args.complete:
+        grade_complete(args.complete, args.jobs)
     if args.profile:
         profile()
     return 0
@@ -125,6 +136,43 @@ def grade_class(n: int, jobs: int) -> None:
         shutil.rmtree(top, ignore_errors=True)
 
 
+def grade_complete(n: int, jobs: int) -> None:
+    """n copies of the reference with the hidden tests, with and without the leaderboard."""
+    import json
+    import re
+    from andrea_course.exercises import SOLUTIONS
+    hidden = ROOT / "instructor" / "hidden_tests"
+    if not (hidden / "leaderboard.json").is_file():
+        print("--complete needs the instructor's hidden tests and leaderboard.json (instructor/hidden_tests)")
+        return
+    top = Path(tempfile.mkdtemp(prefix="andrea-bench-complete-"))
+    try:
+        for i in range(n):
+            folder = top / "class" / f"student{i:02d}"
+            folder.mkdir(parents=True)
+            for path in SOLUTIONS.glob("*.py"):
+                shutil.copy(path, folder / path.name)
+        seen = {}
+        for label, extra in (("with the leaderboard", []), ("without the leaderboard", ["--no-leaderboard"])):
+            out = top / label.replace(" ", "-")
+            wall, cpu, last = timed([sys.executable, "-m", "andrea_course.grading.cli", "--batch", str(top / "class"),
+                                     "--hidden-tests", str(hidden), "--csv", str(top / "book.csv"), "--out", str(out),
+                                     "--jobs", str(jobs), "--quiet", *extra], _env())
+            results = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+            each = [float(r.get("execution_time") or 0) for r in results]
+            board = [float(m.group(1)) for r in results for m in [re.search(r"Leaderboard: .*; (\d+) s\)", r.get("output", ""))] if m]
+            seen[label] = wall
+            print(f"{n} complete submissions {label}, --jobs {jobs}: {wall:.0f} s wall, {cpu:.0f} s CPU; "
+                  f"{sum(each) / max(1, len(each)):.1f} s each in its own run"
+                  + (f", {sum(board) / len(board):.1f} s of it the leaderboard's training and measure" if board else "")
+                  + f"; 100 at this rate: {100 * wall / n:.0f} s ({last})")
+        if len(seen) == 2:
+            print(f"  the leaderboard's share of the wall time: "
+                  f"{1 - seen['without the leaderboard'] / seen['with the leaderboard']:.0%}")
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
 def profile() -> None:
     """Where one submission's time goes, each part measured on its own."""
     py = sys.executable
@@ -142,10 +190,10 @@ def profile() -> None:
 
     import torch
 
+    from andrea_course.grading.runner import choose_tier, sandbox_uid
     from andrea_course.worker import wire
     from andrea_course.worker.client import IsolatedStudent
-from andrea_course.worker.server import warm_up
-    from andrea_course.grading.runner import choose_tier, sandbox_uid
+    from andrea_course.worker.server import warm_up
     from andrea_course.worker.tiers import Isolation, Limits
     warm_up()
     uid = sandbox_uid() if os.geteuid() == 0 else None
