@@ -216,18 +216,20 @@ def test_induction_scores(student):
 
 @graded("inside.induction_scores", points=1)
 def test_induction_scores_of_an_induction_and_a_previous_token_head(student):
-    """Two heads on a sequence repeated with period 4 (T = 8): head 0 attends from every query of the
-    repeat to the key after the earlier copy (score 1), head 1 to the previous token (score 0)."""
+    """Three heads on a sequence repeated with period 4 (T = 8): head 0 attends from every query of the
+    repeat to the key after the earlier copy (score 1), head 1 to the previous token (score 0), head 2
+    to the earlier copy itself (score 0; a head that tells key t - period from t - period + 1)."""
     fn = student.piece("inside", "induction_scores")
     cases = []
     for T_, period in ((8, 4), (9, 3)):
-        w = torch.zeros(1, 1, 2, T_, T_, dtype=torch.float64)
-        w[0, 0, 0, 0, 0] = w[0, 0, 1, 0, 0] = 1.0
+        w = torch.zeros(1, 1, 3, T_, T_, dtype=torch.float64)
+        w[0, 0, :, 0, 0] = 1.0
         for i in range(1, T_):
             w[0, 0, 0, i, i - period + 1 if i >= period else 0] = 1.0
             w[0, 0, 1, i, i - 1] = 1.0
-        cases.append(Case(f"induction_scores of [an induction head, a previous-token head], T = {T_}, period = "
-                          f"{period}", lambda w=w, period=period: fn(w, period),
-                          torch.tensor([[1.0, 0.0]], dtype=torch.float64), _induction_mistakes(w, period)))
+            w[0, 0, 2, i, i - period if i >= period else 0] = 1.0
+        cases.append(Case(f"induction_scores of [an induction head, a previous-token head, an earlier-copy head], "
+                          f"T = {T_}, period = {period}", lambda w=w, period=period: fn(w, period),
+                          torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64), _induction_mistakes(w, period)))
     expect_cases(*cases, hint="an induction head scores 1 (all its weight on key t - period + 1), a previous-token "
-                              "head 0")
+                              "head and a head on the earlier copy itself 0")

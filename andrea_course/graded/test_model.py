@@ -452,6 +452,7 @@ def _sample(logits, seed, *, scale=None, temperature=None, keep=None, fill=NEG_I
 
 NO_GENERATOR = ("the generator ignored: torch.multinomial(probs, 1) draws from PyTorch's global generator; pass "
                 "generator=generator so that equal seeds give equal draws")
+FROM_LOGITS = "sampled from the logits, not from probabilities: softmax first, then torch.multinomial"
 SOFTMAX_DIM_0 = ("the softmax taken over the batch axis (dim=0): each row's probabilities come from its own "
                  "logits, torch.softmax(logits, dim=-1), over the vocabulary")
 
@@ -479,7 +480,7 @@ def _sampling_mistakes(logits, temperature, top_k, seed):
         out["only the most likely token drawn: argmax is for temperature 0 only, and the top-k threshold is the "
             "k-th largest logit (torch.topk(...).values[:, -1:]), not the largest"] = argmax
     if k is None:
-        out["sampled from the logits, not from probabilities: softmax first, then torch.multinomial"] = \
+        out[FROM_LOGITS] = \
             _sample(logits, seed, scale=1 / t, from_logits=True)
     else:
         out.update({
@@ -551,7 +552,8 @@ def _raising_draws(row, B, t, k, seed):
     """{typical mistake: a function that makes it} for mistakes that raise on `row` repeated B times:
     with every row alike, a softmax over the batch axis gives NaN in each column that top-k hides."""
     logits = torch.tensor(row).repeat(B, 1)
-    return {SOFTMAX_DIM_0: lambda: _sample(logits, seed, temperature=t, keep=k, dim=0)}
+    return {SOFTMAX_DIM_0: lambda: _sample(logits, seed, temperature=t, keep=k, dim=0),
+            FROM_LOGITS: lambda: _sample(logits, seed, scale=1 / t, keep=k, from_logits=True)}
 
 
 def _unless_the_generator_is_ignored(check, fn, logits, temperature, top_k, seed):

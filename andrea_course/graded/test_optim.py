@@ -128,13 +128,13 @@ def _torch_adamw(param, grads, lr, betas, eps, weight_decay):
 
 def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct=True, decoupled=True,
                     decay_times_lr=True, eps_inside=False, v_of_g=False, swapped="", from_zero=False,
-                    return_hats=False, root=True, m_v_returned_swapped=False):
+                    return_hats=False, root=True, m_v_returned_swapped=False, power_of_one_minus=False):
     """The update as a typical mistake computes it: [(param, m, v) after each step].
 
     swapped: "all" (beta2, beta1 = betas: every beta swapped), "means" (the running means swapped,
     the bias correction right); return_hats: m̂ and v̂ returned, and so fed to the next step; not
     root: divided by v̂ + eps, no square root; m_v_returned_swapped: (param, v, m) returned, and so
-    fed back as m and v swapped."""
+    fed back as m and v swapped; power_of_one_minus: the correction divides by (1 - beta)^step."""
     (b1, b2), p = betas, param.clone()
     c1, c2 = b1, b2                                                   # the betas of the bias correction
     if swapped:
@@ -147,6 +147,8 @@ def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct=True,
         m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * (g if v_of_g else g * g)
         n = t + 1 if from_zero else t
         m_hat, v_hat = (m / (1 - c1 ** n), v / (1 - c2 ** n)) if correct else (m, v)
+        if power_of_one_minus:
+            m_hat, v_hat = m / (1 - c1) ** n, v / (1 - c2) ** n
         if decoupled:
             p = p - (lr * weight_decay if decay_times_lr else weight_decay) * p
         p = p - lr * m_hat / ((v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps if root else v_hat + eps)
@@ -176,6 +178,8 @@ MISTAKES = {
     "the betas your bias correction already divides by": dict(swapped="means"),
     "the bias correction counts from 0 (1 - beta^(step + 1)): step already counts from 1, so divide by "
     "1 - beta1^step and 1 - beta2^step": dict(from_zero=True),
+    "the bias correction divides by (1 - beta)^step instead of 1 - beta^step: the power goes on beta alone, "
+    "m / (1 - beta1 ** step)": dict(power_of_one_minus=True),
     "(param, v, m) returned: the order is (param, m, v), and the caller feeds them back in that order":
         dict(m_v_returned_swapped=True),
     "returned the bias-corrected m̂ and v̂: return the running means m and v themselves, which the next "

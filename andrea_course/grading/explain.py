@@ -467,6 +467,14 @@ def _sequences(kind, text, code):
     return None
 
 
+def _unicode(kind, text, code):
+    if kind.startswith("Unicode") and "can't decode" in text:
+        return ("These bytes end in the middle of a UTF-8 character (a token may hold part of one): decoding "
+                "them strictly fails. decode(\"utf-8\", errors=\"replace\") puts U+FFFD there instead, which is what "
+                "a tokenizer's decode returns.")
+    return None
+
+
 def _devices(kind, text, code):
     if "Expected all tensors to be on the same device" in text:
         return ("Two tensors on different devices met in one operation: create new tensors on the input's "
@@ -484,4 +492,4 @@ def _triton(kind, text, code):
 
 
 _RULES = (_in_place, _view, _copied_layer, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
-          _ids, _autograd, _state_dict, _sequences, _python, _devices, _triton)
+          _ids, _autograd, _state_dict, _sequences, _unicode, _python, _devices, _triton)

@@ -523,8 +523,8 @@ def _sequence_edge(got, want, inputs):
 
 
 # From the most particular to the most general: the first that sees something is the one said.
-RELATIONS = (dtype_narrowing, extra_or_missing_axis, swapped_axes, inverted_mask, normalised_over_axis,
-             shifted_by_one, all_zero, constant_factor, elementwise_function, constant_offset, input_term, listed_term,
+RELATIONS = (all_zero, dtype_narrowing, extra_or_missing_axis, swapped_axes, inverted_mask, normalised_over_axis,
+             shifted_by_one, constant_factor, elementwise_function, constant_offset, input_term, listed_term,
              row_against_column, slightly_off,
              _text_decoded_per_token, _sequence_edge)
 
@@ -542,6 +542,8 @@ def seen(got, want, inputs: dict | None = None) -> list[tuple[Callable, Seen]]:
             found = None
         if found is not None:
             out.append((check, found))
+            if check is all_zero:                       # zeros fit many relations: say only what is seen
+                break
     return out
 
 

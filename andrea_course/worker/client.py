@@ -621,6 +621,17 @@ _PASS_THROUGH = {name for name, obj in vars(builtins).items()
 _TRUSTED_MODULES = ("torch", "triton", "numpy")
 
 
+def _built(cls: type, text: str) -> BaseException:
+    """cls(text); for a type built from other arguments (UnicodeDecodeError takes five), its nearest
+    base that takes a message (UnicodeError, still a ValueError)."""
+    for base in cls.__mro__:
+        try:
+            return base(text)
+        except TypeError:
+            continue
+    return LearnerCodeError(f"{cls.__name__}: {text}")
+
+
 def rebuild(type_name: str, text: str) -> BaseException:
     """The learner's exception, as the grader raises it: builtin types keep their type
     (NotImplementedError stays NotImplementedError), and so do torch's, Triton's and numpy's
@@ -635,7 +646,7 @@ def rebuild(type_name: str, text: str) -> BaseException:
         return LearnerCodeError(f"your code ran out of memory: the grader allows {Limits().memory >> 20} MiB "
                                 f"({short}: {first})", "memory")
     if type_name in (short, f"builtins.{short}") and short in _PASS_THROUGH:
-        return getattr(builtins, short)(text)
+        return _built(getattr(builtins, short), text)
     module, _, qual = type_name.rpartition(".")
     if module.split(".")[0] in _TRUSTED_MODULES and module in sys.modules:
         cls = sys.modules[module]
