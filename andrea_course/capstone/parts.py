@@ -32,7 +32,7 @@ TOKENIZER_PIECES = ("bpe.train_bpe", "bpe.encode", "bpe.decode")
 BPE_HELPERS = ("bpe.pair_counts", "bpe.merge_pair", "bpe.most_frequent_pair")   # called by train_bpe, encode
 OPTIM_PIECES = ("optim.lr_at", "optim.adamw_step")
 TRAINING_PIECES = TOKENIZER_PIECES + BPE_HELPERS + OPTIM_PIECES
-DEFAULT_BPE_MERGES = 256        # with --impl and no --bpe-merges: V = 513, learned in about 2 s
+DEFAULT_BPE_MERGES = 256        # with --impl and no --bpe-merges: V = 256 bytes + 256 merges + <|endoftext|> = 513
 
 
 @dataclass

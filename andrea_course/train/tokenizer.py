@@ -29,9 +29,8 @@ EOT = "<|endoftext|>"
 N_BYTES = 256
 N_MERGES = 8192
 # A run's own tokenizer (TrainConfig.bpe_merges) learns its merges on the first BPE_STORIES shipped
-# stories: 160 kB of text, where plain-Python BPE (the answer key's train_bpe) learns 256 merges
-# in 1.5 to 2.2 s of one core's time (measured; Hugging Face's takes 0.14 s), and still the
-# commonest words of all 6,000 stories. Encoding them word by word takes 0.5 s per 1,000 stories.
+# stories: enough text for the commonest words of all the stories, little enough for plain-Python
+# BPE (the learner's train_bpe) to learn a few hundred merges in seconds (bench/tokenizer.py).
 BPE_STORIES = 300
 
 
