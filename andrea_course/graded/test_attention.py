@@ -317,6 +317,10 @@ def _apply_mask_case(fn, scores):
                 "masked the diagonal too (strict lower triangle): query i may see itself":
                     scores.masked_fill(~_strict_lower(T, S), NEG_INF),
                 "future scores set to 0 instead of -inf: exp(0) = 1 still gives them weight": scores.masked_fill(~lower, 0.0)}
+    added = scores + (~lower) * -1e9                                   # an additive mask, as some libraries build it
+    mistakes["-1e9 added to the future's scores instead of setting them to -inf: a masked score is then "
+             "score - 1e9, which still depends on the score; masked_fill(~allowed, float('-inf'))"] = \
+        added.masked_fill(added <= -1e9, NEG_INF)
     if S != T:
         mistakes["mask aligned to the top-left corner: allowed j <= i + S - T"] = \
             scores.masked_fill(~_allowed(T, S, offset=False), NEG_INF)

@@ -37,6 +37,9 @@ def _layer_norm_mistakes(x, w, b, eps=1e-5):
         "var(unbiased=False) or mean((x - mean)**2)": (x - mean) / torch.sqrt(x.var(-1, keepdim=True) + eps) * w + b,
         "eps outside the square root: divide by sqrt(var + eps), not sqrt(var) + eps":
             (x - mean) / (var.sqrt() + eps) * w + b,
+        "x.std() plus eps: std divides by D - 1 (Bessel's correction) and eps is outside the square root; "
+        "LayerNorm divides by sqrt(var + eps) with the biased variance":
+            (x - mean) / (x.std(-1, keepdim=True) + eps) * w + b,
         "gamma (weight) forgotten: multiply by weight before adding bias": norm + b,
         "gamma (weight) added instead of multiplied: LayerNorm scales the normalised x by weight, then adds bias":
             norm + w + b,

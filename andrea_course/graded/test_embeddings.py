@@ -1,6 +1,8 @@
 """Graded tests, activity 4 · Embeddings: table lookup, one-hot product, learned positions,
 cosine similarity, the nearest tokens to a query, and the Embeddings module.
 x_t = token_table[id_t] + position_table[t]."""
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -143,6 +145,15 @@ def _raising_positions(start, seed=2, T=4, dtype=torch.float64):
     return {BATCH_AXIS: lambda: tok + pos[start:start + tok.shape[0]]}
 
 
+def _sinusoids(start, T, D, like):
+    """(T, D) the 2017 paper's fixed encoding of positions start .. start + T - 1."""
+    pos = torch.arange(start, start + T, dtype=torch.float64)[:, None]
+    rate = torch.exp(torch.arange(0, D, 2, dtype=torch.float64) * (-math.log(10000.0) / D))
+    pe = torch.zeros(T, D, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * rate), torch.cos(pos * rate)
+    return pe.to(like.dtype)
+
+
 def _positions_case(add_positions, start, seed=2, T=4, dtype=torch.float64):
     tok, pos = _positions_inputs(seed, T, dtype)
     mistakes = {
@@ -155,6 +166,8 @@ def _positions_case(add_positions, start, seed=2, T=4, dtype=torch.float64):
         "T, position_table[start:T], one row when start = T - 1): token t needs row start + t, so slice "
         "position_table[start:start + T]": tok + pos[start],
     }
+    mistakes["the original paper's fixed sin/cos encoding added where this model learns its positions: add the "
+             "rows of position_table, position_table[start:start + T]"] = tok + _sinusoids(start, T, tok.shape[-1], tok)
     if start:
         mistakes["`start` ignored: with cached tokens the first new token sits at position start, "
                  "slice position_table[start:start + T]"] = tok + pos[:T]

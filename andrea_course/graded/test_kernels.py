@@ -86,7 +86,9 @@ def _blocks_unwritten(want: torch.Tensor, block: int) -> dict:
             "offs = pid * BLOCK + tl.arange(0, BLOCK), so that program p covers its own block": cut(block),
             "the block starts at pid, not pid * BLOCK: program p covered p .. p + BLOCK - 1, so the programs "
             "overlap and the elements past BLOCK + programs - 1 were never written; offs = pid * BLOCK "
-            "+ tl.arange(0, BLOCK)": cut(block + programs - 1)}
+            "+ tl.arange(0, BLOCK)": cut(block + programs - 1),
+            "each program handled one element (offs = pid, as a CUDA thread would): a Triton program handles a "
+            "block of BLOCK elements, offs = pid * BLOCK + tl.arange(0, BLOCK)": cut(programs)}
 
 
 def _gelu_case(gelu, x, what, blocks=False):

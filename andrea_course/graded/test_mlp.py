@@ -29,6 +29,8 @@ def _tanh_case(fn, x):
         "the factor 0.5 is missing": _gelu_tanh(x, half=1.0),
         "sigmoid where tanh belongs: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) uses torch.tanh":
             _gelu_tanh(x, squash=torch.sigmoid),
+        "the sigmoid approximation x·sigmoid(1.702·x) (\"quick GELU\"), another formula: this piece is the tanh "
+        "form, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))": x * torch.sigmoid(1.702 * x),
     }
     try:
         got, raised = fn(x), None

@@ -465,6 +465,12 @@ def _or_none(draw):
         return None
 
 
+def _sorted_rank(logits, seed, t, k):
+    """The draw from the k most likely tokens sorted by probability, as its rank in that order."""
+    probs = torch.sort(torch.softmax(logits / t, dim=-1), dim=-1, descending=True).values[:, :k]
+    return torch.multinomial(probs, num_samples=1, generator=torch.Generator().manual_seed(seed))
+
+
 def _sampling_mistakes(logits, temperature, top_k, seed):
     """{typical mistake: the draws it gives} for sample_next(logits, temperature, top_k)."""
     t, k = temperature, top_k
@@ -485,6 +491,8 @@ def _sampling_mistakes(logits, temperature, top_k, seed):
     else:
         out.update({
             "top-k kept one token too many (k + 1): keep the k largest": _sample(logits, seed, scale=1 / t, keep=k + 1),
+            "the position in the sorted order returned, not the token's id: after torch.sort, map the draw back "
+            "through the sort's indices (order.gather(-1, draw))": _sorted_rank(logits, seed, t, k),
             "top-k kept one token too few (k - 1): set to -inf only the logits BELOW the k-th largest (<, not <=)":
                 _sample(logits, seed, scale=1 / t, keep=k - 1),
             "the logits outside the top k set to 0 instead of -inf: exp(0) = 1 still gives them weight":

@@ -43,6 +43,8 @@ def _lr_mistakes(step, s):
         "step warmup_steps still treated as warm-up (step <= warmup_steps), so its rate overshoots to "
         "lr·(warmup_steps + 1)/warmup_steps: warm up only while step < warmup_steps, then the cosine starts at lr":
             (lr * (step + 1) / W if step == W else _want(step, s)) if W > 0 else None,   # W = 0: a ZeroDivisionError
+        "a straight line from lr down to min_lr after warm-up: the decay is half a cosine, min_lr + (lr - min_lr)·"
+        "(1 + cos(π·progress))/2": min_lr + (lr - min_lr) * (1 - progress) if step >= W else _want(step, s),
         "the cosine's 0.5 forgotten, so the rate starts the decay at 2·lr - min_lr: "
         "min_lr + 0.5·(lr - min_lr)·(1 + cos(π·progress))":
             min_lr + (lr - min_lr) * (1 + math.cos(math.pi * progress)) if step >= W else _want(step, s),
