@@ -17,7 +17,7 @@ import time
 
 class Forked:
     """A process this one forked (the graded run's pytest; the process tier's fork-started worker
-    parent, isolated.py), seen as subprocess.Popen sees its child."""
+    parent, server.py), seen as subprocess.Popen sees its child."""
 
     def __init__(self, pid: int):
         self.pid, self.returncode = pid, None

@@ -5,7 +5,7 @@
     box = Sandbox(limits, submission=..., uid=uid, cgroup=cgroup)   # bubblewrap's command line
     box = Container(limits, box=folder, uid=uid, cgroup=cgroup)     # the same without namespaces
 
-Every tier runs the learner's code in a worker process (isolated.py) that gets values only
+Every tier runs the learner's code in a worker process (client.py, server.py) that gets values only
 (wire.py); what differs is the wall around the worker:
 
 - "sandbox": bubblewrap. Its own pid namespace (it sees and signals only its own processes; when

@@ -13,7 +13,7 @@ the learner's code ran in its own process:
   here as it would in one process;
 - an answer that is an argument, or a view of one, is that argument's memory again;
 - anything that is not a value (a module, a function, a class) stays in the worker and comes
-  back as a handle, which the test uses through a proxy (isolated.py).
+  back as a handle, which the test uses through a proxy (client.py).
 
 A message is a frame: a 16-byte prefix (header length, blob length), a JSON header, then the
 raw bytes of each storage span. JSON holds the structure ("tagged trees": ["int", 3],
