@@ -1,6 +1,7 @@
-"""GELU, LayerNorm and row-softmax kernels written the wrong ways a checking launcher hides (for
-tests/test_mistakes.py) and other right ways (for tests/test_variants.py): each reads or writes
-memory that is not its tensors', or steps rows by their width. Imported only where Triton is installed."""
+"""GELU, LayerNorm, row-softmax and FlashAttention kernels written the wrong ways a learner writes
+them (for tests/test_mistakes.py: memory read or written that is not the tensors', rows stepped by
+their width, offsets or constants slipped, a slip chosen by a SLIP constant where one kernel holds
+several) and other right ways (for tests/test_variants.py). Imported only where Triton is installed."""
 import triton
 import triton.language as tl
 
@@ -16,33 +17,31 @@ def gelu_kernel_unmasked_load(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def gelu_kernel_offsets_without_pid(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
-    """Every program computes the first block: the offsets forget the program id."""
-    offs = tl.arange(0, BLOCK)
+def gelu_kernel_slipping(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr, SLIP: tl.constexpr):
+    """The learner's GELU kernel with one slip, chosen by SLIP: 1, every program computes the first
+    block (the offsets forget the program id); 2, program p starts at element p, not p·BLOCK (the
+    blocks overlap); 3, the cube's coefficient typed 0.04715."""
+    if SLIP == 1:
+        offs = tl.arange(0, BLOCK)
+    elif SLIP == 2:
+        offs = tl.program_id(0) + tl.arange(0, BLOCK)
+    else:
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n_elements, other=0.0).to(tl.float32)
-    z = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    cubic = 0.04715 if SLIP == 3 else 0.044715
+    z = 0.7978845608028654 * (x + cubic * x * x * x)
     y = 0.5 * x * (1.0 + 2.0 * tl.sigmoid(2.0 * z) - 1.0)
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n_elements)
 
 
-@triton.jit
-def gelu_kernel_starting_at_pid(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
-    """Program p starts at element p, not p·BLOCK: the blocks overlap."""
-    offs = tl.program_id(0) + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n_elements, other=0.0).to(tl.float32)
-    z = 0.7978845608028654 * (x + 0.044715 * x * x * x)
-    y = 0.5 * x * (1.0 + 2.0 * tl.sigmoid(2.0 * z) - 1.0)
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n_elements)
+class GeluSlip:
+    """gelu_kernel_slipping with SLIP bound, launched as the learner's kernel is."""
 
+    def __init__(self, slip):
+        self.slip = slip
 
-@triton.jit
-def gelu_kernel_cubic_mistyped(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
-    """The cube's coefficient typed 0.04715 (a digit dropped from 0.044715)."""
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n_elements, other=0.0).to(tl.float32)
-    z = 0.7978845608028654 * (x + 0.04715 * x * x * x)
-    y = 0.5 * x * (1.0 + 2.0 * tl.sigmoid(2.0 * z) - 1.0)
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n_elements)
+    def __getitem__(self, grid):
+        return lambda *args, **consts: gelu_kernel_slipping[grid](*args, SLIP=self.slip, **consts)
 
 
 @triton.jit

@@ -519,9 +519,10 @@ def _launching(name):
     return lambda x: importlib.import_module("softmax_kernels").launching(_kernel(name))(x)
 
 
-def _gelu_launching(name):
-    """The exercise's gelu(x) launching the kernel `name` of tests/learner_kernels.py."""
-    return lambda x: importlib.import_module("solutions.kernels").gelu(x, kernel=_kernel(name, "learner_kernels"))
+def _gelu_slip(slip):
+    """The exercise's gelu(x) launching the learner kernel with slip `slip` (tests/learner_kernels.py)."""
+    return lambda x: importlib.import_module("solutions.kernels").gelu(
+        x, kernel=importlib.import_module("learner_kernels").GeluSlip(slip))
 
 
 def _flash_slip(slip):
@@ -885,13 +886,13 @@ MUTANTS = [
     ("test_model.py", "test_kv_cache_refuses_what_does_not_fit", {("model", "KVCache"): CacheCheckingWithoutT},
      "the full-cache check let an update through"),
     ("test_kernels.py", "test_gelu_kernel_matches_formula",
-     {("kernels", "gelu"): _gelu_launching("gelu_kernel_offsets_without_pid")},
+     {("kernels", "gelu"): _gelu_slip(1)},
      "every program wrote the same first block"),
     ("test_kernels.py", "test_gelu_kernel_matches_formula",
-     {("kernels", "gelu"): _gelu_launching("gelu_kernel_starting_at_pid")},
+     {("kernels", "gelu"): _gelu_slip(2)},
      "the block starts at pid, not pid * BLOCK"),
     ("test_kernels.py", "test_gelu_kernel_matches_formula",
-     {("kernels", "gelu"): _gelu_launching("gelu_kernel_cubic_mistyped")},
+     {("kernels", "gelu"): _gelu_slip(3)},
      "the cube's coefficient is 0.04715"),
     # issue 30 item 4: kernels launched without the checking launcher's padding, NaN around every tensor
     ("test_kernels.py", "test_gelu_kernel_reads_and_writes_only_its_own_elements",
