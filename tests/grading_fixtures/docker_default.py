@@ -71,6 +71,9 @@ def docker_default(command: list[str], readable=(), writable=(), env: dict | Non
             args += ["--bind", str(folder / name), str(folder / name)]
     for path in map(lambda q: Path(q).resolve(), readable):
         if _in_temp(path):                      # hidden by the container's own temp folders
+            for parent in reversed(path.parents):   # the way there open to every user, as in an image
+                if _in_temp(parent) and parent not in map(Path, SHARED_TEMP):
+                    args += ["--perms", "0755", "--dir", str(parent)]
             args += ["--ro-bind", str(path), str(path)]
     for path in map(lambda q: Path(q).resolve(), writable):
         args += ["--bind", str(path), str(path)]
