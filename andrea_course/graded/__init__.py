@@ -65,14 +65,16 @@ def expect_slot_called(student, activity: str, name: str, slot: str, computes: s
                          f"call self.{slot}(...)"))
 
 
-def layer_mixups(layers: dict, roles: dict, combine, said: dict | None = None, source=None, fix: str = "") -> dict:
+def layer_mixups(layers: dict, roles: dict, combine, said: dict | None = None, source=None, fix: str = "",
+                 why_unused: str = ": a line copied and left unchanged?") -> dict:
     """{mistake: output} of a module whose inputs to `combine` come from the wrong layers: every way
     of taking each role from one of `layers` ({"w_q": its output, ...}) but the right one.
 
     roles: {role: the layer it comes from}, in combine's argument order; said: {(layer per role,
     ...): words} for a mix-up a test names in its own words; source(name): how a layer is said
-    (default self.<name>); fix: the right way, said after (default "q = self.w_q(x), ..."). A
-    copied line left unchanged (the values from w_k, the gate twice) shows as one of these."""
+    (default self.<name>); fix: the right way, said after (default "q = self.w_q(x), ...");
+    why_unused: what a layer never used suggests. A copied line left unchanged (the values from
+    w_k, the gate twice) shows as one of these."""
     import itertools
     source = source or (lambda name: f"self.{name}")
     fix = fix or ("each comes from its own layer, " + ", ".join(f"{r} = {source(w)}(x)" for r, w in roles.items()))
@@ -85,7 +87,7 @@ def layer_mixups(layers: dict, roles: dict, combine, said: dict | None = None, s
                  for (role, want), got in zip(roles.items(), chosen) if got != want]
         unused = [source(name) for name in right if name not in chosen]
         words = (said or {}).get(chosen) or (
-            "; ".join(wrong) + (f" ({', '.join(unused)} never used: a line copied and left unchanged?)" if unused else "")
+            "; ".join(wrong) + (f" ({', '.join(unused)} never used{why_unused})" if unused else "")
             + f": {fix}")
         out[words] = combine(*(layers[name] for name in chosen))
     return out

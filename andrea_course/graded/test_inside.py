@@ -8,6 +8,7 @@ import torch
 
 from andrea_course import ANDREA, ModelConfig
 from andrea_course import pieces
+from andrea_course.graded import layer_mixups
 from andrea_course.grading import Case, expect_cases, expect_runs, expect_true, graded, load_weights
 
 CFG = ModelConfig(vocab_size=19, context_length=12, d_model=12, n_layers=2, n_heads=3, d_ff=24)
@@ -101,29 +102,39 @@ def test_residual_stream_removes_its_hooks(student):
 def _patterns_mistakes(ref, ids):
     """{description: output} of attention_patterns' typical mistakes."""
     H = ref.cfg.n_heads
-    x, raw, unscaled, unmasked, over_queries, diagonal = ref.embed(ids), [], [], [], [], []
+    x, found = ref.embed(ids), {}
     T = ids.shape[1]
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    weights = lambda s, hide=future, dim=-1: torch.softmax(s.masked_fill(hide, float("-inf")), dim=dim)   # noqa: E731
     for block in ref.blocks:
-        raw.append(ENGINE._weights(block.attn, x, H))
-        q, k, _ = block.attn.qkv(block.ln1(x)).chunk(3, dim=-1)
-        q, k = (t.unflatten(-1, (H, -1)).transpose(1, 2) for t in (q, k))
-        scores = q @ k.transpose(-2, -1)
+        parts = dict(zip("qkv", block.attn.qkv(block.ln1(x)).chunk(3, dim=-1)))          # (B, T, D) each
+        heads = lambda t: t.unflatten(-1, (H, -1)).transpose(1, 2)                          # noqa: E731
+        q, k = heads(parts["q"]), heads(parts["k"])
         K = q.shape[-1]
-        unscaled.append(torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1))
-        unmasked.append(torch.softmax(scores / K ** 0.5, dim=-1))
-        over_queries.append(torch.softmax((scores / K ** 0.5).masked_fill(future, float("-inf")), dim=-2))
-        diagonal.append(torch.softmax((scores / K ** 0.5).masked_fill(future.logical_or(torch.eye(T, dtype=torch.bool)), float("-inf")),
-                                      dim=-1))
-        x = block(x)
-    stack = lambda ts: torch.stack(ts).detach()                      # noqa: E731
-    return {"the block's input (the residual stream) used instead of what attention sees, ln1 of it: hook "
-            "block.attn with a forward pre-hook": stack(raw),
-            "the scores not divided by sqrt(K)": stack(unscaled),
-            "no causal mask: a query must not see the keys after it": stack(unmasked),
-            "softmax over the queries (dim=-2) instead of the keys (dim=-1)": stack(over_queries),
+        scores = q @ k.transpose(-2, -1)
+        B_ = x.shape[0]
+        mixed = lambda t: t.reshape(B_, H, T, -1)                                           # noqa: E731
+        here = {
+            "the block's input (the residual stream) used instead of what attention sees, ln1 of it: hook "
+            "block.attn with a forward pre-hook": ENGINE._weights(block.attn, x, H),
+            "the scores not divided by sqrt(K)": weights(scores),
+            "no causal mask: a query must not see the keys after it": torch.softmax(scores / K ** 0.5, dim=-1),
+            "softmax over the queries (dim=-2) instead of the keys (dim=-1)": weights(scores / K ** 0.5, dim=-2),
             "the diagonal masked too (triu() instead of triu(1)): a query sees its own key; with it hidden, the "
-            "first query sees nothing and its row is NaN": stack(diagonal)}
+            "first query sees nothing and its row is NaN":
+                weights(scores / K ** 0.5, future.logical_or(torch.eye(T, dtype=torch.bool))),
+            "heads split with a reshape straight to (B, H, T, K), which mixes positions and heads: unflatten to "
+            "(B, T, H, K), then transpose(1, 2)":
+                weights(mixed(parts["q"]) @ mixed(parts["k"]).transpose(-2, -1) / K ** 0.5),
+            **layer_mixups(parts, {"q": "q", "k": "k"},
+                           lambda a, b: weights(heads(a) @ heads(b).transpose(-2, -1) / K ** 0.5),
+                           source=lambda part: f"the {'first second third'.split()['qkv'.index(part)]} chunk of qkv",
+                           fix="qkv(ln1(x)) gives q first, then k, then v: q, k, v = ....chunk(3, dim=-1)",
+                           why_unused="")}
+        for name, w in here.items():
+            found.setdefault(name, []).append(w)
+        x = block(x)
+    return {name: torch.stack(ws).detach() for name, ws in found.items()}
 
 
 def _patterns_case(fn, student, cfg, B, T, seed):

@@ -107,6 +107,7 @@ def _mha_outputs(ref, x, cfg):
                 {("k", "q", "v"): "q and k swapped: the projection gives q first, then k, then v, split at "
                                   "[H·K, G·K, G·K]"},
                 source=lambda part: f"the {'first second third'.split()['qkv'.index(part)]} part of the split",
+                why_unused="",
                 fix="the projection gives q first, then k, then v: q, k, v = self.qkv(x).split([H·K, G·K, G·K], -1)"))
         if G != Hq:
             mistakes["key/value heads tiled (repeat) instead of interleaved: query head h uses kv head "
