@@ -15,7 +15,7 @@ if not torch.cuda.is_available():          # Triton reads it when it is first im
 triton = pytest.importorskip("triton")
 import torch.nn.functional as F                                                                 # noqa: E402
 
-from andrea_course.graded import fitted_gelu  # noqa: E402
+from andrea_course.graded import add_fitted_gelu  # noqa: E402
 from andrea_course.grading import (Case, Mismatch, expect_cases, expect_close, expect_equal, expect_true,  # noqa: E402
                                    graded)
 
@@ -97,10 +97,7 @@ def _gelu_case(gelu, x, what, blocks=False):
     mistakes = {name: f(x64).to(x.dtype) for name, f in GELU_MISTAKES.items()}
     if blocks:                                 # cases of several programs each
         mistakes.update(_blocks_unwritten(gelu_with()(x64).to(x.dtype), 1024))
-    fitted = fitted_gelu(x, got, gelu_with) if isinstance(got, torch.Tensor) and got.shape == x.shape else None
-    listed = fitted and any(torch.allclose(got.double(), m.double(), atol=1e-5, rtol=1e-4) for m in mistakes.values())
-    if fitted and not listed:                  # a listed mistake says it better
-        mistakes[fitted[0]] = fitted[1].to(x.dtype)
+    add_fitted_gelu(mistakes, x, got, gelu_with)
     return Case(what, lambda: got, gelu_with()(x64).to(x.dtype), mistakes)
 
 
