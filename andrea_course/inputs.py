@@ -6,8 +6,9 @@ write into the caller's tensor or list, which a test comparing only the returned
 sees, and which corrupts the caller's copy (the embedding table, the optimizer's state) later.
 Overlay.isolated hands the graded tests each function piece wrapped by keeps_inputs: it copies
 the tensors and plain containers passed in, calls the piece, and raises InPlaceError naming the
-argument the piece changed and, when the piece's source shows one, the line that changes it. Classes and Triton kernels (which write their output through a
-pointer by design) are not wrapped.
+argument the piece changed and, when the piece's source shows one, the line that changes it; a
+module class's own forward is wrapped the same way for its tensor arguments. Triton kernels (which
+write their output through a pointer by design) are not wrapped.
 """
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ class InPlaceError(Exception):
     """A piece changed an argument in place; the message names the piece, the argument and the line."""
 
 
+class CutOffError(Exception):
+    """A piece's output does not require grad although an input it was computed from does: the
+    output was cut off from autograd (.detach(), .data, torch.no_grad(), a trip through NumPy)."""
+
+
 MUTATING = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "sort",
             "reverse", "popitem", "discard", "add"}
 
@@ -38,7 +44,8 @@ def _copyable(value) -> bool:
 
 def _same(old, new) -> bool:
     if isinstance(old, torch.Tensor):
-        if not (isinstance(new, torch.Tensor) and old.shape == new.shape and old.dtype == new.dtype):
+        if not (isinstance(new, torch.Tensor) and old.shape == new.shape and old.dtype == new.dtype
+                and old.requires_grad == new.requires_grad):
             return False
         new = new.detach()
         equal = old == new
@@ -56,7 +63,7 @@ def _same(old, new) -> bool:
 def _snapshot(value):
     with torch.no_grad():
         if isinstance(value, torch.Tensor):
-            return value.detach().clone()
+            return value.detach().clone().requires_grad_(value.requires_grad)   # the flag is the caller's too
         return copy.deepcopy(value)
 
 
@@ -79,6 +86,23 @@ def _writes(node, arg: str) -> bool:
     return False
 
 
+def _check_graph(tracked: list, out, name: str) -> None:
+    """CutOffError when arguments required grad (`tracked`, before the call) and the floating-point
+    output does not."""
+    if (tracked and torch.is_grad_enabled() and isinstance(out, torch.Tensor) and out.is_floating_point()
+            and not out.requires_grad):
+        raise CutOffError(f"your {name}'s output is cut off from autograd although {tracked[0]!r} requires grad: "
+                          f"no gradient can flow back through it (a .detach(), .data, torch.no_grad() or a trip "
+                          f"through NumPy on the way)")
+
+
+def keeps_forward_inputs(cls, name: str):
+    """The module class `cls`, its own forward wrapped by keeps_inputs on tensor arguments."""
+    if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and "forward" in vars(cls):
+        cls.forward = keeps_inputs(vars(cls)["forward"], f"{name}.forward", tensors_only=True)
+    return cls
+
+
 def writing_line(fn, arg: str) -> str | None:
     """'file.py, line N: code' of the first line in fn's source that writes into `arg`, if any."""
     code = getattr(fn, "__code__", None)
@@ -98,8 +122,10 @@ def writing_line(fn, arg: str) -> str | None:
     return None
 
 
-def keeps_inputs(fn, name: str):
-    """fn, raising InPlaceError when a call changes a tensor or container argument in place."""
+def keeps_inputs(fn, name: str, tensors_only: bool = False):
+    """fn, raising InPlaceError when a call changes a tensor or container argument in place (with
+    tensors_only, tensor arguments alone: a module's forward may be handed a cache to grow), and
+    CutOffError when an argument required grad and the floating-point output does not."""
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -111,7 +137,9 @@ def keeps_inputs(fn, name: str):
             bound = signature.bind(*args, **kwargs).arguments
         except TypeError:
             return fn(*args, **kwargs)              # the piece's own call raises the clear error
-        before = {arg: _snapshot(value) for arg, value in bound.items() if _copyable(value)}
+        copied = (lambda v: isinstance(v, torch.Tensor)) if tensors_only else _copyable
+        before = {arg: _snapshot(value) for arg, value in bound.items() if copied(value)}
+        tracked = [arg for arg, v in bound.items() if isinstance(v, torch.Tensor) and v.requires_grad]
         out = fn(*args, **kwargs)
         for arg, old in before.items():
             if not _same(old, bound[arg]):
@@ -119,5 +147,6 @@ def keeps_inputs(fn, name: str):
                 raise InPlaceError(f"your {name} changed its argument {arg!r} in place"
                                    + (f" ({line})" if line else "")
                                    + ": it must leave its inputs as they were and return a new value")
+        _check_graph(tracked, out, name)
         return out
     return checked

@@ -50,7 +50,7 @@ import torch
 import torch.nn as nn
 
 from . import authorship, backends, contracts, pieces
-from .inputs import keeps_inputs
+from .inputs import keeps_forward_inputs, keeps_inputs
 from . import model as engine
 from .config import ModelConfig
 from .paths import COURSE_FOLDERS, ROOT, STUB_MARK, WorkspaceError, course_folder  # noqa: F401  (STUB_MARK: read by older callers)
@@ -239,7 +239,9 @@ class Overlay:
                     if piece != name:
                         setattr(mod, piece, pieces.get(activity, piece))
             obj = getattr(mod, name)
-            self._isolated[key] = keeps_inputs(obj, name) if graded and isinstance(obj, types.FunctionType) else obj
+            if graded:
+                obj = keeps_inputs(obj, name) if isinstance(obj, types.FunctionType) else keeps_forward_inputs(obj, name)
+            self._isolated[key] = obj
         return self._isolated[key]
 
     def _authorship(self, activity: str, check) -> None:

@@ -567,7 +567,7 @@ def _induction_on_the_earlier_copy(patterns, period):
 MUTANTS = [
     # inside your model (notebook 10)
     ("test_inside.py", "test_residual_stream_removes_its_hooks", {("inside", "residual_stream"): _stream_leaving_its_hooks},
-     "hooks never removed"),
+     "hook(s) left on the model"),
     ("test_inside.py", "test_attention_patterns", {("inside", "attention_patterns"): _patterns_of_the_block_input},
      "the block's input (the residual stream)"),
     ("test_inside.py", "test_logit_lens",
@@ -685,7 +685,7 @@ MUTANTS = [
     ("test_embeddings.py", "test_embed_onehot_when_the_last_ids_are_absent",
      {("embeddings", "embed_onehot"): lambda table, ids: F.one_hot(ids).to(table.dtype) @ table}, "without num_classes"),
     ("test_multihead.py", "test_multihead_attention_with_a_kv_cache",
-     {("multihead", "MultiHeadAttention"): MHAIgnoringTheCache}, "the cache never reached cache_and_share"),
+     {("multihead", "MultiHeadAttention"): MHAIgnoringTheCache}, "not what cache_and_share returns"),
     ("test_modern.py", "test_grouped_kv_heads_with_a_kv_cache",
      {("multihead", "MultiHeadAttention"): MHARepeatingBeforeTheCache}, "repeat_kv before the cache"),
     ("test_block.py", "test_block_passes_the_cache_on", {("block", "Block"): BlockDroppingTheCache},
@@ -757,9 +757,9 @@ MUTANTS = [
      "pos not advanced"),
     # issue 15, notebook 03: the cache and grouped heads in one given call; head_entropy
     ("test_multihead.py", "test_multihead_attention_with_a_kv_cache",
-     {("multihead", "MultiHeadAttention"): MHASkippingCacheAndShare}, "the cache never reached cache_and_share"),
+     {("multihead", "MultiHeadAttention"): MHASkippingCacheAndShare}, "not what cache_and_share returns"),
     ("test_modern.py", "test_grouped_kv_heads_with_a_kv_cache",
-     {("multihead", "MultiHeadAttention"): MHASkippingCacheAndShare}, "the cache never reached cache_and_share"),
+     {("multihead", "MultiHeadAttention"): MHASkippingCacheAndShare}, "not what cache_and_share returns"),
     ("test_multihead.py", "test_head_entropy",
      {("multihead", "head_entropy"): _head_entropy(plogp=lambda w: -w * w.log())}, "NaN from 0·log 0"),
     ("test_multihead.py", "test_head_entropy_of_a_sharp_and_an_even_head",
@@ -1025,7 +1025,7 @@ GAPS = [
      {("modern", "rms_norm"): lambda x, w, eps=1e-5: x * torch.rsqrt(x.pow(2).mean(dim=-1) + eps) * w},
      "keepdim forgotten"),
     ("test_multihead.py", "test_grouped_kv_heads", {("multihead", "MultiHeadAttention"): MHASkippingCacheAndShare},
-     "the cache never reached cache_and_share"),
+     "not what cache_and_share returns"),
 ]
 
 

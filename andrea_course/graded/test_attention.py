@@ -208,7 +208,10 @@ def _scores_case(fn, q, k):
     T, S = q.shape[-2], k.shape[-2]
     return Case(what, lambda: fn(q, k), torch.einsum("...tk,...sk->...ts", q, k),
                 {"keys against queries (k @ qᵀ): rows are queries, columns keys": k @ q.transpose(-2, -1),
-                 ELEMENTWISE_SCORES: (q * k).sum(dim=-1) if T == S else None})     # T != S: q * k raises
+                 ELEMENTWISE_SCORES: (q * k).sum(dim=-1) if T == S else None,     # T != S: q * k raises
+                 "k reshaped to (..., K, S) instead of transposed: a reshape (or view) keeps the numbers in memory "
+                 "order and only cuts them into new rows, so they land in the wrong places; turn the last two axes "
+                 "with k.transpose(-2, -1)": q @ k.reshape(*k.shape[:-2], k.shape[-1], S)})
 
 
 @graded("attention.attention_scores", points=1)
@@ -327,8 +330,9 @@ def _apply_mask_case(fn, scores):
     return Case(f"apply_causal_mask(scores of shape {tuple(scores.shape)})", got, _masked(scores), mistakes)
 
 
-SQUARE_MASK = ("a (T, T) mask built from the number of queries alone: with S - T cached keys the scores are (T, S), "
-               "so build the (T, S) mask from both of the last two axes, T, S = scores.shape[-2:]")
+SQUARE_MASK = ("a mask of another shape than the scores' (T, S): built from the number of queries alone, (T, T), or with "
+               "its two sizes swapped, causal_mask(S, T); with S - T cached keys the scores are (T, S), so take "
+               "T, S = scores.shape[-2:] and build causal_mask(T, S) in that order")
 FIRST_AXES = ("T and S taken from the first two axes (scores.shape[0], scores.shape[1]): the scores may carry batch "
               "and head axes in front, so take the last two, T, S = scores.shape[-2:]")
 

@@ -247,11 +247,16 @@ def _post_case(m, ref, x, ln, cache=False):
     with torch.no_grad():
         h = ln(ref.ln2, x + ref.attn(x))
         swapped = ln(ref.ln1, h + ref.mlp(h))
+        after_attn = ln(ref.ln1, x + ref.attn(x))
+        stale = ln(ref.ln2, x + ref.mlp(after_attn))
     call = (lambda: m(x, None)) if cache else (lambda: m(x))
     return Case(f"PostNormBlock(cfg)(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]}{', cache=None' if cache else ''})",
                 call, post, {**_post_halves(ref, x, ln),
                              "ln1 and ln2 swapped: ln1 normalises the sum after attention, ln2 the one after the MLP":
-                                 swapped})
+                                 swapped,
+                             "the MLP's residual adds to the block's input x instead of to the attention half's result: "
+                             "the MLP reads h = ln1(x + attn(x)) but the sum is x + mlp(h), so attention drops out of "
+                             "the stream; the second sum is h + mlp(h)": stale})
 
 
 @graded("block.PostNormBlock", points=1)
@@ -341,7 +346,11 @@ def check_block_dropout(student, name, seed):
     plain = _student_block(student, name, ref)
     m.train()
     first, second = m(x), m(x)
-    expect_true(isinstance(first, torch.Tensor) and not torch.allclose(first, second),
+    expect_true(isinstance(first, torch.Tensor), f"{name}(cfg, dropout=0.5)(x) in training mode",
+                f"returned {type(first).__name__}, not a tensor" + (": a forward that ends without `return` gives None"
+                                                                   if first is None else ""),
+                "end forward with `return x`")
+    expect_true(not torch.allclose(first, second),
                 f"{name}(cfg, dropout=0.5) in training mode, called twice on the same x",
                 "both calls gave the same output: nothing was dropped out",
                 "pass each sublayer's output through self.drop before adding it to x",
@@ -474,6 +483,15 @@ def test_dropout_zeroes_or_scales_each_element(student):
     expect_cases(first, second, hint=DROP_HINT)
     expect_equal(got.dtype, x0.dtype, "dropout(x, p=0.1, training=True).dtype",
                  "the output has x's dtype: a bool mask multiplied into x takes x's dtype")
+    for dtype in (torch.bfloat16, torch.float16):                      # mixed-precision training's inputs
+        half, _ = _dropped(student, _drop_input(60, dtype), 0.1)
+        found = getattr(half, "dtype", type(half).__name__)
+        expect_true(found == dtype, f"dropout(x in {str(dtype)[6:]}, p=0.1, training=True).dtype",
+                    f"the output is {str(found).replace('torch.', '')}, not x's {str(dtype)[6:]}",
+                    "a bool mask multiplied into x keeps x's dtype", mistake=(
+                        "the output widened to float32: a mask made float32 (.float(), torch.rand's default dtype) "
+                        "multiplied into half-precision x gives float32; use the bool mask, or .to(x.dtype)"
+                        if found == torch.float32 else None))
 
 
 def _fraction(got):

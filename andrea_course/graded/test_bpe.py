@@ -16,7 +16,7 @@ def _words(text=TEXT):
     return dict(REF.split_words(text))
 
 
-def _counts(words, weighted=True, overlapping=True, once_per_word=False):
+def _counts(words, weighted=True, overlapping=True, once_per_word=False, last=True):
     """pair_counts written with the typical slips: each word counted once (not by its count); a pair
     that overlaps the same pair just counted skipped; a pair counted once per word however often the
     word holds it (a set of the word's pairs)."""
@@ -24,6 +24,8 @@ def _counts(words, weighted=True, overlapping=True, once_per_word=False):
     for word, n in words.items():
         previous = None
         pairs = list(zip(word, word[1:]))
+        if not last:
+            pairs = pairs[:-1]
         if once_per_word:
             pairs = list(dict.fromkeys(pairs))
         for i, pair in enumerate(pairs):
@@ -64,10 +66,15 @@ LIST_OF_ITEMS = ("a list of (pair, count) returned, not a dict: return the tally
                  "(dict(counts)), which most_frequent_pair looks pairs up in")
 
 
+LAST_PAIR_MISSED = ("each word's last pair never counted: a word of n tokens has n - 1 neighbouring pairs, at i = 0 .. "
+                    "n - 2, so loop over range(len(word) - 1) (or zip(word, word[1:]))")
+
+
 def _counts_case(pair_counts, words):
     want = REF.pair_counts(words)
     mistakes = {EACH_WORD_ONCE: _counts(words, weighted=False), OVERLAPS_SKIPPED: _counts(words, overlapping=False),
-                ONCE_PER_WORD: _counts(words, once_per_word=True), LIST_OF_ITEMS: _Items(want.items())}
+                ONCE_PER_WORD: _counts(words, once_per_word=True), LIST_OF_ITEMS: _Items(want.items()),
+                LAST_PAIR_MISSED: _counts(words, last=False)}
     return Case(f"pair_counts({words})", lambda: pair_counts(words), want,
                 {name: wrong for name, wrong in mistakes.items() if wrong != want})
 
@@ -141,6 +148,8 @@ def _most_frequent_with(counts, slip=None):
             "largest": lambda: max(tied, key=REF.tie_key), "first": lambda: tied[0], "by_id": lambda: min(tied)}[slip]()
 
 
+LARGEST_KEY = ("max(counts) compares the pairs themselves (a dict iterates over its keys), not their counts: pick by "
+               "count, max(counts, key=counts.get), or min with the key (-counts[p], tie_key(p))")
 MOST_FREQUENT_MISTAKES = {
     "the least frequent pair picked: the most frequent one wins, so negate the count in min's key (-counts[p]) "
     "or use max": "least",
@@ -165,6 +174,8 @@ def _most_frequent_case(most_frequent_pair, counts, what):
     want = _most_frequent_with(counts)
     mistakes = {name: _most_frequent_with(counts, slip) for name, slip in MOST_FREQUENT_MISTAKES.items()}
     mistakes[WITH_COUNT] = (want, counts[want])
+    if max(counts) not in mistakes.values():
+        mistakes[LARGEST_KEY] = max(counts)
     return Case(f"most_frequent_pair({counts}){what}", lambda: most_frequent_pair(counts), want,
                 {name: wrong for name, wrong in mistakes.items() if wrong != want})
 
@@ -174,7 +185,8 @@ def test_most_frequent_pair_breaks_ties_like_the_library(student):
     most_frequent_pair = student.piece("bpe", "most_frequent_pair")
     case = lambda counts, what="": _most_frequent_case(most_frequent_pair, counts, what)
     expect_cases(case({(1, 2): 3, (104, 101): 5, (300, 2): 4}, ": the most frequent pair"),
-                 case({(97, 98): 2, (32, 116): 7, (116, 104): 1, (101, 32): 6}, ": the most frequent pair"), exact=True,
+                 case({(97, 98): 2, (32, 116): 7, (116, 104): 1, (101, 32): 6}, ": the most frequent pair"),
+                 case({(200, 1): 2, (10, 20): 9, (30, 5): 1}, ": the most frequent pair"), exact=True,
                  hint="the pair with the highest count wins")
     raising = lambda counts: {name: lambda pick=pick: pick(counts, key=lambda p: (-counts[p], REF.tie_key(p)))
                               for name, pick in EMPTY_COUNTS.items()}
@@ -220,8 +232,9 @@ def _trained_with(text, n_merges, first_id=256, update=True, stop=True, merge_no
 TRAIN_MISTAKES = {
     "the new tokens numbered from 257, not 256: merge r makes token 256 + r, so the first merge's token is 256 "
     "(256 + len(merges) before appending the pair)": dict(first_id=257),
-    "the words never updated after a merge, so the same pair won every round: replace the words by the merged "
-    "words (words = merged) before the next round": dict(update=False),
+    "the same pair won every round: after a merge the pairs were counted on words that had not changed (the words "
+    "not replaced by the merged words, or the pairs not counted again); before each round, words = merged and "
+    "count the pairs of those words": dict(update=False),
     "no stop when no pair is left: most_frequent_pair gave None and it was added to the merges; break out of the "
     "loop when the pair is None": dict(stop=False),
     "the pairs counted once, before the first merge, and never again: a merge changes the words and so their "
@@ -347,6 +360,14 @@ def _token_bytes(i, merges) -> bytes:
     return _token_bytes(a, merges) + _token_bytes(b, merges)
 
 
+def _decoded_with_zero_bytes(ids, merges) -> str:
+    """decode with the base table built as bytes(i): i zero bytes where the byte i belongs."""
+    table = [bytes(b) for b in range(256)]
+    for a, b in merges:
+        table.append(table[a] + table[b])
+    return b"".join(table[i] for i in ids).decode("utf-8", errors="replace")
+
+
 def _decoded_swapped(ids, merges) -> str:
     """decode with each merge's two parts joined the wrong way round (table[b] + table[a])."""
     table = [bytes([b]) for b in range(256)]
@@ -368,6 +389,8 @@ def test_decode_inverts_encode(student):
             "every token's bytes first, then decode once": "".join(_token_bytes(i, merges).decode("utf-8", errors="replace")
                                                              for i in ids),
             "read as Latin-1, not UTF-8: ż, ö and ☕ are several bytes each": raw.decode("latin-1"),
+            "bytes(i) makes i zero bytes, not the byte i: the 256 base tokens are bytes([i]) (a list of one int)":
+                _decoded_with_zero_bytes(ids, merges),
             "a merge's two parts joined the wrong way round (table[b] + table[a]): merge (a, b) makes the bytes "
             "of a followed by those of b, table[a] + table[b]": _decoded_swapped(ids, merges)}
         return Case(f"decode(encode({text[:30]!r}))", lambda: decode(ids, merges), text,

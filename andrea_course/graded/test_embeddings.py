@@ -64,6 +64,10 @@ def test_embed_lookup_reads_one_row_per_id(student):
     expect_cases(*cases, hint=LOOKUP_HINT)
 
 
+SQUEEZED = ("axes of size one dropped (.squeeze()): a batch of one sequence, or a sequence of one token, keeps its "
+            "axis, ids (1, 1) give (1, 1, D)")
+
+
 @graded("embeddings.embed_lookup", points=1)
 def test_embed_lookup_of_one_sequence(student):
     """ids of one sequence, shape (T,), as notebook 01 looks up a sentence: (T, D) back."""
@@ -74,6 +78,12 @@ def test_embed_lookup_of_one_sequence(student):
     cases = _lookup_case(lookup, table, ids), _lookup_case(lookup, table2, ids2)
     _expect_runs_on(*cases, _raising_lookups(table, ids), _raising_lookups(table2, ids2), hint=hint)
     expect_cases(*cases, hint=hint)
+    expect_cases(*(Case(f"embed_lookup(table, ids of shape {tuple(ones.shape)})", lambda ones=ones: lookup(table, ones),
+                        F.embedding(ones, table), {SQUEEZED: F.embedding(ones, table).squeeze()})
+                   for ones in (torch.tensor([5]), torch.tensor([[2]]), torch.tensor([[3], [0]]))),   # axes of size one stay
+                 hint=hint)
+    expect_runs(lambda: lookup(table.clone().requires_grad_(), ids), "embed_lookup(a table that requires grad, ids)",
+                hint="training reaches the table through the rows looked up: index the table itself, table[ids]")
 
 
 ONEHOT_TRANSPOSED = ("the one-hot vectors times the transposed table (@ table.T): a (B, T, V) one-hot times the "

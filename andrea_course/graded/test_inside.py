@@ -56,7 +56,9 @@ def _leaves_no_hook(student, name):
     left = _hooks(m)
     expect_true(left == 0, f"{name}(model, ids)", f"{left} hook(s) still on the model after the call",
                 "keep each handle register_forward_hook (or _pre_hook) returns, and call handle.remove()",
-                mistake="hooks never removed: every later forward pass of the model runs them again")
+                mistake=f"{left} hook(s) left on the model, so every later forward pass runs them again: remove "
+                        f"every handle register_forward_hook returned (keep them all in a list; one variable "
+                        f"reassigned in a loop remembers only the last)")
     try:
         probe(m, torch.full((1, 4), CFG.vocab_size))
     except Exception:                                  # noqa: BLE001 - the model refuses the ids: expected
@@ -81,7 +83,9 @@ def _stream_case(fn, student, cfg, B, T, seed):
                  "each block's input recorded instead of its output (a pre-hook, or the hook's inputs): the "
                  "last block's output is missing": want[:-1],
                  "the stream after ln_f: record what the blocks return, before any normalisation":
-                     ref.ln_f(want).detach()})
+                     ref.ln_f(want).detach(),
+                 "the outputs joined with torch.cat, which lays them end to end along their batch axis, "
+                 "((L + 1)·B, T, D): torch.stack puts them on a new first axis, (L + 1, B, T, D)": want.flatten(0, 1)})
 
 
 @graded("inside.residual_stream", points=2)
@@ -118,6 +122,8 @@ def _patterns_mistakes(ref, ids):
             "the block's input (the residual stream) used instead of what attention sees, ln1 of it: hook "
             "block.attn with a forward pre-hook": ENGINE._weights(block.attn, x, H),
             "the scores not divided by sqrt(K)": weights(scores),
+            "the scores divided by sqrt(D), the model's width H·K, instead of sqrt(K), one head's width":
+                weights(scores / (H * K) ** 0.5),
             "no causal mask: a query must not see the keys after it": torch.softmax(scores / K ** 0.5, dim=-1),
             "softmax over the queries (dim=-2) instead of the keys (dim=-1)": weights(scores / K ** 0.5, dim=-2),
             "the diagonal masked too (triu() instead of triu(1)): a query sees its own key; with it hidden, the "
@@ -205,6 +211,9 @@ def _induction_mistakes(w, period):
             "averaged over every query, the first copy's too: only queries t >= period have an earlier copy":
                 w[..., every, every - period + 1].mean(dim=(1, 3)),
             "summed over the queries instead of averaged": w[..., t, t - period + 1].mean(dim=1).sum(dim=-1),
+            "queries and keys indexed in two steps, w[..., t, :][..., t - period + 1], which pairs every query with "
+            "every key (a grid, one axis too many) instead of query t with key t - period + 1: index both in one "
+            "step, w[..., t, t - period + 1]": w[..., t, :][..., t - period + 1].mean(dim=(1, 3)),
             "averaged over the heads too: keep one score per (layer, head)":
                 w[..., t, t - period + 1].mean(dim=(1, 2, 3))[:, None].expand(L, H)}
 

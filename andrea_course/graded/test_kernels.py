@@ -173,9 +173,15 @@ def ln_mistakes(x, w, b, eps):
         "eps outside the square root: use 1 / tl.sqrt(var + eps)": ln_with(x, w, b, eps, eps_outside=True),
         "forgot beta (the bias)": ln_with(x, w, None, eps),
         "forgot gamma (the weight)": ln_with(x, torch.ones_like(w), b, eps),
+        **({"the shift loaded from w_ptr instead of b_ptr: gamma was added where beta belongs, y = x̂·γ + γ; load "
+            "the bias from b_ptr + cols": ln_with(x, w, w, eps)} if b is not None else {}),
         **({"the bias added although HAS_BIAS is False: without a bias the launcher passes the weight as b_ptr, "
             "so gamma was added; load and add b only under `if HAS_BIAS:`": ln_with(x, w, w, eps)} if b is None else {}),
     }
+
+
+STATS_SWAPPED = ("the mean and rstd stored at each other's pointers: the mean goes to mean_ptr + row, 1 / sqrt(var + eps) "
+                 "to rstd_ptr + row")
 
 
 def _ln_cases(layer_norm, x, w, b, eps, what):
@@ -192,10 +198,11 @@ def _ln_cases(layer_norm, x, w, b, eps, what):
             out = cache["out"]
             return out[i] if isinstance(out, (tuple, list)) and len(out) == 3 else out
         return got
+    mean, rstd = want_mean.reshape(-1).float(), want_rstd.reshape(-1).float()
     return (Case(f"{what}: y", part(0), want_y.to(x.dtype), {k: v[0].to(x.dtype) for k, v in mistakes.items()}),
-            Case(f"{what}: the saved mean", part(1), want_mean.reshape(-1).float()),
-            Case(f"{what}: the saved rstd", part(2), want_rstd.reshape(-1).float(),
-                 {k: v[2].reshape(-1).float() for k, v in mistakes.items()}))
+            Case(f"{what}: the saved mean", part(1), mean, {STATS_SWAPPED: rstd}),
+            Case(f"{what}: the saved rstd", part(2), rstd,
+                 {**{k: v[2].reshape(-1).float() for k, v in mistakes.items()}, STATS_SWAPPED: mean}))
 
 
 def check_layer_norm(student, first, second):

@@ -58,6 +58,8 @@ def _erf_case(fn, x):
         "the exact (erf) form asked, but this is the tanh approximation": F.gelu(x, approximate="tanh"),
         "erf(x) instead of erf(x / sqrt(2)): Phi is the CDF of the standard normal": 0.5 * x * (1 + torch.erf(x)),
         "erf(x·sqrt(2)) instead of erf(x / sqrt(2))": 0.5 * x * (1 + torch.erf(x * math.sqrt(2))),
+        "erf(x) / sqrt(2) instead of erf(x / sqrt(2)): the division belongs inside the erf's parentheses":
+            0.5 * x * (1 + torch.erf(x) / math.sqrt(2)),
         "the factor 0.5 is missing": x * (1 + torch.erf(x / math.sqrt(2))),
         "erf(x / 2) instead of erf(x / sqrt(2)): divide x by the square root of 2, not by 2":
             0.5 * x * (1 + torch.erf(x / 2)),

@@ -335,6 +335,8 @@ def test_swiglu_module_matches_reference(student):
             want_shapes.update({"w_gate.bias": (40,), "w_up.bias": (40,), "w_down.bias": (16,)})
         expect_equal(shapes, want_shapes, f"SwiGLU(cfg with D=16, F=40, bias={bias}).state_dict() shapes",
                      hint="keep the names w_gate, w_up (D -> F) and w_down (F -> D)")
+        state = {k: _randn(*v.shape, seed=40 + i, dtype=torch.float32) * 0.3 for i, (k, v) in enumerate(sorted(state.items()))}
+        load_weights(module, state, f"SwiGLU(cfg with D=16, F=40, bias={bias})")   # the same numbers on every run
         ref = pieces.module("modern").SwiGLU(cfg)
         ref.load_state_dict(state)
         expect_cases(_swiglu_module_case(module, ref, _randn(2, 5, 16, seed=11, dtype=torch.float32), bias),
@@ -400,7 +402,8 @@ def _f_mistakes(D, multiple_of=256):
     return {
         "F = 4D with three matrices: that costs 1.5x the parameters of the classic MLP; "
         "use F = 8D/3 so that 3·D·F = 2·D·4D": 4 * D,
-        "rounded 8D/3 down: round UP to the multiple, so the budget is at least the classic one":
+        "rounded 8D/3 down (math.floor, //, or round() to the nearest multiple, which goes down when 8D/3 lies less "
+        "than half a step past one): round UP to the multiple, so the budget is at least the classic one":
             multiple_of * (8 * D // 3 // multiple_of),
         "ignored multiple_of and rounded 8D/3 down to an int (8D // 3): round it up to a multiple of multiple_of, "
         "multiple_of · ceil(8D/3 / multiple_of)": 8 * D // 3,
@@ -417,7 +420,7 @@ def test_swiglu_ffn_dim_is_8D_over_3(student):
     f = student.piece("modern", "swiglu_hidden_dim")
     case = lambda D, want: Case(f"swiglu_hidden_dim({D})", lambda: f(D), want,
                                 {k: v for k, v in _f_mistakes(D).items() if v != want})
-    expect_cases(case(4096, 11_008), case(768, 2_048), case(1000, 2_816), case(1536, 4_096), exact=True,
+    expect_cases(case(4096, 11_008), case(768, 2_048), case(1000, 2_816), case(1536, 4_096), case(3000, 8_192), exact=True,
                  hint="F = 8D/3 from 3·D·F = 2·D·4D, rounded up to a multiple of 256")
     for D in (4096, 768):
         got = f(D)
@@ -685,6 +688,8 @@ ONLY_Q_TURNED = ("turned only q: turn the new keys k by their positions too (app
                  "position lives in the scores q·k")
 ONLY_K_TURNED = ("turned only k: turn the queries q by their positions too (apply_rope on q and on k), since "
                  "position lives in the scores q·k")
+START_FROM_HEADS = ("`start` taken from past_k.shape[1], the number of heads H: the number of cached positions is "
+                    "past_k.shape[-2], the position axis of (B, H, S0, K)")
 START_FROM_K = ("`start` taken from past_k.shape[-1], the head width K: the number of cached positions is "
                 "past_k.shape[-2], the position axis")
 
@@ -712,7 +717,10 @@ def _rope_attention_mistakes(q, k, v, cos, sin, past_k, past_v):
             "put the new keys and values before the cached ones: append them after, torch.cat([past_k, k], dim=-2) "
             "and torch.cat([past_v, v], dim=-2), so that the positions stay in order":
                 ops.attention(rope(q, cos, sin, S0), cat(rope(k, cos, sin, S0), past_k), cat(v, past_v))})
-        K = past_k.shape[-1]
+        H, K = past_k.shape[1], past_k.shape[-1]
+        if H not in (S0, K):
+            mistakes[START_FROM_HEADS] = ops.attention(rope(q, cos, sin, H), cat(past_k, rope(k, cos, sin, H)),
+                                                       cat(past_v, v))
         if K != S0:
             mistakes[START_FROM_K] = ops.attention(rope(q, cos, sin, K), cat(past_k, rope(k, cos, sin, K)), cat(past_v, v))
     return mistakes
@@ -736,7 +744,9 @@ def _new_keys_case(fn, args, what):
     def got():
         out = fn(*args)
         return out[1] if isinstance(out, (tuple, list)) and len(out) == 3 else out
-    return Case(what, got, want_k, {START_FROM_K: rope(k, cos, sin, k.shape[-1]), ONLY_Q_TURNED: k})
+    H = k.shape[1]
+    return Case(what, got, want_k, {START_FROM_K: rope(k, cos, sin, k.shape[-1]), ONLY_Q_TURNED: k,
+                                    START_FROM_HEADS: rope(k, cos, sin, H) if H != k.shape[-1] else None})
 
 
 def _kept_keys_case(fn, args, first, want_k):

@@ -53,7 +53,10 @@ def _merge_case(fn, shape, dtype=torch.float64, strided=False):
                 {"reshaped straight to (B, T, H·K), which mixes positions and heads: transpose(1, 2) back to "
                  "(B, T, H, K) first": y.reshape(B_, T_, H_ * K_),
                  "transpose(2, 3) swaps the positions with the width K: the heads must go back behind the positions, "
-                 "transpose(1, 2), before the reshape to (B, T, H·K)": y.transpose(2, 3).reshape(B_, T_, H_ * K_)})
+                 "transpose(1, 2), before the reshape to (B, T, H·K)": y.transpose(2, 3).reshape(B_, T_, H_ * K_),
+                 "the head axis moved last, (B, T, K, H), before merging: the heads' features come out interleaved "
+                 "(feature 0 of every head, then feature 1, ...); each head's K features must stay side by side, "
+                 "so merge from (B, T, H, K), y.transpose(1, 2)": y.permute(0, 2, 3, 1).reshape(B_, T_, H_ * K_)})
 
 
 @graded("multihead.merge_heads", points=2)
@@ -157,8 +160,9 @@ def test_multihead_attention_calls_its_attention_slot(student):
     expect_slot_called(student, "multihead", "MultiHeadAttention", "attention", "its attention", lambda: m(x))
 
 
-SKIPPED = ("the cache never reached cache_and_share (the call skipped, or given None instead of forward's "
-           "cache): call k, v = self.cache_and_share(k, v, cache) between "
+SKIPPED = ("attention got only the new keys and values, not what cache_and_share returns (the call skipped, given "
+           "None instead of forward's cache, or its result not assigned back to k, v): write "
+           "k, v = self.cache_and_share(k, v, cache) between "
            "split_heads and attention, with the cache forward was given; it appends k and v to the cache and "
            "gives each of the H query heads its key/value head")
 

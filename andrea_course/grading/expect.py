@@ -103,6 +103,9 @@ def expect_close(got, want, what: str, *, mistakes: dict | None = None, second=N
     """
     if not isinstance(want, torch.Tensor):
         want = torch.as_tensor(want)
+    if got is None:
+        raise Mismatch(what, "returned None: a function (or a module's forward) that ends without `return` gives "
+                             "None", "end it with `return` and the result", shape_expected=tuple(want.shape))
     if not isinstance(got, torch.Tensor):
         raise Mismatch(what, f"expected a torch.Tensor, got {type(got).__name__}",
                        hint or "return a tensor (did you forget a `return`?)", shape_expected=tuple(want.shape))

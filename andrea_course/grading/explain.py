@@ -27,6 +27,7 @@ _FROM_WORKER = re.compile(r"\(\w+\.py, line \d+, in [\w<>]+\)\s*$")   # worker/s
 # reductions that drop the axis they reduce unless keepdim=True
 _REDUCTION = re.compile(r"\.(sum|mean|amax|amin|max|min|var|std|norm|logsumexp|prod|argmax|argmin)\(([^()]*)\)"
                         r"|torch\.(sum|mean|amax|amin|max|min|var|std|norm|logsumexp|prod|argmax|argmin)\(([^()]*)\)")
+_VECTOR = re.compile(r"torch\.(?:arange|linspace)\([^()]*(?:\([^()]*\)[^()]*)*\)(?!\s*\[|\.(?:view|reshape|unsqueeze))")
 _LAST_INDEX = re.compile(r"\[\s*(?:\.\.\.|:)\s*,\s*-1\s*\]")          # x[:, -1] / x[..., -1]
 
 
@@ -97,6 +98,7 @@ def _kind_and_text(exc: BaseException) -> tuple[str, str]:
 
 # ----------------------------------------------------------------------------- the rules
 _DOT_T = re.compile(r"([\w\].)]+)\.T\b")                        # k.T, self.k(x).T
+_FIRST_AXES = re.compile(r"\.transpose\(\s*0\s*,\s*1\s*\)|\.transpose\(\s*1\s*,\s*0\s*\)")
 _SHAPE_CLASH = re.compile(r"must match the size of tensor b|mat1 and mat2 shapes cannot be multiplied|"
                           r"Expected size for first two dimensions of batch2|size mismatch|does not broadcast|"
                           r"The use of `x\.T` on tensors of dimension other than 2")
@@ -158,6 +160,11 @@ def _broadcast(kind, text, code):
         return said + (f"On your line, `{reduction}` has no keepdim=True: it drops the axis it reduces, so "
                        f"one value per row no longer lines up with its row. keepdim=True keeps that axis "
                        f"with size 1.")
+    vector = _VECTOR.search(code)
+    if vector:
+        return said + (f"On your line, `{vector.group(0)}` is a 1-D tensor: it lines up with the LAST axis "
+                       f"(the features), not the positions. To run down the positions give it an axis of "
+                       f"size 1 after it: `{vector.group(0)}[:, None]`, shape (T, 1).")
     if _LAST_INDEX.search(code):
         return said + ("On your line, indexing with -1 (`[:, -1]`) drops that axis; a slice `[:, -1:]` keeps "
                        "it with size 1, so the value lines up with its row.")
@@ -196,6 +203,15 @@ def _matmul_shapes(kind, text, code):
         return (f"A matrix product needs the inner sizes to agree: ({r1}×{c1}) @ ({r2}×{c2}) would need "
                 f"{c1} = {r2}. Check which axis each factor should contract: a missing .T or "
                 f".transpose(-2, -1), swapped factors, or a width that is not the one you meant.")
+    if re.search(r"batch1 must be a 3D tensor|batch2 must be a 3D tensor", text) and "bmm" in code:
+        return ("torch.bmm multiplies batches of matrices of exactly 3 axes, (N, T, S) @ (N, S, K); these "
+                "tensors have another number. The @ operator (torch.matmul) takes any number of leading axes: "
+                "(..., T, S) @ (..., S, K).")
+    turned = _FIRST_AXES.search(code)
+    if turned and re.search(r"Expected size for first two dimensions of batch2 tensor|size mismatch", text):
+        return (f"On your line, `{turned.group(0)}` swaps the first two axes; with more than two axes those are "
+                f"batch (or head) axes, so the last two, the matrices themselves, are not turned. Swap the last "
+                f"two: .transpose(-2, -1).")
     if re.search(r"Expected size for first two dimensions of batch2 tensor|batch1 must be a 3D tensor|"
                  r"both arguments to matmul need to be at least 1D|size mismatch, got input", text):
         return ("A batched matrix product met operands whose sizes do not chain: (..., T, K) @ (..., K, S) "
@@ -320,6 +336,12 @@ def _sampling(kind, text, code):
 
 
 def _booleans(kind, text, code):
+    optional = re.search(r"\bif\s+(not\s+)?([A-Za-z_]\w*)\s*(?::|else\b|$)", code)
+    if "Boolean value of Tensor with more than one value is ambiguous" in text and optional:
+        name = optional.group(2)
+        return (f"`if {optional.group(1) or ''}{name}` asks Python for the truth of a whole tensor of values, which "
+                f"it cannot give. To ask whether {name} was given at all, write `if {name} is not None` "
+                f"(`is None` for the other case).")
     if "Boolean value of Tensor with more than one value is ambiguous" in text:
         return ("An `if`, `and`, `or`, `not` or `while` met a tensor of many values, but Python needs one "
                 "True or False. For a choice per element use torch.where or masked_fill; for one answer "
@@ -413,6 +435,12 @@ def _python(kind, text, code):
     if found:
         return ("The test calls your function with the arguments of the exercise's signature: keep its "
                 "parameters (and their order).")
+    found = re.search(r"'NoneType' object has no attribute '(\w+)'", text)
+    holder = re.search(rf"([\w.]+(?:\(\))?)\.{found.group(1)}\b", code) if found else None
+    if holder:
+        return (f"On your line, `{holder.group(1)}` is None, so it has no `{found.group(1)}`. Look at where it "
+                f"comes from: an optional part that this configuration leaves out is None (check `is None` and "
+                f"take the other way), and a function that ends without `return` gives None.")
     if re.search(r"'NoneType' object (?:has no attribute|is not subscriptable|is not iterable)|"
                  r"unsupported operand type\(s\) for .*'NoneType'|NoneType' object is not callable", text):
         return ("A value is None where a tensor was expected. A function that ends without `return` gives "
@@ -491,5 +519,26 @@ def _triton(kind, text, code):
     return None
 
 
-_RULES = (_in_place, _view, _copied_layer, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
+def _slips(kind, text, code):
+    """Python and PyTorch spellings that mean something else than they read."""
+    found = re.search(r"'torch\.return_types\.(\w+)'", text)
+    if found:
+        name = found.group(1)
+        return (f"x.{name}(dim=...) gives a pair, (values, indices), not a tensor: take its .values "
+                f"(x.{name}(dim=-1, keepdim=True).values)" + (", or use x.amax(dim=-1, keepdim=True), which gives the values alone."
+                                                              if name in ("max", "min") else "."))
+    if re.search(r"must be tuple of ints,\s*but got float|received an invalid combination of arguments.*float", text) \
+            and re.search(r"[^/]/[^/=]", code):
+        return ("A size here is a float: `/` always divides to a float in Python (12 / 3 is 4.0). Sizes and "
+                "indices need integers: divide with `//` (12 // 3 is 4).")
+    if "bitwise_xor" in text or ("^" in code and "unsupported operand type(s) for ^" in text):
+        return ("`^` is bitwise XOR in Python and PyTorch, not a power: x ^ 3 flips bits of integers. The power "
+                "is `**`: x ** 3.")
+    if "changed size during iteration" in text:
+        return ("A dict (or set) was changed while a for loop was running over it. Build the new entries in "
+                "a new dict inside the loop, then replace the old one after it (words = merged).")
+    return None
+
+
+_RULES = (_in_place, _slips, _view, _copied_layer, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
           _ids, _autograd, _state_dict, _sequences, _unicode, _python, _devices, _triton)

@@ -27,7 +27,9 @@ NARROWER = {torch.float64: (torch.float32, torch.bfloat16, torch.float16), torch
 MAX_NUMEL = 1 << 20                     # larger outputs are not searched
 SMALL = {"-1": -1.0, "2": 2.0, "1/2": 0.5, "-2": -2.0, "-1/2": -0.5, "3": 3.0, "1/3": 1 / 3, "4": 4.0, "1/4": 0.25,
          "√2": math.sqrt(2), "1/√2": 1 / math.sqrt(2), "ln 2": math.log(2), "1/ln 2": 1 / math.log(2),
-         "π": math.pi, "1/π": 1 / math.pi}
+         "π": math.pi, "1/π": 1 / math.pi, "√π": math.sqrt(math.pi), "1/√π": 1 / math.sqrt(math.pi),
+         "π√π": math.pi ** 1.5, "1/(π√π)": math.pi ** -1.5, "√(2π)": math.sqrt(2 * math.pi),
+         "1/√(2π)": 1 / math.sqrt(2 * math.pi), "2π": 2 * math.pi, "1/(2π)": 1 / (2 * math.pi)}
 
 
 class Seen(NamedTuple):

@@ -437,7 +437,7 @@ class IsolatedStudent:
         if self.proc is None:
             self._start()
         hid = None if proxy is None else object.__getattribute__(proxy, "_hid")
-        sent = wire.Writer()
+        sent = wire.Writer(keep_grad=True)
         head, blobs = sent.frame({"op": op, "hid": hid, "args": sent.value(list(args)), "dead": list(self._dead)})
         self._dead.clear()
         started = time.monotonic()

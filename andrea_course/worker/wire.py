@@ -95,8 +95,10 @@ class Writer:
     """
 
     def __init__(self, handle_of: Callable | None = None, aliases: dict | None = None,
-                 materialize: bool = False):
+                 materialize: bool = False, keep_grad: bool = False):
         self.handle_of, self.aliases, self.materialize = handle_of, aliases or {}, materialize
+        self.keep_grad = keep_grad                       # (grader side) a tensor that requires grad arrives so
+        self.grads: set[int] = set()                     # the tensors sent with requires_grad
         self.tensors: list[torch.Tensor] = []
         self.generators: list[torch.Generator] = []      # in the order they were written
         self.copies: set[int] = set()                    # tensors sent as bytes even when aliased
@@ -128,6 +130,8 @@ class Writer:
             t = _plain(value)
             if self.materialize and t.numel() * t.element_size() > max(_extent(t)[1] - _extent(t)[0], 0):
                 t = t.contiguous()
+            if self.keep_grad and value.requires_grad:
+                self.grads.add(len(self.tensors))
             self.tensors.append(t)
             return ["tensor", len(self.tensors) - 1]
         if isinstance(value, torch.dtype):
@@ -184,7 +188,7 @@ class Writer:
             offset_bytes = t.storage_offset() * t.element_size() - base
             table.append({"s": where, "dtype": str(t.dtype).removeprefix("torch."), "size": list(t.shape),
                           "stride": list(t.stride()), "offset": offset_bytes // t.element_size(),
-                          "grad": bool(t.requires_grad)})
+                          "grad": i in self.grads})
         header = json.dumps({**fields, "tensors": table, "storages": storages},
                             separators=(",", ":")).encode()
         total = len(header) + sum(b.nbytes for b in blobs)
