@@ -209,6 +209,8 @@ def _scores_case(fn, q, k):
     return Case(what, lambda: fn(q, k), torch.einsum("...tk,...sk->...ts", q, k),
                 {"keys against queries (k @ qᵀ): rows are queries, columns keys": k @ q.transpose(-2, -1),
                  ELEMENTWISE_SCORES: (q * k).sum(dim=-1) if T == S else None,     # T != S: q * k raises
+                 ELEMENTWISE_SCORES + " (keepdim=True keeps its (T, 1) shape)":
+                     (q * k).sum(dim=-1, keepdim=True) if T == S else None,
                  "k reshaped to (..., K, S) instead of transposed: a reshape (or view) keeps the numbers in memory "
                  "order and only cuts them into new rows, so they land in the wrong places; turn the last two axes "
                  "with k.transpose(-2, -1)": q @ k.reshape(*k.shape[:-2], k.shape[-1], S)})
@@ -453,7 +455,9 @@ def _weighted_sum_case(fn, w, v):
                     "(its own weights), not by column i": w.transpose(-2, -1) @ v if T == S else None,
                     "divided by S, the number of keys: each row of weights already sums to 1, so weights @ v is already the "
                     "average; drop the division": (w @ v) / S,
-                    ROW_SUMS_TIMES_V: v * w.sum(dim=-1, keepdim=True) if T == S else None})
+                    ROW_SUMS_TIMES_V: v * w.sum(dim=-1, keepdim=True) if T == S else None,
+                    "v transposed, weights @ vᵀ: v is (S, K) and already lies the right way (only the keys are turned, "
+                    "in the scores); weights @ v": w @ v.transpose(-2, -1) if S == K else None})
 
 
 @graded("attention.weighted_sum", points=1)

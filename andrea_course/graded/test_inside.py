@@ -214,6 +214,11 @@ def _induction_mistakes(w, period):
             "queries and keys indexed in two steps, w[..., t, :][..., t - period + 1], which pairs every query with "
             "every key (a grid, one axis too many) instead of query t with key t - period + 1: index both in one "
             "step, w[..., t, t - period + 1]": w[..., t, :][..., t - period + 1].mean(dim=(1, 3)),
+            "averaged over the batch and the HEADS (dim=(1, 2)) instead of the batch and the queries (dim=(1, 3)): "
+            "one score per (layer, head) is the point": w[..., t, t - period + 1].mean(dim=(1, 2)),
+            "query and key indices swapped, w[..., t - period + 1, t]: that reads an earlier query's weight on a later "
+            "key, above the diagonal, where a causal model puts nothing; the query comes first, w[..., t, t - period + 1]":
+                w[..., t - period + 1, t].mean(dim=(1, 3)),
             "averaged over the heads too: keep one score per (layer, head)":
                 w[..., t, t - period + 1].mean(dim=(1, 2, 3))[:, None].expand(L, H)}
 

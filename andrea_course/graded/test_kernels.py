@@ -656,7 +656,21 @@ def check_layer_norm_memory(student, rows, D, stride, bias, seed, what):
     tensors = {n: a for n, a in args if isinstance(a, Guarded)}
     for got, want, part in ((gy.view, want_y, "y"), (gmean.view, want_mean, "the saved mean"),
                             (grstd.view, want_rstd, "the saved rstd")):
-        expect_kernel_output(got, want.float(), f"{what}: {part}", hint, watch, tensors, name)
+        try:
+            expect_kernel_output(got, want.float(), f"{what}: {part}", hint, watch, tensors, name)
+        except Mismatch as exc:
+            if exc.mistake or not _rows_from_the_gaps(got, want):
+                raise
+            raise Mismatch(exc.what, exc.problem, hint, mistake=LN_ROW_STRIDE, differences=exc.differences,
+                           max_error=exc.max_error) from None
+
+
+def _rows_from_the_gaps(got, want) -> bool:
+    """Row 0 right and a later row holding NaN: rows read (or written) in the NaN-filled gaps between
+    the rows (seen by values, where no address was watched)."""
+    got, want = got.detach().cpu().double(), want.detach().cpu().double()
+    return (got.dim() == 2 and got.shape[0] > 1 and bool(torch.allclose(got[0], want[0], atol=1e-4, rtol=1e-4))
+            and bool(got[1:].isnan().any()))
 
 
 @graded("kernels.layer_norm_kernel", points=1)

@@ -332,6 +332,11 @@ def _count_mistakes(cfg) -> dict:
     else:
         total["the tied head counted twice: a shared table counts once"] = want["total"] + V * D
         out["head"] = {"the tied head counted: the token table is the output projection, head = 0": V * D}
+    if cfg.mlp == "gelu" and F_ != 4 * D:
+        four = 2 * D * 4 * D + b * (4 * D + D)
+        name = "the MLP's width taken as 4·D instead of cfg.d_ff: fc maps D -> d_ff and proj d_ff -> D"
+        out["mlp"][name] = four
+        total[name] = want["total"] - L * (want["mlp"] - four)
     if cfg.mlp == "swiglu":
         two = 2 * D * F_ + b * (F_ + D)
         name = "SwiGLU counted as the GELU MLP's two matrices: it has three, w_gate, w_up (D -> F) and w_down (F -> D)"
@@ -710,13 +715,17 @@ WHOLE_BUFFER = ("the whole buffer returned, its unwritten zeros included: return
 def _cache_expectations(run, S):
     """Per update: (keys so far, values so far, pos, {mistake: keys it returns}); S: the cache's max_len."""
     ks, vs, pos, out = [], [], 0, []
+    early = torch.zeros(*run[0][0].shape[:2], S + sum(k.shape[2] for k, *_ in run), run[0][0].shape[3],
+                        dtype=run[0][0].dtype) if run else None      # POS_FIRST's buffer, room to spare
     for k, v, _, _ in run:
         ks.append(k)
         vs.append(v)
         T_ = k.shape[2]
         pos += T_
         want_k = torch.cat(ks, dim=2)                                               # (B, G, pos, K)
-        mistakes = {"only the new keys returned: return every key cached so far, old and new": k if len(ks) > 1 else None,
+        early[:, :, pos:pos + T_] = k                                               # written after pos moved on
+        mistakes = {POS_FIRST: early[:, :, :pos].clone() if pos + T_ <= S else None,
+                    "only the new keys returned: return every key cached so far, old and new": k if len(ks) > 1 else None,
                     "every update written from position 0, over the cached ones: write at self.pos":
                         torch.cat([k, torch.zeros_like(want_k[:, :, T_:])], dim=2) if len(ks) > 1 else None,
                     WHOLE_BUFFER: torch.cat([want_k, want_k.new_zeros(*want_k.shape[:2], S - pos, want_k.shape[3])],
@@ -730,6 +739,8 @@ def _cache_expectations(run, S):
 
 KEYS_AS_VALUES = ("the new keys written into the value buffer (self.v[...] = k, a copied line?): self.v gets v, "
                   "self.v[:, :, self.pos:self.pos + T] = v")
+POS_FIRST = ("pos moved on before the write: the new keys land T slots too far on (from pos + T) and the first "
+             "slots returned are still zeros; write at self.pos .. self.pos + T - 1 first, then self.pos += T")
 NOT_ADVANCED = "pos not advanced: after writing T positions, self.pos += T"
 BY_ONE = ("pos moved on by 1 instead of T: an update can bring several positions (a whole prompt), so "
           "self.pos += T with T = k.shape[2]")

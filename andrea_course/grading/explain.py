@@ -197,6 +197,11 @@ def _expand(kind, text, code):
 
 
 def _matmul_shapes(kind, text, code):
+    turned = _FIRST_AXES.search(code)
+    if turned and re.search(r"\.transpose\(\s*-2\s*,\s*-1\s*\)|\.mT\b", code) and "mat1 and mat2" in text:
+        return (f"On your line the tensor is turned twice, `{turned.group(0)}` and then .transpose(-2, -1): on a "
+                f"matrix both swap the same two axes, so the second undoes the first (and with more axes "
+                f"{turned.group(0)} swaps batch axes instead). Turn it once, .transpose(-2, -1).")
     found = re.search(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", text)
     if found:
         r1, c1, r2, c2 = found.groups()
@@ -207,7 +212,6 @@ def _matmul_shapes(kind, text, code):
         return ("torch.bmm multiplies batches of matrices of exactly 3 axes, (N, T, S) @ (N, S, K); these "
                 "tensors have another number. The @ operator (torch.matmul) takes any number of leading axes: "
                 "(..., T, S) @ (..., S, K).")
-    turned = _FIRST_AXES.search(code)
     if turned and re.search(r"Expected size for first two dimensions of batch2 tensor|size mismatch", text):
         return (f"On your line, `{turned.group(0)}` swaps the first two axes; with more than two axes those are "
                 f"batch (or head) axes, so the last two, the matrices themselves, are not turned. Swap the last "
@@ -267,6 +271,11 @@ def _index(kind, text, code):
     if "selected index k out of range" in text:
         return ("torch.topk(x, k) needs k no larger than the size of the axis it searches: asked for more "
                 "entries than there are (a top_k larger than the vocabulary V?). Use min(k, x.shape[-1]).")
+    width = re.search(r"num_classes\s*=\s*([\w.]+)\.shape\[(1|-1)\]", code)
+    if "Class values must be smaller than num_classes" in text and width:
+        return (f"F.one_hot(ids, num_classes) met an id >= num_classes: on your line num_classes is "
+                f"{width.group(1)}.shape[{width.group(2)}], the table's width D; the number of classes is its number "
+                f"of rows, V = {width.group(1)}.shape[0].")
     if "Class values must be smaller than num_classes" in text:
         return ("F.one_hot(ids, num_classes) met an id >= num_classes: with V classes the ids must lie in "
                 "0 .. V - 1.")
@@ -475,6 +484,12 @@ def _sequences(kind, text, code):
                       r"\[([\d, ]*)\] at entry (\d+)", text)
     if found:
         a, i, b, j = found.groups()
+        sa, sb = [int(n) for n in a.split(",") if n.strip()], [int(n) for n in b.split(",") if n.strip()]
+        if sa == sb[:len(sa)] and len(sa) < len(sb) or sb == sa[:len(sb)] and len(sb) < len(sa):
+            short, full = (i, j) if len(sa) < len(sb) else (j, i)
+            return (f"The tensors stacked are not all of one shape: entry {short} has the leading axes of entry "
+                    f"{full} but not its last ones, so it is another kind of value (ids where vectors were meant, a "
+                    f"module's input where its output was meant, say): check what entry {short} recorded.")
         reduced = _REDUCTION.search(code)
         which = (f" Your line reduces with {reduced.group(0).lstrip('.')}: the axis it removes is not the "
                  f"one you sliced, so the sliced axis (which grows with the loop) survives; reduce over the "
