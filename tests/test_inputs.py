@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from andrea_course.grading.explain import explain
-from andrea_course.inputs import InPlaceError, keeps_inputs, writing_line
+from andrea_course.inputs import CutOffError, InPlaceError, keeps_forward_inputs, keeps_inputs, writing_line
 
 
 def add_in_place(tok, pos):
@@ -62,6 +62,56 @@ def test_the_wrapper_keeps_the_signature_and_passes_bad_calls_through():
     assert list(inspect.signature(wrapped).parameters) == ["tok", "pos"]
     with pytest.raises(TypeError):
         wrapped(torch.zeros(1))
+
+
+def flags_its_input(x):
+    x.requires_grad_(True)
+    return x * 2
+
+
+def detaches(table, ids):
+    return table[ids].detach()
+
+
+def looks_up(table, ids):
+    return table[ids]
+
+
+def test_requires_grad_set_on_an_input_is_a_change_in_place():
+    with pytest.raises(InPlaceError, match=r"changed its argument 'x' in place \(test_inputs\.py, line \d+: "
+                                           r"x\.requires_grad_\(True\)\)"):
+        keeps_inputs(flags_its_input, "flags_its_input")(torch.ones(3))
+
+
+def test_an_output_cut_off_from_autograd_is_refused_only_when_an_input_required_grad():
+    table, ids = torch.randn(5, 3), torch.tensor([1, 4])
+    with pytest.raises(CutOffError, match=r"your detaches's output is cut off from autograd although 'table' requires grad"):
+        keeps_inputs(detaches, "detaches")(table.clone().requires_grad_(), ids)
+    assert keeps_inputs(looks_up, "looks_up")(table.clone().requires_grad_(), ids).requires_grad
+    assert torch.equal(keeps_inputs(detaches, "detaches")(table, ids), table[ids])    # nothing to cut off
+    with torch.no_grad():                                                             # the caller's choice
+        keeps_inputs(detaches, "detaches")(table.clone().requires_grad_(), ids)
+
+
+class AddsInPlace(torch.nn.Module):
+    def forward(self, x, cache=None):
+        x += 1
+        return x
+
+
+class GrowsItsCache(torch.nn.Module):
+    def forward(self, x, cache):
+        cache.append(x)               # a cache is handed over to be grown: not an argument to keep
+        return x + 1
+
+
+def test_a_module_forward_that_writes_into_its_tensor_argument_fails_and_a_grown_cache_passes():
+    with pytest.raises(InPlaceError, match=r"your AddsInPlace\.forward changed its argument 'x' in place"):
+        keeps_forward_inputs(type("Copy", (AddsInPlace,), dict(vars(AddsInPlace))), "AddsInPlace")()(torch.zeros(2))
+    cache = []
+    out = keeps_forward_inputs(type("Copy", (GrowsItsCache,), dict(vars(GrowsItsCache))), "GrowsItsCache")()(
+        torch.zeros(2), cache)
+    assert len(cache) == 1 and torch.equal(out, torch.ones(2))
 
 
 def test_writing_line_is_none_when_the_source_shows_no_write():
