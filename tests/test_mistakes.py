@@ -713,7 +713,7 @@ MUTANTS = [
     ("test_attention.py", "test_causal_average_weights",
      {("attention", "causal_average_weights"): lambda T: _rows(torch.ones(T, T).triu())}, "the upper triangle"),
     ("test_attention.py", "test_causal_average_weights",
-     {("attention", "causal_average_weights"): lambda T: torch.ones(T, T).tril() / T}, "divided by T instead of i + 1"),
+     {("attention", "causal_average_weights"): lambda T: torch.ones(T, T).tril() / T}, "each allowed weight is 1/T"),
     ("test_attention.py", "test_causal_average_weights",
      {("attention", "causal_average_weights"): lambda T: torch.ones(T, T).tril()}, "rows not summing to 1"),
     ("test_attention.py", "test_causal_softmax_weights",

@@ -113,7 +113,10 @@ def fitted_gelu(x, y, gelu_with):
     if not math.isclose(c, math.sqrt(2 / math.pi), rel_tol=1e-3):
         said.append(f"the factor before (x + cubic·x³) is {c:.4g}, not sqrt(2/π) = 0.7978845608")
     if not math.isclose(cubic, 0.044715, rel_tol=1e-3):
-        said.append(f"the cube's coefficient is {cubic:.4g}, not 0.044715")
+        outside = math.isclose(cubic * math.sqrt(2 / math.pi), 0.044715, rel_tol=1e-3)
+        said.append(f"the cube's coefficient is {cubic:.4g}, not 0.044715" + (
+            f" ({cubic:.4g} = 0.044715 / sqrt(2/π): sqrt(2/π) multiplies x but not 0.044715·x³; it multiplies "
+            f"the whole x + 0.044715·x³)" if outside else ""))
     if not said or not math.isfinite(cubic):
         return None
     return "your GELU is the tanh form with other constants: " + "; ".join(said), gelu_with(c, cubic)(x.double())

@@ -116,8 +116,9 @@ def _averaging_mistakes(T, dtype=torch.float32):
     rows = lambda w: w / w.sum(dim=-1, keepdim=True)
     return {"the upper triangle: row i averages positions i..T-1, the future; it must average 0..i (j <= i)":
                 rows(ones.triu()),
-            "divided by T instead of i + 1: row i averages i + 1 positions, so each weight is 1/(i + 1)":
-                ones.tril() / T,
+            "each allowed weight is 1/T: the row was spread over all T positions (a softmax over every position "
+            "with the future zeroed after it, or a division by T), but row i averages its i + 1 positions, so hide "
+            "the future with -inf before the softmax (or divide by i + 1)": ones.tril() / T,
             "rows not summing to 1: divide each row of the triangle of ones by its own sum, i + 1":
                 ones.tril(),
             "the future included: every row uniform over all T positions; position i may see only 0..i":

@@ -515,6 +515,8 @@ def test_dropout_zeroes_a_fraction_p(student):
                      atol=_bound(p), rtol=0.0, hint=DROP_HINT, mistakes=mistakes, second=Second(*cases[other]))
 
 
+SCALED_IN_EVAL = ("scaled by 1 - p outside training, as the original (not inverted) dropout does: this dropout "
+                  "already divides by 1 - p while training, so outside training it gives x back unchanged")
 APPLIED_IN_EVAL = ("dropout applied when not training: outside training (model.eval(), generation) it must return x "
                    "unchanged")
 
@@ -524,7 +526,7 @@ def _idle_case(student, p, training, seed):
     got, x0 = _dropped(student, x, p, training, seed=3)
     applied = (torch.where(got == 0, 0.0, x0 / (1 - p)) if p < 1 and isinstance(got, torch.Tensor)
                and got.shape == x.shape else torch.zeros_like(x))
-    mistakes = {APPLIED_IN_EVAL: applied} if not training else {}
+    mistakes = {APPLIED_IN_EVAL: applied, SCALED_IN_EVAL: x0 * (1 - p)} if not training else {}
     return Case(f"dropout(x, p={p}, training={training})", lambda: got, x0, mistakes)
 
 

@@ -299,7 +299,8 @@ def _latin1_words(text, how):
 
 def _encode_with(text, merges, pick="lowest", offset=256, latin1=None):
     """encode as the engine does, or with a typical slip: pick the latest-learned merge ("latest") or
-    the leftmost applicable pair ("leftmost") instead of the lowest-ranked, or merge only the pairs
+    the leftmost applicable pair ("leftmost") instead of the lowest-ranked, stop after one merge per
+    word ("single"), or merge only the pairs
     the word had before its first merge, in rank order ("once"); merged tokens numbered from
     `offset` (0: the rank itself); the text's bytes read through Latin-1 (latin1: how, _latin1_words)."""
     rank = {tuple(p): r for r, p in enumerate(merges)}
@@ -312,8 +313,10 @@ def _encode_with(text, merges, pick="lowest", offset=256, latin1=None):
             ranked = [rank[p] for p in zip(word, word[1:]) if p in rank]
             if not ranked:
                 break
-            r = {"lowest": min, "latest": max, "leftmost": lambda rs: rs[0]}[pick](ranked)
+            r = {"lowest": min, "latest": max, "leftmost": lambda rs: rs[0], "single": min}[pick](ranked)
             word = REF.merge_pair(word, tuple(merges[r]), offset + r)
+            if pick == "single":
+                break
         ids.extend(word)
     return ids
 
@@ -323,6 +326,8 @@ ENCODE_MISTAKES = {"the latest-learned merge applied first: merges apply in the 
                    "the leftmost mergeable pair merged first: within a word, always apply the merge of lowest "
                    "rank among its pairs, wherever it is": dict(pick="leftmost"),
                    "a merged token's id is its rank: merge r makes token 256 + r": dict(offset=0),
+                   "one merge per word: after merging the lowest-ranked pair, look again, and go on until no pair of "
+                   "the word has a rank": dict(pick="single"),
                    "each word's pairs looked up once, before its first merge: a merge makes new pairs (with the "
                    "merged token), so look again after every merge until no pair of the word has a rank":
                        dict(pick="once"),

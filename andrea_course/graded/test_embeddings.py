@@ -404,8 +404,9 @@ def _module_case(m, ref, ids, start):
 
 
 MODULE_HINT = "add_positions(embed_lookup(self.token_table, ids), self.position_table, start)"
-TABLES_SWAPPED = ("the two tables swapped: the ids are looked up in the token table, self.token_table, and the "
-                  "positions in self.position_table")
+TABLES_SWAPPED = ("token ids looked up in the position table (the two tables swapped, or position_table[ids]): the "
+                  "ids go to the token table, self.token_table, and the positions start .. start + T - 1 to "
+                  "self.position_table")
 
 
 def _raising_modules(ref, ids, start):

@@ -75,6 +75,11 @@ def _logits_and_mistakes(ref, ids):
             x_normed = ln_f(block(x_normed))
         mistakes["ln_f applied after every block (indented into the loop over the blocks): the final norm comes "
                  "once, after the last block"] = x_normed @ head.T
+        x_twice = x0
+        for block in ref.blocks:
+            x_twice = x_twice + block(x_twice)
+        mistakes["each block's output added to its input, x = x + block(x): a block already returns the stream with "
+                 "its sublayers added, so the residual is counted twice; x = block(x)"] = ln_f(x_twice) @ head.T
         if not cfg.tie_embeddings:
             mistakes["the token table used as the output head although cfg.tie_embeddings is False: "
                      "use self.output_weight()"] = ln_f(x) @ tok.T

@@ -138,7 +138,10 @@ def _rms_case(rms_norm, x, eps_given=True):
                 "per token": of(x * torch.rsqrt(x.pow(2).mean() + 1e-5)),
                 "divided by sqrt(sum(x²)) instead of sqrt(mean(x²)): the output's root mean square must be 1, not "
                 "1/sqrt(D)": of(x * torch.rsqrt(x.pow(2).sum(dim=-1, keepdim=True) + 1e-5)),
-                MULTIPLIED_BY_RMS: of(x * torch.sqrt(_ms(x) + 1e-5))}
+                MULTIPLIED_BY_RMS: of(x * torch.sqrt(_ms(x) + 1e-5)),
+                "divided by the standard deviation (the mean taken away before squaring, as LayerNorm does): "
+                "RMSNorm divides x by sqrt(mean(x²)), with no mean subtracted anywhere":
+                    of(x * torch.rsqrt(x.var(dim=-1, unbiased=False, keepdim=True) + 1e-5))}
     mistakes = {k: v for k, v in mistakes.items() if v is not None}   # (D,): no other axis to go wrong with
     want = torch.ones(x.shape[:-1], dtype=x.dtype)
     return Case(f"the root mean square of every token of rms_norm(x of shape {tuple(x.shape)} {str(x.dtype)[6:]}, ones"
@@ -412,6 +415,9 @@ def _f_mistakes(D, multiple_of=256):
         "always added one multiple (multiple_of · (8D//3 // multiple_of + 1)), so an 8D/3 that is already a multiple "
         "grows too: round up with multiple_of · ceil(8D/3 / multiple_of)": multiple_of * (8 * D // 3 // multiple_of + 1),
         "F = 2D/3: two thirds of 4D, not of D": _round_up(2 * D, 3, multiple_of),
+        "8D // 3 floored before rounding up: when 8D/3 is not whole, its fraction is lost first, and the result can "
+        "fall a step short; round up the exact 8D/3, multiple_of · ceil(8·D / (3·multiple_of))":
+            multiple_of * -(-(8 * D // 3) // multiple_of),
     }
 
 
@@ -705,6 +711,9 @@ def _rope_attention_mistakes(q, k, v, cos, sin, past_k, past_v):
         "turned the attention's output (after the scores): turn q and k before their scores are taken":
             rope(ops.attention(q, cat(past_k, k), cat(past_v, v)), cos, sin, S0),
         "no RoPE at all: turn q and k by their positions": ops.attention(q, cat(past_k, k), cat(past_v, v)),
+        "attention without the causal mask: several new positions at once (a prompt, or no cache at all) must not "
+        "see each other's future; keep causal=True": ops.attention(rope(q, cos, sin, S0), cat(past_k, rope(k, cos, sin, S0)),
+                                                      cat(past_v, v), causal=False) if q.shape[-2] > 1 else None,
         ONLY_Q_TURNED: ops.attention(rope(q, cos, sin, S0), cat(past_k, k), cat(past_v, v)),
         ONLY_K_TURNED: ops.attention(q, cat(past_k, rope(k, cos, sin, S0)), cat(past_v, v)),
     }

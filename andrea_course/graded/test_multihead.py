@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from andrea_course import ModelConfig
 from andrea_course.grading import Case, Mismatch, Second, expect_cases, expect_close, expect_runs, graded, load_weights
-from andrea_course import pieces
+from andrea_course import ops, pieces
 from andrea_course.graded import expect_slot_called, layer_mixups
 
 B, T, H, K = 2, 5, 3, 4
@@ -160,6 +160,9 @@ def test_multihead_attention_calls_its_attention_slot(student):
     expect_slot_called(student, "multihead", "MultiHeadAttention", "attention", "its attention", lambda: m(x))
 
 
+NO_MASK_WITH_CACHE = ("no causal mask when a cache is given: with one new token that is harmless, but several new "
+                      "positions at once (a prompt after cached tokens) then see each other's future; mask always, "
+                      "with the cache's positions counted in")
 SKIPPED = ("attention got only the new keys and values, not what cache_and_share returns (the call skipped, given "
            "None instead of forward's cache, or its result not assigned back to k, v): write "
            "k, v = self.cache_and_share(k, v, cache) between "
@@ -202,9 +205,12 @@ def _two_parts(student, m, ref, x, cfg, first: int):
     right output for the rest, and the output if the cache is skipped)."""
     cache = student.piece("multihead", "KVCache")(x.shape[0], cfg.kv_heads, x.shape[1], cfg.d_head, x.dtype,
                                                   torch.device("cpu"))
+    unmasked = copy.deepcopy(ref)
+    unmasked.attention = lambda q, k, v: ops.attention(q, k, v, causal=False)
     with torch.no_grad():
         want = ref(x)[:, first:]
-        fresh = ref(x[:, first:])                    # the new positions as if nothing came before
+        fresh = {SKIPPED: ref(x[:, first:]),         # the new positions as if nothing came before
+                 NO_MASK_WITH_CACHE: unmasked(x)[:, first:]}
     return (lambda: m(x[:, :first], cache)), (lambda: m(x[:, first:], cache)), want, fresh
 
 
@@ -237,8 +243,7 @@ def check_with_cache(student, cfg, what, dtype=torch.float64):
         def second():
             prefill2()
             return rest2()
-        expect_close(got, want, what, hint=CACHE_HINT, mistakes={SKIPPED: fresh},
-                     second=Second(second, want2, {SKIPPED: fresh2}))
+        expect_close(got, want, what, hint=CACHE_HINT, mistakes=fresh, second=Second(second, want2, fresh2))
 
 
 @graded("multihead.MultiHeadAttention", points=2, taught="model")
