@@ -228,6 +228,36 @@ class ModelComputingItsOwnLoss(mdl.ANDREA):
         return logits, F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
 
 
+class MLPWithAFourDFc(mlp.MLP):
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.fc = torch.nn.Linear(cfg.d_model, 4 * cfg.d_model, bias=cfg.bias)
+
+
+class EmbeddingsWithOnePositionRow(emb.Embeddings):
+    def forward(self, ids, start=0):
+        return self.drop(self.token_table[ids] + self.position_table[start])
+
+
+def _merge_sparing_the_last_pair(word, pair, new_id):
+    out, i = [], 0
+    while i < len(word):
+        if i + 2 < len(word) and (word[i], word[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def _rope_reflected(x, cos, sin, start=0):
+    T, half = x.shape[-2], x.shape[-1] // 2
+    c, s = cos[start:start + T], sin[start:start + T]
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * c + x2 * s, x1 * s - x2 * c], dim=-1)
+
+
 class EmbeddingsWithoutDropout(emb.Embeddings):
     def forward(self, ids, start=0):
         return emb.add_positions(emb.embed_lookup(self.token_table, ids), self.position_table, start)
@@ -294,13 +324,14 @@ def _lr(warmup_from_zero=False, to_zero=False, over_max_steps=False, no_clamp=Fa
     return lr_at
 
 
-def _adamw(correct=True, decoupled=True, decay_times_lr=True, eps_inside=False, root=True):
+def _adamw(correct="mv", decoupled=True, decay_times_lr=True, eps_inside=False, root=True, v_of=lambda g: g * g):
     def adamw_step(param, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         (b1, b2) = betas
         if not decoupled:
             grad = grad + weight_decay * param
-        m, v = b1 * m + (1 - b1) * grad, b2 * v + (1 - b2) * grad * grad
-        m_hat, v_hat = (m / (1 - b1 ** step), v / (1 - b2 ** step)) if correct else (m, v)
+        m, v = b1 * m + (1 - b1) * grad, b2 * v + (1 - b2) * v_of(grad)
+        m_hat = m / (1 - b1 ** step) if "m" in correct else m
+        v_hat = v / (1 - b2 ** step) if "v" in correct else v
         if decoupled:
             param = param * (1 - (lr * weight_decay if decay_times_lr else weight_decay))
         denom = (v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps if root else v_hat + eps
@@ -564,6 +595,18 @@ def _induction_on_the_earlier_copy(patterns, period):
 
 
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
+# ----- the twelfth fresh set's mutants: attention and multihead -----
+
+
+# ----- the twelfth fresh set's mutants: embeddings, mlp and block -----
+
+
+# ----- the twelfth fresh set's mutants: model, modern and inside -----
+
+
+# ----- the twelfth fresh set's mutants: bpe, optim and kernels -----
+
+
 MUTANTS = [
     # inside your model (notebook 10)
     ("test_inside.py", "test_residual_stream_removes_its_hooks", {("inside", "residual_stream"): _stream_leaving_its_hooks},
@@ -594,9 +637,9 @@ MUTANTS = [
      "does not reach min_lr"),
     ("test_optim.py", "test_lr_after_max_steps_stays_at_min_lr", {("optim", "lr_at"): _lr(no_clamp=True)},
      "climbs again"),
-    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw(correct=False)}, "no bias correction"),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw(correct="")}, "no bias correction"),
     ("test_optim.py", "test_adamw_first_step_moves_every_weight_by_about_lr",
-     {("optim", "adamw_step"): _adamw(correct=False)}, "no bias correction"),
+     {("optim", "adamw_step"): _adamw(correct="")}, "no bias correction"),
     ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw(decoupled=False)},
      "added to the gradient (L2"),
     ("test_optim.py", "test_adamw_weight_decay_is_decoupled", {("optim", "adamw_step"): _adamw(decoupled=False)},
@@ -894,6 +937,32 @@ MUTANTS = [
     ("test_kernels.py", "test_gelu_kernel_matches_formula",
      {("kernels", "gelu"): _gelu_slip(3)},
      "the cube's coefficient is 0.04715"),
+    # the twelfth fresh set's classes: attention and multihead
+    # the twelfth fresh set's classes: embeddings, mlp and block
+    # the twelfth fresh set's classes: model, modern and inside
+    # the twelfth fresh set's classes: bpe, optim and kernels
+    # the eleventh fresh set's classes
+    ("test_embeddings.py", "test_cosine_similarity",
+     {("embeddings", "cosine_similarity"): lambda u, v, eps=1e-8: (u * v).sum(-1) / (u.norm(dim=-1) ** 2).clamp_min(eps)},
+     "the same vector's length twice"),
+    ("test_embeddings.py", "test_nearest_tokens_by_cosine_not_by_length",
+     {("embeddings", "nearest_tokens"): _nearest(pick=lambda s, k: s.topk(k).values.long())}, "made integers"),
+    ("test_embeddings.py", "test_embeddings_module_adds_token_and_position_vectors",
+     {("embeddings", "Embeddings"): EmbeddingsWithOnePositionRow}, "one position row"),
+    ("test_mlp.py", "test_gelu_grad_is_the_slope_of_the_exact_gelu",
+     {("mlp", "gelu_grad"): lambda x: 0.5 * (1 + torch.erf(x / math.sqrt(2))) * _phi(x)}, "derivatives multiplied"),
+    ("test_modern.py", "test_swiglu_ffn_dim_is_8D_over_3",
+     {("modern", "swiglu_hidden_dim"): lambda d, multiple_of=256: multiple_of * math.ceil(4 * d / 3 / multiple_of)},
+     "half of 8D/3"),
+    ("test_modern.py", "test_apply_rope_turns_each_pair_of_features", {("modern", "apply_rope"): _rope_reflected},
+     "a sign of the turn wrong"),
+    ("test_bpe.py", "test_merge_pair_scans_left_to_right", {("bpe", "merge_pair"): _merge_sparing_the_last_pair},
+     "never merged"),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw(correct="v")}, "m not bias-corrected"),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw(correct="m")}, "v not bias-corrected"),
+    ("test_optim.py", "test_adamw_first_step_moves_every_weight_by_about_lr", {("optim", "adamw_step"): _adamw(v_of=torch.abs)},
+     "v averages |g|"),
+    ("test_mlp.py", "test_mlp", {("mlp", "MLP"): MLPWithAFourDFc}, "fc's width hard-coded as 4·D"),
     # issue 30 item 4: kernels launched without the checking launcher's padding, NaN around every tensor
     ("test_kernels.py", "test_gelu_kernel_reads_and_writes_only_its_own_elements",
      {("kernels", "gelu_kernel"): _kernel("gelu_kernel_unmasked_load", "learner_kernels")}, "tl.load without a mask"),

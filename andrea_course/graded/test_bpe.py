@@ -112,6 +112,8 @@ def _merged_stepping_by_one(word, pair, new):
 
 
 MERGE_TWICE = "overlapping occurrences merged twice: after merging a pair, continue after it (each token is used once)"
+LAST_PAIR = ("a pair at the end of the word never merged: the scan stops one symbol early; the pair (word[i], "
+             "word[i + 1]) exists while i + 1 < len(word), the last one at i = len(word) - 2")
 STEP_BY_ONE = ("after a merge, moved on by one symbol instead of two, so the pair's second symbol was used again: "
                "after emitting the new id, jump two ahead (i += 2)")
 
@@ -124,11 +126,12 @@ def test_merge_pair_scans_left_to_right(student):
         want = tuple(REF.merge_pair(word, pair, new))
         overlapping = pair[0] == pair[1] and any(word[i:i + 3] == pair[:1] * 3 for i in range(len(word)))  # (7, 7, 7)
         mistakes = {MERGE_TWICE: _merged_at_every_occurrence(word, pair, new) if overlapping else None,
-                    STEP_BY_ONE: _merged_stepping_by_one(word, pair, new)}
+                    STEP_BY_ONE: _merged_stepping_by_one(word, pair, new),
+                    LAST_PAIR: tuple(REF.merge_pair(word[:-1], pair, new)) + word[-1:]}
         return Case(f"merge_pair({word}, {pair}, {new})", lambda: tuple(merge_pair(word, pair, new)), want,
                     {name: wrong for name, wrong in mistakes.items() if wrong != want})
     expect_cases(case((1, 2, 3, 1, 2), (1, 2), 256), case((7, 7, 7), (7, 7), 256), case((7, 7, 7, 7, 7), (7, 7), 300),
-                 exact=True, hint="after merging, continue after the merged pair: each symbol is used once "
+                 case((5, 7, 1, 7, 1), (7, 1), 257), exact=True, hint="after merging, continue after the merged pair: each symbol is used once "
                                   "(in (7, 7, 7) the middle 7 is used once)")
     expect_equal(tuple(merge_pair((5,), (5, 6), 300)), (5,), "merge_pair((5,), (5,6), 300)")
     expect_equal(tuple(merge_pair((1, 2), (2, 1), 300)), (1, 2), "merge_pair((1,2), (2,1), 300): order matters")

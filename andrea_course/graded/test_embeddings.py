@@ -212,6 +212,8 @@ SUM_ALL = ("the dot product summed over every axis (.sum() with no dim), one num
            "needs its own, summed over the last axis, .sum(dim=-1)")
 SUM_ALL_NORMS = ("the dot product and the norms taken over the whole tensor (no dim), one number in all: each pair "
                  "needs its own cosine, every reduction over the last axis (dim=-1)")
+ONE_NORM_TWICE = ("divided by ||{w}||·||{w}||: the same vector's length twice; the cosine divides by the lengths "
+                  "of both vectors, ||u||·||v||")
 U_ONLY = "divided by ||u|| only: the cosine divides the dot product by both lengths, ||u||·||v||"
 TIMES_V = ("dot / ||u|| * ||v||: / and * go left to right, so this divides by ||u|| and then multiplies by ||v||; "
            "put the product of the norms in parentheses, dot / (||u|| * ||v||)")
@@ -227,7 +229,9 @@ def _cosine_case(cosine, u, v):
     mistakes = {"raw dot product: divide by ||u||·||v||": dot,
                 "divided by ||u||·||v|| squared: use the norms, not their squares":
                     dot / ((u * u).sum(-1) * (v * v).sum(-1)),
-                U_ONLY: dot / u.norm(dim=-1), TIMES_V: dot / u.norm(dim=-1) * v.norm(dim=-1)}
+                U_ONLY: dot / u.norm(dim=-1), TIMES_V: dot / u.norm(dim=-1) * v.norm(dim=-1),
+                ONE_NORM_TWICE.format(w="u"): dot / (u.norm(dim=-1) * u.norm(dim=-1)),
+                ONE_NORM_TWICE.format(w="v"): dot / (v.norm(dim=-1) * v.norm(dim=-1))}
     if u.dim() > 1 or v.dim() > 1:
         mistakes["norms over the whole tensor: each pair of vectors needs its own two norms, taken over "
                  "the last axis (dim=-1) like the dot product"] = dot / (u.norm() * v.norm())
@@ -266,6 +270,7 @@ def _zero_case(cosine, u, v):
     eps = 1e-8                                          # the signature's
     return Case(what, lambda: cosine(u, v), F.cosine_similarity(u, v, dim=-1),
                 {NO_EPS: raw, U_ONLY: (u * v).sum(-1) / u.norm(dim=-1).clamp_min(eps),
+                 ONE_NORM_TWICE.format(w="u"): (u * v).sum(-1) / (u.norm(dim=-1) * u.norm(dim=-1)).clamp_min(eps),
                  TIMES_V: (u * v).sum(-1) / u.norm(dim=-1).clamp_min(eps) * v.norm(dim=-1).clamp_min(eps),
                  SUM_ALL: (u * v).sum() / (u.norm(dim=-1) * v.norm(dim=-1)).clamp_min(eps),
                  SUM_ALL_NORMS: (u * v).sum() / (u.norm() * v.norm()).clamp_min(eps),
@@ -350,6 +355,10 @@ def _expect_ids(got, want, what, mistakes, scores, second):
     if torch.equal(got.long(), want):
         return
     ids = got.long()
+    if torch.equal(ids, scores.long()):
+        raise Mismatch(what, f"got the ids {ids.tolist()}, expected {want.tolist()}", NEAREST_HINT,
+                       mistake="the similarity scores returned (topk's .values, made integers), not the ids of "
+                               "their rows (its .indices)")
     if sorted(ids.tolist()) == sorted(want.tolist()):
         raise Mismatch(what, f"got the ids {ids.tolist()}, expected {want.tolist()}", NEAREST_HINT,
                        mistake="the right k tokens, but not the most similar first: order them by their cosine, "
@@ -396,6 +405,9 @@ def _module_case(m, ref, ids, start):
     tok, pos = ref.token_table.detach(), ref.position_table.detach()
     T = ids.shape[-1]
     mistakes = {"positions not added: x = token_table[ids] + position_table[start:start + T]": tok[ids]}
+    if T > 1:
+        mistakes["one position row, position_table[start], added to every token: each position t needs its own "
+                 "row, position_table[start + t], for t = 0 .. T - 1"] = tok[ids] + pos[start]
     if start:
         mistakes["`start` not passed on to add_positions"] = tok[ids] + pos[:T]
     call = (lambda: m(ids, start)) if start else (lambda: m(ids))

@@ -104,6 +104,8 @@ def _slope_mistakes(x):
             0.5 * (1 + torch.erf(x)) + x * bell / math.sqrt(2 * math.pi),
         "x·phi(x) subtracted: the product rule adds its two terms": cdf - x * bell / math.sqrt(2 * math.pi),
         "GELU itself, not its slope": F.gelu(x),
+        "Phi(x)·phi(x), the two factors' derivatives multiplied: the product rule adds one term per factor, "
+        "d(x·Phi)/dx = Phi(x) + x·phi(x)": cdf * bell / math.sqrt(2 * math.pi),
         "the density written exp(-x²) instead of exp(-x²/2): phi(x) = exp(-x²/2) / sqrt(2·pi)":
             cdf + x * torch.exp(-x ** 2) / math.sqrt(2 * math.pi),
         "the density written exp(x²/2), its minus sign lost: phi(x) = exp(-x²/2) / sqrt(2·pi)":
@@ -172,8 +174,13 @@ def test_mlp(student):
 def _mlp_shapes_case(student, cfg):
     D, F_ = cfg.d_model, cfg.d_ff
     want = parameter_shapes(pieces.module("mlp").MLP(cfg))
+    four = F_ != 4 * D
     mistakes = {"the hidden width hard-coded as 4·D instead of cfg.d_ff":
-                    parameter_shapes(pieces.module("mlp").MLP(cfg.replace(d_ff=4 * D))) if F_ != 4 * D else None}
+                    parameter_shapes(pieces.module("mlp").MLP(cfg.replace(d_ff=4 * D))) if four else None,
+                "fc's width hard-coded as 4·D (proj's is cfg.d_ff): fc = nn.Linear(D, cfg.d_ff)":
+                    {**want, "fc.weight": (4 * D, D), **({"fc.bias": (4 * D,)} if cfg.bias else {})} if four else None,
+                "proj's width hard-coded as 4·D (fc's is cfg.d_ff): proj = nn.Linear(cfg.d_ff, D)":
+                    {**want, "proj.weight": (D, 4 * D)} if four else None}
     if not cfg.bias:
         mistakes.update({"cfg.bias ignored by fc: nn.Linear(D, F, bias=cfg.bias)": {**want, "fc.bias": (F_,)},
                          "cfg.bias ignored by proj: nn.Linear(F, D, bias=cfg.bias)": {**want, "proj.bias": (D,)}})

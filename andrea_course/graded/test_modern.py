@@ -386,7 +386,10 @@ def test_rmsnorm_block_adds_to_the_raw_stream(student):
     cfg = ModelConfig(vocab_size=11, context_length=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2,
                       d_ff=48, norm="rmsnorm", mlp="swiglu", bias=False)
     block = student.piece("block", "Block")(cfg)
-    state = block.state_dict()
+    state = {k: (1.0 + 0.2 * _randn(*v.shape, seed=60 + i, dtype=torch.float32)) if k.startswith("ln")
+             else 0.3 * _randn(*v.shape, seed=60 + i, dtype=torch.float32)
+             for i, (k, v) in enumerate(sorted(block.state_dict().items()))}
+    load_weights(block, state, "Block(modern cfg)")                       # the same numbers on every run
     ref = pieces.module("block").Block(cfg).eval()
     ref.load_state_dict(state)
     expect_cases(_modern_block_case(block, ref, 4.0 + 3.0 * _randn(2, 6, 16, seed=12, dtype=torch.float32)),  # far from unit scale
@@ -421,11 +424,16 @@ def _f_mistakes(D, multiple_of=256):
     }
 
 
+HALF_F = ("F = 4D/3, half of 8D/3: the classic MLP has two D x 4D matrices, 2·D·4D weights, so 3·D·F = 8D² gives "
+          "F = 8D/3")
+
+
 @graded("modern.swiglu_hidden_dim", points=2)
 def test_swiglu_ffn_dim_is_8D_over_3(student):
     f = student.piece("modern", "swiglu_hidden_dim")
     case = lambda D, want: Case(f"swiglu_hidden_dim({D})", lambda: f(D), want,
-                                {k: v for k, v in _f_mistakes(D).items() if v != want})
+                                {k: v for k, v in (_f_mistakes(D) | {HALF_F: _round_up(4 * D, 3, 256)}).items()
+                                 if v != want})
     expect_cases(case(4096, 11_008), case(768, 2_048), case(1000, 2_816), case(1536, 4_096), case(3000, 8_192), exact=True,
                  hint="F = 8D/3 from 3·D·F = 2·D·4D, rounded up to a multiple of 256")
     for D in (4096, 768):
@@ -609,8 +617,21 @@ def _neighbours_into_halves(x, angles):
     return _turn(torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1), angles)
 
 
+def _signs_flipped(x, angles):
+    """{formula: result} for (x1, x2) turned with the signs of its four terms changed in the ways that
+    are neither the turn nor its inverse (x is (..., T, K), angles (T, K/2))."""
+    half = x.shape[-1] // 2
+    x1, x2, c, s = x[..., :half], x[..., half:], angles.cos(), angles.sin()
+    return {"(x1·cos + x2·sin, x1·sin - x2·cos)": torch.cat([x1 * c + x2 * s, x1 * s - x2 * c], dim=-1),
+            "(x1·cos - x2·sin, x1·sin - x2·cos)": torch.cat([x1 * c - x2 * s, x1 * s - x2 * c], dim=-1),
+            "(x1·cos + x2·sin, x1·sin + x2·cos)": torch.cat([x1 * c + x2 * s, x1 * s + x2 * c], dim=-1),
+            "(x1·cos - x2·sin, -x1·sin - x2·cos)": torch.cat([x1 * c - x2 * s, -x1 * s - x2 * c], dim=-1)}
+
+
 def _rope_mistakes(x, angles):
-    return {
+    signs = {f"a sign of the turn wrong, {formula}: that is no rotation by the angle; (x1, x2) becomes "
+             f"(x1·cos - x2·sin, x1·sin + x2·cos)": out for formula, out in _signs_flipped(x, angles).items()}
+    return signs | {
         "paired neighbouring features (2i, 2i + 1), Meta's LLaMA layout: this course pairs feature i "
         "with feature i + K/2, the two halves of the head (GPT-NeoX, Hugging Face)": _turn(x, angles, "neighbours"),
         "paired neighbouring features (2i, 2i + 1), x[..., 0::2] with x[..., 1::2], and wrote the turned pairs as two "

@@ -128,14 +128,15 @@ def _torch_adamw(param, grads, lr, betas, eps, weight_decay):
     return out
 
 
-def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct=True, decoupled=True,
+def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct="mv", decoupled=True,
                     decay_times_lr=True, eps_inside=False, v_of_g=False, swapped="", from_zero=False,
                     return_hats=False, root=True, m_v_returned_swapped=False, power_of_one_minus=False):
     """The update as a typical mistake computes it: [(param, m, v) after each step].
 
+    correct: which of the running means are bias-corrected ("mv" both, "m" or "v" one, "" neither);
     swapped: "all" (beta2, beta1 = betas: every beta swapped), "means" (the running means swapped,
-    the bias correction right); return_hats: m̂ and v̂ returned, and so fed to the next step; not
-    root: divided by v̂ + eps, no square root; m_v_returned_swapped: (param, v, m) returned, and so
+    the bias correction right); v_of_g: v averages g (True), |g| ("abs") or g² (False); return_hats:
+    m̂ and v̂ returned, and so fed to the next step; not root: divided by v̂ + eps, no square root; m_v_returned_swapped: (param, v, m) returned, and so
     fed back as m and v swapped; power_of_one_minus: the correction divides by (1 - beta)^step."""
     (b1, b2), p = betas, param.clone()
     c1, c2 = b1, b2                                                   # the betas of the bias correction
@@ -146,9 +147,10 @@ def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct=True,
     for t, g in enumerate(grads, start=1):
         if not decoupled:
             g = g + weight_decay * p                                  # L2: Adam, not AdamW
-        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * (g if v_of_g else g * g)
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * {True: g, "abs": g.abs(), False: g * g}[v_of_g]
         n = t + 1 if from_zero else t
-        m_hat, v_hat = (m / (1 - c1 ** n), v / (1 - c2 ** n)) if correct else (m, v)
+        m_hat = m / (1 - c1 ** n) if "m" in correct else m
+        v_hat = v / (1 - c2 ** n) if "v" in correct else v
         if power_of_one_minus:
             m_hat, v_hat = m / (1 - c1) ** n, v / (1 - c2) ** n
         if decoupled:
@@ -164,7 +166,11 @@ def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct=True,
 
 MISTAKES = {
     "no bias correction: divide m by (1 - beta1^step) and v by (1 - beta2^step), since both start at 0":
-        dict(correct=False),
+        dict(correct=""),
+    "m not bias-corrected (v is): divide m by (1 - beta1^step) as well, since it starts at 0 too":
+        dict(correct="v"),
+    "v not bias-corrected (m is): divide v by (1 - beta2^step) as well, since it starts at 0 too":
+        dict(correct="m"),
     "weight decay added to the gradient (L2, that is Adam, not AdamW): decay the weights directly, "
     "param·(1 - lr·weight_decay), outside the gradient": dict(decoupled=False),
     "weight decay not scaled by lr: the weights shrink by the fraction lr·weight_decay each step":
@@ -172,6 +178,8 @@ MISTAKES = {
     "eps inside the square root: divide by sqrt(v̂) + eps": dict(eps_inside=True),
     "v averages g instead of g²: v = beta2·v + (1 - beta2)·g·g, the running mean of the gradient's square":
         dict(v_of_g=True),
+    "v averages |g| instead of g²: v = beta2·v + (1 - beta2)·g·g, the running mean of the gradient's square "
+    "(its root, sqrt(v̂), then has the gradient's scale)": dict(v_of_g="abs"),
     "divided by v̂ instead of its square root: v̂ is a mean of squares, so the step is m̂ / (sqrt(v̂) + eps)":
         dict(root=False),
     "beta1 and beta2 swapped: betas is (beta1, beta2), so unpack it as beta1, beta2 = betas; m averages g "
@@ -215,7 +223,9 @@ def _run_adamw(student, setup, other):
     def expectations(config):
         param, grads, lr, betas, eps, wd, _ = config
         want = _torch_adamw(param, grads, lr, betas, eps, wd)
-        wrong = {name: _mistaken_adamw(param, grads, lr, betas, eps, wd, **how) for name, how in MISTAKES.items()}
+        tiny = max(g.abs().max().item() for g in grads) < 1e-3        # eps outweighs v: |g| looks like g² there
+        wrong = {name: _mistaken_adamw(param, grads, lr, betas, eps, wd, **how) for name, how in MISTAKES.items()
+                 if not (tiny and how.get("v_of_g") == "abs")}
         return want, wrong
 
     def run(config):
