@@ -3,6 +3,8 @@ failure names a typical mistake, what it shows when it names none, and how it sa
 infinite or NaN. A named mistake the learner did not make is a lie."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn as nn
@@ -253,6 +255,22 @@ def _softmax_without_keepdim(s):
     return s.exp() / s.exp().sum(dim=-1)
 
 
+class _Blocks(nn.Module):
+    def __init__(self, n, plain=False):
+        super().__init__()
+        layers = [nn.Linear(2, 2) for _ in range(n)]
+        self.blocks = layers if plain else nn.ModuleList(layers)
+
+
+def _blocks(n):
+    return _Blocks(n)
+
+
+def _pairs_of_a_dict():
+    counts = {(1, 2, 3): 2}
+    return [word for word, n in counts]
+
+
 EXPLAINED = [  # (what raises, words its explanation must hold)
     (lambda: _merge_with_view(torch.randn(2, 3, 5, 4)), "non-contiguous"),
     (lambda: _softmax_without_keepdim(torch.randn(2, 3, 5)), "`.sum(dim=-1)` has no keepdim=True"),
@@ -266,6 +284,12 @@ EXPLAINED = [  # (what raises, words its explanation must hold)
     (lambda: torch.multinomial(torch.tensor([[float("nan"), 1.0]]), 1), "not a probability distribution"),
     (lambda: bool(torch.randn(3) > 0), "torch.where"),
     (lambda: nn.Sequential(nn.Linear(2, 2)).load_state_dict({"1.weight": torch.randn(2, 2)}), "lacks 1.weight"),
+    (lambda: _blocks(1).load_state_dict(_blocks(2).state_dict()), "holds 1 where the reference holds 2"),
+    (lambda: _Blocks(2, plain=True).load_state_dict(_blocks(2).state_dict()), "plain Python list"),
+    (lambda: torch.mm(torch.randn(2, 3, 4), torch.randn(4, 5)), "torch.mm multiplies two 2-D matrices only"),
+    (lambda: torch.dot(torch.randn(2, 3), torch.randn(2, 3)), "(u * v).sum(dim=-1)"),
+    (lambda: math.erf(torch.randn(3)), "torch.erf"),
+    (_pairs_of_a_dict, "Use .items()"),
 ]
 
 

@@ -185,3 +185,24 @@ def test_dot_T_on_four_axes_is_explained_as_reversing_every_axis():
     said = explain(failure.value, "return q @ k.T")
     assert "`k.T` reverses every axis" in said and "k.transpose(-2, -1)" in said and "keepdim" not in said
     assert "keepdim" in explain(failure.value, "return x / x.sum(dim=-1)")      # the other cause, on its line
+
+
+def test_a_listed_mistake_is_not_blamed_for_an_odd_scale():
+    """got = m + c·(want - m) for a c that is no simple number says nothing about the mistake m."""
+    from andrea_course.grading.relations import MISTAKES
+    x, y = torch.linspace(1, 2, 12).double(), torch.linspace(-2, 3, 12).double()
+    want, m, want2, m2 = x.exp(), x, y.exp(), y
+    odd, half = m + 9.88884 * (want - m), m + 0.5 * (want - m)
+    second = [(True, m2 + 9.88884 * (want2 - m2), want2, {MISTAKES: {"the mistake": m2}})]
+    found = relate(odd, want, {MISTAKES: {"the mistake": m}}, iter(second))
+    assert found is None or "the mistake" not in found.text
+    second = [(True, m2 + 0.5 * (want2 - m2), want2, {MISTAKES: {"the mistake": m2}})]
+    assert "scaled by 1/2" in relate(half, want, {MISTAKES: {"the mistake": m}}, iter(second)).text
+
+
+def test_the_output_buffer_is_not_read_as_an_input():
+    """A kernel's test closes over the tensor the kernel wrote: it is the output, never a factor."""
+    want, want2 = torch.ones(10, dtype=torch.float64), torch.ones(7, dtype=torch.float64)
+    got, got2 = torch.linspace(1, 2, 10).double() ** 3, torch.linspace(-3, 2, 7).double() ** 3
+    found = relate(got, want, {"got": got}, iter([(True, got2, want2, {"got": got2})]))
+    assert found is None or "input got" not in found.text

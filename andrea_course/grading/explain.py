@@ -405,9 +405,15 @@ def _state_dict(kind, text, code):
         parts.append(f"{name} has shape ({got}) where the reference's has ({want})")
     said = "The reference's weights do not fit your module: " + "; ".join(parts) + "."
     groups = {k.split(".")[0] for k in extra}
-    if extra and len(groups) == 1 and all(re.match(r"[\w]+\.\d+\.", k) for k in extra):
-        said += (f" Every one it lacks is under {next(iter(groups))}.<i>: modules kept in a plain Python list "
-                 f"(or dict) are invisible to PyTorch; nn.ModuleList registers them.")
+    indices = {int(k.split(".")[1]) for k in extra if re.match(r"\w+\.\d+\.", k)}
+    if extra and len(groups) == 1 and len(indices) and all(re.match(r"\w+\.\d+\.", k) for k in extra):
+        group = next(iter(groups))
+        if 0 in indices:
+            said += (f" Every one it lacks is under {group}.<i>: modules kept in a plain Python list "
+                     f"(or dict) are invisible to PyTorch; nn.ModuleList registers them.")
+        else:
+            said += (f" What it lacks starts at {group}.{min(indices)}: your {group} holds {min(indices)} where the "
+                     f"reference holds {max(indices) + 1}; build one per layer (range(cfg.n_layers)).")
     else:
         said += " Keep the exercise's attribute names and the layer sizes its docstring gives."
     return said
@@ -549,6 +555,20 @@ def _slips(kind, text, code):
     if "bitwise_xor" in text or ("^" in code and "unsupported operand type(s) for ^" in text):
         return ("`^` is bitwise XOR in Python and PyTorch, not a power: x ^ 3 flips bits of integers. The power "
                 "is `**`: x ** 3.")
+    if "self must be a matrix" in text:
+        return ("torch.mm multiplies two 2-D matrices only; a batch (B, T, ...) has more axes. Use @ "
+                "(torch.matmul), which multiplies the last two axes and broadcasts the ones before.")
+    if re.search(r"1D tensors expected, but got \d+D and \d+D", text):
+        return ("torch.dot takes two 1-D vectors only. For the dot products of a batch of vector pairs, "
+                "multiply and sum over the last axis: (u * v).sum(dim=-1).")
+    if "only one element tensors can be converted to Python scalars" in text:
+        return ("A function for one Python number (math.erf, math.exp, math.sqrt, float(), int()) was given a "
+                "tensor of several elements. Use the torch function, which works on every element: torch.erf, "
+                "torch.exp, torch.sqrt.")
+    if re.search(r"(too many|not enough) values to unpack", text) and re.search(r"\bfor\b.+,.+\bin\b", code) \
+            and ".items()" not in code:
+        return ("A for loop that unpacks each item into two names needs items that are pairs; iterating a dict "
+                "gives its keys alone. Use .items() for (key, value) pairs: for word, n in counts.items().")
     if "changed size during iteration" in text:
         return ("A dict (or set) was changed while a for loop was running over it. Build the new entries in "
                 "a new dict inside the loop, then replace the old one after it (words = merged).")

@@ -415,9 +415,9 @@ def _term_change(g, m, t, tensors, want):
         if _near(g, m + t * x, want):
             return f"*{name}", f"times {name}", f"with a factor {name} too many"
     c = float(((g - m) * t).sum() / t.pow(2).sum())
-    if abs(c) > 1e-6 and abs(c - 1) > 1e-6 and _near(g, m + c * t, want):
-        said = next((f"{name} = {c:.6g}" for name, v in SMALL.items() if math.isclose(c, v, rel_tol=1e-6)), f"{c:.6g}")
-        return f"c{c:.4g}", f"times {said}", f"scaled by {said}"
+    name = next((name for name, v in SMALL.items() if math.isclose(c, v, rel_tol=1e-6)), None)
+    if name is not None and _near(g, m + c * t, want):     # another scale is a coincidence, not a reading
+        return f"c{c:.4g}", f"times {name} = {c:.6g}", f"scaled by {name} = {c:.6g}"
     return None
 
 
@@ -549,11 +549,23 @@ def seen(got, want, inputs: dict | None = None) -> list[tuple[Callable, Seen]]:
     return out
 
 
+def _apart_from(got, inputs: dict | None) -> dict:
+    """inputs without the tensors that share memory with got (the test's own output buffer, which
+    a kernel fills): they are what the learner's code wrote, not what it read."""
+    if not isinstance(got, torch.Tensor) or not inputs:
+        return inputs or {}
+    mine = got.untyped_storage().data_ptr()
+    return {n: x for n, x in inputs.items()
+            if not (isinstance(x, torch.Tensor) and x.untyped_storage().data_ptr() == mine)}
+
+
 def relate(got, want, inputs: dict | None, seconds) -> Relation | None:
     """The relation seen on this input and again on the second, with a key in common.
 
     seconds: [(ran, learner's output there, want there, inputs there)] for the other inputs where
     the learner's output is wrong, in order; the first of them decides."""
+    inputs = _apart_from(got, inputs)
+    seconds = [(ran, g2, w2, _apart_from(g2, i2)) for ran, g2, w2, i2 in seconds]
     here = seen(got, want, inputs)
     if not here:
         return None
