@@ -146,6 +146,8 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
     if SLIP == 7:                                            # 1/sqrt(BLOCK_K)
         scale = 1.0 / tl.sqrt(BLOCK_K * 1.0)
     m = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+    if SLIP == 13:                                           # 13: the running max starts at 0
+        m = tl.full((BLOCK_M,), 0.0, dtype=tl.float32)
     l = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
     hi = tl.minimum(S, start + first + BLOCK_M)
@@ -172,6 +174,8 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
         alpha = tl.exp(m - m_new)
         if SLIP == 1:                                        # no rescale
             alpha = tl.full((BLOCK_M,), 1.0, dtype=tl.float32)
+        if SLIP == 12:                                       # 12: the rescale factor inverted
+            alpha = tl.exp(m_new - m)
         if SLIP == 5:
             alpha = tl.exp((m - m_new) * scale)
             p = tl.exp((s - m_new[:, None]) * scale)
@@ -203,3 +207,66 @@ class FlashSlip:
 
     def __getitem__(self, grid):
         return lambda *args, **consts: flash_attention_kernel_slipping[grid](*args, SLIP=self.slip, **consts)
+
+
+# ----- the twelfth fresh set's kernels -----
+
+@triton.jit
+def gelu_kernel_storing_in_x(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
+    """The result stored through x_ptr: x overwritten, y never written."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_elements
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    z = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    y = 0.5 * x * (1.0 + 2.0 * tl.sigmoid(2.0 * z) - 1.0)
+    tl.store(x_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def gelu_kernel_masked_by_block(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
+    """The mask compares the offsets with BLOCK, not n_elements."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < BLOCK
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    z = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    y = 0.5 * x * (1.0 + 2.0 * tl.sigmoid(2.0 * z) - 1.0)
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def layer_norm_kernel_slipping(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, stride, D, eps,
+                               HAS_BIAS: tl.constexpr, BLOCK_D: tl.constexpr, SLIP: tl.constexpr):
+    """LayerNorm with one slip, chosen by SLIP: 1, gamma loaded at w_ptr + row * stride + cols; 2, the mean
+    and rstd stored at row * stride; 3, the raw x scaled (x * rstd), not the centred xc."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_D)
+    mask = cols < D
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / D
+    xc = tl.where(mask, x - mean, 0.0)
+    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / D + eps)
+    w_at = w_ptr + cols
+    if SLIP == 1:
+        w_at = w_ptr + row * stride + cols
+    scaled = xc
+    if SLIP == 3:
+        scaled = x
+    y = scaled * rstd * tl.load(w_at, mask=mask, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        y += tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    stat = row
+    if SLIP == 2:
+        stat = row * stride
+    tl.store(mean_ptr + stat, mean)
+    tl.store(rstd_ptr + stat, rstd)
+    tl.store(y_ptr + row * stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+class LayerNormSlip:
+    """layer_norm_kernel_slipping with SLIP bound, launched as the learner's kernel is."""
+
+    def __init__(self, slip):
+        self.slip = slip
+
+    def __getitem__(self, grid):
+        return lambda *args, **consts: layer_norm_kernel_slipping[grid](*args, SLIP=self.slip, **consts)

@@ -597,14 +597,426 @@ def _induction_on_the_earlier_copy(patterns, period):
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
 # ----- the twelfth fresh set's mutants: attention and multihead -----
 
+def _average_past_by_cat(x):
+    return torch.cat([x[..., :i + 1, :].mean(dim=-2) for i in range(x.shape[-2])], dim=-2)
+
+
+def _mask_offset_subtracted(T, S=None, device=None):
+    S = T if S is None else S
+    return torch.arange(S, device=device)[None, :] <= torch.arange(T, device=device)[:, None] - (S - T)
+
+
+def _softmax_shifted_by(stat):
+    """softmax with each row's `stat` (a function of the scores) subtracted instead of its maximum."""
+    def softmax(s):
+        e = (s - stat(s)).exp()
+        return e / e.sum(dim=-1, keepdim=True)
+    return softmax
+
+
+def _softmax_divided_by(divisor):
+    """softmax whose exponentials e (the row maximum subtracted) are divided by divisor(z, e)."""
+    def softmax(s):
+        z = s - s.amax(dim=-1, keepdim=True)
+        return z.exp() / divisor(z, z.exp())
+    return softmax
+
+
+def _attention_with(scale=lambda K: K, mix="v"):
+    """attention from the engine's steps, scale_scores given scale(K), the weights mixing q, k or v (mix)."""
+    def attention(q, k, v, causal=True):
+        scores = att.scale_scores(att.attention_scores(q, k), scale(q.shape[-1]))
+        if causal:
+            scores = att.apply_causal_mask(scores)
+        return att.weighted_sum(att.softmax(scores), {"q": q, "k": k, "v": v}[mix])
+    return attention
+
+
+class HeadCausalOnlyInTraining(att.AttentionHead):
+    def forward(self, x):
+        return att.attention(self.w_q(x), self.w_k(x), self.w_v(x), causal=self.training)
+
+
+class HeadWithRawValues(att.AttentionHead):
+    def forward(self, x):
+        return att.attention(self.w_q(x), self.w_k(x), x, causal=True)
+
+
+def _merge_unpacked_as_bthk(y):
+    B, T, H, K = y.shape
+    return y.transpose(1, 2).reshape(B, T, H * K)
+
+
+class MHAAddingX(mh.MultiHeadAttention):
+    def forward(self, x, cache=None):
+        return x + super().forward(x, cache)
+
+
+class MHASharingBeforeTheSplit(mh.MultiHeadAttention):
+    def forward(self, x, cache=None):
+        H, G, K = self.n_heads, self.n_kv_heads, self.d_head
+        q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1)
+        k, v = self.cache_and_share(k, v, cache)
+        q, k, v = mh.split_heads(q, H), mh.split_heads(k, G), mh.split_heads(v, G)
+        return self.proj(mh.merge_heads(self.attention(q, k, v)))
+
+
 
 # ----- the twelfth fresh set's mutants: embeddings, mlp and block -----
+def _lookup_assuming_b_t(table, ids):
+    B, T = ids.shape
+    return table[ids.reshape(-1)].view(B, T, table.shape[1])
+
+
+class EmbeddingsScaledBySqrtD(emb.Embeddings):
+    def forward(self, ids, start=0):
+        tok = emb.embed_lookup(self.token_table, ids) * self.token_table.shape[1] ** 0.5
+        return self.drop(emb.add_positions(tok, self.position_table, start))
+
+
+def _gelu_tanh_flipped(x):
+    return 0.5 * x * (1 - torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+class MLPWithGeluFirst(mlp.MLP):
+    def forward(self, x):
+        return self.proj(self.fc(self.gelu(x)))
+
+
+def _layer_norm_s12(variance):
+    """A layer_norm whose variance is variance(x, mean)."""
+    def layer_norm(x, weight, bias, eps=1e-5):
+        mean = x.mean(dim=-1, keepdim=True)
+        y = (x - mean) / torch.sqrt(variance(x, mean) + eps) * weight
+        return y + bias if bias is not None else y
+    return layer_norm
+
+
+def _layer_norm_over_two_axes(x, weight, bias, eps=1e-5):
+    mean = x.mean(dim=(-2, -1), keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=(-2, -1), keepdim=True)
+    y = (x - mean) / torch.sqrt(var + eps) * weight
+    return y + bias if bias is not None else y
+
+
+class BlockWithTheMLPFirst(blk.Block):
+    def forward(self, x, cache=None):
+        x = x + self.drop(self.mlp(self.ln2(x)))
+        return x + self.drop(self.attn(self.ln1(x), cache))
+
+
+class BlockNormalisingItsOutput(blk.Block):
+    def forward(self, x, cache=None):
+        return self.ln2(super().forward(x, cache))
+
+
+class PostNormBlockWithLn1Twice(blk.PostNormBlock):
+    def forward(self, x, cache=None):
+        x = self.ln1(x + self.drop(self.attn(x, cache)))
+        return self.ln1(x + self.drop(self.mlp(x)))
+
+
+class PostNormBlockDroppingTheCache(blk.PostNormBlock):
+    def forward(self, x, cache=None):
+        return super().forward(x)
+
+
+def _dropout_training_inverted(x, p, training, generator=None):
+    if training or p == 0:
+        return x
+    if p == 1:
+        return torch.zeros_like(x)
+    return x * (torch.rand(x.shape, generator=generator) >= p) / (1 - p)
+
 
 
 # ----- the twelfth fresh set's mutants: model, modern and inside -----
+class ModelOneBlockShort(mdl.ANDREA):
+    def __init__(self, cfg, *args, **kwargs):
+        super().__init__(cfg, *args, **kwargs)
+        self.blocks = torch.nn.ModuleList(list(self.blocks)[:-1])
+
+
+class ModelWithABiasFollowingTheNorm(mdl.ANDREA):
+    """cfg.norm followed, cfg.bias ignored: a LayerNorm final norm always has a bias."""
+    def __init__(self, cfg, *args, **kwargs):
+        super().__init__(cfg, *args, **kwargs)
+        if cfg.norm == "layernorm":
+            self.ln_f = blk.LayerNorm(cfg.d_model, eps=cfg.norm_eps)
+
+
+class ModelRunningTheBlocksBackwards(mdl.ANDREA):
+    def forward(self, ids, targets=None, caches=None):
+        x = self.embed(ids, caches[0].pos if caches else 0)
+        for i, block in enumerate(reversed(self.blocks)):
+            x = block(x, caches[i] if caches else None)
+        logits = self.ln_f(x) @ self.output_weight().T
+        return logits if targets is None else (logits, self.cross_entropy(logits, targets))
+
+
+class ModelReturningProbabilities(mdl.ANDREA):
+    def forward(self, ids, targets=None, caches=None):
+        out = super().forward(ids, targets, caches)
+        if targets is None:
+            return torch.softmax(out, dim=-1)
+        return torch.softmax(out[0], dim=-1), out[1]
+
+
+def _count_one_block_in_the_total(cfg):
+    counts = InProcessStudent("solutions").piece("model", "count_parameters")(cfg)
+    return dict(counts, total=counts["total"] - counts["blocks"] + counts["block"])
+
+
+def _count_swiglu_biases_as_3f(cfg):
+    counts = InProcessStudent("solutions").piece("model", "count_parameters")(cfg)
+    if cfg.mlp != "swiglu" or not cfg.bias:
+        return counts
+    extra = cfg.d_ff - cfg.d_model
+    return dict(counts, mlp=counts["mlp"] + extra, block=counts["block"] + extra,
+                blocks=counts["blocks"] + cfg.n_layers * extra, total=counts["total"] + cfg.n_layers * extra)
+
+
+class CacheConcatenatingIntoItsBuffer(mdl.KVCache):
+    def update(self, k, v):
+        T = k.shape[2]
+        if self.pos + T > self.k.shape[2]:
+            raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
+        self.k = torch.cat([self.k[:, :, :self.pos], k], dim=2)
+        self.v = torch.cat([self.v[:, :, :self.pos], v], dim=2)
+        self.pos += T
+        return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
+
+
+class CacheWritingToTheEnd(mdl.KVCache):
+    def update(self, k, v):
+        T = k.shape[2]
+        if self.pos + T > self.k.shape[2]:
+            raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
+        self.k[:, :, self.pos:], self.v[:, :, self.pos:] = k, v
+        self.pos += T
+        return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
+
+
+def _rms_by_mean_abs(x, weight, eps=1e-5):
+    xw = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    return (xw / (xw.abs().mean(dim=-1, keepdim=True) + eps) * weight).to(x.dtype)
+
+
+def _rms_gamma_after_the_cast(x, weight, eps=1e-5):
+    wide = torch.promote_types(x.dtype, torch.float32)
+    xw = x.to(wide)
+    return (xw * torch.rsqrt(xw.pow(2).mean(dim=-1, keepdim=True) + eps)).to(x.dtype) * weight
+
+
+def _rope_frequencies_over_half_k(d_head, T, theta=10000.0):
+    inv = theta ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / (d_head // 2))
+    angles = torch.outer(torch.arange(T, dtype=torch.float32), inv)
+    return angles.cos(), angles.sin()
+
+
+def _rope_cos_sin_swapped(x, cos, sin, start=0):
+    T, half = x.shape[-2], x.shape[-1] // 2
+    s, c = cos[start:start + T], sin[start:start + T]
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).to(x.dtype)
+
+
+def _rope_written_interleaved(x, cos, sin, start=0):
+    T, half = x.shape[-2], x.shape[-1] // 2
+    c, s = cos[start:start + T], sin[start:start + T]
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.stack([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).flatten(-2).to(x.dtype)
+
+
+def _rope_attention(q_from_zero=False, cat_dim=-2):
+    def rope_attention(q, k, v, cos, sin, past_k, past_v):
+        from andrea_course import ops
+        rope, start = pieces.get("modern", "apply_rope"), past_k.shape[-2]
+        q, k = rope(q, cos, sin, 0 if q_from_zero else start), rope(k, cos, sin, start)
+        k_all, v_all = torch.cat([past_k, k], dim=cat_dim), torch.cat([past_v, v], dim=cat_dim)
+        return ops.attention(q, k_all, v_all), k_all, v_all
+    return rope_attention
+
+
+def _stream_with_gradients(model, ids):
+    seen = []
+    handles = [m.register_forward_hook(lambda mod, inp, out: seen.append(out)) for m in [model.embed, *model.blocks]]
+    try:
+        model(ids)
+    finally:
+        for h in handles:
+            h.remove()
+    return torch.stack(seen)
+
+
+def _patterns_normalised_twice(model, ids):
+    inputs = []
+    handles = [b.attn.register_forward_pre_hook(lambda mod, args: inputs.append(args[0])) for b in model.blocks]
+    try:
+        with torch.no_grad():
+            model(ids)
+    finally:
+        for h in handles:
+            h.remove()
+    weights = pieces.module("inside")._weights
+    with torch.no_grad():
+        return torch.stack([weights(b.attn, b.ln1(x), model.cfg.n_heads) for b, x in zip(model.blocks, inputs)])
+
+
+def _induction_on(key_shift=1, first=0):
+    def induction_scores(patterns, period):
+        t = torch.arange(period + first, patterns.shape[-2])
+        return patterns[..., t, t - period + key_shift].mean(dim=(1, 3))
+    return induction_scores
+
 
 
 # ----- the twelfth fresh set's mutants: bpe, optim and kernels -----
+def _pairs_two_apart(words):
+    counts = Counter()
+    for word, n in words.items():
+        for pair in zip(word, word[2:]):
+            counts[pair] += n
+    return dict(counts)
+
+
+def _pairs_assigned(words):
+    counts = {}
+    for word, n in words.items():
+        for pair in zip(word, word[1:]):
+            counts[pair] = n
+    return counts
+
+
+def _pairs_over_keys(words):
+    counts = Counter()
+    for word, n in words:
+        for pair in zip(word, word[1:]):
+            counts[pair] += n
+    return dict(counts)
+
+
+def _merge_by_identity(word, pair, new_id):
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and (word[i], word[i + 1]) is pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def _merge_appending_the_pair(word, pair, new_id):
+    return pieces.module("bpe").merge_pair(word, pair, pair)
+
+
+def _merge_right_to_left(word, pair, new_id):
+    out, i = [], len(word) - 1
+    while i >= 0:
+        if i >= 1 and (word[i - 1], word[i]) == pair:
+            out.append(new_id)
+            i -= 2
+        else:
+            out.append(word[i])
+            i -= 1
+    return tuple(reversed(out))
+
+
+def _best_by_tie_key_first(counts):
+    return min(counts, key=lambda p: (pieces.module("bpe").tie_key(p), -counts[p])) if counts else None
+
+
+def _train_numbering_past_the_max(text, n_merges):
+    bpe = pieces.module("bpe")
+    words, merges = bpe.split_words(text), []
+    for _ in range(n_merges):
+        pair = bpe.most_frequent_pair(bpe.pair_counts(words))
+        if pair is None:
+            break
+        new_id = max(max(w) for w in words) + 1
+        merged = Counter()
+        for word, n in words.items():
+            merged[bpe.merge_pair(word, pair, new_id)] += n
+        words = merged
+        merges.append(pair)
+    return merges
+
+
+def _encode_smallest_pair_first(text, merges):
+    bpe = pieces.module("bpe")
+    rank = {tuple(pair): r for r, pair in enumerate(merges)}
+    ids = []
+    for word in bpe.words_in_order(text):
+        while len(word) > 1:
+            pairs = [p for p in zip(word, word[1:]) if p in rank]
+            if not pairs:
+                break
+            pair = min(pairs)
+            word = bpe.merge_pair(word, pair, 256 + rank[pair])
+        ids.extend(word)
+    return ids
+
+
+def _decode_with(errors="replace", strip=False):
+    def decode(ids, merges):
+        table = [bytes([b]) for b in range(256)]
+        for a, b in merges:
+            table.append(table[a] + table[b])
+        text = b"".join(table[i] for i in ids).decode("utf-8", errors=errors)
+        return text.strip() if strip else text
+    return decode
+
+
+def _lr_unguarded(step, lr, min_lr, warmup_steps, max_steps):
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / (max_steps - warmup_steps))
+    return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * progress))
+
+
+def _lr_with_cosine(cosine):
+    def lr_at(step, lr, min_lr, warmup_steps, max_steps):
+        if step < warmup_steps:
+            return lr * (step + 1) / warmup_steps
+        progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
+        return min_lr + (lr - min_lr) * cosine(progress)
+    return lr_at
+
+
+def _adamw_slipping(swap_m=False, ascent=False, times=""):
+    def adamw_step(param, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+        beta1, beta2 = betas
+        m = beta1 * grad + (1 - beta1) * m if swap_m else beta1 * m + (1 - beta1) * grad
+        v = beta2 * v + (1 - beta2) * grad * grad
+        m_hat = m / (1 - (beta1 * step if "m" in times else beta1 ** step))
+        v_hat = v / (1 - (beta2 * step if "v" in times else beta2 ** step))
+        param = param * (1 - lr * weight_decay)
+        update = lr * m_hat / (v_hat.sqrt() + eps)
+        return (param + update if ascent else param - update), m, v
+    return adamw_step
+
+
+def _gelu_launching(name):
+    """The exercise's gelu(x) launching the kernel `name` of tests/learner_kernels.py."""
+    return lambda x: importlib.import_module("solutions.kernels").gelu(x, kernel=_kernel(name, "learner_kernels"))
+
+
+class _LazyLayerNormSlip:
+    """LayerNormSlip(slip) of tests/learner_kernels.py, imported on first launch (it needs Triton)."""
+
+    def __init__(self, slip):
+        self.slip = slip
+
+    def __getitem__(self, grid):
+        return importlib.import_module("learner_kernels").LayerNormSlip(self.slip)[grid]
+
+
+def _layer_norm_launching(slip):
+    return lambda x, w, b, eps=1e-5: importlib.import_module("solutions.kernels").layer_norm(
+        x, w, b, eps, kernel=_LazyLayerNormSlip(slip))
+
 
 
 MUTANTS = [
@@ -921,7 +1333,7 @@ MUTANTS = [
     ("test_block.py", "test_post_norm_block_applies_dropout_while_training",
      {("block", "PostNormBlock"): PostNormBlockWithoutDropout}, "no dropout in the block"),
     ("test_model.py", "test_andrea_has_the_reference_parameters", {("model", "ANDREA"): ModelWithABiasedFinalNorm},
-     "the final norm built with a bias although cfg.bias is False"),
+     "the final norm always a LayerNorm"),
     ("test_model.py", "test_count_parameters_for_every_config_option",
      {("model", "count_parameters"): _count_with_a_position_table}, "a position table counted with position='rope'"),
     ("test_block.py", "test_post_norm_block", {("block", "PostNormBlock"): PostNormBlockWithoutTheMLPResidual},
@@ -938,9 +1350,234 @@ MUTANTS = [
      {("kernels", "gelu"): _gelu_slip(3)},
      "the cube's coefficient is 0.04715"),
     # the twelfth fresh set's classes: attention and multihead
+    ("test_attention.py", "test_average_past", {("attention", "average_past"): _average_past_by_cat}, "torch.cat"),
+    ("test_attention.py", "test_causal_average_weights",
+     {("attention", "causal_average_weights"): lambda T: torch.ones(T, T).tril() // torch.arange(1, T + 1.0)[:, None]},
+     "floor division"),
+    ("test_attention.py", "test_causal_average_weights",
+     {("attention", "causal_average_weights"): lambda T: torch.ones(T, T).tril().softmax(dim=-1)},
+     "a softmax of the 0/1 triangle"),
+    ("test_attention.py", "test_causal_softmax_weights",
+     {("attention", "causal_softmax_weights"): lambda T: torch.zeros(T, T).masked_fill(
+         torch.ones(T, T, dtype=torch.bool).triu(1), NEG_INF).exp()}, "exponentiated but not normalised"),
+    ("test_attention.py", "test_attention_scores",
+     {("attention", "attention_scores"): lambda q, k: q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])},
+     "divided by sqrt(K) already"),
+    ("test_attention.py", "test_causal_mask_is_lower_triangular",
+     {("attention", "causal_mask"): lambda T, S=None, device=None: att.causal_mask(T, S, device).int()},
+     "made of integers (torch.int32)"),
+    ("test_attention.py", "test_causal_mask_with_cached_keys",
+     {("attention", "causal_mask"): lambda T, S=None, device=None: att.causal_mask(T, S)}, "device ignored"),
+    ("test_attention.py", "test_causal_mask_with_cached_keys",
+     {("attention", "causal_mask"): _mask_offset_subtracted}, "the cache offset subtracted"),
+    ("test_attention.py", "test_apply_causal_mask",
+     {("attention", "apply_causal_mask"): lambda s: s.masked_fill(~att.causal_mask(s.shape[-1]), NEG_INF)},
+     "a square (S, S) mask"),
+    ("test_attention.py", "test_softmax_over_the_keys",
+     {("attention", "softmax"): _softmax_divided_by(lambda z, e: z.sum(dim=-1, keepdim=True).exp())},
+     "the exponential of the row's summed"),
+    ("test_attention.py", "test_softmax_over_the_keys",
+     {("attention", "softmax"): _softmax_divided_by(lambda z, e: e.norm(dim=-1, keepdim=True))}, "Euclidean length"),
+    ("test_attention.py", "test_softmax_is_stable_and_handles_masked_scores",
+     {("attention", "softmax"): _softmax_shifted_by(lambda s: s.mean(dim=-1, keepdim=True))}, "each row's mean"),
+    ("test_attention.py", "test_softmax_is_stable_and_handles_masked_scores",
+     {("attention", "softmax"): _softmax_shifted_by(lambda s: s.amin(dim=-1, keepdim=True))}, "the row minimum"),
+    ("test_attention.py", "test_weighted_sum_of_values",
+     {("attention", "weighted_sum"): lambda w, v: (w @ v) / w.sum(dim=-1, keepdim=True)},
+     "divided by each row's sum of weights"),
+    ("test_attention.py", "test_weighted_sum_of_values",
+     {("attention", "weighted_sum"): lambda w, v: torch.softmax(w, dim=-1) @ v}, "a softmax applied to the weights again"),
+    ("test_attention.py", "test_causal_attention", {("attention", "attention"): _attention_with(scale=math.sqrt)},
+     "K^(1/4)"),
+    ("test_attention.py", "test_attention_without_mask", {("attention", "attention"): _attention_with(scale=math.sqrt)},
+     "K^(1/4)"),
+    ("test_attention.py", "test_causal_attention", {("attention", "attention"): _attention_with(mix="k")},
+     "the keys mixed instead of the values"),
+    ("test_attention.py", "test_attention_head", {("attention", "AttentionHead"): HeadCausalOnlyInTraining},
+     "causal only while training"),
+    ("test_attention.py", "test_attention_head", {("attention", "AttentionHead"): HeadWithRawValues},
+     "the input x itself passed as the values"),
+    ("test_multihead.py", "test_split_heads",
+     {("multihead", "split_heads"): lambda x, H: torch.stack(x.split(H, dim=-1), dim=1)}, "x.split(n_heads, dim=-1)"),
+    ("test_multihead.py", "test_merge_heads", {("multihead", "merge_heads"): _merge_unpacked_as_bthk},
+     "T and H swap names"),
+    ("test_multihead.py", "test_merge_heads", {("multihead", "merge_heads"): lambda y: y.sum(dim=1)},
+     "the heads' outputs added up"),
+    ("test_multihead.py", "test_multihead_attention", {("multihead", "MultiHeadAttention"): MHAAddingX},
+     "a residual connection inside the attention"),
+    ("test_multihead.py", "test_multihead_attention_with_a_kv_cache", {("multihead", "MultiHeadAttention"): MHAAddingX},
+     "a residual connection inside the attention"),
+    ("test_multihead.py", "test_multihead_attention_with_a_kv_cache",
+     {("multihead", "MultiHeadAttention"): MHASharingBeforeTheSplit}, "called before split_heads"),
+    ("test_multihead.py", "test_grouped_kv_heads", {("multihead", "MultiHeadAttention"): MHASharingBeforeTheSplit},
+     "or made before split_heads"),
+    ("test_modern.py", "test_grouped_kv_heads_with_a_kv_cache",
+     {("multihead", "MultiHeadAttention"): MHASharingBeforeTheSplit}, "called before split_heads"),
     # the twelfth fresh set's classes: embeddings, mlp and block
+    ("test_embeddings.py", "test_embed_lookup_of_one_sequence",
+     {("embeddings", "embed_lookup"): _lookup_assuming_b_t}, "B, T = ids.shape"),
+    ("test_embeddings.py", "test_embed_onehot_equals_the_lookup",
+     {("embeddings", "embed_onehot"): lambda table, ids: torch.mm(F.one_hot(ids, table.shape[0]).to(table.dtype), table)},
+     "torch.mm"),
+    ("test_embeddings.py", "test_add_positions_from_zero",
+     {("embeddings", "add_positions"): lambda tok, pos, start=0: tok + pos[start:start + tok.shape[1]].unsqueeze(1)},
+     "unsqueezed to (T, 1, D)"),
+    ("test_embeddings.py", "test_cosine_similarity",
+     {("embeddings", "cosine_similarity"): lambda u, v, eps=1e-8: torch.dot(u, v) / (u.norm(dim=-1) * v.norm(dim=-1)).clamp_min(eps)},
+     "torch.dot"),
+    ("test_embeddings.py", "test_cosine_similarity",
+     {("embeddings", "cosine_similarity"):
+      lambda u, v, eps=1e-8: (u * v).sum(-1) / (u.norm(p=1, dim=-1) * v.norm(p=1, dim=-1)).clamp_min(eps)}, "L1 norms"),
+    ("test_embeddings.py", "test_cosine_similarity",
+     {("embeddings", "cosine_similarity"): lambda u, v, eps=1e-8: (u * v).sum(-1) / (
+         u.norm(dim=-1, keepdim=True) * v.norm(dim=-1, keepdim=True)).clamp_min(eps)}, "keepdim=True"),
+    ("test_embeddings.py", "test_cosine_similarity_of_a_zero_vector_is_zero",
+     {("embeddings", "cosine_similarity"): lambda u, v, eps=1e-8: (u * v).sum(-1) / (
+         u.norm(dim=-1, keepdim=True) * v.norm(dim=-1, keepdim=True)).clamp_min(eps)}, "keepdim=True"),
+    ("test_embeddings.py", "test_nearest_tokens_by_cosine_not_by_length",
+     {("embeddings", "nearest_tokens"): _nearest(pick=lambda s, k: s.topk(k + 1).indices[1:])}, "the best match dropped"),
+    ("test_embeddings.py", "test_nearest_tokens_by_cosine_not_by_length",
+     {("embeddings", "nearest_tokens"): _nearest(score=lambda t, q: F.cosine_similarity(t, q[None], dim=-1).abs())},
+     "absolute cosine"),
+    ("test_embeddings.py", "test_embeddings_module_adds_token_and_position_vectors",
+     {("embeddings", "Embeddings"): EmbeddingsScaledBySqrtD}, "scaled by sqrt(D)"),
+    ("test_mlp.py", "test_gelu_tanh", {("mlp", "gelu_tanh"): _gelu_tanh_flipped}, "1 - tanh"),
+    ("test_mlp.py", "test_gelu_erf",
+     {("mlp", "gelu_erf"): lambda x: 0.5 * x * (1 - torch.erf(x / math.sqrt(2)))}, "1 - erf"),
+    ("test_mlp.py", "test_gelu_erf",
+     {("mlp", "gelu_erf"): lambda x: 0.5 * x * (1 + math.erf(x / math.sqrt(2)))}, "math.erf"),
+    ("test_mlp.py", "test_gelu_grad_is_the_slope_of_the_exact_gelu",
+     {("mlp", "gelu_grad"): lambda x: x * 0.5 * (1 + torch.erf(x / math.sqrt(2))) + _phi(x)}, "product rule mixed up"),
+    ("test_mlp.py", "test_mlp", {("mlp", "MLP"): MLPWithGeluFirst}, "GELU applied to the input"),
+    ("test_block.py", "test_layer_norm", {("block", "layer_norm"): _layer_norm_over_two_axes}, "last two axes"),
+    ("test_block.py", "test_layer_norm",
+     {("block", "layer_norm"): _layer_norm_s12(lambda x, m: (x ** 2).mean(dim=-1, keepdim=True) - m)},
+     "the mean is not squared"),
+    ("test_block.py", "test_layer_norm_of_tokens_far_from_zero",
+     {("block", "layer_norm"): _layer_norm_s12(lambda x, m: (x ** 2).mean(dim=-1, keepdim=True) - m ** 2)},
+     "mean(x²) - mean²"),
+    ("test_block.py", "test_pre_norm_block", {("block", "Block"): BlockWithTheMLPFirst}, "the MLP run before attention"),
+    ("test_block.py", "test_pre_norm_block", {("block", "Block"): BlockNormalisingItsOutput}, "output normalised again"),
+    ("test_block.py", "test_post_norm_block", {("block", "PostNormBlock"): PostNormBlockWithLn1Twice}, "ln2 never used"),
+    ("test_block.py", "test_post_norm_block_passes_the_cache_on",
+     {("block", "PostNormBlock"): PostNormBlockDroppingTheCache}, "the cache not passed on"),
+    ("test_block.py", "test_dropout_zeroes_or_scales_each_element",
+     {("block", "dropout"): _dropout_training_inverted}, "the training test inverted"),
+    ("test_block.py", "test_dropout_does_nothing_outside_training_or_at_p_0",
+     {("block", "dropout"): _dropout_training_inverted}, "the training test inverted"),
     # the twelfth fresh set's classes: model, modern and inside
+    ("test_model.py", "test_andrea_has_the_reference_parameters", {("model", "ANDREA"): ModelOneBlockShort},
+     "one block short"),
+    ("test_model.py", "test_andrea_has_the_reference_parameters", {("model", "ANDREA"): ModelWithABiasFollowingTheNorm},
+     "the final norm built with a bias although cfg.bias is False"),
+    ("test_model.py", "test_andrea_logits", {("model", "ANDREA"): ModelRunningTheBlocksBackwards},
+     "the blocks run last to first"),
+    ("test_model.py", "test_andrea_with_a_kv_cache", {("model", "ANDREA"): ModelRunningTheBlocksBackwards},
+     "the blocks run last to first"),
+    ("test_model.py", "test_andrea_logits", {("model", "ANDREA"): ModelReturningProbabilities},
+     "softmax probabilities returned instead of the logits"),
+    ("test_model.py", "test_count_parameters_of_andrea_120m", {("model", "count_parameters"): _count_one_block_in_the_total},
+     "one block added to the total"),
+    ("test_model.py", "test_count_parameters_for_every_config_option",
+     {("model", "count_parameters"): _count_swiglu_biases_as_3f}, "SwiGLU's biases counted as 3·F"),
+    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheConcatenatingIntoItsBuffer},
+     "the buffer replaced by the concatenation"),
+    ("test_model.py", "test_kv_cache_prefill_then_one_token_at_a_time",
+     {("model", "KVCache"): CacheConcatenatingIntoItsBuffer}, "the buffer replaced by the concatenation"),
+    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheWritingToTheEnd},
+     "written from self.pos to the end of the buffer"),
+    ("test_modern.py", "test_rmsnorm_produces_unit_rms", {("modern", "rms_norm"): _rms_by_mean_abs},
+     "the mean absolute value"),
+    ("test_modern.py", "test_rmsnorm_eps_inside_the_sqrt", {("modern", "rms_norm"): _rms_by_mean_abs},
+     "the mean absolute value"),
+    ("test_modern.py", "test_rmsnorm_computes_in_fp32", {("modern", "rms_norm"): _rms_gamma_after_the_cast},
+     "gamma multiplied after the cast back"),
+    ("test_modern.py", "test_swiglu_ffn_dim_is_8D_over_3",
+     {("modern", "swiglu_hidden_dim"): lambda d, multiple_of=256: -(-8 * d / 3 // multiple_of) * multiple_of},
+     "the right width as a float"),
+    ("test_modern.py", "test_swiglu_matches_reference", {("modern", "swiglu"): lambda gate, up: F.silu(gate) + up},
+     "added instead of multiplied, Swish(gate) + up"),
+    ("test_modern.py", "test_kv_cache_bytes_for_every_G",
+     {("modern", "kv_cache_bytes"): lambda cfg, batch=1, seq_len=None, bytes_per_value=2:
+      2 * cfg.n_layers * batch * cfg.kv_heads * (seq_len or cfg.context_length) * cfg.d_head * 2},
+     "bytes_per_value ignored"),
+    ("test_modern.py", "test_rope_frequencies", {("modern", "rope_frequencies"): _rope_frequencies_over_half_k},
+     "the exponent divided by K/2"),
+    ("test_modern.py", "test_apply_rope_turns_each_pair_of_features", {("modern", "apply_rope"): _rope_cos_sin_swapped},
+     "the cos and sin tables swapped"),
+    ("test_modern.py", "test_apply_rope_turns_each_pair_of_features", {("modern", "apply_rope"): _rope_written_interleaved},
+     "wrote the turned pairs interleaved"),
+    ("test_modern.py", "test_rope_attention_with_and_without_a_cache",
+     {("modern", "rope_attention"): _rope_attention(q_from_zero=True)}, "the queries turned from position 0"),
+    ("test_modern.py", "test_rope_attention_with_and_without_a_cache",
+     {("modern", "rope_attention"): _rope_attention(cat_dim=-1)}, "joined along the feature axis"),
+    ("test_inside.py", "test_residual_stream", {("inside", "residual_stream"): _stream_with_gradients},
+     "the model run with gradients on"),
+    ("test_inside.py", "test_attention_patterns", {("inside", "attention_patterns"): _patterns_normalised_twice},
+     "ln1 is applied twice"),
+    ("test_inside.py", "test_logit_lens",
+     {("inside", "logit_lens"): lambda model, stream: (model.ln_f(stream[-1]) @ model.output_weight().T).detach()},
+     "only the last entry of the stream"),
+    ("test_inside.py", "test_logit_lens",
+     {("inside", "logit_lens"): lambda model, stream: torch.softmax(model.ln_f(stream) @ model.output_weight().T,
+                                                                   dim=-1).detach()},
+     "softmax probabilities returned instead of the logits"),
+    ("test_inside.py", "test_induction_scores", {("inside", "induction_scores"): _induction_on(key_shift=-1)},
+     "the token before the earlier copy"),
+    ("test_inside.py", "test_induction_scores", {("inside", "induction_scores"): _induction_on(first=1)},
+     "the queries started at period + 1"),
     # the twelfth fresh set's classes: bpe, optim and kernels
+    ("test_bpe.py", "test_pair_counts_weights_each_word_by_its_count", {("bpe", "pair_counts"): _pairs_two_apart},
+     "two places on"),
+    ("test_bpe.py", "test_pair_counts_weights_each_word_by_its_count", {("bpe", "pair_counts"): _pairs_assigned},
+     "each count assigned"),
+    ("test_bpe.py", "test_pair_counts_weights_each_word_by_its_count", {("bpe", "pair_counts"): _pairs_over_keys},
+     "the loop ran over the dict itself"),
+    ("test_bpe.py", "test_merge_pair_scans_left_to_right", {("bpe", "merge_pair"): _merge_by_identity}, "nothing merged"),
+    ("test_bpe.py", "test_merge_pair_scans_left_to_right", {("bpe", "merge_pair"): _merge_appending_the_pair},
+     "the pair itself put into the word"),
+    ("test_bpe.py", "test_merge_pair_scans_left_to_right", {("bpe", "merge_pair"): _merge_right_to_left},
+     "scanned right to left"),
+    ("test_bpe.py", "test_most_frequent_pair_breaks_ties_like_the_library",
+     {("bpe", "most_frequent_pair"): _best_by_tie_key_first}, "tie_key first in min's key"),
+    ("test_bpe.py", "test_train_bpe_learns_the_librarys_merges", {("bpe", "train_bpe"): _train_numbering_past_the_max},
+     "one past the largest id"),
+    ("test_bpe.py", "test_encode_matches_the_library", {("bpe", "encode"): _encode_smallest_pair_first},
+     "the pair with the smallest ids merged first"),
+    ("test_bpe.py", "test_decode_inverts_encode", {("bpe", "decode"): _decode_with(errors="ignore")}, "errors='ignore'"),
+    ("test_bpe.py", "test_decode_inverts_encode", {("bpe", "decode"): _decode_with(strip=True)}, "stripped"),
+    ("test_optim.py", "test_lr_after_max_steps_stays_at_min_lr", {("optim", "lr_at"): _lr_unguarded},
+     "ZeroDivisionError"),
+    ("test_optim.py", "test_lr_cosine_reaches_min_lr_at_max_steps",
+     {("optim", "lr_at"): _lr_with_cosine(lambda p: 0.5 * (1 + math.cos(p)))}, "without π"),
+    ("test_optim.py", "test_lr_cosine_reaches_min_lr_at_max_steps",
+     {("optim", "lr_at"): _lr_with_cosine(lambda p: math.cos(math.pi * p / 2))}, "a quarter cosine"),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw_slipping(swap_m=True)},
+     "weights swapped"),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw_slipping(ascent=True)},
+     "gradient ascent"),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw_slipping(times="m")},
+     "m's bias correction divides by 1 - beta1·step"),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw_slipping(times="mv")},
+     "the bias corrections divide by 1 - beta·step"),
+    ("test_kernels.py", "test_gelu_kernel_matches_formula", {("kernels", "gelu"): _gelu_launching("gelu_kernel_storing_in_x")},
+     "nothing reached y"),
+    ("test_kernels.py", "test_gelu_kernel_reads_and_writes_only_its_own_elements",
+     {("kernels", "gelu_kernel"): _kernel("gelu_kernel_storing_in_x", "learner_kernels")}, "stored through x_ptr"),
+    ("test_kernels.py", "test_gelu_kernel_matches_formula",
+     {("kernels", "gelu"): _gelu_launching("gelu_kernel_masked_by_block")}, "offs < BLOCK"),
+    ("test_kernels.py", "test_gelu_kernel_any_shape_and_one_element",
+     {("kernels", "gelu"): _gelu_launching("gelu_kernel_masked_by_block")}, "offs < BLOCK"),
+    ("test_kernels.py", "test_layer_norm_kernel_steps_by_the_row_stride",
+     {("kernels", "layer_norm_kernel"): _LazyLayerNormSlip(1)}, "gamma read at an offset that grows with the row"),
+    ("test_kernels.py", "test_layer_norm_kernel_steps_by_the_row_stride",
+     {("kernels", "layer_norm_kernel"): _LazyLayerNormSlip(2)}, "stored at row * stride"),
+    ("test_kernels.py", "test_layer_norm_kernel_ragged_width", {("kernels", "layer_norm"): _layer_norm_launching(3)},
+     "the raw x scaled"),
+    ("test_kernels.py", "test_flash_attention_kernel_with_a_cache", {("kernels", "flash_attention"): _flash_slip(12)},
+     "every row NaN from the first key tile on"),
+    ("test_kernels.py", "test_flash_attention_kernel_scores_far_below_zero",
+     {("kernels", "flash_attention"): _flash_slip(13)}, "the running max started at 0"),
     # the eleventh fresh set's classes
     ("test_embeddings.py", "test_cosine_similarity",
      {("embeddings", "cosine_similarity"): lambda u, v, eps=1e-8: (u * v).sum(-1) / (u.norm(dim=-1) ** 2).clamp_min(eps)},
@@ -1445,10 +2082,15 @@ def test_an_unknown_mistake_shows_where_the_values_differ(file, test, overrides)
 
 # ----- issue 30 item 4: wrong pieces no name fits still fail; a piece fails in its own notebook -----
 
+def _positions_detached(tok, position_table, start=0):
+    return tok + position_table[start:start + tok.shape[-2]].detach()
+
+
 WRONG = [  # (graded file, graded test, the wrong piece): it must fail, whatever the failure names
     ("test_embeddings.py", "test_embeddings_module_applies_its_dropout",
      {("embeddings", "Embeddings"): EmbeddingsWithAFixedDropout}),
     ("test_block.py", "test_block_applies_dropout_while_training", {("block", "Block"): BlockWithAFixedDropout}),
+    ("test_embeddings.py", "test_add_positions_from_zero", {("embeddings", "add_positions"): _positions_detached}),
 ]
 
 

@@ -75,10 +75,23 @@ def _by_sqrt_positions(q, k, v, allowed=None):
     return {SQRT_POSITIONS: by(T)} if T == S else {SQRT_T: by(T), SQRT_S: by(S)}
 
 
+FOURTH_ROOT = ("scores divided by K^(1/4), the fourth root of the head width: sqrt(K) was passed to scale_scores, which "
+               "takes the square root itself; pass it the head width, scale_scores(scores, q.shape[-1])")
+KEYS_MIXED = ("the keys mixed instead of the values, weighted_sum(weights, k): v is never used; the weights mix the "
+              "values, weighted_sum(weights, v)")
+
+
+def _fourth_root_and_keys(q, k, v, allowed=None):
+    """{mistake: its output}: the scores divided by K^(1/4), and the keys mixed in place of the values."""
+    return {FOURTH_ROOT: _attend(q, k, v, scale=q.shape[-1] ** -0.25, allowed=allowed),
+            KEYS_MIXED: _attend(q, k, k, allowed=allowed)}
+
+
 def _attention_mistakes(q, k, v):
     T, S = q.shape[-2], k.shape[-2]
     lower = _allowed(T, S)
     out = {
+        **_fourth_root_and_keys(q, k, v, allowed=lower),
         "scores not divided by sqrt(K): scale Q·Kᵀ by 1/sqrt(head width) before the softmax":
             _attend(q, k, v, scale=1.0, allowed=lower),
         "scores divided by K instead of sqrt(K)": _attend(q, k, v, scale=1 / q.shape[-1], allowed=lower),
@@ -127,11 +140,18 @@ def _averaging_mistakes(T, dtype=torch.float32):
                 rows(ones.tril(-1))}
 
 
+CAT_NOT_STACK = ("the T means joined with torch.cat, which glues them along an existing axis, instead of "
+                 "torch.stack, which puts them on a new position axis: a batch (B, T, D) comes out (B·T, D) and one "
+                 "sequence (T, D) raises; torch.stack(means, dim=-2)")
+
+
 def _average_case(fn, shape, dtype=torch.float64):
     x = _randn(*shape, seed=20 + len(shape)).to(dtype)
     T = shape[-2]
     total = x.cumsum(dim=-2)
+    means = [x[..., :i + 1, :].mean(dim=-2) for i in range(T)]            # T means of shape (..., D)
     return Case(f"average_past(x of shape {shape}, {str(dtype)[6:]})", lambda: fn(x), _running_mean(x), {
+        CAT_NOT_STACK: torch.cat(means, dim=-2) if x.dim() > 2 else None,    # (T, D): cat raises instead
         "the future included: every position got the mean of all T positions; position i averages only 0..i":
             x.mean(dim=-2, keepdim=True).expand_as(x),
         "divided by T instead of i + 1, the number of positions averaged at i": total / T,
@@ -154,6 +174,19 @@ def _causal_weights(T):
     return torch.ones(T, T).tril() / torch.arange(1, T + 1, dtype=torch.float32)[:, None]
 
 
+FLOOR_DIVISION = ("floor division, // instead of /: every share 1/(i + 1) is rounded down to 0 and only row 0 keeps "
+                  "its 1; divide with /")
+SOFTMAX_OF_ONES = ("a softmax of the 0/1 triangle: the future's zeros become exp(0) = 1 too, so the future gets weight "
+                   "and each past position less than 1/(i + 1); divide each row of ones by its own sum (a softmax "
+                   "would need the future at -inf, not 0)")
+
+
+def _average_weights_mistakes(T):
+    """{description: weights} of the mistakes of causal_average_weights alone (not of the softmax weights)."""
+    ones = torch.ones(T, T).tril()
+    return {FLOOR_DIVISION: ones // ones.sum(dim=-1, keepdim=True), SOFTMAX_OF_ONES: ones.softmax(dim=-1)}
+
+
 FLOAT64_WEIGHTS = ("the weights are float64 (a count or a matrix made with dtype=torch.float64): W @ x then fails on "
                    "the float32 x of notebook 02 (a matrix product needs one dtype); build them in float32, "
                    "PyTorch's default")
@@ -163,7 +196,8 @@ FLOAT64_WEIGHTS = ("the weights are float64 (a count or a matrix made with dtype
 def test_causal_average_weights(student):
     """The (T, T) float32 weights, and W @ x = average_past(x) for a float32 x, as the docstring promises."""
     weights = student.piece("attention", "causal_average_weights")
-    case = lambda T: Case(f"causal_average_weights({T})", lambda: weights(T), _causal_weights(T), _averaging_mistakes(T))
+    case = lambda T: Case(f"causal_average_weights({T})", lambda: weights(T), _causal_weights(T),
+                          _averaging_mistakes(T) | _average_weights_mistakes(T))
     hint = "a lower-triangular matrix of ones, each row divided by its sum: then W @ x = average_past(x)"
     expect_cases(case(6), case(4), hint=hint)
     T = 6
@@ -176,6 +210,11 @@ def test_causal_average_weights(student):
                  f"causal_average_weights({T}) @ x", hint="W @ x must give average_past(x)")
 
 
+EXP_NOT_NORMALISED = ("the masked scores exponentiated but not normalised: exp(0) = 1 on every allowed position, a "
+                      "triangle of ones whose rows do not sum to 1; a softmax also divides each row by its sum, "
+                      "torch.softmax(scores, dim=-1)")
+
+
 def _softmax_weights_case(fn, T):
     future = torch.ones(T, T, dtype=torch.bool).triu(1)
     masked = torch.zeros(T, T).masked_fill(future, NEG_INF)
@@ -186,8 +225,10 @@ def _softmax_weights_case(fn, T):
                 "softmax over the wrong axis (dim=0): each row, over the keys (dim=-1), sums to 1":
                     torch.softmax(masked, dim=0),
                 "no softmax: the masked scores are not weights yet; softmax each row": masked,
-                **_averaging_mistakes(T)}
-    mistakes = {k: v for k, v in mistakes.items() if not k.startswith(("the future included", "the upper triangle"))}
+                **_averaging_mistakes(T),
+                EXP_NOT_NORMALISED: masked.exp()}
+    mistakes = {k: v for k, v in mistakes.items()
+                if not k.startswith(("the future included", "the upper triangle", "rows not summing to 1"))}
     return Case(f"causal_softmax_weights({T})", lambda: fn(T), _causal_weights(T), mistakes)
 
 
@@ -204,6 +245,11 @@ ELEMENTWISE_SCORES = ("an elementwise product summed, (q * k).sum(-1): that pair
                       "meets every key in q @ k.transpose(-2, -1), a (T, S) table")
 
 
+SCALED_ALREADY = ("the scores divided by sqrt(K) already: attention_scores returns the raw dot products q·kᵀ, and "
+                  "scale_scores divides them (attention calls both, so it would scale twice); return "
+                  "q @ k.transpose(-2, -1) as it is")
+
+
 def _scores_case(fn, q, k):
     what = f"attention_scores(q of shape {tuple(q.shape)}, k of shape {tuple(k.shape)})"
     T, S = q.shape[-2], k.shape[-2]
@@ -214,7 +260,8 @@ def _scores_case(fn, q, k):
                      (q * k).sum(dim=-1, keepdim=True) if T == S else None,
                  "k reshaped to (..., K, S) instead of transposed: a reshape (or view) keeps the numbers in memory "
                  "order and only cuts them into new rows, so they land in the wrong places; turn the last two axes "
-                 "with k.transpose(-2, -1)": q @ k.reshape(*k.shape[:-2], k.shape[-1], S)})
+                 "with k.transpose(-2, -1)": q @ k.reshape(*k.shape[:-2], k.shape[-1], S),
+                 SCALED_ALREADY: q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])})
 
 
 @graded("attention.attention_scores", points=1)
@@ -266,8 +313,30 @@ def _mask_case(fn, T, S=None):
     else:
         mistakes["cached keys ignored (mask aligned to the top-left corner): allowed j <= i + S - T"] = \
             _allowed(T, S_, offset=False)
+        mistakes[OFFSET_SUBTRACTED] = torch.arange(S_)[None, :] <= torch.arange(T)[:, None] - (S_ - T)
     call = (lambda: fn(T)) if S is None else (lambda: fn(T, S))
     return Case(f"causal_mask({T})" if S is None else f"causal_mask(T={T}, S={S})", call, want, mistakes)
+
+
+OFFSET_SUBTRACTED = ("the cache offset subtracted, j <= i - (S - T), instead of added: query i sits at position "
+                     "i + (S - T), after the S - T cached keys, so it may see keys j <= i + (S - T)")
+INTEGER_MASK = ("the mask made of integers ({dtype}) instead of booleans: ~ on an integer tensor is a bitwise not "
+                "(~1 = -2, ~0 = -1), and masked_fill refuses a mask that is not bool; return the comparison "
+                "(j <= i + S - T) itself, without .int() or .long()")
+FLOAT_MASK = ("the mask made of floating-point numbers ({dtype}) instead of booleans: ~ refuses a float tensor and "
+              "masked_fill a mask that is not bool; return the comparison (j <= i + S - T) itself")
+DEVICE_IGNORED = ("device ignored: the mask is built on the CPU whatever device it is asked for; on a GPU the scores "
+                  "are CUDA tensors and masked_fill then fails on a mask of another device; make the index tensors "
+                  "there, torch.arange(T, device=device)")
+
+
+def _wrong_dtype(dtype):
+    """The mistake a mask of this dtype shows (None for bool, or a dtype no mistake explains)."""
+    if dtype == torch.bool:
+        return None
+    if dtype.is_floating_point:
+        return FLOAT_MASK.format(dtype=dtype)
+    return INTEGER_MASK.format(dtype=dtype) if not dtype.is_complex else None
 
 
 NO_DEFAULT_S = ("no default for S: causal_mask(T), as attention without a cache calls it, raises; write S=None "
@@ -293,7 +362,7 @@ def test_causal_mask_is_lower_triangular(student):
                  hint="True where j <= i: the lower triangle with the diagonal")
     got = fn(5)
     expect_true(got.dtype == torch.bool, "causal_mask(5).dtype", f"dtype {got.dtype}, expected torch.bool",
-                "compare index tensors (j <= i) to get booleans")
+                "compare index tensors (j <= i) to get booleans", mistake=_wrong_dtype(got.dtype))
 
 
 @graded("attention.causal_mask", points=1)
@@ -304,6 +373,17 @@ def test_causal_mask_with_cached_keys(student):
     # As the model calls it: on the device of its scores.
     expect_equal(fn(3, 5, device=torch.device("cpu")), _allowed(3, 5), "causal_mask(3, 5, device=torch.device('cpu'))",
                  hint="take the device keyword (default None) and build the mask's index tensors there")
+    # A GPU stands in as PyTorch's meta device (shapes only, no values): a mask asked for it must land there.
+    try:
+        on_meta = fn(3, 5, device=torch.device("meta"))
+    except Exception:                                   # noqa: BLE001 - an op without a meta kernel tells nothing
+        on_meta = None
+    if isinstance(on_meta, torch.Tensor):
+        expect_true(on_meta.device.type == "meta", "causal_mask(3, 5, device=torch.device('meta'))",
+                    f"the mask is on the device {on_meta.device}, not on the one asked for (meta: PyTorch's device "
+                    f"without values, standing in here for a GPU)",
+                    "build the mask on the device it is given: torch.arange(..., device=device)",
+                    mistake=DEVICE_IGNORED if on_meta.device.type == "cpu" else None)
 
 
 def _masked(scores):
@@ -336,6 +416,9 @@ def _apply_mask_case(fn, scores):
 SQUARE_MASK = ("a mask of another shape than the scores' (T, S): built from the number of queries alone, (T, T), or with "
                "its two sizes swapped, causal_mask(S, T); with S - T cached keys the scores are (T, S), so take "
                "T, S = scores.shape[-2:] and build causal_mask(T, S) in that order")
+SQUARE_KEYS = ("a square (S, S) mask from the number of keys alone (T = S = scores.shape[-1], or causal_mask(S)): with "
+               "S - T cached keys the scores have T rows, not S, so the mask does not fit them; take "
+               "T, S = scores.shape[-2:] and build causal_mask(T, S)")
 FIRST_AXES = ("T and S taken from the first two axes (scores.shape[0], scores.shape[1]): the scores may carry batch "
               "and head axes in front, so take the last two, T, S = scores.shape[-2:]")
 
@@ -345,6 +428,7 @@ def _raising_mask_mistakes(scores):
     not line up with the scores' last two axes)."""
     T, S = scores.shape[-2:]
     wrong = {SQUARE_MASK: lambda: scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), NEG_INF),
+             SQUARE_KEYS: lambda: scores.masked_fill(~torch.ones(S, S, dtype=torch.bool).tril(), NEG_INF),
              FIRST_AXES: lambda: scores.masked_fill(~_allowed(*scores.shape[:2]), NEG_INF)}
 
     def raises(f):
@@ -381,6 +465,29 @@ ROW_MINIMUM = ("the row minimum subtracted instead of the maximum: score - min c
                "and a masked -inf gives -inf - (-inf) = NaN; subtract scores.amax(dim=-1, keepdim=True)")
 
 
+MEAN_SHIFT = ("each row's mean subtracted instead of its maximum: the shift cancels for a row of finite scores, but a "
+              "masked -inf makes the mean -inf, and -inf - (-inf) = NaN, and a score far above its row's mean still "
+              "overflows exp; subtract scores.amax(dim=-1, keepdim=True)")
+EXP_OF_SUM = ("divided by the exponential of the row's summed (shifted) scores, exp(z.sum(dim=-1)), instead of the sum "
+              "of the exponentials, e.sum(dim=-1): exp of a sum is a product of exponentials, not their sum, so the "
+              "rows do not sum to 1; divide e by e.sum(dim=-1, keepdim=True)")
+L2_NORM = ("divided by the Euclidean length (L2 norm) of each row's exponentials, e.norm(dim=-1), instead of their "
+           "sum: then the squares of a row sum to 1, not its weights; divide by e.sum(dim=-1, keepdim=True)")
+
+
+def _normalising_mistakes(scores):
+    """{description: output} of a row of exponentials (each row's maximum subtracted) divided by
+    something else than its sum."""
+    z = scores - scores.amax(dim=-1, keepdim=True)
+    e = z.exp()
+    return {EXP_OF_SUM: e / z.sum(dim=-1, keepdim=True).exp(), L2_NORM: e / e.norm(dim=-1, keepdim=True)}
+
+
+def _row_mean_softmax(scores):
+    e = (scores - scores.mean(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
 def _whole_sum_after_max(scores):
     """Stable exponentials, each row's maximum subtracted, over the sum of the whole tensor; None
     where there is one row only (then it is the right answer)."""
@@ -396,7 +503,7 @@ def _row_minimum_softmax(scores):
 def _softmax_case(fn, scores):
     mistakes = {"not normalised: divide exp(scores) by its row sum": scores.exp(),
                 WHOLE_SUM: scores.exp() / scores.exp().sum(),
-                WHOLE_SUM_AFTER_MAX: _whole_sum_after_max(scores)}
+                WHOLE_SUM_AFTER_MAX: _whole_sum_after_max(scores), **_normalising_mistakes(scores)}
     if scores.dim() > 1:
         mistakes["softmax over the wrong axis (dim=-2): each query's row of S keys must sum to 1"] = \
             torch.softmax(scores, dim=-2)
@@ -419,7 +526,9 @@ def _global_max_softmax(scores):
     return e / e.sum(dim=-1, keepdim=True)
 
 
-def _stable_case(fn, scores):
+def _stable_case(fn, scores, mean_shift=True):
+    """mean_shift: list the row mean subtracted (on an input where it and the row minimum give the same
+    NaN, only one of the two inputs that confirm it lists it)."""
     return Case(f"softmax({scores.tolist()})", lambda: fn(scores), torch.softmax(scores, dim=-1),
                 {"the row maximum is not subtracted: exp(1000) overflows to inf": scores.exp() / scores.exp().sum(-1, keepdim=True),
                  KEEPDIM_SUM: _softmax_by_hand(scores, keep_sum=False),
@@ -427,7 +536,9 @@ def _stable_case(fn, scores):
                  "everywhere and 0 / 0; subtract scores.amax(dim=-1, keepdim=True)": _global_max_softmax(scores),
                  WHOLE_SUM: scores.exp() / scores.exp().sum(),
                  WHOLE_SUM_AFTER_MAX: _whole_sum_after_max(scores),
-                 ROW_MINIMUM: _row_minimum_softmax(scores)})
+                 ROW_MINIMUM: _row_minimum_softmax(scores),
+                 MEAN_SHIFT: _row_mean_softmax(scores) if mean_shift else None,
+                 **_normalising_mistakes(scores)})
 
 
 @graded("attention.softmax", points=1)
@@ -436,7 +547,10 @@ def test_softmax_is_stable_and_handles_masked_scores(student):
     # rows far below one another: a maximum over the whole tensor, not the row's, leaves 0 / 0 there
     first = torch.tensor([[1000.0, 999.0, NEG_INF], [-1000.0, -1001.0, -999.0], [0.0, NEG_INF, NEG_INF]], dtype=torch.float64)
     second = torch.tensor([[NEG_INF, 800.0, 799.0], [-750.0, NEG_INF, -753.0], [3.0, 0.5, NEG_INF]], dtype=torch.float64)
-    expect_cases(_stable_case(fn, first), _stable_case(fn, second),
+    # a score 740 above the row's minimum (exp overflows past 709.8) but about 490 above its mean: the
+    # row minimum subtracted overflows there, the mean does not; first and second give both the same NaN
+    apart = torch.tensor([[740.0, 0.0, 0.0], [NEG_INF, 740.0, 739.0], [-800.0, -801.0, -799.0]], dtype=torch.float64)
+    expect_cases(_stable_case(fn, apart), _stable_case(fn, first), _stable_case(fn, second, mean_shift=False),
                  hint="subtract each row's own maximum before exponentiating: the weights do not change and nothing overflows")
 
 
@@ -458,7 +572,31 @@ def _weighted_sum_case(fn, w, v):
                     "average; drop the division": (w @ v) / S,
                     ROW_SUMS_TIMES_V: v * w.sum(dim=-1, keepdim=True) if T == S else None,
                     "v transposed, weights @ vᵀ: v is (S, K) and already lies the right way (only the keys are turned, "
-                    "in the scores); weights @ v": w @ v.transpose(-2, -1) if S == K else None})
+                    "in the scores); weights @ v": w @ v.transpose(-2, -1) if S == K else None,
+                    SOFTMAX_AGAIN: torch.softmax(w, dim=-1) @ v})
+
+
+SOFTMAX_AGAIN = ("a softmax applied to the weights again: they are weights already (the softmax came before), and a "
+                 "second one flattens each row towards uniform and gives the masked keys (weight 0) a share again; "
+                 "weights @ v as they are")
+RENORMALISED = ("divided by each row's sum of weights: weighted_sum is the plain sum Σ_j weights[i, j]·v_j, "
+                "whatever the weights add up to (after dropout, say, a row does not sum to 1), so leave the division "
+                "out; weights @ v")
+
+
+def _any_weights_case(fn, w, v):
+    """weights (..., T, S) whose rows do not sum to 1, v (..., S, K): the plain weighted sum."""
+    return Case(f"weighted_sum(weights of shape {tuple(w.shape)} whose rows do not sum to 1, v of shape "
+                f"{tuple(v.shape)}, {str(v.dtype)[6:]})", lambda: fn(w, v), torch.einsum("...ts,...sk->...tk", w, v),
+                {RENORMALISED: (w @ v) / w.sum(dim=-1, keepdim=True)})
+
+
+def _dropped_out(w, seed, p=0.25):
+    """Attention weights after dropout: some set to 0, the rest scaled by 1/(1 - p); the diagonal kept, so that
+    no row is all 0."""
+    keep = torch.rand(w.shape, generator=torch.Generator().manual_seed(seed)) >= p
+    keep |= torch.eye(w.shape[-2], w.shape[-1], dtype=torch.bool)
+    return w * keep / (1 - p)
 
 
 @graded("attention.weighted_sum", points=1)
@@ -473,6 +611,11 @@ def test_weighted_sum_of_values(student):
                                     _strided_heads(2, 2, 4, 3, seed=11)),                    # (B, H, T, S), strided v
                  hint="each query's output is its row of weights times the values: (..., T, S) times (..., S, K) "
                       "gives (..., T, K)")
+    # out_i = sum_j weights[i, j]·v_j for any weights: attention weights after dropout, and plain positive numbers
+    causal = torch.softmax(_randn(2, 5, 5, seed=16).masked_fill(~_allowed(5, 5), NEG_INF), dim=-1)
+    expect_cases(_any_weights_case(fn, _dropped_out(causal, seed=17), _randn(2, 5, 3, seed=18)),
+                 _any_weights_case(fn, _randn(4, 6, seed=19).abs().float(), _randn(6, 2, seed=20).float()),
+                 hint="out_i = Σ_j weights[i, j]·v_j, the plain sum: the weights need not sum to 1")
 
 
 # ----- attention end to end -----
@@ -490,7 +633,7 @@ def _attention_case(fn, q, k, v, **kwargs):
         mistakes = {"masked although causal=False: apply the mask only when causal is True":
                         F.scaled_dot_product_attention(q, k, v, attn_mask=_allowed(T, S)),
                     "scores not divided by sqrt(K)": _attend(q, k, v, scale=1.0),
-                    **_by_sqrt_positions(q, k, v)}
+                    **_by_sqrt_positions(q, k, v), **_fourth_root_and_keys(q, k, v)}
     return Case(what, lambda: fn(q, k, v, **kwargs), want, mistakes)
 
 
@@ -521,13 +664,26 @@ def test_attention_without_mask(student):
                  hint=ATTENTION_HINT)
 
 
-def _head_case(head, ref, x, D, K):
+RAW_VALUES = ("the input x itself passed as the values instead of self.w_v(x): the output is D wide instead of K, "
+              "and w_v is never used; v = self.w_v(x)")
+CAUSAL_ONLY_TRAINING = ("causal only while training (causal=self.training, or a mask under `if self.training`): in eval "
+                        "mode, as the model is evaluated and generates text, the head sees the future; the mask is "
+                        "always on, causal=True")
+
+
+def _head_case(head, ref, x, D, K, eval_mode=False):
+    """eval_mode: the head in eval mode (head.eval()), where a mask that depends on self.training is gone."""
     with torch.no_grad():
         q, k, v = ref.w_q(x), ref.w_k(x), ref.w_v(x)
     T = x.shape[-2]
+    if eval_mode:
+        return Case(f"AttentionHead({D}, {K}) in eval mode (x of shape {tuple(x.shape)})", lambda: head(x),
+                    F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                    {CAUSAL_ONLY_TRAINING: F.scaled_dot_product_attention(q, k, v)})
     return Case(f"AttentionHead({D}, {K})(x of shape {tuple(x.shape)})", lambda: head(x),
                 F.scaled_dot_product_attention(q, k, v, is_causal=True),
                 {"no causal mask: call attention(..., causal=True)": F.scaled_dot_product_attention(q, k, v),
+                 RAW_VALUES: F.scaled_dot_product_attention(q, k, x, is_causal=True),
                  "scaled by sqrt(D) instead of sqrt(K), the head width":
                      _attend(q, k, v, scale=1 / math.sqrt(D), allowed=_allowed(T, T)),
                  **layer_mixups({"w_q": q, "w_k": k, "w_v": v}, {"q": "w_q", "k": "w_k", "v": "w_v"},
@@ -557,6 +713,10 @@ def test_attention_head(student):
     load_weights(head, ref.state_dict(), f"AttentionHead({D}, {K})")
     expect_cases(_head_case(head, ref, _randn(2, 5, D, seed=9), D, K), _head_case(head, ref, _randn(3, 4, D, seed=8), D, K),
                  hint="project x to q, k and v with their own layers, then causal attention of one head")
+    head.eval()                                          # as the model is evaluated and generates
+    expect_cases(_head_case(head, ref, _randn(2, 5, D, seed=7), D, K, eval_mode=True),
+                 _head_case(head, ref, _randn(3, 4, D, seed=6), D, K, eval_mode=True),
+                 hint="the head is causal in eval mode too: causal=True whatever self.training says")
 
 
 # ----- softmax: the axis of the batch, and keepdim -----
@@ -587,6 +747,7 @@ def _softmax_mistakes(scores):
             torch.softmax(scores, dim=0)
     out[WHOLE_SUM] = scores.exp() / scores.exp().sum()
     out[WHOLE_SUM_AFTER_MAX] = _whole_sum_after_max(scores)
+    out.update(_normalising_mistakes(scores))
     for name, keep in ((KEEPDIM_SUM, (True, False)), (KEEPDIM_MAX, (False, True)), (KEEPDIM_BOTH, (False, False))):
         try:
             out[name] = _softmax_by_hand(scores, *keep)

@@ -22,6 +22,13 @@ def _layer_norm_case():
     return x, 1 + _randn(16, seed=3, scale=0.5), _randn(16, seed=4)
 
 
+LAST_TWO_AXES = ("mean and variance over the last two axes (dim=(-2, -1)), positions and features together: every "
+                 "token is normalised with its whole sequence's statistics; each token has its own, over its D "
+                 "features, dim=-1")
+MEAN_NOT_SQUARED = ("the variance written mean(x²) - mean: the mean is not squared; the variance is the mean of the "
+                    "squared deviations, ((x - mean) ** 2).mean(dim=-1, keepdim=True)")
+
+
 def _layer_norm_mistakes(x, w, b, eps=1e-5):
     mean = x.mean(-1, keepdim=True)
     var = x.var(-1, unbiased=False, keepdim=True)
@@ -31,6 +38,10 @@ def _layer_norm_mistakes(x, w, b, eps=1e-5):
             F.layer_norm(x.transpose(-1, -2), x.shape[-2:-1]).transpose(-1, -2) * w + b,
         "normalised over the whole tensor: each token gets its own mean and variance over D":
             (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + eps) * w + b}
+    if x.dim() > 2:                                     # for (T, D) the last two axes are the whole tensor
+        m2 = x.mean(dim=(-2, -1), keepdim=True)
+        across[LAST_TWO_AXES] = (x - m2) / torch.sqrt(((x - m2) ** 2).mean(dim=(-2, -1), keepdim=True) + eps) * w + b
+    no_square = (x ** 2).mean(-1, keepdim=True) - mean                # mean(x²) - mean, the mean not squared
     return {
         **across,
         "variance with Bessel's correction (divide by D - 1): LayerNorm uses the biased variance, "
@@ -47,6 +58,7 @@ def _layer_norm_mistakes(x, w, b, eps=1e-5):
             (x - mean) / (var + eps) * w + b,
         "beta (bias) forgotten: add bias after multiplying by weight": norm * w,
         "mean not subtracted: LayerNorm centres x before dividing": x / torch.sqrt(var + eps) * w + b,
+        MEAN_NOT_SQUARED: (x - mean) / torch.sqrt(no_square + eps) * w + b,
     }
 
 
@@ -80,6 +92,7 @@ def _ln_case(fn, x, w, b, eps=None):
 def test_layer_norm(student):
     fn = student.piece("block", "layer_norm")
     expect_cases(_ln_case(fn, *_layer_norm_case()), _ln_case(fn, *_layer_norm_case_2()),
+                 _ln_case(fn, *_ln_case_32((3, 4, 16), 10)),             # float32 (B, T, D)
                  hint="per token: subtract its mean over D, divide by sqrt(its variance + eps), then times weight plus bias")
 
 
@@ -91,6 +104,38 @@ def test_layer_norm_uses_the_eps_it_is_given(student):
                  _ln_case(fn, *_ln_case_32((16,), 9), eps=0.05))         # one token (D,)
 
 
+CANCELLATION = ("the variance as mean(x²) - mean²: right on paper, but in float32 two numbers near 1000² = 10⁶, held "
+                "to about 0.06, are subtracted to leave a variance near 1 or less, which rounding wipes out (it can "
+                "even come out negative: NaN under the square root); centre first and then square, "
+                "((x - mean) ** 2).mean(dim=-1, keepdim=True)")
+
+
+def _far_case(fn, seed):
+    """float32 (T, D) = (5, 16) tokens at 1000 + a spread of 0.1 to 2, its weight and bias; the right
+    output computed in float64 from the same float32 numbers."""
+    g = torch.Generator().manual_seed(seed)
+    spread = torch.tensor([1.0, 0.3, 0.1, 2.0, 0.5])[:, None]
+    x = torch.randn(5, 16, generator=g) * spread + 1000.0
+    w, b = 1 + 0.3 * torch.randn(16, generator=g), torch.randn(16, generator=g)
+    mean = x.mean(dim=-1, keepdim=True)
+    cancelled = (x ** 2).mean(dim=-1, keepdim=True) - mean ** 2        # float32, as the learner's code computes it
+    want = F.layer_norm(x.double(), (16,), w.double(), b.double(), eps=1e-5).float()
+    return Case(f"layer_norm(x of shape {tuple(x.shape)} float32, every token at 1000 ± a spread of 0.1 to 2, "
+                f"weight, bias)", lambda: fn(x, w, b), want,
+                {CANCELLATION: (x - mean) / torch.sqrt(cancelled + 1e-5) * w + b})
+
+
+@graded("block.layer_norm", points=1)
+def test_layer_norm_of_tokens_far_from_zero(student):
+    """float32 tokens whose features share a large offset (1000: a residual stream drifts) and a small
+    spread, within 1e-2 of the exact answer: a float32 LayerNorm that centres before it squares is
+    within 1e-3."""
+    fn = student.piece("block", "layer_norm")
+    expect_cases(_far_case(fn, 12), _far_case(fn, 13), atol=1e-2, rtol=1e-2,
+                 hint="subtract each token's mean first, then average the squared deviations: the offset cancels "
+                      "before anything is squared")
+
+
 NO_BIAS = ("bias=None not handled: a model with cfg.bias False builds its LayerNorms without a beta and passes "
            "bias=None, and `+ bias` raises; when bias is None, return the scaled output as it is")
 
@@ -98,7 +143,8 @@ NO_BIAS = ("bias=None not handled: a model with cfg.bias False builds its LayerN
 def _no_bias_case(fn, x, w):
     """layer_norm(x, w, None): the learner's output (a raise of `+ None` named), the right one, the mistakes."""
     what = f"layer_norm(x of shape {tuple(x.shape)}, weight, bias=None)"
-    mistakes = {k: v for k, v in _layer_norm_mistakes(x, w, 0.0).items() if "beta" not in k}
+    mistakes = {k: v for k, v in _layer_norm_mistakes(x, w, 0.0).items()
+                if "beta" not in k and k != LAST_TWO_AXES}       # its second input is (T, D): one case lists it
     second = _layer_norm_case_2()
     adds_none = lambda x_, w_: (lambda: x_ * w_ + None)                      # what `y * weight + bias` raises
 
@@ -157,7 +203,14 @@ def _block_variants(ref, x, ln):
         attn_on_normalised = h + mlp(ln(ref.ln2, h))
         h = x + attn(ln(ref.ln1, x))
         mlp_no_residual = mlp(ln(ref.ln2, h))
+        h = x + mlp(ln(ref.ln2, x))
+        mlp_first = h + attn(ln(ref.ln1, h))
+        output_normalised = ln(ref.ln2, pre)
     return pre, post, {
+        "the MLP run before attention: the two sublayers in the wrong order; attention goes first, "
+        "x = x + attn(ln1(x)), then x = x + mlp(ln2(x))": mlp_first,
+        "the block's output normalised again (return self.ln2(x)): a pre-norm block normalises each sublayer's "
+        "input only and returns the residual stream as it is, return x": output_normalised,
         "added the normalised x to the residual stream: x = x + attn(ln1(x)) adds to the raw x":
             normalised_residual,
         "no residual connection: add each sublayer's output to x": no_residual,
@@ -249,11 +302,14 @@ def _post_case(m, ref, x, ln, cache=False):
         swapped = ln(ref.ln1, h + ref.mlp(h))
         after_attn = ln(ref.ln1, x + ref.attn(x))
         stale = ln(ref.ln2, x + ref.mlp(after_attn))
+        twice = ln(ref.ln1, after_attn + ref.mlp(after_attn))
     call = (lambda: m(x, None)) if cache else (lambda: m(x))
     return Case(f"PostNormBlock(cfg)(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]}{', cache=None' if cache else ''})",
                 call, post, {**_post_halves(ref, x, ln),
                              "ln1 and ln2 swapped: ln1 normalises the sum after attention, ln2 the one after the MLP":
                                  swapped,
+                             "ln1 used after the MLP too, ln2 never used (so its gamma and beta never apply): the sum "
+                             "after the MLP is normalised by ln2, x = ln2(x + mlp(x))": twice,
                              "the MLP's residual adds to the block's input x instead of to the attention half's result: "
                              "the MLP reads h = ln1(x + attn(x)) but the sum is x + mlp(h), so attention drops out of "
                              "the stream; the second sum is h + mlp(h)": stale})
@@ -289,26 +345,45 @@ def _own_cache_run(student, m, x, first):
     return rest, whole, alone
 
 
-@graded("block.Block", points=1, taught="model")
-def test_block_passes_the_cache_on(student):
-    """Fed in two parts through a KV cache, the block gives what it gives in one pass over the
-    whole sequence (its own one-pass output: this test is about the cache alone)."""
-    ref, x, _ = _block_case(seed=30)
-    m = _student_block(student, "Block", ref)
+def _check_cache(student, name, seed, not_passed):
+    """The block `name` fed in two parts through a KV cache gives what it gives in one pass over the
+    whole sequence (its own one-pass output: this check is about the cache alone)."""
+    ref, x, _ = _block_case(seed=seed)
+    m = _student_block(student, name, ref)
     with torch.no_grad():
         out = m(x)
     expect_true(isinstance(out, torch.Tensor) and out.shape == x.shape and not torch.allclose(out, x),
-                "Block(cfg)(x)", "the block gave x back unchanged (or not a tensor of x's shape)",
-                "the block adds each sublayer's output to x")
-    x2 = _randn(3, 6, CFG.d_model, seed=31, scale=2)
+                f"{name}(cfg)(x)", "returned None: a forward that ends without `return` gives None" if out is None
+                else "the block gave x back unchanged (or not a tensor of x's shape)",
+                "end forward with `return x`" if out is None else "the block adds each sublayer's output to x")
+    x2 = _randn(3, 6, CFG.d_model, seed=seed + 1, scale=2)
     for dtype in (torch.float64, torch.float32):        # float32 as the model runs it
         m.to(dtype)
         rest, whole, alone = _own_cache_run(student, m, x.to(dtype), 3)
         rest2, whole2, alone2 = _own_cache_run(student, m, x2.to(dtype), 2)
-        expect_close(rest(), whole, f"Block(cfg) in {str(dtype)[6:]} fed 3 positions, then 2, through a KV cache, "
+        expect_close(rest(), whole, f"{name}(cfg) in {str(dtype)[6:]} fed 3 positions, then 2, through a KV cache, "
                                     f"against its own one pass",
                      hint="hand the cache to the attention: it appends the new keys and values and attends to all of them",
-                     mistakes={CACHE_NOT_PASSED: alone}, second=Second(rest2, whole2, {CACHE_NOT_PASSED: alone2}))
+                     mistakes={not_passed: alone}, second=Second(rest2, whole2, {not_passed: alone2}))
+
+
+@graded("block.Block", points=1, taught="model")
+def test_block_passes_the_cache_on(student):
+    """Fed in two parts through a KV cache, the block gives what it gives in one pass over the
+    whole sequence (its own one-pass output: this test is about the cache alone)."""
+    _check_cache(student, "Block", 30, CACHE_NOT_PASSED)
+
+
+POST_CACHE_NOT_PASSED = ("the cache not passed on: attention without it sees only the new positions; "
+                         "self.attn(x, cache) keeps the earlier positions' keys and values, "
+                         "x = self.ln1(x + self.drop(self.attn(x, cache)))")
+
+
+@graded("block.PostNormBlock", points=1, taught="model")
+def test_post_norm_block_passes_the_cache_on(student):
+    """The 2017 block takes a cache too (its forward(x, cache)): fed in two parts through a KV cache,
+    it gives what it gives in one pass over the whole sequence."""
+    _check_cache(student, "PostNormBlock", 34, POST_CACHE_NOT_PASSED)
 
 
 DROPPED = {"Block": "x = x + self.drop(self.attn(self.ln1(x), cache))",
@@ -441,12 +516,30 @@ DROP_HINT = ("in training, each element is zeroed with probability p and every e
 NOT_SCALED = "survivors not scaled: divide the elements you keep by 1 - p, so that each keeps its expected value"
 MULTIPLIED = "survivors multiplied by 1 - p instead of divided by it"
 NOTHING_DROPPED = "nothing dropped in training: zero each element with probability p when training is True"
+TRAINING_INVERTED = ("the training test inverted: nothing is dropped while training, and elements are dropped outside "
+                     "it (at evaluation, in generation); drop when training is True, `if not training or p == 0: "
+                     "return x`")
 KEPT_WITH_P = ("kept with probability p instead of 1 - p: p is the probability of being DROPPED, so an element "
                "survives when its random number is at least p")
 
 
 def _dropout(student, x, p, training=True, seed=0):
     return student.piece("block", "dropout")(x, p, training, torch.Generator().manual_seed(seed))
+
+
+def _not_dropping(student):
+    """What a dropout that drops nothing in training does: the training test inverted, when it drops
+    outside training (at p = 0.5), else nothing dropped at all."""
+    x = _drop_input(67)
+    try:
+        idle = _dropout(student, x.clone(), 0.5, training=False, seed=2)
+    except Exception:                                   # noqa: BLE001 - its own tests say what it raises
+        return NOTHING_DROPPED
+    if not (isinstance(idle, torch.Tensor) and idle.shape == x.shape and idle.dtype == x.dtype):
+        return NOTHING_DROPPED
+    kept = idle != 0
+    drops = bool(kept.any()) and bool((~kept).any()) and torch.allclose(idle[kept], x[kept] / 0.5)
+    return TRAINING_INVERTED if drops else NOTHING_DROPPED
 
 
 def _drop_input(seed=60, dtype=torch.float32):
@@ -470,9 +563,10 @@ def _scales_case(student, p, seed):
     x = _drop_input(seed)
     got, x0 = _dropped(student, x, p)
     kept = got != 0 if isinstance(got, torch.Tensor) and got.shape == x.shape else torch.ones_like(x, dtype=torch.bool)
+    dropped = not bool(kept.all())                     # else "not scaled" and "nothing dropped" give the same
     return Case(f"dropout(x, p={p}, training=True): the elements not zeroed", lambda: got,
                 torch.where(kept, x0 / (1 - p), 0.0),
-                {NOTHING_DROPPED: x0, NOT_SCALED: torch.where(kept, x0, 0.0),
+                {_not_dropping(student): x0, NOT_SCALED: torch.where(kept, x0, 0.0) if dropped else None,
                  MULTIPLIED: torch.where(kept, x0 * (1 - p), 0.0)}), got, x0
 
 
@@ -501,7 +595,7 @@ def _fraction(got):
 def _fraction_case(student, p, seed):
     got, _ = _dropped(student, _drop_input(seed), p, seed=1)
     return (lambda: _fraction(got)), torch.tensor(p, dtype=torch.float64), {
-        KEPT_WITH_P: torch.tensor(1 - p, dtype=torch.float64), NOTHING_DROPPED: torch.tensor(0.0, dtype=torch.float64)}
+        KEPT_WITH_P: torch.tensor(1 - p, dtype=torch.float64), _not_dropping(student): torch.tensor(0.0, dtype=torch.float64)}
 
 
 @graded("block.dropout", points=2)
@@ -534,8 +628,9 @@ def _drops(student, why):
     """The precondition of the dropout tests that look at something else: in training at p = 0.5 it
     does drop (else giving x back would pass them)."""
     busy, _ = _dropped(student, _drop_input(67), 0.5, seed=2)
-    expect_true(isinstance(busy, torch.Tensor) and bool((busy == 0).any()), "dropout(x, p=0.5, training=True)",
-                f"nothing was dropped: {why}", DROP_HINT)
+    drops = isinstance(busy, torch.Tensor) and bool((busy == 0).any())
+    expect_true(drops, "dropout(x, p=0.5, training=True)", f"nothing was dropped: {why}", DROP_HINT,
+                mistake=None if drops or _not_dropping(student) != TRAINING_INVERTED else TRAINING_INVERTED)
 
 
 @graded("block.dropout", points=1)

@@ -16,14 +16,15 @@ def _words(text=TEXT):
     return dict(REF.split_words(text))
 
 
-def _counts(words, weighted=True, overlapping=True, once_per_word=False, last=True):
+def _counts(words, weighted=True, overlapping=True, once_per_word=False, last=True, gap=1, assign=False):
     """pair_counts written with the typical slips: each word counted once (not by its count); a pair
     that overlaps the same pair just counted skipped; a pair counted once per word however often the
-    word holds it (a set of the word's pairs)."""
+    word holds it (a set of the word's pairs); each token paired with the one `gap` places on
+    (zip(word, word[2:]) for gap 2); the count assigned (counts[pair] = n: the last word's kept)."""
     out = {}
     for word, n in words.items():
         previous = None
-        pairs = list(zip(word, word[1:]))
+        pairs = list(zip(word, word[gap:]))
         if not last:
             pairs = pairs[:-1]
         if once_per_word:
@@ -32,7 +33,7 @@ def _counts(words, weighted=True, overlapping=True, once_per_word=False, last=Tr
             if not overlapping and previous == (i - 1, pair):
                 previous = None
                 continue
-            out[pair] = out.get(pair, 0) + (n if weighted else 1)
+            out[pair] = (0 if assign else out.get(pair, 0)) + (n if weighted else 1)
             previous = (i, pair)
     return out
 
@@ -70,11 +71,29 @@ LAST_PAIR_MISSED = ("each word's last pair never counted: a word of n tokens has
                     "n - 2, so loop over range(len(word) - 1) (or zip(word, word[1:]))")
 
 
+SKIPPED_ONE = ("each token paired with the one two places on (zip(word, word[2:])), not with its neighbour: the "
+               "neighbouring pairs are (word[i], word[i + 1]), zip(word, word[1:])")
+ASSIGNED = ("each count assigned (counts[pair] = n), not added, so a pair kept the count of the last word it was "
+            "seen in: add the word's count, counts[pair] += n")
+KEYS_UNPACKED = ("the loop ran over the dict itself (for word, n in words), which yields its keys, the words, and "
+                 "unpacked each word into 'word' and 'n': loop over words.items() for (word, count) pairs")
+
+
+def _counts_over_keys(words):
+    """pair_counts looping over the dict itself, `for word, n in words:` (each key unpacked)."""
+    counts = {}
+    for word, n in words:
+        for pair in zip(word, word[1:]):
+            counts[pair] = counts.get(pair, 0) + n
+    return counts
+
+
 def _counts_case(pair_counts, words):
     want = REF.pair_counts(words)
     mistakes = {EACH_WORD_ONCE: _counts(words, weighted=False), OVERLAPS_SKIPPED: _counts(words, overlapping=False),
                 ONCE_PER_WORD: _counts(words, once_per_word=True), LIST_OF_ITEMS: _Items(want.items()),
-                LAST_PAIR_MISSED: _counts(words, last=False)}
+                LAST_PAIR_MISSED: _counts(words, last=False), SKIPPED_ONE: _counts(words, gap=2),
+                ASSIGNED: _counts(words, assign=True)}
     return Case(f"pair_counts({words})", lambda: pair_counts(words), want,
                 {name: wrong for name, wrong in mistakes.items() if wrong != want})
 
@@ -82,8 +101,13 @@ def _counts_case(pair_counts, words):
 @graded("bpe.pair_counts", points=2)
 def test_pair_counts_weights_each_word_by_its_count(student):
     pair_counts = student.piece("bpe", "pair_counts")
-    expect_cases(_counts_case(pair_counts, {(1, 2, 3): 2, (2, 3): 5, (7,): 9}),
-                 _counts_case(pair_counts, {(4, 5): 3, (5, 4, 5): 2}), exact=True,
+    words, words2 = {(1, 2, 3): 2, (2, 3): 5, (7,): 9}, {(4, 5): 3, (5, 4, 5): 2}
+    expect_runs(lambda: pair_counts(words), f"pair_counts({words})",
+                mistakes={KEYS_UNPACKED: lambda: _counts_over_keys(words)},
+                second=Second(lambda: pair_counts(words2), None, {KEYS_UNPACKED: lambda: _counts_over_keys(words2)}),
+                hint="loop over words.items(): each word with its count")
+    expect_cases(_counts_case(pair_counts, words),
+                 _counts_case(pair_counts, words2), exact=True,
                  hint="add the word's count for every neighbouring pair; a one-token word has no pair")
 
 
@@ -92,7 +116,7 @@ def test_pair_counts_counts_overlapping_pairs(student):
     pair_counts = student.piece("bpe", "pair_counts")
     # (7, 7) also a word of its own: writing counts[pair] = n (the last count kept, not added) is no set of pairs
     expect_cases(_counts_case(pair_counts, {(7, 7, 7): 2}),
-                 _counts_case(pair_counts, {(7, 7, 7, 7): 3, (5, 5, 5): 1, (7, 7): 2}), exact=True,
+                 _counts_case(pair_counts, {(7, 7, 7, 7): 3, (5, 5, 5): 1, (7, 7): 2, (1, 2, 3, 4): 1}), exact=True,
                  hint="(7, 7, 7) has two neighbouring pairs (7, 7), both count")
     expect_equal(pair_counts(_words()), REF.pair_counts(_words()), "pair_counts of a paragraph's words")
 
@@ -116,6 +140,18 @@ LAST_PAIR = ("a pair at the end of the word never merged: the scan stops one sym
              "word[i + 1]) exists while i + 1 < len(word), the last one at i = len(word) - 2")
 STEP_BY_ONE = ("after a merge, moved on by one symbol instead of two, so the pair's second symbol was used again: "
                "after emitting the new id, jump two ahead (i += 2)")
+NOTHING_MERGED = ("nothing merged: the word came back as it was, although it holds the pair. Compare the two symbols "
+                  "with the pair by value, (word[i], word[i + 1]) == pair; `is` asks whether they are the same object, "
+                  "and a tuple built from the word never is the pair object")
+PAIR_APPENDED = ("the pair itself put into the word where the new token belongs (out.append(pair)): append new_id, the "
+                 "one id that stands for the pair")
+RIGHT_TO_LEFT = ("scanned right to left, so overlapping pairs were merged from the end: (7, 7, 7) gave (7, 256); scan "
+                 "left to right, from i = 0, and after a merge go on after it")
+
+
+def _merged_right_to_left(word, pair, new):
+    """The slip: the scan starts at the word's end, so of overlapping pairs the last is merged."""
+    return tuple(reversed(REF.merge_pair(tuple(reversed(word)), tuple(reversed(pair)), new)))
 
 
 @graded("bpe.merge_pair", points=2)
@@ -127,7 +163,9 @@ def test_merge_pair_scans_left_to_right(student):
         overlapping = pair[0] == pair[1] and any(word[i:i + 3] == pair[:1] * 3 for i in range(len(word)))  # (7, 7, 7)
         mistakes = {MERGE_TWICE: _merged_at_every_occurrence(word, pair, new) if overlapping else None,
                     STEP_BY_ONE: _merged_stepping_by_one(word, pair, new),
-                    LAST_PAIR: tuple(REF.merge_pair(word[:-1], pair, new)) + word[-1:]}
+                    LAST_PAIR: tuple(REF.merge_pair(word[:-1], pair, new)) + word[-1:],
+                    NOTHING_MERGED: tuple(word), PAIR_APPENDED: tuple(REF.merge_pair(word, pair, pair)),
+                    RIGHT_TO_LEFT: _merged_right_to_left(word, pair, new)}
         return Case(f"merge_pair({word}, {pair}, {new})", lambda: tuple(merge_pair(word, pair, new)), want,
                     {name: wrong for name, wrong in mistakes.items() if wrong != want})
     expect_cases(case((1, 2, 3, 1, 2), (1, 2), 256), case((7, 7, 7), (7, 7), 256), case((7, 7, 7, 7, 7), (7, 7), 300),
@@ -144,7 +182,10 @@ def test_merge_pair_scans_left_to_right(student):
 def _most_frequent_with(counts, slip=None):
     """most_frequent_pair, or with a typical slip: "largest" (a tie to the largest tie_key), "first"
     (tie_key ignored: a tie to the pair counted first), "by_id" (a tie to the smallest ids), "least"
-    (the least frequent pair, ties to the smallest tie_key)."""
+    (the least frequent pair, ties to the smallest tie_key), "tie_first" (min's key (tie_key(p), -counts[p]):
+    the smallest tie_key whatever its count)."""
+    if slip == "tie_first":
+        return min(counts, key=lambda p: (REF.tie_key(p), -counts[p]))
     top = min(counts.values()) if slip == "least" else max(counts.values())
     tied = [p for p in counts if counts[p] == top]
     return {None: lambda: min(tied, key=REF.tie_key), "least": lambda: min(tied, key=REF.tie_key),
@@ -161,7 +202,9 @@ MOST_FREQUENT_MISTAKES = {
     "tie_key ignored, so a tie went to the pair counted first: among equal counts take the one with the smallest "
     "tie_key(pair)": "first",
     "ties broken by plain id order (the space byte 32 sorts after letters in the library's order): take "
-    "min(tied, key=tie_key)": "by_id"}
+    "min(tied, key=tie_key)": "by_id",
+    "tie_key first in min's key, (tie_key(p), -counts[p]), so the tie rule decided before the count and a rarer "
+    "pair won: the count comes first, (-counts[p], tie_key(p)), and tie_key only breaks ties": "tie_first"}
 EMPTY_COUNTS = {  # no None for an empty tally: how each way of picking the best pair raises then
     "no None for an empty tally: min() of no pairs raised ValueError; return None when counts is empty": min,
     "no None for an empty tally: max() of no pairs raised ValueError; return None when counts is empty": max,
@@ -189,7 +232,7 @@ def test_most_frequent_pair_breaks_ties_like_the_library(student):
     case = lambda counts, what="": _most_frequent_case(most_frequent_pair, counts, what)
     expect_cases(case({(1, 2): 3, (104, 101): 5, (300, 2): 4}, ": the most frequent pair"),
                  case({(97, 98): 2, (32, 116): 7, (116, 104): 1, (101, 32): 6}, ": the most frequent pair"),
-                 case({(200, 1): 2, (10, 20): 9, (30, 5): 1}, ": the most frequent pair"), exact=True,
+                 case({(200, 1): 2, (10, 20): 9, (30, 5): 1, (101, 114): 4}, ": the most frequent pair"), exact=True,
                  hint="the pair with the highest count wins")
     raising = lambda counts: {name: lambda pick=pick: pick(counts, key=lambda p: (-counts[p], REF.tie_key(p)))
                               for name, pick in EMPTY_COUNTS.items()}
@@ -205,14 +248,15 @@ def test_most_frequent_pair_breaks_ties_like_the_library(student):
 
 
 def _trained_with(text, n_merges, first_id=256, update=True, stop=True, merge_none=False, advance=True, fewer=0,
-                  whole=False, recount=True, weighted=True):
+                  whole=False, recount=True, weighted=True, past_max=False):
     """train_bpe as the engine writes it, or with a typical slip: new ids from first_id (257), the
     words never updated after a merge, no stop when no pair is left (None appended then; with
     merge_none, merge_pair called with None, which raises as the engine's merge_pair does when a
     graded test runs the learner's train_bpe), every merge making the same id (not advance), `fewer`
     merges than asked (range(n_merges - 1)), the text's bytes one word (whole: not cut into words),
     the pairs counted once before the first merge (not recount: each winner dropped from that tally),
-    every merged word counted once whatever its count (not weighted)."""
+    every merged word counted once whatever its count (not weighted), each new id one past the largest id
+    in the words (past_max: max(max(w) for w in words) + 1)."""
     words, merges = REF.split_words(text), []
     if whole:
         words = Counter([tuple(text.encode("utf-8"))])
@@ -225,6 +269,8 @@ def _trained_with(text, n_merges, first_id=256, update=True, stop=True, merge_no
         merged = Counter()
         for word, n in words.items():
             new_id = first_id + (len(merges) if advance else 0)
+            if past_max:
+                new_id = max(max(w) for w in words) + 1
             merged[word if pair is None and not merge_none else REF.merge_pair(word, pair, new_id)] += n if weighted else 1
         if update:
             words = merged
@@ -249,7 +295,10 @@ TRAIN_MISTAKES = {
     "one merge fewer than asked (off by one): loop n_merges times, for _ in range(n_merges), stopping early "
     "only when no pair is left": dict(fewer=1),
     "the text not cut into words, so merges crossed word boundaries (a word's last letter with the next space): "
-    "count pairs within the words of split_words(text), each word weighted by its count": dict(whole=True)}
+    "count pairs within the words of split_words(text), each word weighted by its count": dict(whole=True),
+    "each new token numbered one past the largest id in the words (max(...) + 1): before the first merge that is "
+    "one past the text's largest byte, not 256, so a merged token took the id of a byte; merge r makes token "
+    "256 + r, 256 + len(merges)": dict(past_max=True)}
 NO_STOP_MERGING_NONE = ("no stop when no pair is left: most_frequent_pair gave None and merge_pair was called with "
                         "it; break out of the loop when the pair is None")
 
@@ -302,7 +351,8 @@ def _latin1_words(text, how):
 
 def _encode_with(text, merges, pick="lowest", offset=256, latin1=None):
     """encode as the engine does, or with a typical slip: pick the latest-learned merge ("latest") or
-    the leftmost applicable pair ("leftmost") instead of the lowest-ranked, stop after one merge per
+    the leftmost applicable pair ("leftmost") or the pair of smallest ids (min(pairs): "smallest") instead of
+    the lowest-ranked, stop after one merge per
     word ("single"), or merge only the pairs
     the word had before its first merge, in rank order ("once"); merged tokens numbered from
     `offset` (0: the rank itself); the text's bytes read through Latin-1 (latin1: how, _latin1_words)."""
@@ -316,7 +366,10 @@ def _encode_with(text, merges, pick="lowest", offset=256, latin1=None):
             ranked = [rank[p] for p in zip(word, word[1:]) if p in rank]
             if not ranked:
                 break
-            r = {"lowest": min, "latest": max, "leftmost": lambda rs: rs[0], "single": min}[pick](ranked)
+            if pick == "smallest":                    # min(pairs): the pair of smallest ids, whatever its rank
+                r = rank[min(p for p in zip(word, word[1:]) if p in rank)]
+            else:
+                r = {"lowest": min, "latest": max, "leftmost": lambda rs: rs[0], "single": min}[pick](ranked)
             word = REF.merge_pair(word, tuple(merges[r]), offset + r)
             if pick == "single":
                 break
@@ -329,6 +382,8 @@ ENCODE_MISTAKES = {"the latest-learned merge applied first: merges apply in the 
                    "the leftmost mergeable pair merged first: within a word, always apply the merge of lowest "
                    "rank among its pairs, wherever it is": dict(pick="leftmost"),
                    "a merged token's id is its rank: merge r makes token 256 + r": dict(offset=0),
+                   "the pair with the smallest ids merged first (min(pairs) compares the pairs themselves): apply "
+                   "the merge of lowest rank, min(pairs, key=rank.get), the one learned earliest": dict(pick="smallest"),
                    "one merge per word: after merging the lowest-ranked pair, look again, and go on until no pair of "
                    "the word has a rank": dict(pick="single"),
                    "each word's pairs looked up once, before its first merge: a merge makes new pairs (with the "
@@ -384,6 +439,12 @@ def _decoded_swapped(ids, merges) -> str:
     return b"".join(table[i] for i in ids).decode("utf-8", errors="replace")
 
 
+STRIPPED = ("the decoded text stripped (.strip()): its leading and trailing spaces and newlines were lost; return "
+            "the decoded text as it is")
+IGNORED = ("errors='ignore' dropped the broken character silently: with errors='replace' each broken byte sequence "
+           "becomes U+FFFD (the replacement character), as the library's decode does")
+
+
 @graded("bpe.decode", points=2)
 def test_decode_inverts_encode(student):
     decode = student.piece("bpe", "decode")
@@ -400,12 +461,19 @@ def test_decode_inverts_encode(student):
             "bytes(i) makes i zero bytes, not the byte i: the 256 base tokens are bytes([i]) (a list of one int)":
                 _decoded_with_zero_bytes(ids, merges),
             "a merge's two parts joined the wrong way round (table[b] + table[a]): merge (a, b) makes the bytes "
-            "of a followed by those of b, table[a] + table[b]": _decoded_swapped(ids, merges)}
+            "of a followed by those of b, table[a] + table[b]": _decoded_swapped(ids, merges),
+            STRIPPED: text.strip()}
         return Case(f"decode(encode({text[:30]!r}))", lambda: decode(ids, merges), text,
                     {name: wrong for name, wrong in mistakes.items() if wrong != text})
-    expect_cases(case(TEXT), case("unseen wörds ☕"), case("Tom found a red ball."), case(""), exact=True,
+    expect_cases(case(TEXT), case("unseen wörds ☕"), case("Tom found a red ball."), case(""),
+                 case(" the end, and a new line\n"), case("\n\n  Zażółć ☕ "), exact=True,
                  hint="the bytes of every token joined, then read once as UTF-8 (errors='replace')")
-    expect_equal(decode([0xE2, 0x98], merges), "\ufffd", "decode of a cut UTF-8 character",
+
+    def cut(ids):            # bytes of a character cut short: each broken sequence becomes U+FFFD
+        raw = bytes(ids)
+        return Case(f"decode({ids}): a cut UTF-8 character", lambda: decode(ids, merges),
+                    raw.decode("utf-8", errors="replace"), {IGNORED: raw.decode("utf-8", errors="ignore")})
+    expect_cases(cut([0xE2, 0x98]), cut([104, 0xE2, 0x98, 105]), exact=True,
                  hint='bytes(...).decode("utf-8", errors="replace")')
     expect_equal(decode([256], merges), bytes(merges[0]).decode("utf-8", errors="replace"),
                  "decode([256]): token 256 is the two bytes of merge 0",

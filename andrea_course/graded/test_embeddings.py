@@ -33,9 +33,19 @@ SWAPPED_EMBEDDING = ("F.embedding's arguments swapped: it takes the ids first, t
                      "(or simply table[ids])")
 
 
+UNPACKED_B_T = ("ids.shape unpacked as (B, T) (B, T = ids.shape): one sequence of ids, (T,), has a single axis; "
+                "index the table with the ids as they are, table[ids], which works for ids of any shape")
+
+
+def _unpack_b_t(ids):
+    B, T = ids.shape                                    # what raises for ids of another rank
+    return B, T
+
+
 def _raising_lookups(table, ids):
     """{typical mistake: a function that raises its error} of embed_lookup on these inputs."""
-    return {COLUMNS: lambda: table[:, ids], SWAPPED_EMBEDDING: lambda: F.embedding(table, ids)}
+    return {COLUMNS: lambda: table[:, ids], SWAPPED_EMBEDDING: lambda: F.embedding(table, ids),
+            UNPACKED_B_T: lambda: _unpack_b_t(ids)}
 
 
 def _expect_runs_on(first: Case, second: Case, raising, raising2, hint=""):
@@ -90,12 +100,15 @@ ONEHOT_TRANSPOSED = ("the one-hot vectors times the transposed table (@ table.T)
                      "(V, D) table as it is gives (B, T, D)")
 ONEHOT_LONG = ("the one-hot vectors kept as integers: F.one_hot gives int64, and a matmul of long by float raises; "
                "convert them first, .to(table.dtype)")
+ONEHOT_MM = ("torch.mm, which multiplies 2-D matrices only: the one-hot vectors of a batch are (B, T, V), three axes; "
+             "@ (torch.matmul) multiplies them batch-wise, one_hot @ table gives (B, T, D)")
 
 
 def _raising_onehots(table, ids):
     """{typical mistake: a function that raises its error} of embed_onehot on these inputs."""
     one_hot = F.one_hot(ids, num_classes=table.shape[0])
-    return {ONEHOT_TRANSPOSED: lambda: one_hot.to(table.dtype) @ table.T, ONEHOT_LONG: lambda: one_hot @ table}
+    return {ONEHOT_TRANSPOSED: lambda: one_hot.to(table.dtype) @ table.T, ONEHOT_LONG: lambda: one_hot @ table,
+            ONEHOT_MM: lambda: torch.mm(one_hot.to(table.dtype), table)}
 
 
 @graded("embeddings.embed_onehot", points=1)
@@ -140,6 +153,9 @@ def test_embed_onehot_when_the_last_ids_are_absent(student):
 
 BATCH_AXIS = ("T taken from the batch axis (tok.shape[0]): tok is (B, T, D), so the number of positions "
               "is tok.shape[1]")
+UNSQUEEZED = ("the position rows unsqueezed to (T, 1, D) (.unsqueeze(1)): against tok (B, T, D) their position axis "
+              "meets the batch axis, so position t goes to sequence t; the (T, D) rows broadcast over B as they are, "
+              "tok + position_table[start:start + T]")
 
 
 def _positions_inputs(seed, T, dtype):
@@ -152,7 +168,8 @@ def _positions_inputs(seed, T, dtype):
 def _raising_positions(start, seed=2, T=4, dtype=torch.float64):
     """{typical mistake: a function that raises its error} of add_positions on _positions_case's inputs."""
     tok, pos = _positions_inputs(seed, T, dtype)
-    return {BATCH_AXIS: lambda: tok + pos[start:start + tok.shape[0]]}
+    return {BATCH_AXIS: lambda: tok + pos[start:start + tok.shape[0]],
+            UNSQUEEZED: lambda: tok + pos[start:start + T].unsqueeze(1)}
 
 
 def _sinusoids(start, T, D, like):
@@ -194,6 +211,12 @@ def test_add_positions_from_zero(student):
              _positions_case(add_positions, 0, seed=15, T=5, dtype=torch.float32))
     _expect_runs_on(cases[0], cases[1], _raising_positions(0), _raising_positions(0, seed=12, T=3))
     expect_cases(*cases)
+    tok = torch.randn(2, 4, 6, generator=torch.Generator().manual_seed(17))                  # (B, T, D)
+    table = torch.randn(8, 6, generator=torch.Generator().manual_seed(18)).requires_grad_()  # (T_max, D), learned
+    out = add_positions(tok, table)
+    expect_true(isinstance(out, torch.Tensor) and out.requires_grad, "add_positions(tok, position_table that requires "
+                "grad)", "the output does not require grad: no gradient reaches the position table, so the positions "
+                "never learn", "add the rows as they are (no .detach(), .data or torch.no_grad())")
 
 
 @graded("embeddings.add_positions", points=2)
@@ -217,11 +240,29 @@ ONE_NORM_TWICE = ("divided by ||{w}||·||{w}||: the same vector's length twice; 
 U_ONLY = "divided by ||u|| only: the cosine divides the dot product by both lengths, ||u||·||v||"
 TIMES_V = ("dot / ||u|| * ||v||: / and * go left to right, so this divides by ||u|| and then multiplies by ||v||; "
            "put the product of the norms in parentheses, dot / (||u|| * ||v||)")
+TORCH_DOT = ("torch.dot, which takes two 1-D vectors only: a batch of pairs (..., D), or the (V, D) rows against "
+             "one query, raises; multiply elementwise and sum over the last axis, (u * v).sum(dim=-1), one dot "
+             "product per pair")
+L1_NORMS = ("divided by the L1 norms (p=1, the sums of absolute values) instead of the lengths: the cosine divides by "
+            "the Euclidean (L2) norms, u.norm(dim=-1), the square root of the sum of squares")
+KEEPDIM_NORMS = ("the norms kept (..., 1) with keepdim=True while the dot products are (...): the division broadcasts "
+                 "them into a table (B pairs give (B, B)) or raises; take the norms without keepdim, like the dot "
+                 "product, u.norm(dim=-1)")
+
+
+def _keepdim_norms(u, v, eps=1e-8):
+    """What the cosine with (..., 1) norms gives, or None where that division raises."""
+    try:
+        return (u * v).sum(-1) / (u.norm(dim=-1, keepdim=True) * v.norm(dim=-1, keepdim=True)).clamp_min(eps)
+    except RuntimeError:
+        return None
 
 
 def _raising_cosines(u, v):
     """{typical mistake: a function that raises its error} of cosine_similarity on these inputs."""
-    return {FIRST_AXIS: lambda: (u * v).sum(0) / (u.norm(dim=-1) * v.norm(dim=-1))}
+    return {FIRST_AXIS: lambda: (u * v).sum(0) / (u.norm(dim=-1) * v.norm(dim=-1)),
+            TORCH_DOT: lambda: torch.dot(u, v),
+            KEEPDIM_NORMS: lambda: (u * v).sum(-1) / (u.norm(dim=-1, keepdim=True) * v.norm(dim=-1, keepdim=True))}
 
 
 def _cosine_case(cosine, u, v):
@@ -231,7 +272,8 @@ def _cosine_case(cosine, u, v):
                     dot / ((u * u).sum(-1) * (v * v).sum(-1)),
                 U_ONLY: dot / u.norm(dim=-1), TIMES_V: dot / u.norm(dim=-1) * v.norm(dim=-1),
                 ONE_NORM_TWICE.format(w="u"): dot / (u.norm(dim=-1) * u.norm(dim=-1)),
-                ONE_NORM_TWICE.format(w="v"): dot / (v.norm(dim=-1) * v.norm(dim=-1))}
+                ONE_NORM_TWICE.format(w="v"): dot / (v.norm(dim=-1) * v.norm(dim=-1)),
+                L1_NORMS: dot / (u.norm(p=1, dim=-1) * v.norm(p=1, dim=-1))}
     if u.dim() > 1 or v.dim() > 1:
         mistakes["norms over the whole tensor: each pair of vectors needs its own two norms, taken over "
                  "the last axis (dim=-1) like the dot product"] = dot / (u.norm() * v.norm())
@@ -256,7 +298,7 @@ def test_cosine_similarity(student):
     hint = "the dot product over the last axis divided by the two vectors' lengths, one number per pair"
     cases = (_cosine_case(cosine, u, v), _cosine_case(cosine, rows, query), _cosine_case(cosine, a, b),
              _cosine_case(cosine, *pairs))
-    _expect_runs_on(cases[0], cases[1], _raising_cosines(u, v), _raising_cosines(rows, query), hint=hint)
+    _expect_runs_on(cases[0], cases[3], _raising_cosines(u, v), _raising_cosines(*pairs), hint=hint)
     expect_cases(*cases, hint=hint)
 
 
@@ -273,6 +315,8 @@ def _zero_case(cosine, u, v):
                  ONE_NORM_TWICE.format(w="u"): (u * v).sum(-1) / (u.norm(dim=-1) * u.norm(dim=-1)).clamp_min(eps),
                  TIMES_V: (u * v).sum(-1) / u.norm(dim=-1).clamp_min(eps) * v.norm(dim=-1).clamp_min(eps),
                  SUM_ALL: (u * v).sum() / (u.norm(dim=-1) * v.norm(dim=-1)).clamp_min(eps),
+                 L1_NORMS: (u * v).sum(-1) / (u.norm(p=1, dim=-1) * v.norm(p=1, dim=-1)).clamp_min(eps),
+                 KEEPDIM_NORMS: _keepdim_norms(u, v, eps),
                  SUM_ALL_NORMS: (u * v).sum() / (u.norm() * v.norm()).clamp_min(eps),
                  FIRST_AXIS: (u * v).sum(0) / (u.norm(dim=0) * v.norm(dim=0)).clamp_min(eps)})
 
@@ -324,6 +368,11 @@ def _nearest_mistakes(table, query, k):
         "the cosine taken over the wrong axis (dim=0): that gives D scores, one per column, where "
         "each of the V rows needs its own; take it over the last axis":
             F.cosine_similarity(table, query.expand_as(table), dim=0).topk(k).indices,
+        "the best match dropped (topk(k + 1) and then [1:]), as if it were the query itself: the query is any "
+        "vector, not a row of the table, so the most similar row belongs in the answer; torch.topk(scores, k)":
+            cos.topk(k + 1).indices[1:],
+        "ranked by the absolute cosine (.abs()): a row pointing the opposite way, cosine near -1, is the least "
+        "similar, not among the most; rank by the cosine itself": cos.abs().topk(k).indices,
     }
 
 
@@ -404,7 +453,10 @@ def _embeddings_case(seed=5):
 def _module_case(m, ref, ids, start):
     tok, pos = ref.token_table.detach(), ref.position_table.detach()
     T = ids.shape[-1]
-    mistakes = {"positions not added: x = token_table[ids] + position_table[start:start + T]": tok[ids]}
+    mistakes = {"positions not added: x = token_table[ids] + position_table[start:start + T]": tok[ids],
+                "the token vectors scaled by sqrt(D), as the 2017 paper's embedding layer does: this model adds the "
+                "rows of its two tables as they are, token_table[ids] + position_table[start:start + T]":
+                    tok[ids] * tok.shape[-1] ** 0.5 + pos[start:start + T]}
     if T > 1:
         mistakes["one position row, position_table[start], added to every token: each position t needs its own "
                  "row, position_table[start + t], for t = 0 .. T - 1"] = tok[ids] + pos[start]

@@ -94,6 +94,14 @@ def test_residual_stream(student):
     expect_cases(_stream_case(fn, student, CFG, 2, 5, seed=1), _stream_case(fn, student, CFG2, 1, 7, seed=2),
                  hint="one forward hook on model.embed and one on every block, in order; stack the outputs: "
                       "(L + 1, B, T, D)")
+    m = _theirs(student, _reference(CFG, seed=1))
+    out = fn(m, _ids(CFG, 2, 5, seed=1))
+    expect_true(not (isinstance(out, torch.Tensor) and out.requires_grad), "residual_stream(model, ids).requires_grad",
+                "the stream returned requires grad: it carries the autograd graph of the whole forward pass, and "
+                "keeps every activation of it in memory",
+                "run the model once under torch.no_grad(), as the docstring asks",
+                mistake="the model run with gradients on (no torch.no_grad()): every output the hooks record keeps "
+                        "the autograd graph; wrap model(ids) in `with torch.no_grad():`")
 
 
 @graded("inside.residual_stream", points=1)
@@ -122,6 +130,9 @@ def _patterns_mistakes(ref, ids):
             "the block's input (the residual stream) used instead of what attention sees, ln1 of it: hook "
             "block.attn with a forward pre-hook": ENGINE._weights(block.attn, x, H),
             "the scores not divided by sqrt(K)": weights(scores),
+            "the recorded input normalised again with ln1: the pre-hook on block.attn already sees ln1(x), so "
+            "ln1 is applied twice; project the recorded input as it is, block.attn.qkv(x)":
+                ENGINE._weights(block.attn, block.ln1(block.ln1(x)), H),
             "the scores divided by sqrt(D), the model's width H·K, instead of sqrt(K), one head's width":
                 weights(scores / (H * K) ** 0.5),
             "no causal mask: a query must not see the keys after it": torch.softmax(scores / K ** 0.5, dim=-1),
@@ -176,7 +187,12 @@ def _lens_case(fn, student, cfg, seed, dtype=torch.float64):
     with torch.no_grad():
         want = ENGINE.logit_lens(ref, stream)                           # (L + 1, B, T, V)
         mistakes = {"without the final norm: read each stream through model.ln_f first, as the model reads "
-                    "its last": stream @ ref.output_weight().T}
+                    "its last": stream @ ref.output_weight().T,
+                    "only the last entry of the stream read out (stream[-1]), (B, T, V): read every entry, one "
+                    "readout per layer, model.ln_f(stream) @ model.output_weight().T, (L + 1, B, T, V)": want[-1],
+                    "softmax probabilities returned instead of the logits: the logit lens returns the logits "
+                    "themselves, model.ln_f(stream) @ model.output_weight().T, with no softmax":
+                        torch.softmax(want, dim=-1)}
         if not cfg.tie_embeddings:
             mistakes["the token table used as the output matrix: this model's head is untied, so ask "
                      "model.output_weight()"] = ref.ln_f(stream) @ ref.embed.token_table.T
@@ -220,7 +236,19 @@ def _induction_mistakes(w, period):
             "key, above the diagonal, where a causal model puts nothing; the query comes first, w[..., t, t - period + 1]":
                 w[..., t - period + 1, t].mean(dim=(1, 3)),
             "averaged over the heads too: keep one score per (layer, head)":
-                w[..., t, t - period + 1].mean(dim=(1, 2, 3))[:, None].expand(L, H)}
+                w[..., t, t - period + 1].mean(dim=(1, 2, 3))[:, None].expand(L, H),
+            "the weight on key t - period - 1, the token before the earlier copy: an induction head attends to the "
+            "token after it, w[..., t, t - period + 1]": w[..., t, t - period - 1].mean(dim=(1, 3)),
+            "the queries started at period + 1, so the first query of the repeat, t = period, is left out: average "
+            "over t = period .. T - 1, torch.arange(period, T)":
+                w[..., t[1:], t[1:] - period + 1].mean(dim=(1, 3))}
+
+
+def _telling_apart(mistakes: dict) -> dict:
+    """The mistakes whose output no other mistake gives on these weights (on a head that puts all its weight on
+    one key, several mistakes read the same zeros: none of them can be told from the others there)."""
+    same = lambda a, b: a.shape == b.shape and torch.allclose(a, b)                     # noqa: E731
+    return {n: w for n, w in mistakes.items() if not any(same(w, o) for m, o in mistakes.items() if m != n)}
 
 
 def _induction_case(fn, L, B, H, T, period, seed, dtype=torch.float64):
@@ -255,6 +283,7 @@ def test_induction_scores_of_an_induction_and_a_previous_token_head(student):
             w[0, 0, 2, i, i - period if i >= period else 0] = 1.0
         cases.append(Case(f"induction_scores of [an induction head, a previous-token head, an earlier-copy head], "
                           f"T = {T_}, period = {period}", lambda w=w, period=period: fn(w, period),
-                          torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64), _induction_mistakes(w, period)))
+                          torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64),
+                          _telling_apart(_induction_mistakes(w, period))))
     expect_cases(*cases, hint="an induction head scores 1 (all its weight on key t - period + 1), a previous-token "
                               "head and a head on the earlier copy itself 0")

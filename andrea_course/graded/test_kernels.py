@@ -18,6 +18,7 @@ import torch.nn.functional as F                                                 
 from andrea_course.graded import add_fitted_gelu  # noqa: E402
 from andrea_course.grading import (Case, Mismatch, expect_cases, expect_close, expect_equal, expect_true,  # noqa: E402
                                    graded)
+from andrea_course.grading.expect import _first_differences  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
@@ -50,9 +51,11 @@ def written_past(exc: Exception, where: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def call_gelu(gelu, x, block=1024):
+def call_gelu(gelu, x, block=1024, first_block=None):
     """Run the learner's kernel; its launcher refuses a kernel that stores past the last element
-    and says how many elements it wrote there."""
+    and says how many elements it wrote there. first_block: a function of no argument that says
+    whether the mask compares the offsets with BLOCK (_first_block_only), asked when the whole tail
+    of a single block was stored."""
     try:
         return gelu(x)
     except RuntimeError as exc:
@@ -66,6 +69,8 @@ def call_gelu(gelu, x, block=1024):
                        "(offs <= n_elements?); the elements are 0 .. n_elements - 1, so mask = offs < n_elements")
         elif past == tail:
             mistake = "missing mask on the ragged tail: every lane of the last block stored, the padding too"
+            if n <= block and first_block is not None and first_block() == "block":
+                mistake = MASK_BY_BLOCK
         else:
             mistake = None
         raise Mismatch("gelu(x)", f"the kernel wrote {past} element{'s' * (past != 1)} past the last element of y "
@@ -74,16 +79,51 @@ def call_gelu(gelu, x, block=1024):
                        mistake=mistake) from None
 
 
-def _blocks_unwritten(want: torch.Tensor, block: int) -> dict:
+Y_UNWRITTEN = ("nothing reached y: every element of y is still the NaN the launcher filled it with, so no tl.store "
+               "wrote through y_ptr (a store through x_ptr writes over the input instead, and y is never written); "
+               "store the result with tl.store(y_ptr + offs, y, mask=mask)")
+MASK_BY_BLOCK = ("the mask compares the offsets with BLOCK instead of n_elements (offs < BLOCK): every lane of the first "
+                 "block is on, so a single ragged block stores past the end, and every block after the first is "
+                 "masked off entirely; mask = offs < n_elements")
+SAME_FIRST_BLOCK = ("every program wrote the same first block: the offsets do not depend on pid = tl.program_id(0); "
+                    "offs = pid * BLOCK + tl.arange(0, BLOCK), so that program p covers its own block")
+
+
+def _first_block_only(gelu, block=1024):
+    """What the learner's gelu does on a single ragged block (35 values) and on three blocks (3,000),
+    which tells apart the two ways of writing the first block alone: "block" (the mask is offs < BLOCK:
+    the single block stores past the end, later blocks store nothing), "pid" (the offsets forget the
+    program id: the single block is right), None (neither)."""
+    small, large = gelu_inputs(35, torch.float32, seed=9), gelu_inputs(3000, torch.float32, seed=9)
+    want_small, want_large = gelu_with()(small.double()).float(), gelu_with()(large.double()).float()
+    try:
+        out = gelu(large)
+    except Exception:                                   # noqa: BLE001 - another failure: neither
+        return None
+    first = torch.allclose(out[:block], want_large[:block], atol=1e-5, rtol=1e-4) and bool(out[block:].isnan().all())
+    if not first:
+        return None
+    try:
+        single = gelu(small)
+    except Exception as exc:                            # noqa: BLE001
+        return "block" if written_past(exc, "the end") == block - 35 else None
+    return "pid" if torch.allclose(single, want_small, atol=1e-5, rtol=1e-4) else None
+
+
+def _blocks_unwritten(want: torch.Tensor, block: int, got=None, first_block=None) -> dict:
     """{mistake: the output when the programs' offsets do not advance by BLOCK}: the elements no
-    program reached stay NaN, as the checking launcher leaves them."""
+    program reached stay NaN, as the checking launcher leaves them. first_block: what wrote the first
+    block alone (_first_block_only, a function of no argument), asked only when `got` is the first
+    block alone."""
     n = want.numel()
     programs = -(-n // block)
     if programs < 2:
         return {}
     cut = lambda k: want.reshape(-1).clone().index_fill_(0, torch.arange(min(k, n), n), float("nan")).view_as(want)
-    return {"every program wrote the same first block: the offsets do not depend on pid = tl.program_id(0); "
-            "offs = pid * BLOCK + tl.arange(0, BLOCK), so that program p covers its own block": cut(block),
+    alone = isinstance(got, torch.Tensor) and got.shape == want.shape and bool(
+        torch.allclose(got.double(), cut(block).double(), atol=1e-5, rtol=1e-4, equal_nan=True))
+    first = {"block": MASK_BY_BLOCK, "pid": SAME_FIRST_BLOCK}.get(first_block() if first_block and alone else "pid")
+    return {**({first: cut(block)} if first else {}),
             "the block starts at pid, not pid * BLOCK: program p covered p .. p + BLOCK - 1, so the programs "
             "overlap and the elements past BLOCK + programs - 1 were never written; offs = pid * BLOCK "
             "+ tl.arange(0, BLOCK)": cut(block + programs - 1),
@@ -91,12 +131,13 @@ def _blocks_unwritten(want: torch.Tensor, block: int) -> dict:
             "block of BLOCK elements, offs = pid * BLOCK + tl.arange(0, BLOCK)": cut(programs)}
 
 
-def _gelu_case(gelu, x, what, blocks=False):
+def _gelu_case(gelu, x, what, blocks=False, first_block=None):
     x64 = x.double()
-    got = call_gelu(gelu, x)
+    got = call_gelu(gelu, x, first_block=first_block)
     mistakes = {name: f(x64).to(x.dtype) for name, f in GELU_MISTAKES.items()}
+    mistakes[Y_UNWRITTEN] = torch.full_like(x, float("nan"))
     if blocks:                                 # cases of several programs each
-        mistakes.update(_blocks_unwritten(gelu_with()(x64).to(x.dtype), 1024))
+        mistakes.update(_blocks_unwritten(gelu_with()(x64).to(x.dtype), 1024, got, first_block))
     add_fitted_gelu(mistakes, x, got, gelu_with)
     return Case(what, lambda: got, gelu_with()(x64).to(x.dtype), mistakes)
 
@@ -106,10 +147,16 @@ def check_gelu(student, cases, atol=None, rtol=None, blocks=False):
     atol and rtol where given); a named mistake confirmed on another case. blocks: every case
     runs several programs, so offsets that do not advance by BLOCK are named."""
     gelu = student.piece("kernels", "gelu")
+    probe = {}
+
+    def first_block():                         # run once, when a failure asks for it
+        if "found" not in probe:
+            probe["found"] = _first_block_only(gelu)
+        return probe["found"]
     x, what = cases[0]
-    got = call_gelu(gelu, x)
+    got = call_gelu(gelu, x, first_block=first_block)
     expect_equal(getattr(got, "dtype", None), x.dtype, f"{what}.dtype", "store y.to(y_ptr.dtype.element_ty)")
-    expect_cases(*(_gelu_case(gelu, x_, what_, blocks) for x_, what_ in cases), atol=atol, rtol=rtol)
+    expect_cases(*(_gelu_case(gelu, x_, what_, blocks, first_block) for x_, what_ in cases), atol=atol, rtol=rtol)
 
 
 def gelu_inputs(n, dtype, seed=0):
@@ -144,17 +191,18 @@ def test_gelu_kernel_half_precision(student):
 
 # ----- LayerNorm ------------------------------------------------------------------------
 
-def ln_with(x, w, b, eps, divisor=None, padding=0, ddof=0, eps_outside=False, mean_divisor=None):
+def ln_with(x, w, b, eps, divisor=None, padding=0, ddof=0, eps_outside=False, mean_divisor=None, centred=True):
     """LayerNorm per row in float64 with the given slips: the reference and its mistakes.
     divisor: what the sums are divided by (D, or BLOCK_D by mistake; mean_divisor: the mean's
     alone); padding: lanes that add mean² each to the variance sum (not zeroed by tl.where);
-    ddof 1: the unbiased variance."""
+    ddof 1: the unbiased variance; not centred: the raw x scaled, x·rstd (the statistics right)."""
     D = x.shape[-1]
     n = divisor or D
     mean = x.sum(-1, keepdim=True) / (mean_divisor or n)
     sq = ((x - mean) ** 2).sum(-1, keepdim=True) + padding * mean ** 2
     var = sq / (n - ddof)
-    y = (x - mean) / (var.sqrt() + eps) if eps_outside else (x - mean) / (var + eps).sqrt()
+    xc = x - mean if centred else x
+    y = xc / (var.sqrt() + eps) if eps_outside else xc / (var + eps).sqrt()
     y = y * w
     return (y + b if b is not None else y), mean.squeeze(-1), 1 / (var + eps).sqrt().squeeze(-1)
 
@@ -172,6 +220,8 @@ def ln_mistakes(x, w, b, eps):
         "unbiased variance (D - 1): LayerNorm divides by D": ln_with(x, w, b, eps, ddof=1),
         "eps outside the square root: use 1 / tl.sqrt(var + eps)": ln_with(x, w, b, eps, eps_outside=True),
         "forgot beta (the bias)": ln_with(x, w, None, eps),
+        "the raw x scaled (x * rstd) instead of the centred xc: the mean was never subtracted from the output; "
+        "y = xc * rstd * gamma (+ beta)": ln_with(x, w, b, eps, centred=False),
         "forgot gamma (the weight)": ln_with(x, torch.ones_like(w), b, eps),
         **({"the shift loaded from w_ptr instead of b_ptr: gamma was added where beta belongs, y = x̂·γ + γ; load "
             "the bias from b_ptr + cols": ln_with(x, w, w, eps)} if b is not None else {}),
@@ -223,6 +273,16 @@ def ln_inputs(rows, D, dtype=torch.float32, scale=2.0, shift=3.0, seed=0):
     x = torch.randn(rows, D) * scale + shift           # a mean far from 0 shows padding mistakes
     w, b = torch.randn(D) * 0.5 + 1, torch.randn(D) * 0.1
     return x.to(DEVICE, dtype), w.to(DEVICE, dtype), b.to(DEVICE, dtype)
+
+
+@graded("kernels.layer_norm_kernel", points=1)
+def test_layer_norm_kernel_steps_by_the_row_stride(student):
+    """layer_norm_kernel launched directly on x = wide[:, :D], rows `stride` elements apart (NaN in the
+    gaps and around every tensor), as rows sliced out of a wider matrix are: with and without bias. It runs first of the LayerNorm
+    tests: here every tensor has guards, so a store past the end of mean or rstd is seen and named, where
+    the launcher's tensors have none and such a store lands in memory that is not theirs."""
+    check_layer_norm_memory(student, 3, 60, 96, False, 12, "layer_norm_kernel on 3 rows of 60, 96 apart, no bias")
+    check_layer_norm_memory(student, 4, 100, 160, True, 11, "layer_norm_kernel on 4 rows of 100, 160 apart")
 
 
 @graded("kernels.layer_norm_kernel", points=2)
@@ -592,6 +652,8 @@ LN_UNMASKED_LOAD = ("tl.load without a mask: the lanes D .. BLOCK_D - 1 of every
 SOFTMAX_UNMASKED_LOAD = ("tl.load without a mask: the lanes n_cols .. BLOCK - 1 read past the row; pass "
                          "mask=cols < n_cols and other=float('-inf')")
 UNMASKED_STORE = "missing mask on the ragged tail: every lane of the last block stored, the padding too"
+STORED_IN_X = ("the result stored through x_ptr instead of y_ptr: x now holds GELU(x), and y was never written; "
+               "tl.store(y_ptr + offs, y, mask=mask)")
 
 
 def _gelu_memory_mistake(kind, strays, watch, tensors):
@@ -610,8 +672,14 @@ def check_gelu_memory(student, n, block, dtype, seed, what):
     watch = launch_watched(kernel, (triton.cdiv(n, block),), [("x", gx), ("y", gy), ("n_elements", n)], what, hint,
                            _gelu_memory_mistake, BLOCK=block)
     expect_masked_loads(student, "gelu_kernel", UNMASKED_LOAD)
-    expect_kernel_output(gy.view, gelu_with()(x.double()).to(dtype), f"{what}: y", hint, watch, {"x": gx, "y": gy},
-                         _gelu_memory_mistake)
+    want = gelu_with()(x.double()).to(dtype)
+    if not torch.equal(gx.view, x):
+        stored_in_x = bool(torch.allclose(gx.view.double(), want.double(), atol=1e-3, rtol=1e-3)) and \
+            not bool(gy.view.any())
+        raise Mismatch(f"{what}: x", "after the kernel, x no longer holds the values it was given: the kernel wrote "
+                       "into its input", "store the result through y_ptr; x is only read",
+                       mistake=STORED_IN_X if stored_in_x else None, differences=_first_differences(gx.view, x))
+    expect_kernel_output(gy.view, want, f"{what}: y", hint, watch, {"x": gx, "y": gy}, _gelu_memory_mistake)
 
 
 @graded("kernels.gelu_kernel", points=1)
@@ -628,11 +696,29 @@ LN_UNMASKED = ("a tl.load or tl.store without mask=cols < D: the lanes D .. BLOC
                "row (into the gap before the next one), of w or of b")
 
 
-def _ln_memory_mistake(rows, D):
-    """The mistake the stray addresses of layer_norm_kernel on `rows` rows of D show, or None."""
+W_BY_ROW = ("gamma read at an offset that grows with the row (w_ptr + row * stride + cols, as if the weight had a row "
+            "per token): row 0 came out right, and from row 1 on gamma was read past its end. It is one (D,) vector "
+            "shared by all rows: load it at w_ptr + cols")
+STATS_BY_STRIDE = ("the mean and rstd stored at row * stride, as if they were rows of D values: they are (rows,) "
+                   "vectors, one number per row, so store them at mean_ptr + row and rstd_ptr + row")
+
+
+def _ln_memory_mistake(rows, D, stride=None):
+    """The mistake the stray addresses of layer_norm_kernel on `rows` rows of D (`stride` apart) show, or None."""
+    def at(watch, kind, g, step):              # rows 1 .. rows - 1 of g's view, `step` elements apart, all touched
+        found = set(watch.addresses(kind).tolist())
+        wanted = _rows_at(g, rows, D if g.view.numel() >= D else 1, step) - _rows_at(g, 1, D, step)
+        return bool(wanted) and wanted <= found
+
     def name(kind, strays, watch, tensors):
         if watch.active and _touched(watch, "load", tensors["x"]) == _rows_at(tensors["x"], rows, D, D):
             return LN_ROW_STRIDE                                                # row r read at x_ptr + r * D
+        if watch.active and stride and kind == "load" and at(watch, "load", tensors["w"], stride):
+            return W_BY_ROW                                                     # gamma read at w + r * stride
+        if stride and kind == "store" and all(
+                _written_at(tensors[t], rows, 1, stride) or watch.active and at(watch, "store", tensors[t], stride)
+                for t in ("mean", "rstd")):
+            return STATS_BY_STRIDE                                              # mean stored at mean + r * stride
         if all(where in ("between", "after") for _, where in strays):
             return LN_UNMASKED
         return None
@@ -649,7 +735,7 @@ def check_layer_norm_memory(student, rows, D, stride, bias, seed, what):
     hint = "row r starts at x_ptr + r * stride (y_ptr likewise); mask every lane past D"
     args = [("x", gx), ("w", gw), ("b", gb), ("y", gy), ("mean", gmean), ("rstd", grstd), ("stride", stride), ("D", D),
             ("eps", 1e-5)]
-    name = _ln_memory_mistake(rows, D)
+    name = _ln_memory_mistake(rows, D, stride)
     watch = launch_watched(kernel, (rows,), args, what, hint, name, HAS_BIAS=bias, BLOCK_D=triton.next_power_of_2(D))
     expect_masked_loads(student, "layer_norm_kernel", LN_UNMASKED_LOAD)
     want_y, want_mean, want_rstd = ln_with(x.double(), w.double(), None if b is None else b.double(), 1e-5)
@@ -659,7 +745,13 @@ def check_layer_norm_memory(student, rows, D, stride, bias, seed, what):
         try:
             expect_kernel_output(got, want.float(), f"{what}: {part}", hint, watch, tensors, name)
         except Mismatch as exc:
-            if exc.mistake or not _rows_from_the_gaps(got, want):
+            stats_right = all(bool(torch.allclose(g.view.double(), w.double(), atol=1e-4, rtol=1e-4))
+                              for g, w in ((gmean, want_mean), (grstd, want_rstd)))
+            if not exc.mistake and part == "y" and b is None and stats_right and _rows_from_the_gaps(got, want) \
+                    and bool(got[1:].isnan().all()):     # x read right, no bias: gamma read past its end from row 1 on
+                raise Mismatch(exc.what, exc.problem, hint, mistake=W_BY_ROW, differences=exc.differences,
+                               max_error=exc.max_error) from None
+            if exc.mistake or not _rows_from_the_gaps(got, want) or stats_right:   # right statistics: x read right
                 raise
             raise Mismatch(exc.what, exc.problem, hint, mistake=LN_ROW_STRIDE, differences=exc.differences,
                            max_error=exc.max_error) from None
@@ -671,14 +763,6 @@ def _rows_from_the_gaps(got, want) -> bool:
     got, want = got.detach().cpu().double(), want.detach().cpu().double()
     return (got.dim() == 2 and got.shape[0] > 1 and bool(torch.allclose(got[0], want[0], atol=1e-4, rtol=1e-4))
             and bool(got[1:].isnan().any()))
-
-
-@graded("kernels.layer_norm_kernel", points=1)
-def test_layer_norm_kernel_steps_by_the_row_stride(student):
-    """layer_norm_kernel launched directly on x = wide[:, :D], rows `stride` elements apart (NaN in the
-    gaps and around every tensor), as rows sliced out of a wider matrix are: with and without bias."""
-    check_layer_norm_memory(student, 4, 100, 160, True, 11, "layer_norm_kernel on 4 rows of 100, 160 apart")
-    check_layer_norm_memory(student, 3, 60, 96, False, 12, "layer_norm_kernel on 3 rows of 60, 96 apart, no bias")
 
 
 Y_BY_X_STRIDE = ("y's rows stepped by x_row_stride: each tensor has its own row stride, and y's row r starts at "
@@ -777,12 +861,21 @@ TAIL_UNMASKED = ("a tail tile without its mask: the last key tile runs past S, a
                  "after the end of v; load k and v with mask=cols < S")
 V_FROM_K = "the values loaded from k_ptr: acc sums p @ k, the keys; load the value tile from v_ptr"
 FA_PAST = "the last query block stored past T: its stores need mask=rows < T"
+ALL_NAN = ("every row NaN from the first key tile on, where the running max m is still -inf: there the rescale factor "
+           "must be alpha = exp(m - m_new) = exp(-inf) = 0; written the other way round, exp(m_new - m), it is inf, and "
+           "inf·0 = NaN (likewise p = exp(s - m_new) takes the new max: exp(s - m) with m = -inf is inf)")
+M_FROM_ZERO = ("the running max started at 0 instead of -inf: a row whose scores all lie far below 0 keeps m = 0, so "
+               "every exp(s - m) underflows to 0 in fp32, l = 0, and o = 0/0 is NaN; start m at float('-inf'), so "
+               "that the first tile's max is the row's own")
 
 
 def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"), offset=True, diagonal=True,
-                strict=False, lse_scaled=True, scale=None, scale_output=False, tail_masked=True, lse_max=True):
+                strict=False, lse_scaled=True, scale=None, scale_output=False, tail_masked=True, lse_max=True,
+                alpha_inverted=False, m_start=-math.inf):
     """The tiled online softmax of the kernel in float64, each typical slip switchable: the reference
-    and its mistakes. q (B, H, T, K), k, v (B, H, S, K) -> (o (B, H, T, K), lse (B, H, T))."""
+    and its mistakes. q (B, H, T, K), k, v (B, H, S, K) -> (o (B, H, T, K), lse (B, H, T)).
+    alpha_inverted: alpha = exp(m_new - m); m_start: the running max's first value (0 by mistake: then
+    the exponentials are rounded to fp32, as the kernel computes them, so that those far below 0 underflow)."""
     B, H, T, K = q.shape
     S = k.shape[2]
     sm_scale = 1 / math.sqrt(K) if scale is None else scale
@@ -790,7 +883,8 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
     o, lse = torch.empty_like(q), torch.empty(B * H, T, dtype=torch.float64)
     for first in range(0, T, block_m):
         rows = torch.arange(first, min(T, first + block_m))
-        m = torch.full((B * H, len(rows)), -math.inf, dtype=torch.float64)
+        m = torch.full((B * H, len(rows)), m_start, dtype=torch.float64)
+        fp32 = (lambda t: t.float().double()) if m_start != -math.inf else (lambda t: t)
         l, acc = torch.zeros_like(m), torch.zeros(B * H, len(rows), K, dtype=torch.float64)
         for start_n in range(0, min(S, start + first + block_m * diagonal), block_n):
             cols = torch.arange(start_n, min(S, start_n + block_n))
@@ -798,9 +892,9 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
             pos = rows[:, None] + start * offset
             s = s.masked_fill(~((cols[None, :] < pos) if strict else (cols[None, :] <= pos)), -math.inf)
             m_new = torch.maximum(m, s.amax(-1))
-            alpha = (m - m_new).exp()
+            alpha = fp32((m_new - m if alpha_inverted else m - m_new).exp())
             l_alpha, acc_alpha = ((alpha if name in rescale else torch.ones_like(m)) for name in ("l", "acc"))
-            p = (s - m_new[..., None]).exp()
+            p = fp32((s - m_new[..., None]).exp())
             l, acc, m = l * l_alpha + p.sum(-1), acc * acc_alpha[..., None] + p @ v[:, cols], m_new
             if not tail_masked and start_n + block_n > S:
                 acc[-1] = math.nan                            # the last head's tile read the NaN after v
@@ -815,7 +909,8 @@ def flash_mistakes(q, k, v, start):
             L_ONLY_RESCALED: dict(rescale=("l",)), MASK_OFFSET: dict(offset=False), DIAGONAL_SKIPPED: dict(diagonal=False),
             DIAGONAL_MASKED: dict(strict=True), LSE_UNSCALED: dict(lse_scaled=False), LSE_NO_MAX: dict(lse_max=False),
             SCALE_ON_OUTPUT: dict(scale_output=True), SCALE_BLOCK_K: dict(scale=max(16, 1 << (K - 1).bit_length()) ** -0.5),
-            NO_SCALE: dict(scale=1.0), TAIL_UNMASKED: dict(tail_masked=False)}
+            NO_SCALE: dict(scale=1.0), TAIL_UNMASKED: dict(tail_masked=False), ALL_NAN: dict(alpha_inverted=True),
+            M_FROM_ZERO: dict(m_start=0.0)}
 
 
 def call_flash(flash_attention, q, k, v, start):
@@ -851,9 +946,15 @@ def _flash_cases(flash_attention, q, k, v, start, what):
             Case(f"{what}: lse", part(1), want_lse.float(), differing(1, want_lse)))
 
 
-def flash_inputs(T, S, K, B=1, H=2, seed=0):
+def flash_inputs(T, S, K, B=1, H=2, seed=0, far_below=False):
+    """q, k, v; far_below: head 0's scores all far below 0 (about -200: q near +7, k near -7, small integers,
+    whose products and sums fp32 holds exactly, with K = 16 so that sm_scale = 1/4 is exact too)."""
     g = torch.Generator().manual_seed(seed)
-    return tuple((torch.randn(B, H, n, K, generator=g) * 1.5).to(DEVICE) for n in (T, S, S))
+    q, k, v = (torch.randn(B, H, n, K, generator=g) * 1.5 for n in (T, S, S))
+    if far_below:
+        q[:, 0] = 7.0 + torch.randint(-1, 2, (B, T, K), generator=g)
+        k[:, 0] = -7.0 + torch.randint(-1, 2, (B, S, K), generator=g)
+    return q.to(DEVICE), k.to(DEVICE), v.to(DEVICE)
 
 
 def check_flash(student, *inputs):
@@ -861,9 +962,9 @@ def check_flash(student, *inputs):
     softmax (itself equal to softmax(mask(q·kᵀ/sqrt(K)))·v); a named mistake confirmed on another."""
     flash_attention = student.piece("kernels", "flash_attention")
     cases = []
-    for T, S, K, start, seed in inputs:
-        what = f"flash_attention for T={T}, S={S}, K={K}, start={start}"
-        cases.append(_flash_cases(flash_attention, *flash_inputs(T, S, K, seed=seed), start, what))
+    for T, S, K, start, seed, *far in inputs:
+        what = f"flash_attention for T={T}, S={S}, K={K}, start={start}" + (", head 0's scores near -200" if far else "")
+        cases.append(_flash_cases(flash_attention, *flash_inputs(T, S, K, seed=seed, far_below=bool(far)), start, what))
     for parts in zip(*cases):
         expect_cases(*parts, hint=FA_HINT, atol=1e-5, rtol=1e-5)
 
@@ -883,6 +984,13 @@ def test_flash_tiled_equals_softmax_attention():
 def test_flash_attention_kernel_with_a_cache(student):
     """T, S, K not multiples of the tiles of 16; keys 0 .. start - 1 from a cache."""
     check_flash(student, (21, 45, 12, 24, 0), (19, 37, 20, 18, 1))
+
+
+@graded("kernels.flash_attention_kernel", points=1)
+def test_flash_attention_kernel_scores_far_below_zero(student):
+    """Head 0's scores all near -200 (softmax does not care: only their differences count), head 1's
+    ordinary: exp(s - m) must be taken against the row's own max, never against a max of 0."""
+    check_flash(student, (20, 26, 16, 6, 5, True), (9, 25, 16, 16, 6, True))
 
 
 @graded("kernels.flash_attention_kernel", points=1)

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.grading import Case, expect_cases, graded, load_weights
+from andrea_course.grading import Case, Second, expect_cases, expect_runs, graded, load_weights
 from andrea_course import pieces
 from andrea_course.graded import add_fitted_gelu, expect_slot_called, parameter_shapes
 
@@ -14,8 +14,8 @@ X = torch.linspace(-6, 6, 241, dtype=torch.float64)          # where the GELU fo
 X2 = (torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(5)) * 2.5).float()    # (B, T, F) float32
 
 
-def _gelu_tanh(x, c=math.sqrt(2 / math.pi), a=0.044715, power=3, half=0.5, squash=torch.tanh):
-    return half * x * (1 + squash(c * (x + a * x ** power)))
+def _gelu_tanh(x, c=math.sqrt(2 / math.pi), a=0.044715, power=3, half=0.5, squash=torch.tanh, sign=1):
+    return half * x * (1 + sign * squash(c * (x + a * x ** power)))
 
 
 def _tanh_case(fn, x):
@@ -26,6 +26,9 @@ def _tanh_case(fn, x):
         "sqrt(pi/2) instead of sqrt(2/pi)": _gelu_tanh(x, c=math.sqrt(math.pi / 2)),
         "2/pi without the square root: use sqrt(2/pi)": _gelu_tanh(x, c=2 / math.pi),
         "x² instead of x³ inside the tanh": _gelu_tanh(x, power=2),
+        "1 - tanh(...) instead of 1 + tanh(...): the sign before the tanh flipped, so the gate is the probability "
+        "of the other side, x·Phi(-x), which shuts out large positive inputs; 0.5·x·(1 + tanh(√(2/π)·(x + "
+        "0.044715·x³)))": _gelu_tanh(x, sign=-1),
         "the factor 0.5 is missing": _gelu_tanh(x, half=1.0),
         "sigmoid where tanh belongs: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) uses torch.tanh":
             _gelu_tanh(x, squash=torch.sigmoid),
@@ -53,8 +56,14 @@ def test_gelu_tanh(student):
     expect_cases(_tanh_case(fn, X), _tanh_case(fn, X2), _tanh_case(fn, X[1::3] * 0.9))   # a float64 second input too
 
 
+MATH_ERF = ("math.erf, which takes one Python number: a tensor of several elements cannot be converted to one; "
+            "torch.erf is the error function elementwise, torch.erf(x / math.sqrt(2))")
+
+
 def _erf_case(fn, x):
     return Case(f"gelu_erf(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]})", lambda: fn(x), F.gelu(x), {
+        "1 - erf(...) instead of 1 + erf(...): the sign before the erf flipped, so the gate is the probability of "
+        "the other side, x·Phi(-x); 0.5·x·(1 + erf(x / sqrt(2)))": 0.5 * x * (1 - torch.erf(x / math.sqrt(2))),
         "the exact (erf) form asked, but this is the tanh approximation": F.gelu(x, approximate="tanh"),
         "erf(x) instead of erf(x / sqrt(2)): Phi is the CDF of the standard normal": 0.5 * x * (1 + torch.erf(x)),
         "erf(x·sqrt(2)) instead of erf(x / sqrt(2))": 0.5 * x * (1 + torch.erf(x * math.sqrt(2))),
@@ -73,6 +82,9 @@ def _erf_case(fn, x):
 @graded("mlp.gelu_erf", points=1)
 def test_gelu_erf(student):
     fn = student.piece("mlp", "gelu_erf")
+    raising = lambda x: {MATH_ERF: lambda: math.erf(x / math.sqrt(2))}
+    expect_runs(lambda: fn(X), f"gelu_erf(x of shape {tuple(X.shape)}, float64)", mistakes=raising(X),
+                second=Second(lambda: fn(X2), None, raising(X2)), hint="torch.erf works on every element of a tensor")
     expect_cases(_erf_case(fn, X), _erf_case(fn, X2))
 
 
@@ -104,6 +116,8 @@ def _slope_mistakes(x):
             0.5 * (1 + torch.erf(x)) + x * bell / math.sqrt(2 * math.pi),
         "x·phi(x) subtracted: the product rule adds its two terms": cdf - x * bell / math.sqrt(2 * math.pi),
         "GELU itself, not its slope": F.gelu(x),
+        "the product rule mixed up, x·Phi(x) + phi(x): the x multiplies the density, not Phi; d(x·Phi)/dx = "
+        "Phi(x) + x·phi(x)": x * cdf + bell / math.sqrt(2 * math.pi),
         "Phi(x)·phi(x), the two factors' derivatives multiplied: the product rule adds one term per factor, "
         "d(x·Phi)/dx = Phi(x) + x·phi(x)": cdf * bell / math.sqrt(2 * math.pi),
         "the density written exp(-x²) instead of exp(-x²/2): phi(x) = exp(-x²/2) / sqrt(2·pi)":
@@ -142,6 +156,9 @@ def _mlp_case(m, ref, x):
         mistakes = {"ReLU instead of GELU": ref.proj(F.relu(h)),
                     "the exact erf GELU instead of the tanh form (self.gelu)": ref.proj(F.gelu(h)),
                     "no activation between the two linear layers: use self.gelu": ref.proj(h),
+                    "GELU applied to the input, before fc, instead of between the two layers: with nothing between "
+                    "them fc and proj compose into one linear map; self.proj(self.gelu(self.fc(x)))":
+                        ref.proj(ref.fc(F.gelu(x, approximate="tanh"))),
                     "activation after the second layer: GELU goes between fc and proj":
                         F.gelu(ref.proj(h), approximate="tanh")}
     return Case(f"MLP(cfg)(x of shape {tuple(x.shape)})", lambda: m(x), want, mistakes)

@@ -52,6 +52,19 @@ def _shared_block_model(ref):
     return shared
 
 
+REVERSED = ("the blocks run last to first (reversed(self.blocks)): the stream goes through block 0 first, then "
+            "block 1, ..., in order, for i, block in enumerate(self.blocks)")
+SOFTMAXED = ("softmax probabilities returned instead of the logits: the model returns the raw scores "
+             "x @ self.output_weight().T; the cross-entropy (and sampling) apply the softmax themselves")
+
+
+def _reversed_model(ref):
+    """The reference with its blocks in the reverse order (each still paired with one cache of its own)."""
+    back = copy.deepcopy(ref)
+    back.blocks = nn.ModuleList(list(back.blocks)[::-1])
+    return back
+
+
 def _logits_and_mistakes(ref, ids):
     """The right logits, step by step from the reference's parts, and those of typical mistakes."""
     cfg = ref.cfg
@@ -75,6 +88,11 @@ def _logits_and_mistakes(ref, ids):
             x_normed = ln_f(block(x_normed))
         mistakes["ln_f applied after every block (indented into the loop over the blocks): the final norm comes "
                  "once, after the last block"] = x_normed @ head.T
+        x_back = x0
+        for block in reversed(ref.blocks):
+            x_back = block(x_back)
+        mistakes[REVERSED] = ln_f(x_back) @ head.T
+        mistakes[SOFTMAXED] = torch.softmax(want, dim=-1)
         x_twice = x0
         for block in ref.blocks:
             x_twice = x_twice + block(x_twice)
@@ -91,13 +109,20 @@ def _logits_case(m, ref, ids, what):
     return Case(f"{what}(ids of shape {tuple(ids.shape)})", lambda: m(ids), want, mistakes)
 
 
+ONE_BLOCK_SHORT = ("one block short: n_layers - 1 blocks built (the last one, blocks.L-1, is missing); the model has "
+                   "L blocks, nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))")
+ALWAYS_LAYERNORM = ("the final norm always a LayerNorm (nn.LayerNorm(D), with a bias) whatever cfg.norm says: with "
+                    "norm='rmsnorm' it is an RMSNorm, gamma only; self.ln_f = make_norm(cfg) builds the kind the "
+                    "config asks for")
 PLAIN_LIST = ("the blocks kept in a plain Python list: PyTorch sees no parameter inside it (they are not trained, "
               "saved or moved with the model); self.blocks = nn.ModuleList([...]) registers them")
 
 
 def _shapes_case(student, cfg, what):
     want = parameter_shapes(_reference_model(cfg))
-    mistakes = {PLAIN_LIST: {k: v for k, v in want.items() if not k.startswith("blocks.")}}
+    last = f"blocks.{cfg.n_layers - 1}."
+    mistakes = {PLAIN_LIST: {k: v for k, v in want.items() if not k.startswith("blocks.")},
+                ONE_BLOCK_SHORT: {k: v for k, v in want.items() if not k.startswith(last)}}
     if not cfg.tie_embeddings:
         mistakes.update({"the output head has a bias: nn.Linear(D, V, bias=False)": {**want, "head.bias": (cfg.vocab_size,)},
                          "no output head: an untied model has self.head = nn.Linear(D, V, bias=False)":
@@ -105,7 +130,9 @@ def _shapes_case(student, cfg, what):
     else:
         mistakes["a separate head although cfg.tie_embeddings is True: set self.head = None; the token table is "
                  "the output projection"] = {**want, "head.weight": (cfg.vocab_size, cfg.d_model)}
-    if not cfg.bias:
+    if cfg.norm == "rmsnorm":
+        mistakes[ALWAYS_LAYERNORM] = {**want, "ln_f.bias": (cfg.d_model,)}
+    elif not cfg.bias:
         mistakes["the final norm built with a bias although cfg.bias is False: self.ln_f = make_norm(cfg)"] = \
             {**want, "ln_f.bias": (cfg.d_model,)}
     mistakes.update(transposed_shapes(want, own=lambda name: not name.startswith("blocks.")))   # the blocks: Block's
@@ -117,6 +144,12 @@ def test_andrea_has_the_reference_parameters(student):
     expect_cases(_shapes_case(student, CFG, "ANDREA(cfg).state_dict(): names and shapes"),
                  _shapes_case(student, CFG2, "ANDREA(cfg with L=3, D=8).state_dict(): names and shapes"), exact=True,
                  hint="self.embed, self.blocks (nn.ModuleList of L Blocks), self.ln_f, self.head (D -> V, no bias)")
+    # RMSNorm first: a final norm that is always a LayerNorm shows there, before the bias does
+    expect_cases(_shapes_case(student, CFG.replace(norm="rmsnorm", bias=False),
+                              "ANDREA(cfg with norm='rmsnorm', bias=False).state_dict(): names and shapes"),
+                 _shapes_case(student, CFG2.replace(norm="rmsnorm", bias=False),
+                              "ANDREA(cfg with L=3, D=8, norm='rmsnorm', bias=False).state_dict(): names and shapes"),
+                 exact=True, hint="every part built from cfg: self.ln_f = make_norm(cfg) follows cfg.norm and cfg.bias")
     expect_cases(_shapes_case(student, CFG.replace(bias=False), "ANDREA(cfg with bias=False).state_dict(): names and shapes"),
                  _shapes_case(student, CFG2.replace(bias=False), "ANDREA(cfg with L=3, D=8, bias=False).state_dict(): "
                                                                  "names and shapes"), exact=True,
@@ -208,13 +241,14 @@ def _cache_case(m, ref, ids, first):
             x = block(x, cache)
         restarted = ref.ln_f(x) @ ref.output_weight().T
         shared = _shared_block_model(ref)(ids)[:, first:]                 # one Block object in all L places
+        backwards = _reversed_model(ref)(ids)[:, first:]                  # the blocks last to first
 
     def got():
         caches = m.new_caches(B_)
         m(ids[:, :first], caches=caches)
         return m(ids[:, first:], caches=caches)
     return Case(f"ANDREA(cfg) fed {first} tokens, then {ids.shape[1] - first}, through its KV caches", got, want,
-                {CACHES_NOT_PASSED: no_cache, RESTART: restarted, SHARED_BLOCK: shared})
+                {CACHES_NOT_PASSED: no_cache, RESTART: restarted, SHARED_BLOCK: shared, REVERSED: backwards})
 
 
 ONE_CACHE = ("every block given cache 0 (caches[0]): all L blocks then append their keys and values to one "
@@ -342,6 +376,14 @@ def _count_mistakes(cfg) -> dict:
         name = "the MLP's width taken as 4·D instead of cfg.d_ff: fc maps D -> d_ff and proj d_ff -> D"
         out["mlp"][name] = four
         total[name] = want["total"] - L * (want["mlp"] - four)
+    if L > 1:
+        name = "one block added to the total instead of all L: blocks = L · block, and the total counts blocks"
+        total[name] = want["total"] - want["blocks"] + want["block"]
+    if cfg.mlp == "swiglu" and b and F_ != D:
+        name = ("SwiGLU's biases counted as 3·F: w_gate and w_up have F biases each, but w_down maps F -> D and has "
+                "D, so 2·F + D in all")
+        out["mlp"][name] = want["mlp"] - D + F_
+        total[name] = want["total"] + L * (F_ - D)
     if cfg.mlp == "swiglu":
         two = 2 * D * F_ + b * (F_ + D)
         name = "SwiGLU counted as the GELU MLP's two matrices: it has three, w_gate, w_up (D -> F) and w_down (F -> D)"
@@ -681,26 +723,26 @@ def _randn(*shape, seed=0):
     return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
 
 
-def _fed(steps, seed, dtype=torch.float64):
-    """The (k, v) pairs a cache is fed, (B=2, G=2, T, K=3) each for T in steps."""
+def _fed(steps, seed, dtype=torch.float64, G=2):
+    """The (k, v) pairs a cache is fed, (B=2, G, T, K=3) each for T in steps."""
     out = []
     for step, T_ in enumerate(steps, 1):
-        k, v = _kv(2, 2, T_, 3, seed=seed + step)
+        k, v = _kv(2, G, T_, 3, seed=seed + step)
         if dtype != torch.float64:
             k, v = (t.to(dtype).transpose(1, 2).contiguous().transpose(1, 2) for t in (k, v))
         out.append((k, v))
     return out
 
 
-def _cache_run(student, steps, seed, dtype=torch.float64):
+def _cache_run(student, steps, seed, dtype=torch.float64, G=2):
     """Feed KVCache(B=2, G=2, max_len=sum(steps), K=3) chunks of `steps` positions: per update, (what
     it was fed, what came back, pos after it); an error ends the run (the second input of a
     mistake: what it raised is what it gives). In float32 the keys and values come as the model
     hands them over: strided views of the split heads."""
-    B_, G, K, S = 2, 2, 3, sum(steps)
+    B_, K, S = 2, 3, sum(steps)
     cache = student.piece("model", "KVCache")(B_, G, S, K, dtype, torch.device("cpu"))
     out = []
-    for k, v in _fed(steps, seed, dtype):
+    for k, v in _fed(steps, seed, dtype, G):
         try:
             got = cache.update(k, v)
             if isinstance(got, tuple):              # views of the cache's buffers: the next update changes them
@@ -769,13 +811,48 @@ def _written_along_heads(fed, dtype):
     return buf[:, :pos]
 
 
+SHRUNK = ("the buffer replaced by the concatenation of its filled part and the new positions, self.k = "
+          "torch.cat([self.k[:, :, :self.pos], k], dim=2): the buffer shrinks to pos, so the next update finds the "
+          "cache full; write into the preallocated buffer, self.k[:, :, self.pos:self.pos + T] = k")
+
+
+def _concatenated_into_the_buffer(fed, dtype):
+    """SHRUNK's updates, fed (k, v) pairs, replayed on a cache's buffer (B, G, max_len, K) behind the given
+    full-cache check: raises what it raises."""
+    k0 = fed[0][0]
+    buf = torch.zeros(k0.shape[0], k0.shape[1], sum(k.shape[2] for k, _ in fed), k0.shape[3], dtype=dtype)
+    pos = 0
+    for k, _ in fed:
+        T_ = k.shape[2]
+        if pos + T_ > buf.shape[2]:
+            raise ValueError(f"KV cache full: {pos} cached + {T_} new > {buf.shape[2]} positions")
+        buf = torch.cat([buf[:, :, :pos], k], dim=2)
+        pos += T_
+    return buf
+
+
+TO_THE_END = ("the new keys written from self.pos to the end of the buffer, self.k[:, :, self.pos:] = k: that slice "
+              "holds max_len - pos positions, not T; write exactly T, self.k[:, :, self.pos:self.pos + T] = k")
+
+
+def _written_to_the_end(fed, dtype):
+    """TO_THE_END's updates, fed (k, v) pairs, replayed on a cache's buffer (B, G, max_len, K): raises what it
+    raises."""
+    k0 = fed[0][0]
+    buf = torch.zeros(k0.shape[0], k0.shape[1], sum(k.shape[2] for k, _ in fed), k0.shape[3], dtype=dtype)
+    pos = 0
+    for k, _ in fed:
+        buf[:, :, pos:] = k
+        pos += k.shape[2]
+    return buf[:, :, :pos]
+
+
 def _check_cache(student, steps, other, what, dtype=torch.float64):
     """Feed KVCache(B=2, G=2, max_len=sum(steps), K=3) chunks of `steps` positions; after each
     update, pos and the returned keys and values must be all positions so far, in order. A mistake
     is confirmed on a second cache fed chunks of `other`."""
     run, run2 = _cache_run(student, steps, 50, dtype), _cache_run(student, other, 80, dtype)
     wants, wants2 = _cache_expectations(run, sum(steps)), _cache_expectations(run2, sum(other))
-    failed2 = next((got for _, _, got, _ in run2 if isinstance(got, Exception)), None)
     done = 0
     for step, ((k, v, got, pos), (want_k, want_v, want_pos, mistakes)) in enumerate(zip(run, wants), 1):
         j = min(step, len(run2)) - 1
@@ -784,11 +861,18 @@ def _check_cache(student, steps, other, what, dtype=torch.float64):
         T_ = k.shape[2]
         at = f"{what}, update {step} ({T_} new positions after {want_pos - T_})"
         if isinstance(got, Exception):
+            # confirmed on a cache of G = 4 heads fed `other`: there a write along the heads, of T < G heads,
+            # and a write to the end of the buffer raise different errors (with G = 2 they raise the same)
+            failed4 = next((e for _, _, e, _ in _cache_run(student, other, 80, dtype, G=4) if isinstance(e, Exception)),
+                           None)
+            raising = lambda fed: {HEADS_AXIS: lambda: _written_along_heads(fed, dtype),        # noqa: E731
+                                   SHRUNK: lambda: _concatenated_into_the_buffer(fed, dtype),
+                                   TO_THE_END: lambda: _written_to_the_end(fed, dtype)}
             expect_runs(lambda: _raise(got), f"{at}: cache.update(k, v)", hint="write k at positions self.pos .. "
                         "self.pos + T - 1 of axis 2, self.k[:, :, self.pos:self.pos + T] = k",
-                        mistakes={HEADS_AXIS: lambda: _written_along_heads(_fed(steps, 50, dtype), dtype)},
-                        second=Second(lambda: _raise(failed2) if failed2 is not None else None, None,
-                                      {HEADS_AXIS: lambda: _written_along_heads(_fed(other, 80, dtype), dtype)}))
+                        mistakes=raising(_fed(steps, 50, dtype)),
+                        second=Second(lambda: _raise(failed4) if failed4 is not None else None, None,
+                                      raising(_fed(other, 80, dtype, G=4))))
             raise got
         expect_equal(pos, want_pos, f"{at}: cache.pos", "self.pos counts the cached positions: add T",
                      mistakes={NOT_ADVANCED: want_pos - T_, BY_ONE: step if step != want_pos else None},

@@ -37,6 +37,8 @@ def _rms_over(x, w, eps=1e-5, dim=-1):
     return x * torch.rsqrt(_ms(x, dim) + eps) * w
 
 
+ABS_MEAN = ("divided by the mean absolute value, mean(|x|), instead of the root mean square: square the features, "
+            "average, then take the square root, x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)")
 MULTIPLIED_BY_RMS = ("multiplied by the root mean square instead of dividing by it (torch.sqrt where torch.rsqrt "
                      "belongs): x / sqrt(mean(x²) + eps), that is x * torch.rsqrt(mean(x²) + eps)")
 
@@ -60,6 +62,7 @@ def _rms_norm_mistakes(x, w, eps=1e-5):
         MULTIPLIED_BY_RMS: x * torch.sqrt(_ms(x) + eps) * w,
         "divided by the mean square, not its square root: x / sqrt(mean(x²) + eps), that is "
         "x * torch.rsqrt(mean(x²) + eps)": x / (_ms(x) + eps) * w,
+        ABS_MEAN: x / (x.abs().mean(dim=-1, keepdim=True) + eps) * w,
     }
 
 
@@ -139,6 +142,7 @@ def _rms_case(rms_norm, x, eps_given=True):
                 "divided by sqrt(sum(x²)) instead of sqrt(mean(x²)): the output's root mean square must be 1, not "
                 "1/sqrt(D)": of(x * torch.rsqrt(x.pow(2).sum(dim=-1, keepdim=True) + 1e-5)),
                 MULTIPLIED_BY_RMS: of(x * torch.sqrt(_ms(x) + 1e-5)),
+                ABS_MEAN: of(x / (x.abs().mean(dim=-1, keepdim=True) + 1e-5)),
                 "divided by the standard deviation (the mean taken away before squaring, as LayerNorm does): "
                 "RMSNorm divides x by sqrt(mean(x²)), with no mean subtracted anywhere":
                     of(x * torch.rsqrt(x.var(dim=-1, unbiased=False, keepdim=True) + 1e-5))}
@@ -218,6 +222,9 @@ def _bf16_norm(x, w, eps=1e-5):
 
 
 RETURNED_FP32 = "returned fp32: cast the result back to x's dtype with .to(x.dtype)"
+GAMMA_AFTER_CAST = ("gamma multiplied after the cast back to x's dtype: a bf16 result times an fp32 weight is promoted "
+                    "to fp32 again (and rounded twice); multiply by gamma in fp32 first, then cast once, "
+                    "(y * weight.to(wide)).to(x.dtype)")
 
 
 @graded("modern.rms_norm", points=2)
@@ -259,6 +266,21 @@ def test_rmsnorm_computes_in_fp32(student):
     mine = lambda xs, ws: rms_norm(xs.float(), ws.float(), 1e-5).half()
     expect_cases(first._replace(want=mine(xh, wh)), second._replace(want=mine(xh2, wh2)))
 
+    # gamma in fp32 while x is bf16 (fp16), as a model that keeps its norms' weights in fp32 hands them over:
+    # the result is still in x's dtype
+    def with_fp32_gamma(xs):
+        """(the dtype of rms_norm(xs, fp32 weight), {GAMMA_AFTER_CAST: 'torch.float32'} when its values are the
+        learner's own fp32 norm of xs rounded to xs's dtype, then times the weight)."""
+        w32 = 0.5 + torch.rand(xs.shape[-1], generator=torch.Generator().manual_seed(3))
+        out, own = rms_norm(xs, w32, 1e-5), rms_norm(xs.float(), torch.ones_like(w32), 1e-5)
+        after = (isinstance(out, torch.Tensor) and isinstance(own, torch.Tensor) and out.dtype == torch.float32
+                 and out.shape == own.shape and torch.allclose(out, own.to(xs.dtype).float() * w32, rtol=1e-6, atol=0))
+        return dtype_of(out), ({GAMMA_AFTER_CAST: "torch.float32"} if after else {})
+    (got_dtype, wrong), (got_dtype2, wrong2) = with_fp32_gamma(x), with_fp32_gamma(xh)
+    expect_equal(got_dtype, "torch.bfloat16", "rms_norm(bf16 x, fp32 weight).dtype",
+                 hint="multiply by gamma in fp32, then cast the result back to x's dtype once, at the end",
+                 mistakes=wrong, second=Second(lambda: got_dtype2, "torch.float16", wrong2))
+
 
 # ----------------------------------------------------------------------------- SwiGLU
 def _swish(z):
@@ -273,7 +295,8 @@ def _swiglu_mistakes(gate, up):
         "ReLU instead of Swish on the gate": torch.relu(gate) * up,
         "GELU instead of Swish on the gate": F.gelu(gate) * up,
         "Swish on both the gate and the value": _swish(gate) * _swish(up),
-        "added instead of multiplied: Swish(gate) ⊙ up is elementwise multiplication": _swish(gate) + up,
+        "added instead of multiplied, Swish(gate) + up: the gate must scale the value, Swish(gate) ⊙ up, an "
+        "elementwise multiplication": _swish(gate) + up,
         "Swish of the product, silu(gate * up): apply Swish to the gate alone, then multiply, "
         "F.silu(gate) * up": _swish(gate * up),
     }
@@ -439,7 +462,11 @@ def test_swiglu_ffn_dim_is_8D_over_3(student):
     for D in (4096, 768):
         got = f(D)
         expect_true(isinstance(got, int) and not isinstance(got, bool), f"swiglu_hidden_dim({D})",
-                    f"returned {type(got).__name__}: a layer width must be an int", "return an int (math.ceil gives one)")
+                    f"returned {type(got).__name__}: a layer width must be an int", "return an int (math.ceil gives one)",
+                    mistake=(f"the right width as a float ({got!r}): 8 * D / 3 is a float, and floor division or "
+                             f"rounding of a float stays a float, which nn.Linear refuses as a width; round up with "
+                             f"math.ceil, which gives an int, or wrap the result in int(...)"
+                             if isinstance(got, float) and got == _round_up(8 * D, 3, 256) else None))
     # The budget itself, at the widths of real models: never below the classic MLP's 8D², and
     # above it by less than one rounding step (3·D·256 weights).
     for D in (512, 1024, 2048, 2560, 5120, 8192):
@@ -474,16 +501,21 @@ def test_kv_cache_bytes_for_every_G(student):
     base = ModelConfig.preset("andrea-120m-modern")
     H, L = base.n_heads, base.n_layers
 
-    def case(G):
+    def case(G, size):
         cfg = base.replace(n_kv_heads=G)
-        want, size = _cache_bytes(cfg, 3, 1024)                  # B = 3: a factor of its own, not the 2 of k and v
+        allocated, allocated_size = _cache_bytes(cfg, 3, 1024)    # B = 3: a factor of its own, not the 2 of k and v
+        want = allocated // allocated_size * size                 # the same values, `size` bytes each
         mistakes = {"forgot the values: the cache holds a key AND a value per head and position (factor 2)": want // 2,
                     "used H query heads instead of G key/value heads: only G are cached": want * H // G,
                     "forgot the L blocks: every block keeps its own cache": want // L,
-                    "forgot the batch: each of the B sequences keeps its own keys and values (factor B)": want // 3}
+                    "forgot the batch: each of the B sequences keeps its own keys and values (factor B)": want // 3,
+                    "bytes_per_value ignored, 2 bytes a value hard-coded: an fp32 cache (4 bytes a value) is twice "
+                    "that; multiply by bytes_per_value": want // size * 2}
         return Case(f"kv_cache_bytes(andrea-120m-modern with G={G}, batch=3, seq_len=1024, bytes_per_value={size})",
                     lambda: kv_cache_bytes(cfg, 3, 1024, size), want, {k: v for k, v in mistakes.items() if v != want})
-    expect_cases(*(case(G) for G in (1, 2, 3, 4, 6, 12)), exact=True, hint="2 (keys and values) · L · B · G · S · K · bytes")
+    # 2 bytes a value (bf16) first, then 4 (fp32), in turn: a count that ignores bytes_per_value is right in bf16 only
+    expect_cases(*(case(G, size) for G, size in ((1, 2), (2, 4), (3, 2), (4, 4), (6, 2), (12, 4))), exact=True,
+                 hint="2 (keys and values) · L · B · G · S · K · bytes_per_value")
 
     # A cache for fewer positions than the context holds: S = seq_len, not T.
     def short(batch, seq_len):
@@ -588,6 +620,8 @@ def _frequency_cases(fn, K, T, theta):
             wrong(torch.outer(torch.arange(T, dtype=torch.float64), theta ** (-torch.arange(K, dtype=torch.float64) / K))),
         "frequencies grow with i: theta^(-2i/K), the minus sign makes the last pairs slow":
             wrong(_angles(K, T, theta, exponent=-2.0)),
+        "the exponent divided by K/2 instead of K, theta^(-2i/(K/2)) = theta^(-4i/K): the frequencies fall twice as "
+        "fast; pair i turns at theta^(-2i/K), torch.arange(0, K, 2) / K": wrong(_angles(K, T, theta, exponent=4.0)),
     }
     out = {}
     call = lambda i: lambda: _pair(fn(K, T, theta), what)[i]
@@ -639,7 +673,25 @@ def _rope_mistakes(x, angles):
         "turned the wrong way: (x1, x2) becomes (x1·cos - x2·sin, x1·sin + x2·cos)": _turn(x, -angles),
         "the halves swapped in the result: the first half is x1·cos - x2·sin":
             _turn(x, angles).roll(x.shape[-1] // 2, dims=-1),
+        "the cos and sin tables swapped (sin where cos belongs): position 0, angle 0, must come back as it is, "
+        "cos 1 and sin 0; (x1, x2) becomes (x1·cos - x2·sin, x1·sin + x2·cos)": _cos_sin_swapped(x, angles),
+        "read the pairs from the two halves but wrote the turned pairs interleaved (torch.stack(..., dim=-1)"
+        ".flatten(-2)): write them back as the two halves, torch.cat([x1·cos - x2·sin, x1·sin + x2·cos], dim=-1)":
+            _interleaved(_turn(x, angles)),
     }
+
+
+def _cos_sin_swapped(x, angles):
+    """(x1, x2) turned with the cos and sin tables swapped."""
+    half = x.shape[-1] // 2
+    x1, x2, c, s = x[..., :half], x[..., half:], angles.sin(), angles.cos()
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1)
+
+
+def _interleaved(y):
+    """The two halves of y (..., K) written as neighbours: y1[0], y2[0], y1[1], y2[1], ..."""
+    half = y.shape[-1] // 2
+    return torch.stack([y[..., :half], y[..., half:]], dim=-1).flatten(-2)
 
 
 def _rope_case(apply_rope, x, a, start):
@@ -721,6 +773,11 @@ START_FROM_K = ("`start` taken from past_k.shape[-1], the head width K: the numb
                 "past_k.shape[-2], the position axis")
 
 
+CAT_FEATURES = ("the cached and the new keys joined along the feature axis (dim=-1) instead of the position axis: "
+                "k and v are (B, H, T, K), so append the new positions after the cached ones, "
+                "torch.cat([past_k, k], dim=-2)")
+
+
 def _rope_attention_mistakes(q, k, v, cos, sin, past_k, past_v):
     from andrea_course import ops
     S0, rope = past_k.shape[-2], pieces.module("modern").apply_rope
@@ -742,6 +799,9 @@ def _rope_attention_mistakes(q, k, v, cos, sin, past_k, past_v):
         mistakes.update({
             "positions not offset by the cache: the new tokens sit at S0 .. S0 + T - 1 (start = past_k.shape[-2]), not at 0":
                 ops.attention(rope(q, cos, sin, 0), cat(past_k, rope(k, cos, sin, 0)), cat(past_v, v)),
+            "the queries turned from position 0 while the new keys start at S0: q sits at S0 .. S0 + T - 1 too, so "
+            "turn it with the same start, apply_rope(q, cos, sin, start), or the query-key angles no longer match "
+            "their distance": ops.attention(rope(q, cos, sin, 0), cat(past_k, rope(k, cos, sin, S0)), cat(past_v, v)),
             "turned the cached keys again: they were turned when they were new; turn only the new k, then append":
                 ops.attention(rope(q, cos, sin, S0), turned_all, cat(past_v, v)),
             "put the new keys and values before the cached ones: append them after, torch.cat([past_k, k], dim=-2) "
@@ -800,7 +860,11 @@ def test_rope_attention_with_and_without_a_cache(student):
     q2, k2, v2 = (_randn(1, 3, 4, K, seed=s) for s in (34, 35, 36))
     empty = lambda t: torch.zeros(t.shape[0], t.shape[1], 0, K, dtype=torch.float64)
     want, want_k, _ = _ref_rope_attention(q, k, v, cos, sin, empty(q), empty(q))
-    out = rope_attention(q, k, v, cos, sin, empty(q), empty(q))
+    on_features = lambda k_: {CAT_FEATURES: lambda: torch.cat([empty(k_), k_], dim=-1)}     # noqa: E731
+    out = expect_runs(lambda: rope_attention(q, k, v, cos, sin, empty(q), empty(q)),
+                      "rope_attention(q, k, v of 5 positions, no cache)", mistakes=on_features(k),
+                      second=Second(lambda: rope_attention(q2, k2, v2, cos, sin, empty(q2), empty(q2)), None,
+                                    on_features(k2)))
     expect_true(isinstance(out, (tuple, list)) and len(out) == 3, "rope_attention(...)",
                 f"returned {type(out).__name__}, not (y, k_all, v_all)", "return the output and the grown keys and values")
     expect_cases(_rope_attention_case(rope_attention, (q, k, v, cos, sin, empty(q), empty(q)),

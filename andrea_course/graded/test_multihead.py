@@ -32,8 +32,10 @@ def _split_case(fn, shape, n_heads, strided=False):
                  "then transpose(1, 2)": x.reshape(B_, n_heads, T_, K_),
                  "features split as (K, H) instead of (H, K): head h owns features h·K .. (h+1)·K - 1":
                      x.view(B_, T_, K_, n_heads).permute(0, 3, 1, 2),
-                 "the features viewed as (K, H), view(B, T, K, H), instead of (H, K): the result is (B, K, T, H); "
-                 "head h owns features h·K .. (h+1)·K - 1, so view(B, T, H, K) and then transpose(1, 2)":
+                 "the features viewed as (K, H), K pieces of width H, instead of (H, K), H pieces of width K: "
+                 "view(B, T, K, H), or x.split(n_heads, dim=-1), whose argument is the size of each piece, not their "
+                 "number (chunk(n_heads) would cut n_heads pieces); the result is (B, K, T, H); head h owns features "
+                 "h·K .. (h+1)·K - 1, so view(B, T, H, K) and then transpose(1, 2)":
                      x.view(B_, T_, K_, n_heads).transpose(1, 2)})
 
 
@@ -41,6 +43,13 @@ def _split_case(fn, shape, n_heads, strided=False):
 def test_split_heads(student):
     fn = student.piece("multihead", "split_heads")
     expect_cases(_split_case(fn, (B, T, D), H), _split_case(fn, (3, 4, 8), 2), _split_case(fn, (2, 3, 12), 4, strided=True))
+
+
+UNPACKED_AS_BTHK = ("y.shape unpacked as B, T, H, K = y.shape, but y is (B, H, T, K): T and H swap names, so the "
+                    "reshape asks for (B, H, T·K); unpack B, H, T, K = y.shape, then transpose(1, 2) and reshape "
+                    "to (B, T, H·K)")
+HEADS_SUMMED = ("the heads' outputs added up (a sum over the head axis) instead of concatenated: (B, T, K) instead of "
+                "(B, T, H·K); the heads sit side by side, y.transpose(1, 2).reshape(B, T, H·K)")
 
 
 def _merge_case(fn, shape, dtype=torch.float64, strided=False):
@@ -56,7 +65,9 @@ def _merge_case(fn, shape, dtype=torch.float64, strided=False):
                  "transpose(1, 2), before the reshape to (B, T, H·K)": y.transpose(2, 3).reshape(B_, T_, H_ * K_),
                  "the head axis moved last, (B, T, K, H), before merging: the heads' features come out interleaved "
                  "(feature 0 of every head, then feature 1, ...); each head's K features must stay side by side, "
-                 "so merge from (B, T, H, K), y.transpose(1, 2)": y.permute(0, 2, 3, 1).reshape(B_, T_, H_ * K_)})
+                 "so merge from (B, T, H, K), y.transpose(1, 2)": y.permute(0, 2, 3, 1).reshape(B_, T_, H_ * K_),
+                 UNPACKED_AS_BTHK: y.transpose(1, 2).reshape(B_, H_, T_ * K_) if H_ != T_ else None,
+                 HEADS_SUMMED: y.sum(dim=1)})
 
 
 @graded("multihead.merge_heads", points=2)
@@ -99,6 +110,7 @@ def _mha_outputs(ref, x, cfg):
             "split and merged with reshapes that mix positions and heads: view as (B, T, H, K), then transpose":
                 ref.proj(sdpa(mixed(q, Hq), rep(mixed(k, G), "interleave"),
                               rep(mixed(v, G), "interleave")).reshape(B_, T_, Hq * Kh)),
+            RESIDUAL_INSIDE: want + x,
             "no causal mask: self.attention(q, k, v) is causal attention":
                 ref.proj(merge(sdpa(heads(q, Hq), rep(heads(k, G), "interleave"), rep(heads(v, G), "interleave"),
                                     causal=False))),
@@ -119,6 +131,8 @@ def _mha_outputs(ref, x, cfg):
     return want, mistakes
 
 
+RESIDUAL_INSIDE = ("x added to the output, a residual connection inside the attention: the block adds the residual, "
+                   "x + attn(ln1(x)), so here it would count twice; MultiHeadAttention returns self.proj(...) alone")
 MHA_HINT = ("split q, k and v into heads with view and transpose, causal attention in every head, merge the "
             "heads back, then W_O (self.proj)")
 
@@ -170,6 +184,23 @@ SKIPPED = ("attention got only the new keys and values, not what cache_and_share
            "gives each of the H query heads its key/value head")
 
 
+SKIPPED_OR_FLAT = ("attention got k and v with G heads, not what cache_and_share returns for the H query heads: the "
+                   "call skipped (or its result not assigned back to k, v), or made before split_heads, on the flat "
+                   "(B, T, G·K) tensors, where its repeat of each key/value head runs along the positions instead; "
+                   "write k, v = self.cache_and_share(k, v, cache) between split_heads and attention: it gives each "
+                   "of the H query heads its key/value head")
+BEFORE_SPLIT = ("self.cache_and_share called before split_heads, on the flat (B, T, G·K) keys and values: the cache "
+                "holds heads, (B, G, T, K), so it cannot take them (and with G < H the repeat of the key/value heads "
+                "would run along the positions); split first, then k, v = self.cache_and_share(k, v, cache)")
+
+
+def _sharing_before_the_split(ref, x, cache):
+    """The mistake: cache_and_share given k and v as the projection cuts them, (B, T, G·K), before split_heads."""
+    Hq, G, Kh = ref.n_heads, ref.n_kv_heads, ref.d_head
+    q, k, v = ref.qkv(x).split([Hq * Kh, G * Kh, G * Kh], dim=-1)
+    return ref.cache_and_share(k, v, cache)
+
+
 def _skipping_the_call(ref, x):
     """The mistake: H query heads attend to k and v as split, without self.cache_and_share."""
     Hq, G, Kh = ref.n_heads, ref.n_kv_heads, ref.d_head
@@ -210,7 +241,8 @@ def _two_parts(student, m, ref, x, cfg, first: int):
     with torch.no_grad():
         want = ref(x)[:, first:]
         fresh = {SKIPPED: ref(x[:, first:]),         # the new positions as if nothing came before
-                 NO_MASK_WITH_CACHE: unmasked(x)[:, first:]}
+                 NO_MASK_WITH_CACHE: unmasked(x)[:, first:],
+                 RESIDUAL_INSIDE: want + x[:, first:]}
     return (lambda: m(x[:, :first], cache)), (lambda: m(x[:, first:], cache)), want, fresh
 
 
@@ -225,12 +257,18 @@ def check_with_cache(student, cfg, what, dtype=torch.float64):
     load_weights(m, ref.state_dict(), what)
     prefill, rest, want, fresh = _two_parts(student, m, ref, x, cfg, 3)
     prefill2, rest2, want2, fresh2 = _two_parts(student, m, ref, x2, cfg, 2)
+    KVCache = pieces.module("multihead").KVCache
+    cache_for = lambda t: KVCache(t.shape[0], cfg.kv_heads, t.shape[1], cfg.d_head, t.dtype, torch.device("cpu"))
     with torch.no_grad():
         try:
             expect_runs(prefill, what, mistakes={SKIPPED: lambda: _skipping_the_call(ref, x[:, :3]),
-                                                 CHUNKED: lambda: _chunking(ref, x[:, :3])},
+                                                 CHUNKED: lambda: _chunking(ref, x[:, :3]),
+                                                 BEFORE_SPLIT: lambda: _sharing_before_the_split(ref, x[:, :3],
+                                                                                                 cache_for(x))},
                         second=Second(prefill2, None, {SKIPPED: lambda: _skipping_the_call(ref, x2[:, :2]),
-                                                       CHUNKED: lambda: _chunking(ref, x2[:, :2])}),
+                                                       CHUNKED: lambda: _chunking(ref, x2[:, :2]),
+                                                       BEFORE_SPLIT: lambda: _sharing_before_the_split(
+                                                           ref, x2[:, :2], cache_for(x2))}),
                         hint="split the keys and values into G heads, then hand them to self.cache_and_share")
             got = rest()
         except ValueError as exc:
@@ -279,9 +317,10 @@ def _check_grouped(student, cfg):
     what = f"MultiHeadAttention(D=16, H=4, G=2{'' if cfg.bias else ', no biases'})"
     load_weights(m, ref.state_dict(), what)
     with torch.no_grad():
-        expect_runs(lambda: m(x), f"{what}(x)", mistakes={SKIPPED: lambda: _skipping_the_call(ref, x),
+        # skipping cache_and_share and calling it before split_heads raise the same error here: one text says both
+        expect_runs(lambda: m(x), f"{what}(x)", mistakes={SKIPPED_OR_FLAT: lambda: _skipping_the_call(ref, x),
                                                           CHUNKED: lambda: _chunking(ref, x)},
-                    second=Second(lambda: m(x2), None, {SKIPPED: lambda: _skipping_the_call(ref, x2),
+                    second=Second(lambda: m(x2), None, {SKIPPED_OR_FLAT: lambda: _skipping_the_call(ref, x2),
                                                         CHUNKED: lambda: _chunking(ref, x2)}),
                     hint="split the keys and values into G heads, then hand them to self.cache_and_share")
         expect_cases(_mha_call_case(m, ref, x, cfg, what), _mha_call_case(m, ref, x2, cfg, what), hint=MHA_HINT)

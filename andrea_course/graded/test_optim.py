@@ -9,7 +9,8 @@ import math
 import torch
 from torch.optim.adamw import adamw as torch_adamw
 
-from andrea_course.grading import Case, Second, expect_cases, expect_close, expect_equal, expect_true, graded
+from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
+                                   graded)
 from andrea_course.train.schedule import lr_at as trainer_lr_at
 
 SCHEDULES = [dict(lr=6e-4, min_lr=6e-5, warmup_steps=10, max_steps=100),
@@ -57,6 +58,12 @@ def _lr_mistakes(step, s):
         "the cosine's progress counted from step 0 over the whole run, step/max_steps, so the decay starts "
         "part-way down: count from the end of warm-up, (step - warmup_steps)/(max_steps - warmup_steps)":
             after(min(1.0, step / max(1, M))),
+        "cos(progress) without π: the cosine covers only one radian, so the rate ends well above min_lr; "
+        "half a cosine period is cos(π·progress)":
+            min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(progress)) if step >= W else _want(step, s),
+        "a quarter cosine, cos(π·progress/2), instead of half a cosine: the same ends (lr, then min_lr), but another "
+        "decay in between; min_lr + (lr - min_lr)·(1 + cos(π·progress))/2":
+            min_lr + (lr - min_lr) * math.cos(math.pi * progress / 2) if step >= W else _want(step, s),
     }
 
 
@@ -101,12 +108,28 @@ def test_lr_cosine_reaches_min_lr_at_max_steps(student):
                                     s["max_steps"]]])                  # exactly min_lr at max_steps
 
 
+NO_DECAY = dict(lr=1e-3, min_lr=1e-4, warmup_steps=20, max_steps=20)     # warm-up the whole run: no cosine left
+DECAY_BY_ZERO = ("the progress divided by max_steps - warmup_steps with no guard: when warm-up lasts the whole run "
+                 "(warmup_steps == max_steps) that is 0, and every step after it raised ZeroDivisionError; divide by "
+                 "max(1, max_steps - warmup_steps)")
+
+
+def _unguarded_progress(step, s):
+    """The slip: the length of the decay not guarded, (step - warmup_steps) / (max_steps - warmup_steps)."""
+    return lambda: min(1.0, (step - s["warmup_steps"]) / (s["max_steps"] - s["warmup_steps"]))
+
+
 @graded("optim.lr_at", points=1)
 def test_lr_after_max_steps_stays_at_min_lr(student):
     lr_at = student.piece("optim", "lr_at")
-    _check_lrs(lr_at, [(step, s) for s in SCHEDULES
-                       for step in (s["max_steps"] + 1, s["max_steps"] + 5, s["max_steps"] + s["max_steps"] // 2,
-                                    3 * s["max_steps"])])
+    s, after = NO_DECAY, NO_DECAY["max_steps"] + 1
+    expect_runs(lambda: lr_at(after, **s), f"lr_at({after}, {s})", mistakes={DECAY_BY_ZERO: _unguarded_progress(after, s)},
+                second=Second(lambda: lr_at(after + 4, **s), None, {DECAY_BY_ZERO: _unguarded_progress(after + 4, s)}),
+                hint="after max_steps the rate is min_lr, also when warm-up lasted the whole run")
+    _check_lrs(lr_at, [*((step, s) for s in SCHEDULES
+                         for step in (s["max_steps"] + 1, s["max_steps"] + 5, s["max_steps"] + s["max_steps"] // 2,
+                                      3 * s["max_steps"])),
+                       *((step, s) for step in (after, after + 4, after + 6))])
 
 
 # ----------------------------------------------------------------------------- AdamW
@@ -130,14 +153,17 @@ def _torch_adamw(param, grads, lr, betas, eps, weight_decay):
 
 def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct="mv", decoupled=True,
                     decay_times_lr=True, eps_inside=False, v_of_g=False, swapped="", from_zero=False,
-                    return_hats=False, root=True, m_v_returned_swapped=False, power_of_one_minus=False):
+                    return_hats=False, root=True, m_v_returned_swapped=False, power_of_one_minus=False,
+                    m_weights_swapped=False, ascent=False, times_not_power=""):
     """The update as a typical mistake computes it: [(param, m, v) after each step].
 
     correct: which of the running means are bias-corrected ("mv" both, "m" or "v" one, "" neither);
     swapped: "all" (beta2, beta1 = betas: every beta swapped), "means" (the running means swapped,
     the bias correction right); v_of_g: v averages g (True), |g| ("abs") or g² (False); return_hats:
     m̂ and v̂ returned, and so fed to the next step; not root: divided by v̂ + eps, no square root; m_v_returned_swapped: (param, v, m) returned, and so
-    fed back as m and v swapped; power_of_one_minus: the correction divides by (1 - beta)^step."""
+    fed back as m and v swapped; power_of_one_minus: the correction divides by (1 - beta)^step;
+    m_weights_swapped: m = beta1·g + (1 - beta1)·m; ascent: the step added, not subtracted;
+    times_not_power: which corrections ("m", "mv") divide by 1 - beta·step instead of 1 - beta^step."""
     (b1, b2), p = betas, param.clone()
     c1, c2 = b1, b2                                                   # the betas of the bias correction
     if swapped:
@@ -147,15 +173,17 @@ def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct="mv",
     for t, g in enumerate(grads, start=1):
         if not decoupled:
             g = g + weight_decay * p                                  # L2: Adam, not AdamW
-        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * {True: g, "abs": g.abs(), False: g * g}[v_of_g]
+        m, v = (b1 * g + (1 - b1) * m if m_weights_swapped else b1 * m + (1 - b1) * g,
+                b2 * v + (1 - b2) * {True: g, "abs": g.abs(), False: g * g}[v_of_g])
         n = t + 1 if from_zero else t
-        m_hat = m / (1 - c1 ** n) if "m" in correct else m
-        v_hat = v / (1 - c2 ** n) if "v" in correct else v
+        m_hat = m / (1 - (c1 * n if "m" in times_not_power else c1 ** n)) if "m" in correct else m
+        v_hat = v / (1 - (c2 * n if "v" in times_not_power else c2 ** n)) if "v" in correct else v
         if power_of_one_minus:
             m_hat, v_hat = m / (1 - c1) ** n, v / (1 - c2) ** n
         if decoupled:
             p = p - (lr * weight_decay if decay_times_lr else weight_decay) * p
-        p = p - lr * m_hat / ((v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps if root else v_hat + eps)
+        p = p - (-1 if ascent else 1) * lr * m_hat / ((v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps if root
+                                                      else v_hat + eps)
         if return_hats:
             m, v = m_hat, v_hat
         if m_v_returned_swapped:
@@ -194,6 +222,14 @@ MISTAKES = {
         dict(m_v_returned_swapped=True),
     "returned the bias-corrected m̂ and v̂: return the running means m and v themselves, which the next "
     "step averages and corrects again": dict(return_hats=True),
+    "the running mean's weights swapped, m = beta1·g + (1 - beta1)·m: it keeps 90% of the new gradient and 10% of "
+    "the history; m = beta1·m + (1 - beta1)·g": dict(m_weights_swapped=True),
+    "the step added instead of subtracted (param + lr·m̂/...): that is gradient ascent, uphill; the update is "
+    "param - lr·m̂ / (sqrt(v̂) + eps)": dict(ascent=True),
+    "m's bias correction divides by 1 - beta1·step instead of 1 - beta1^step (* for **): from step 2 on that is "
+    "negative; m / (1 - beta1 ** step)": dict(times_not_power="m"),
+    "the bias corrections divide by 1 - beta·step instead of 1 - beta^step (* for **): from step 2 on that is "
+    "negative; m / (1 - beta1 ** step) and v / (1 - beta2 ** step)": dict(times_not_power="mv"),
 }
 
 

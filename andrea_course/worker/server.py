@@ -187,7 +187,8 @@ def _worker(recv_fd: int, send_fd: int, dump_fd: int, folder: str, hint: str | N
             answer = {"err": _chain(exc, folder, authorship.refused_note(exc))}
         finally:
             sys.stdout, sys.stderr = stdout, stderr
-        writer = wire.Writer(handle_of, aliases=watch.aliases() if watch else None, materialize=True)
+        writer = wire.Writer(handle_of, aliases=watch.aliases() if watch else None, materialize=True,
+                             keep_grad=True)
         try:
             fields_out = {"ok": writer.value(answer["ok"])} if "ok" in answer else {"err": answer["err"]}
         except BaseException as exc:   # noqa: BLE001
