@@ -21,8 +21,9 @@ import pytest
 
 from andrea_course.grading import cli, runner
 from andrea_course.grading.gradescope import Results, TestResult, to_gradescope, write_json
-from andrea_course.grading.plugin import Credit, sign
-from andrea_course.grading.runner import Course, grade, read_jsonl, snapshot
+from andrea_course.grading.plugin import Credit
+from andrea_course.grading.records import read, sign, text
+from andrea_course.grading.runner import Course, grade, snapshot
 from andrea_course.worker.tiers import Limits
 from andrea_course.exercises import EXERCISES, SOLUTIONS
 from andrea_course.paths import ROOT
@@ -36,12 +37,10 @@ def test_unsigned_result_lines_are_ignored(tmp_path):
 
     def line(record, k):
         return json.dumps({**record, "mac": sign(k, record)})
-    rec = {"kind": "result", "nodeid": "t.py::a", "passed": True}
-    path = tmp_path / "r.jsonl"
-    path.write_text("\n".join([line(rec, b"x" * 32), "not json", line({**rec, "passed": False}, key),
-                               line(rec, key)]) + "\n")
-    collected, finished, errors, forged = read_jsonl(path, key)
-    assert finished["t.py::a"]["passed"] is False and forged == 2
+    rec = {"kind": "result", "nodeid": "t.py::a", "status": "passed"}
+    lines = [line(rec, b"x" * 32), "not json", line({**rec, "status": "failed"}, key), line(rec, key)]
+    records, forged = read([x.encode() for x in lines], key)
+    assert [r.status for r in records] == ["failed", "passed"] and forged == 2
 
 
 def test_gradescope_results_fields():
@@ -166,7 +165,7 @@ def test_no_isolation_means_nothing_is_run(tmp_path, monkeypatch):
 
 
 def test_a_module_of_the_graders_process_never_stands_in_for_a_test_file(tmp_path, sandboxed, monkeypatch):
-    """The grader's pytest is a fork of the grader (forked.py): a module the grader's process
+    """The grader's pytest is a fork of the grader (pipeline.start): a module the grader's process
     imported under a test file's name (its own test suite's test_small, say) must not stand in
     for the course's file of that name, which pytest would then refuse to load."""
     import types
@@ -228,11 +227,11 @@ def test_partial_credit(tmp_path):
                     "--results-jsonl", str(jsonl), "--results-key-fd", str(key_r)],
                    pass_fds=(key_r,), capture_output=True, cwd=suite)
     os.close(key_r)
-    _, finished, _, forged = read_jsonl(jsonl, key)
-    (record,) = finished.values()
-    assert forged == 0 and record["fraction"] == 0.25 and not record["passed"]
-    assert "1 of 2 parts failed (partial credit 25%)" in record["output"] and "values differ" in record["output"]
-    assert record["mistake"] == "softmax over the wrong axis (dim=-2)"        # the named mistake, as data
+    records, forged = read(jsonl.read_bytes().splitlines(), key)
+    (record,) = [r for r in records if r.kind == "result"]
+    assert forged == 0 and record.fraction == 0.25 and record.status == "failed"
+    assert "1 of 2 parts failed (partial credit 25%)" in text(record) and "values differ" in text(record)
+    assert record.mistake == "softmax over the wrong axis (dim=-2)"        # the named mistake, as data
 
 
 # Classes: pytest-xdist's loadscope gives each its own scope, so these long runs can share the cores.
@@ -240,8 +239,8 @@ def test_partial_credit(tmp_path):
 class TestTotalTimeLimit:
     def test_total_time_limit_still_writes_results(self, tmp_path, sandboxed):
         """softmax loops forever and the per-test limit is longer than the total: the total ends it."""
-        from andrea_course.grading.runner import _children_map
-        before = set(_children_map().get(os.getpid(), ()))   # another test's (check()'s worker parent, say)
+        from andrea_course.grading.pipeline import children_map
+        before = set(children_map().get(os.getpid(), ()))   # another test's (check()'s worker parent, say)
         course = make_course(tmp_path)
         sub = make_submission(tmp_path / "looper", ["attention__sleeps_forever"])
         out = tmp_path / "out" / "results.json"
@@ -253,4 +252,4 @@ class TestTotalTimeLimit:
         assert "total time limit" in tests["test_softmax"]["output"]
         for name, t in tests.items():        # what finished before softmax may pass; nothing after it
             assert t["status"] == "passed" or "total time limit" in t["output"], (name, t["output"])
-        assert not set(_children_map().get(os.getpid(), ())) - before      # the run's processes are all gone
+        assert not set(children_map().get(os.getpid(), ())) - before      # the run's processes are all gone
