@@ -101,6 +101,19 @@ def test_an_infinite_loop_is_stopped_and_named(check_mode, graded_dir, tmp_path,
     assert chosen is not None and "ran longer than 1.5 s in test_softmax_values" in capsys.readouterr().out
 
 
+def test_a_stuck_pytest_is_stopped_and_its_stack_names_the_line(graded_dir, tmp_path, monkeypatch):
+    """The learner's code running in pytest's own process (in-process: no worker to stop it) is
+    stopped by the run's outer limit, and pytest's stack, dumped then, names the learner's line."""
+    from andrea_course.grading import pipeline
+    monkeypatch.setattr(pipeline, "GRACE", 1.0)
+    sub = _softmax_ending(tmp_path, "    while True:\n        e = e + 0\n")
+    got = pipeline.run(pipeline.Spec(tests=[graded_dir / "test_attention.py"], folder=sub, isolation="in-process",
+                                     limit=1.0, exercises=["attention.softmax"], rootdir=tmp_path))
+    assert got.stopped == "timeout" and got.running is not None, (got.stopped, got.log)
+    assert got.where.startswith(f"{(sub / 'attention.py').resolve()}, line {_line_of(sub, 'e = e + 0')}, in softmax"), got.where
+    assert got.where.endswith("e = e + 0")
+
+
 @pytest.mark.parametrize("body", [
     "    while True:\n        e = e + 0\n",
     # swallows the first interrupt, then loops again: the worker is stopped all the same

@@ -293,7 +293,7 @@ def _fill(result: CheckResult, run: Run, paths: list[Path]) -> None:
     outcomes = {n: r for n, r in run.results.items() if n in mine}
     running = mine.get(run.running.nodeid) if run.running is not None else None
     if running is not None and run.stopped == "timeout":
-        outcomes[running.nodeid] = timed_out(running.name, limit)
+        outcomes[running.nodeid] = timed_out(running.name, limit, run.where)
     elif running is not None and run.stopped == "crash":
         outcomes[running.nodeid] = failed(running.name, "error", (
             "problem", "the process running this test ended abruptly (a crash, os._exit or exit() in your "

@@ -10,7 +10,8 @@ starts it while pytest imports), start pytest with the grading plugin in a fork 
 (it has imported torch, pytest and the course already; elsewhere a new interpreter), read the
 records it streams over ONE channel (signed JSON lines, records.read) as they come, enforce the
 limits (each test: the worker stops the learner's code at `limit`, and this stops a grader that
-hangs `GRACE` later; before the first test `BOOT_LIMIT`; the whole run: `total`), and end every
+hangs `GRACE` later, its stack dumped first to name the learner's line it was in, Run.where;
+before the first test `BOOT_LIMIT`; the whole run: `total`), and end every
 process the run left behind. The learner's interrupt (Ctrl-C, the stop button) ends the run
 (Run.stopped) and the caller decides what to show.
 """
@@ -18,9 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import gc
 import io
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -68,6 +71,8 @@ class Spec:
     collect_only: bool = False
     hand_over: bool = False           # start the worker's parent here, before pytest
     orphans: bool = False             # adopt and end the learner's orphans (no sandbox to hold them)
+    names_in_impl: bool = False       # name the learner's files relative to `folder` (the grader's staged
+                                      # copy: attention.py), not to the course (exercises/attention.py)
 
 
 @dataclass
@@ -80,6 +85,7 @@ class Run:
     forged: int = 0                  # lines not signed with the run's key
     exit_code: int | None = None
     stopped: str | None = None       # None | "timeout" (a test) | "total" | "interrupt" | "crash"
+    where: str = ""                  # at a timeout, the learner's line pytest's own stack was in (if any)
     log: str = ""                    # the end of pytest's output
 
     def add(self, rec: Record) -> None:
@@ -101,6 +107,7 @@ def run(spec: Spec) -> Run:
     got = Run()
     with tempfile.TemporaryDirectory(prefix="andrea-run-") as tmp:
         channel, log = Path(tmp) / "records.jsonl", spec.log or Path(tmp) / "pytest.log"
+        stack = Path(tmp) / "stack.txt"
         key = secrets.token_bytes(32)
         key_r, key_w = os.pipe()              # the key travels by a pipe: not argv, not environ
         os.write(key_w, key.hex().encode() + b"\n")
@@ -114,7 +121,7 @@ def run(spec: Spec) -> Run:
             proc = None
             try:
                 proc = start(args, env=spec.env or {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-                             cwd=spec.cwd or os.getcwd(), log=log_file, pass_fds=tuple(passed))
+                             cwd=spec.cwd or os.getcwd(), log=log_file, pass_fds=tuple(passed), stack=stack)
             finally:
                 os.close(key_r)
                 if starter is not None:
@@ -122,6 +129,8 @@ def run(spec: Spec) -> Run:
                     starter._psock = None
             try:
                 _follow(proc, spec, channel, key, got)
+                if got.stopped == "timeout":
+                    got.where = _stuck_at(proc, stack, spec.folder, spec.names_in_impl)
             finally:
                 end(proc, before)
                 if starter is not None:
@@ -146,6 +155,8 @@ def arguments(spec: Spec, channel: Path, key_fd: int) -> list[str]:
             "--tb=native", "-p", "no:unraisableexception"]
     if spec.exercises is not None:
         args += ["--exercises", ",".join(spec.exercises)]
+    if spec.names_in_impl:
+        args.append("--names-in-impl")
     if spec.collect_only:
         args.append("--collect-only")
     if spec.jobs > 1:
@@ -250,10 +261,11 @@ def warm(kernels: bool = False) -> None:
                 warm_up(kernels=True)
 
 
-def start(args: list[str], *, env: dict, cwd, log, pass_fds: tuple = ()):
+def start(args: list[str], *, env: dict, cwd, log, pass_fds: tuple = (), stack: Path | None = None):
     """pytest with `args` in a fork of this process (a Forked), or where there is no fork a new
     interpreter (a Popen). The fork gets what the command would have got: its own session, `cwd`,
-    `env`, `log` as stdout and stderr, stdin at /dev/null, and no descriptor but `pass_fds`."""
+    `env`, `log` as stdout and stderr, stdin at /dev/null, and no descriptor but `pass_fds`; with
+    `stack`, SIGUSR1 writes its Python stack there (faulthandler: _stuck_at)."""
     if not (sys.platform.startswith("linux") and hasattr(os, "fork")):
         return subprocess.Popen([sys.executable, "-s", "-m", "pytest", *args], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
@@ -266,7 +278,7 @@ def start(args: list[str], *, env: dict, cwd, log, pass_fds: tuple = ()):
     if pid == 0:
         code = 70
         try:
-            code = _child(args, env, os.fspath(cwd), log.fileno(), set(pass_fds))
+            code = _child(args, env, os.fspath(cwd), log.fileno(), set(pass_fds), stack)
         except BaseException:         # noqa: BLE001  (reported in the log, as a crashed pytest would)
             import traceback
             traceback.print_exc()
@@ -279,7 +291,7 @@ def start(args: list[str], *, env: dict, cwd, log, pass_fds: tuple = ()):
     return Forked(pid)
 
 
-def _child(args: list[str], env: dict, cwd: str, log_fd: int, keep: set[int]) -> int:
+def _child(args: list[str], env: dict, cwd: str, log_fd: int, keep: set[int], stack: Path | None = None) -> int:
     os.setsid()
     signal.signal(signal.SIGINT, signal.default_int_handler)      # a new interpreter's handlers
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD,
@@ -294,6 +306,11 @@ def _child(args: list[str], env: dict, cwd: str, log_fd: int, keep: set[int]) ->
         if fd > 2 and fd not in keep:
             with contextlib.suppress(OSError):
                 os.close(fd)
+    if stack is not None:
+        global _STACK_FILE
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
+            _STACK_FILE = open(stack, "wb")                      # kept open: faulthandler writes to its fd
+            faulthandler.register(signal.SIGUSR1, file=_STACK_FILE, all_threads=True)
     os.environ.clear()
     os.environ.update(env)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
@@ -312,6 +329,43 @@ def _child(args: list[str], env: dict, cwd: str, log_fd: int, keep: set[int]) ->
     gc.freeze()                                                  # the grader's objects: never copied by a collection
     import pytest
     return int(pytest.main(args))
+
+
+_STACK_FILE = None
+
+
+def _stuck_at(proc, stack: Path, folder, names_in_impl: bool = False) -> str:
+    """pytest's Python stack, asked for when a test ran past its limit and the worker did not stop
+    it (faulthandler, which works inside native calls too): the learner's innermost line in it,
+    as `file, line N, in f` and the code, else ""."""
+    if not isinstance(proc, Forked) or proc.poll() is not None:
+        return ""
+    try:
+        os.kill(proc.pid, signal.SIGUSR1)
+    except OSError:
+        return ""
+    text = ""
+    for _ in range(20):
+        time.sleep(0.025)
+        with contextlib.suppress(OSError):
+            text = stack.read_text(encoding="utf-8", errors="replace")
+        if "File " in text:
+            break
+    from ..overlay import resolve
+    from .records import _learner_path
+    try:
+        folder = resolve(folder)
+    except Exception:                    # noqa: BLE001 - a bad name: nothing to name
+        return ""
+    for path, lineno, func in re.findall(r'File "([^"]+)", line (\d+) in (\S+)', text):   # innermost first
+        shown = _learner_path(path, folder, folder if names_in_impl else None)
+        if shown:
+            try:
+                code = Path(path).read_text(encoding="utf-8").splitlines()[int(lineno) - 1].strip()
+            except (OSError, IndexError, UnicodeDecodeError):
+                code = ""
+            return f"{shown}, line {lineno}, in {func}" + (f"\n    {code}" if code else "")
+    return ""
 
 
 def _test_like(name: str) -> bool:

@@ -65,6 +65,9 @@ def pytest_addoption(parser):
                     help="read a signing key for --results-jsonl lines from this file descriptor")
     group.addoption("--exercises", default=None,
                     help="comma-separated exercises ('activity.piece') whose graded tests run; default: all")
+    group.addoption("--names-in-impl", action="store_true", default=False,
+                    help="name the learner's files relative to --impl (attention.py), as the grader "
+                         "does for a submission's staged copy; default: relative to the course")
 
 
 def pytest_configure(config):
@@ -256,8 +259,9 @@ def pytest_runtest_makereport(item, call):
     if call.when == "call" and credit is not None and credit.fraction is not None:
         report.user_properties.append(("andrea_fraction", credit.fraction))
     if report.failed and any(k == "andrea" for k, _ in item.user_properties):
-        rec = describe(item, call, report, resolve(item.config._andrea_impl),
-                       item.config.getoption("--timeout-per-test"))
+        folder = resolve(item.config._andrea_impl)
+        rec = describe(item, call, report, folder, item.config.getoption("--timeout-per-test"),
+                       base=folder if item.config.getoption("--names-in-impl") else None)
         report.user_properties.append(("andrea_record", rec.as_dict()))
 
 
@@ -280,8 +284,10 @@ def pytest_runtest_logreport(report):
                                                                    status="passed"))
     if report.failed and rec.status in ("passed", "skipped"):
         last = [line for line in str(report.longrepr).strip().splitlines() if line.strip()][-1:] or ["failed"]
-        got = props.get("andrea_record") or {"status": "error", "rows": [("problem", last[0].strip())]}
+        got = props.get("andrea_record") or {"status": "error", "rows": [("problem", last[0].strip())],
+                                             "when": report.when}
         rec.status, rec.rows, rec.hint, rec.mistake = got["status"], got["rows"], got.get("hint", ""), got.get("mistake")
+        rec.when = got.get("when") or "call"
     elif report.skipped and rec.status == "passed":
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         rec.status, rec.rows = "skipped", [("problem", f"skipped: {reason}")]

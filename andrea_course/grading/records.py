@@ -44,6 +44,7 @@ class Record:
     visibility: str = "visible"
     fraction: float = 0.0            # partial credit of a failed test with parts (plugin.Credit)
     mistake: str | None = None       # the typical mistake its failure names (Mismatch.mistake)
+    when: str = "call"               # the phase it failed in: "setup" and "teardown" prefix text()
 
     @property
     def message(self) -> str:
@@ -93,7 +94,8 @@ TEXT_LABELS = {"problem": "", "how it relates": "How it relates to the expected 
 
 def text(rec: Record) -> str:
     """A failure's rows as one text (results.json's "output"): the problem first, then each row
-    as "Label: text"; "" when it passed."""
+    as "Label: text"; "" when it passed. A failure outside the test's body (a fixture's set-up or
+    teardown) starts with "setup: " or "teardown: "."""
     from .expect import NO_KNOWN_MISTAKE
     if rec.status == "passed":
         return ""
@@ -104,26 +106,29 @@ def text(rec: Record) -> str:
             continue
         shown = TEXT_LABELS.get(label, label[:1].upper() + label[1:])
         lines.append(f"{shown}: {value}" if shown else str(value))
-    return "\n".join(lines).strip()[:MAX_OUTPUT] or rec.status
+    prefix = f"{rec.when}: " if rec.status != "skipped" and rec.when not in ("call", "") else ""
+    return (prefix + "\n".join(lines).strip())[:MAX_OUTPUT] or rec.status
 
 
 # ------------------------------------------------------------------ where the learner's code is
-def _learner_path(path: str, folder: Path) -> str | None:
-    """`path` shown relative to the course (exercises/attention.py) when it is the learner's."""
+def _learner_path(path: str, folder: Path, base: Path | None = None) -> str | None:
+    """`path` shown relative to `base` when it is the learner's (under `folder`): relative to the
+    course by default (exercises/attention.py), else absolute; the grader passes the submission's
+    staged copy as `base` (attention.py), never naming its temporary folder."""
     try:
         p = Path(path).resolve()
-        p.relative_to(folder)
+        p.relative_to(Path(folder).resolve())
     except (ValueError, OSError):
         return None
     try:
-        return str(p.relative_to(ROOT))
-    except ValueError:
+        return str(p.relative_to(Path(base).resolve() if base is not None else ROOT))
+    except (ValueError, OSError):
         return str(p)
 
 
-def syntax_error_text(exc: SyntaxError, folder: Path | None = None) -> str:
+def syntax_error_text(exc: SyntaxError, folder: Path | None = None, base: Path | None = None) -> str:
     """`exercises/attention.py, line 12` then the line and a caret under the column."""
-    shown = (_learner_path(exc.filename, folder) if folder is not None and exc.filename else None) \
+    shown = (_learner_path(exc.filename, folder, base) if folder is not None and exc.filename else None) \
         or exc.filename or "your file"
     lines = [f"{shown}, line {exc.lineno}"]
     if exc.text:
@@ -135,10 +140,10 @@ def syntax_error_text(exc: SyntaxError, folder: Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def _where(tb_entries, folder: Path) -> str:
+def _where(tb_entries, folder: Path, base: Path | None = None) -> str:
     """The innermost line of the learner's own code in a traceback, as `file, line N, in f: code`."""
     for path, lineno, func, code in reversed(tb_entries):
-        shown = _learner_path(path, folder)
+        shown = _learner_path(path, folder, base)
         if shown:
             return f"{shown}, line {lineno}, in {func}" + (f"\n    {code.strip()}" if code else "")
     return ""
@@ -228,11 +233,11 @@ def timed_out(name: str, limit: float, where: str = "") -> Record:
                                             if where else []))
 
 
-def _mismatch_rows(exc, folder: Path) -> list:
+def _mismatch_rows(exc, folder: Path, base: Path | None = None) -> list:
     from .expect import NO_KNOWN_MISTAKE
     rows = [("problem", f"{exc.what}: {exc.problem}")]
     if exc.__cause__ is not None and exc.__cause__.__traceback__ is not None:   # expect_runs named an error
-        where = _where(_frames(exc.__cause__), folder)
+        where = _where(_frames(exc.__cause__), folder, base)
         rows += [("where", where)] if where else []
     optional = [("what it means", getattr(exc, "meaning", None)),
                 ("largest error", f"{exc.max_error:.3g}" if exc.max_error is not None else None),
@@ -245,15 +250,17 @@ def _mismatch_rows(exc, folder: Path) -> list:
     return rows + [(label, value) for label, value in optional if value]
 
 
-def _raised_rows(item, call, exc, folder: Path) -> list:
+def _raised_rows(item, call, exc, folder: Path, base: Path | None = None) -> list:
     """The rows of an error the learner's code (or the test after it) raised."""
     from .explain import _kind_and_text, explain
     hints, mistakes = _test_advice(getattr(item, "function", None))
-    where = _where(_frames(exc, call), folder)
+    where = _where(_frames(exc, call), folder, base)
     kind, said = _kind_and_text(exc)          # a worker's LearnerCodeError: the learner's own error
     first = "\n".join((said.strip() or kind).splitlines()[:4])
+    when = getattr(call, "when", "call")
     rows = [("problem", f"your code raised {kind}: {first}" if where else f"{kind}: {first}"),
-            ("where", where or f"in the test {item.name}, after your code returned")]
+            ("where", where or (f"in the test {item.name}, after your code returned" if when == "call"
+                                else f"in the {when} of the test {item.name}, outside its body"))]
     meaning = explain(exc, where.split("\n", 1)[1].strip() if "\n" in where else None)
     rows += [("what it means", meaning)] if meaning else []
     rows += [("hint", h) for h in hints]
@@ -262,8 +269,15 @@ def _raised_rows(item, call, exc, folder: Path) -> list:
     return rows
 
 
-def describe(item, call, rep, folder: Path, limit: float) -> Record:
-    """The Record of a failed test from pytest's report: the rows a learner reads."""
+def describe(item, call, rep, folder: Path, limit: float, base: Path | None = None) -> Record:
+    """The Record of a failed test from pytest's report: the rows a learner reads. The learner's
+    files are named relative to `base` (default: the course; the grader: the submission)."""
+    rec = _describe(item, call, rep, folder, limit, base)
+    rec.when = getattr(call, "when", "call") or "call"
+    return rec
+
+
+def _describe(item, call, rep, folder: Path, limit: float, base: Path | None) -> Record:
     from ..worker.client import LearnerCodeError
     from .expect import Mismatch
     exc = call.excinfo.value if call.excinfo is not None else None
@@ -274,23 +288,24 @@ def describe(item, call, rep, folder: Path, limit: float) -> Record:
         return Record(name=name, status="unwritten", rows=[("problem", msg)],
                       hint=msg.split("Hint:", 1)[1].strip() if "Hint:" in msg else "")
     if isinstance(exc, LearnerCodeError) and exc.kind != "error":     # the worker stopped or lost it
-        if exc.kind == "timeout":
-            return timed_out(name, limit, _where([tuple(f) for f in reversed(exc.frames)], folder)
+        if exc.kind == "timeout":        # the worker's stack at the limit: innermost first
+            return timed_out(name, limit, _where([tuple(f) for f in reversed(exc.frames)], folder, base)
                              if exc.frames else "")
         said = f"the process running your code ended abruptly: {exc}" if exc.kind == "crash" else str(exc)
-        return failed(name, "error", ("problem", said))
+        where = _where([tuple(f) for f in exc.frames], folder, base) if exc.frames else ""   # sys.exit, memory
+        return failed(name, "error", ("problem", said), *([("where", where)] if where else []))
     status = "error"
     if isinstance(exc, Mismatch):
-        rows, status = _mismatch_rows(exc, folder), "failed"
+        rows, status = _mismatch_rows(exc, folder, base), "failed"
     elif isinstance(exc, SyntaxError):
-        rows = [("problem", f"SyntaxError: {exc.msg}"), ("where", syntax_error_text(exc, folder))]
+        rows = [("problem", f"SyntaxError: {exc.msg}"), ("where", syntax_error_text(exc, folder, base))]
     elif isinstance(exc, AssertionError):
         msg = str(exc).strip().split("\nassert ")[0].strip() or "an assertion failed"
         whole = "parts failed" in msg.split("\n")[0]        # plugin.PartsFailed: every part named
         rows, status = [("problem", msg if whole else "\n".join(msg.splitlines()[:6]))], "failed"
         rows += [("hint", h) for h in _test_advice(getattr(item, "function", None))[0] if h not in msg]
     elif exc is not None:
-        rows = _raised_rows(item, call, exc, folder)
+        rows = _raised_rows(item, call, exc, folder, base)
     else:
         rows = [("problem", rep.longreprtext.strip().splitlines()[-1] if rep.longreprtext else "failed")]
     printed = _clip((getattr(rep, "capstdout", "") or "") + (getattr(rep, "capstderr", "") or ""))
