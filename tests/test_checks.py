@@ -3,9 +3,8 @@ syntax error, an exception, prints, a crash. The box says what happened in the l
 and points at the learner's line, never at the grader's internals.
 
 Each runs a small graded test file of our own against a copy of the reference attention.py with
-one line changed, in both ways grading/local_runner.py can run tests (fork: pytest in a forked child, the
-learner's code in the grader's worker process, one per test; thread: both in this process, with
-a watchdog thread)."""
+one line changed, as grading/pipeline.py runs them (pytest in a forked child, the learner's code
+in the grader's worker process, one per test)."""
 from __future__ import annotations
 
 import os
@@ -51,7 +50,6 @@ def test_weighted_sum(student):
 '''
 
 SOFTMAX_BODY = "    return e / e.sum(dim=-1, keepdim=True)\n"
-MODES = ["fork", "thread"]
 
 
 @pytest.fixture
@@ -62,10 +60,9 @@ def graded_dir(tmp_path):
     return d
 
 
-@pytest.fixture(params=MODES)
-def check_mode(request, monkeypatch):
-    monkeypatch.setenv("ANDREA_CHECK_MODE", request.param)
-    return request.param
+@pytest.fixture
+def check_mode():
+    return "fork"
 
 
 def _softmax_ending(tmp_path: Path, body: str) -> Path:
@@ -94,30 +91,39 @@ def test_an_infinite_loop_is_stopped_and_named(check_mode, graded_dir, tmp_path,
     assert check("attention.softmax", impl=sub, tests_dir=graded_dir) is None
     out = capsys.readouterr().out
     assert "your code ran longer than 1.5 s: an infinite loop?" in out
-    if check_mode == "fork":           # each test's worker is stopped on its own, as in the grader;
-        # its stack, dumped at the timeout, names the line
-        assert out.startswith("[NOT YET RIGHT] attention.softmax: 2 of 2 graded tests fail"), out
-        assert "test_softmax_values, test_softmax_4d" in out
-        assert f"attention.py, line {_line_of(sub, 'e = e + 0')}, in softmax" in out
-    else:                              # the watchdog stops the run
-        assert out.startswith("[NOT YET RIGHT] attention.softmax: 1 of 2 graded tests fail"), out
-        assert "1 more graded test did not run after that" in out
+    # each test's worker is stopped on its own, as in the grader; its stack, dumped at the
+    # timeout, names the line
+    assert out.startswith("[NOT YET RIGHT] attention.softmax: 2 of 2 graded tests fail"), out
+    assert "test_softmax_values, test_softmax_4d" in out
+    assert f"attention.py, line {_line_of(sub, 'e = e + 0')}, in softmax" in out
     _no_internals(out)
     chosen = use("attention", "softmax", impl=sub, tests_dir=graded_dir)
     assert chosen is not None and "ran longer than 1.5 s in test_softmax_values" in capsys.readouterr().out
 
 
+def test_a_stuck_pytest_is_stopped_and_its_stack_names_the_line(graded_dir, tmp_path, monkeypatch):
+    """The learner's code running in pytest's own process (in-process: no worker to stop it) is
+    stopped by the run's outer limit, and pytest's stack, dumped then, names the learner's line."""
+    from andrea_course.grading import pipeline
+    monkeypatch.setattr(pipeline, "GRACE", 1.0)
+    sub = _softmax_ending(tmp_path, "    while True:\n        e = e + 0\n")
+    got = pipeline.run(pipeline.Spec(tests=[graded_dir / "test_attention.py"], folder=sub, isolation="in-process",
+                                     limit=1.0, exercises=["attention.softmax"], rootdir=tmp_path))
+    assert got.stopped == "timeout" and got.running is not None, (got.stopped, got.log)
+    assert got.where.startswith(f"{(sub / 'attention.py').resolve()}, line {_line_of(sub, 'e = e + 0')}, in softmax"), got.where
+    assert got.where.endswith("e = e + 0")
+
+
 @pytest.mark.parametrize("body", [
     "    while True:\n        e = e + 0\n",
-    # swallows the first interrupt, then loops again: the watchdog fires again
+    # swallows the first interrupt, then loops again: the worker is stopped all the same
     "    try:\n        while True:\n            e = e + 0\n    except KeyboardInterrupt:\n        pass\n"
     "    while True:\n        e = e + 0\n",
 ], ids=["loop", "swallows-one-interrupt"])
 def test_a_loop_is_stopped_when_the_process_started_with_sigint_ignored(body, graded_dir, tmp_path, capsys,
                                                                           monkeypatch):
     """A background job of a non-interactive shell (nohup ... &, some CI agents) starts with SIGINT
-    ignored; the thread mode's watchdog must stop the learner's loop all the same."""
-    monkeypatch.setenv("ANDREA_CHECK_MODE", "thread")
+    ignored; the learner's loop is stopped all the same."""
     monkeypatch.setenv("ANDREA_CHECK_TIMEOUT", "1.5")
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -193,7 +199,6 @@ def test_the_same_failure_in_many_tests_is_shown_once(check_mode, graded_dir, tm
 def test_a_crash_costs_only_the_running_test(graded_dir, tmp_path, capsys, monkeypatch):
     """os._exit in softmax: both softmax tests fail, each saying so; weighted_sum, in the same
     file and run, still passes (the worker of one test dies, not the run)."""
-    monkeypatch.setenv("ANDREA_CHECK_MODE", "fork")
     sub = _softmax_ending(tmp_path, "    import os; os._exit(3)\n")
     check("attention.softmax", impl=sub, tests_dir=graded_dir)
     out = capsys.readouterr().out
@@ -255,7 +260,6 @@ def test_the_amber_box_gives_only_the_summary_and_points_to_hint(capsys, exercis
 def test_a_forgotten_keepdim_is_named_with_the_learners_line(tmp_path, capsys, monkeypatch):
     """The course's own graded tests: the learner's shape error becomes the named mistake, with
     the learner's line, never a traceback through attention.py's callers."""
-    monkeypatch.setenv("ANDREA_CHECK_MODE", "fork")
     sub = _softmax_ending(tmp_path, "    return e / e.sum(dim=-1)\n")
     check("attention.softmax", impl=sub)
     out = capsys.readouterr().out

@@ -15,14 +15,17 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from andrea_course.grading import cli, runner
+from andrea_course.grading import cli, pipeline, runner
 from andrea_course.grading.gradescope import Results, TestResult, to_gradescope, write_json
-from andrea_course.grading.plugin import Credit, sign
-from andrea_course.grading.runner import Course, grade, read_jsonl, snapshot
+from andrea_course.grading.gradescope import table as runner_table
+from andrea_course.grading.plugin import Credit
+from andrea_course.grading.records import read, sign, text
+from andrea_course.grading.runner import Course, grade, snapshot
 from andrea_course.worker.tiers import Limits
 from andrea_course.exercises import EXERCISES, SOLUTIONS
 from andrea_course.paths import ROOT
@@ -36,12 +39,10 @@ def test_unsigned_result_lines_are_ignored(tmp_path):
 
     def line(record, k):
         return json.dumps({**record, "mac": sign(k, record)})
-    rec = {"kind": "result", "nodeid": "t.py::a", "passed": True}
-    path = tmp_path / "r.jsonl"
-    path.write_text("\n".join([line(rec, b"x" * 32), "not json", line({**rec, "passed": False}, key),
-                               line(rec, key)]) + "\n")
-    collected, finished, errors, forged = read_jsonl(path, key)
-    assert finished["t.py::a"]["passed"] is False and forged == 2
+    rec = {"kind": "result", "nodeid": "t.py::a", "status": "passed"}
+    lines = [line(rec, b"x" * 32), "not json", line({**rec, "status": "failed"}, key), line(rec, key)]
+    records, forged = read([x.encode() for x in lines], key)
+    assert [r.status for r in records] == ["failed", "passed"] and forged == 2
 
 
 def test_gradescope_results_fields():
@@ -124,6 +125,11 @@ def test_a_class_of_hostile_submissions(tmp_path, sandboxed):
                 "test_mlp_module": "out of memory"}
     for name, why in expected.items():
         assert tests[name]["status"] == "failed" and why in tests[name]["output"], tests[name]["output"]
+    assert "Where: attention.py, line " in tests["test_scale_scores"]["output"], tests["test_scale_scores"]["output"]
+    for name in HOSTILE:                   # the learner's files by their names, not the grader's copies
+        for t in by_test(out / f"{name}.json")[1].values():
+            assert str(tmp_path / "grader-tmp") not in t["output"] and "andrea-grade-" not in t["output"], \
+                (name, t["output"])
 
     _, tests = by_test(out / "c_untouched.json")                             # stubs
     assert "attention.softmax: not implemented yet" in tests["test_softmax"]["output"]
@@ -166,7 +172,7 @@ def test_no_isolation_means_nothing_is_run(tmp_path, monkeypatch):
 
 
 def test_a_module_of_the_graders_process_never_stands_in_for_a_test_file(tmp_path, sandboxed, monkeypatch):
-    """The grader's pytest is a fork of the grader (forked.py): a module the grader's process
+    """The grader's pytest is a fork of the grader (pipeline.start): a module the grader's process
     imported under a test file's name (its own test suite's test_small, say) must not stand in
     for the course's file of that name, which pytest would then refuse to load."""
     import types
@@ -228,11 +234,57 @@ def test_partial_credit(tmp_path):
                     "--results-jsonl", str(jsonl), "--results-key-fd", str(key_r)],
                    pass_fds=(key_r,), capture_output=True, cwd=suite)
     os.close(key_r)
-    _, finished, _, forged = read_jsonl(jsonl, key)
-    (record,) = finished.values()
-    assert forged == 0 and record["fraction"] == 0.25 and not record["passed"]
-    assert "1 of 2 parts failed (partial credit 25%)" in record["output"] and "values differ" in record["output"]
-    assert record["mistake"] == "softmax over the wrong axis (dim=-2)"        # the named mistake, as data
+    records, forged = read(jsonl.read_bytes().splitlines(), key)
+    (record,) = [r for r in records if r.kind == "result"]
+    assert forged == 0 and record.fraction == 0.25 and record.status == "failed"
+    assert "1 of 2 parts failed (partial credit 25%)" in text(record) and "values differ" in text(record)
+    assert record.mistake == "softmax over the wrong axis (dim=-2)"        # the named mistake, as data
+
+
+def test_a_failure_outside_the_test_body_says_so(tmp_path):
+    """A graded test whose fixture fails: results.json's output starts with "setup: " (the
+    learner's code never ran), as it always did; check()'s box rows do not carry the prefix."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_setup.py").write_text(
+        "import pytest\nfrom andrea_course.grading import graded\n\n\n@pytest.fixture\ndef broken():\n"
+        "    raise RuntimeError('the fixture broke')\n\n\n@graded('attention.softmax')\n"
+        "def test_needs_it(broken):\n    pass\n")
+    got = pipeline.run(pipeline.Spec(tests=[suite], folder=SOLUTIONS, isolation="in-process", limit=30.0,
+                                     rootdir=tmp_path))
+    (record,) = got.results.values()
+    assert got.forged == 0 and record.status == "error" and record.when == "setup"
+    assert text(record).startswith("setup: RuntimeError: the fixture broke"), text(record)
+    assert record.rows[0] == ("problem", "RuntimeError: the fixture broke")
+    assert "after your code returned" not in text(record)
+
+
+@pytest.mark.slow(seconds=10)
+def test_a_failure_names_the_learners_file_not_the_graders_copy(tmp_path):
+    """results.json's output and andrea-grade's table name the learner's line as `mlp.py, line N`
+    (relative to the submission), never the temporary folder the grader staged it in."""
+    course = make_course(tmp_path)
+    sub = make_submission(tmp_path / "sub")
+    with open(sub / "mlp.py", "a") as f:
+        f.write("\n\ndef gelu_tanh(x):\n    return undefined_name * x\n")
+    with open(sub / "attention.py", "a") as f:
+        f.write("\n\ndef scale_scores(scores, d_head):\n    import sys\n    sys.exit('done')\n")
+    results = grade(sub, tmp_path / "results.json", course=Course(course / "tests", guard=[]),
+                    isolation="process", own_work=True, timeout_per_test=30)
+    data, tests = by_test(tmp_path / "results.json")
+    gelu = _line_of(sub / "mlp.py", "return undefined_name * x")
+    assert f"Where: mlp.py, line {gelu}, in gelu_tanh\n    return undefined_name * x" in tests["test_gelu_tanh"]["output"]
+    exits = _line_of(sub / "attention.py", "sys.exit('done')")
+    assert f"Where: attention.py, line {exits}, in scale_scores" in tests["test_scale_scores"]["output"]
+    shown = runner_table(results)
+    assert f"(mlp.py, line {gelu}, in gelu_tanh)" in shown and f"(attention.py, line {exits}, in scale_scores)" in shown
+    for said in [t["output"] for t in data["tests"]] + [shown]:
+        for temporary in (tempfile.gettempdir() + "/", str(tmp_path), "andrea-grade-", "/submission/"):
+            assert temporary not in said, (temporary, said)
+
+
+def _line_of(path: Path, needle: str) -> int:
+    return max(i for i, row in enumerate(path.read_text().splitlines(), 1) if needle in row)
 
 
 # Classes: pytest-xdist's loadscope gives each its own scope, so these long runs can share the cores.
@@ -240,8 +292,8 @@ def test_partial_credit(tmp_path):
 class TestTotalTimeLimit:
     def test_total_time_limit_still_writes_results(self, tmp_path, sandboxed):
         """softmax loops forever and the per-test limit is longer than the total: the total ends it."""
-        from andrea_course.grading.runner import _children_map
-        before = set(_children_map().get(os.getpid(), ()))   # another test's (check()'s worker parent, say)
+        from andrea_course.grading.pipeline import children_map
+        before = set(children_map().get(os.getpid(), ()))   # another test's (check()'s worker parent, say)
         course = make_course(tmp_path)
         sub = make_submission(tmp_path / "looper", ["attention__sleeps_forever"])
         out = tmp_path / "out" / "results.json"
@@ -253,4 +305,4 @@ class TestTotalTimeLimit:
         assert "total time limit" in tests["test_softmax"]["output"]
         for name, t in tests.items():        # what finished before softmax may pass; nothing after it
             assert t["status"] == "passed" or "total time limit" in t["output"], (name, t["output"])
-        assert not set(_children_map().get(os.getpid(), ())) - before      # the run's processes are all gone
+        assert not set(children_map().get(os.getpid(), ())) - before      # the run's processes are all gone

@@ -1837,8 +1837,8 @@ def test_every_named_mistake_can_be_confirmed_on_a_second_input(file, monkeypatc
 
 # ----- issue 23: what both runners say for the natural mistakes learners made -----
 # A learner's folder: the answer key with one piece rewritten the way a learner wrote it (the last
-# definition of a name in a file is the one that counts). check() reads the box's rows from
-# grading/local_runner.py's describe(); the grader (make grade) writes plugin.py's failure_message.
+# definition of a name in a file is the one that counts). Both read the rows of
+# grading/records.py's describe(): check() shows them in its box, the grader writes their text().
 
 LEARNERS = {
     "multihead": '''
@@ -1936,8 +1936,9 @@ def reports(learners_folder, tmp_path_factory):
     subprocess.run([sys.executable, "-m", "pytest", "-q", "--tb=native", "-p", "no:cacheprovider", "-p", "no:xdist",
                     "-p", "no:nbval", "--impl", str(learners_folder), "--results-jsonl", str(jsonl), *files],
                    cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
-    return {r["name"]: r["output"] for r in lines if r.get("kind") == "result" and not r["passed"]}
+    from andrea_course.grading.records import Record, text
+    lines = [Record.of({k: v for k, v in json.loads(line).items() if k != "mac"}) for line in jsonl.read_text().splitlines()]
+    return {r.name: text(r) for r in lines if r.kind == "result" and r.status != "passed"}
 
 
 BOX_CASES = [  # (graded test, words its failure must say, words it must not say)

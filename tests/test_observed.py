@@ -275,8 +275,8 @@ def test_the_probe_leaves_no_trace(tmp_path):
 def test_the_same_seed_gives_the_engines_weights_whatever_the_kernels(tmp_path, monkeypatch):
     """learner_model(..., kernels="triton") grades the learner's kernels first, warming Triton's
     interpreter in this process: that must not draw from the caller's random stream."""
-    from andrea_course.grading import local_runner
-    monkeypatch.setattr(local_runner, "_warmed", set())          # as in a fresh process
+    from andrea_course.grading import pipeline
+    monkeypatch.setattr(pipeline, "_warmed", set())          # as in a fresh process
     folder = tmp_path / "mine"
     folder.mkdir()
     shutil.copy(SOLUTIONS / "kernels.py", folder / "kernels.py")

@@ -1,5 +1,6 @@
-"""Grading: how graded tests are written (this file), run (plugin.py; student.py in this
-process, worker/client.py in a worker process) and reported (runner.py, gradescope.py, cli.py).
+"""Grading: how graded tests are written (this file), run (pipeline.py with plugin.py; student.py in
+this process, worker/client.py in a worker process) and reported (records.py, runner.py,
+gradescope.py, cli.py).
 
 A graded test names its exercise, its points and its visibility, asks the `student` fixture for
 the learner's piece, and judges the output in the grader's own process with `expect_close`:

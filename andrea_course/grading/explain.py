@@ -2,8 +2,8 @@
 
     explain(exc) -> str | None
 
-Both runners call it when a graded test fails because the learner's code raised: check()'s box
-(grading/local_runner.py, describe) and the grader's report (plugin.py, failure_message). It reads the
+It is called when a graded test fails because the learner's code raised (grading/records.py,
+describe): its words are a row of check()'s box and of the grader's report alike. It reads the
 error's type and message (an error that crossed from the sandboxed worker arrives as
 LearnerCodeError("RuntimeError: ...") and is read the same way) and, when it can, the learner's
 own line of code, and says what the error means and where such errors usually come from: a view

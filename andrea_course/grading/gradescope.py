@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -193,9 +194,11 @@ def table(results: Results, title: str = "") -> str:
         lines.append(f"  {activity:<{width}}  {got:>5g} / {most:<5g}  ({passed}/{len(tests)} tests passed)")
         for t in tests:
             if not t.passed:
-                first = (t.output.strip().splitlines() or ["failed"])[0]
+                first = (t.output.strip().splitlines() or ["failed"])[0][:150]
+                where = re.search(r"^Where: (\S.*?, line \d+(?:, in \S+)?)$", t.output, re.M)
+                first += f" ({where.group(1)})" if where and where.group(1) not in first else ""
                 mark = "-" if t.skipped else "x"
-                lines.append(f"      {mark} {t.name} [{t.exercise}]: {first[:150]}")
+                lines.append(f"      {mark} {t.name} [{t.exercise}]: {first}")
     lines.append(f"  {'TOTAL':<{width}}  {results.score:>5g} / {results.max_score:<5g}")
     later = results.later
     if later:

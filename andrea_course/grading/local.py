@@ -5,7 +5,7 @@ passing() (which pieces of a learner's folder pass) read their verdicts here.
     run_graded_many(["attention.softmax", "mlp.MLP"], "exercises")   # one pytest run for several
 
 Each test runs under a time limit with the learner's code in a worker process, as the grader
-runs it (local_runner.py); a result is remembered while the content of the learner's files and of
+runs it (pipeline.run, the one runner of graded tests); a result is remembered while the content of the learner's files and of
 the test files stays the same (reuse=True).
 
 One verdict per piece: every graded test of a piece runs, wherever it is asked from. A notebook
@@ -25,9 +25,10 @@ from pathlib import Path
 from ..graded import GRADED
 from ..overlay import impl_from_env, resolve
 from ..paths import WorkspaceError, workspace
-from . import shortcuts
-from .local_runner import Outcome, Run, run_tests, syntax_error_text, time_limit
+from . import pipeline, shortcuts
 from .markers import LESSONS, later_or_same
+from .pipeline import Run, Spec, time_limit
+from .records import Record as Outcome, failed, syntax_error_text, timed_out
 
 TESTS_DIR = GRADED              # the graded tests, shipped with the package
 DEFAULT_IMPL = "exercises"     # in a notebook the learner's own exercises are the point
@@ -253,7 +254,8 @@ def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, Chec
     if not files:
         return results
     paths = list(dict.fromkeys(p for ps in files.values() for p in ps))
-    run = run_tests(paths, list(files), impl_name, tests_dir)
+    run = pipeline.run(Spec(tests=paths, folder=impl_name, isolation="process", limit=time_limit(),
+                            exercises=list(files), rootdir=tests_dir.parent))
     for exercise in files:
         _fill(results[exercise], run, files[exercise])
     return results
@@ -286,27 +288,23 @@ def _syntax_error(impl_name: str, activity: str) -> str | None:
 
 def _fill(result: CheckResult, run: Run, paths: list[Path]) -> None:
     """Put what a run found for one exercise into its CheckResult."""
-    exercise = result.exercise
-    done = run.outcomes.get(exercise, {})
-    outcomes = dict(done)
-    running = run.running if run.running and run.running[0] == exercise else None
-    limit = time_limit()
-    if running and run.stopped == "timeout":
-        rows = [("problem", f"your code ran longer than {limit:g} s: an infinite loop? (the check stopped it)")]
-        if run.where:
-            rows.append(("where", f"{run.where}\n(the line running when it was stopped)"))
-        outcomes[running[1]] = Outcome(running[2], "timeout", f"ran longer than {limit:g} s", rows)
-    elif running and run.stopped == "crash":
-        outcomes[running[1]] = Outcome(running[2], "error", "the test's process ended", [
-            ("problem", "the process running this test ended abruptly (a crash, os._exit or exit() in your "
-                        "code, or it ran out of memory)")])
+    exercise, limit = result.exercise, time_limit()
+    mine = {n: r for n, r in run.collected.items() if r.exercise == exercise}
+    outcomes = {n: r for n, r in run.results.items() if n in mine}
+    running = mine.get(run.running.nodeid) if run.running is not None else None
+    if running is not None and run.stopped == "timeout":
+        outcomes[running.nodeid] = timed_out(running.name, limit, run.where)
+    elif running is not None and run.stopped == "crash":
+        outcomes[running.nodeid] = failed(running.name, "error", (
+            "problem", "the process running this test ended abruptly (a crash, os._exit or exit() in your "
+                       "code, or it ran out of memory)"))
     for nodeid, outcome in outcomes.items():
-        outcome.taught = run.taught.get(nodeid) or exercise.split(".")[0]
+        outcome.taught = mine[nodeid].taught
     result.outcomes = list(outcomes.values())
-    result.not_run = max(0, len(run.collected.get(exercise, [])) - len(outcomes)) if run.stopped else 0
+    result.not_run = max(0, len(mine) - len(outcomes)) if run.stopped else 0
     result.interrupted = run.stopped == "interrupt"
-    if run.collect_errors:
-        result.error = "the graded tests could not be loaded:\n" + _tail(run.collect_errors[0])
+    if run.errors:
+        result.error = "the graded tests could not be loaded:\n" + _tail(run.errors[0].rows[0][1])
     elif not result.outcomes and not result.interrupted:
         if run.stopped in ("timeout", "crash"):
             result.error = (f"the graded tests did not start within {limit:g} s" if run.stopped == "timeout"

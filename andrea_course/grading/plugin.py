@@ -8,7 +8,8 @@ Loaded by pyproject.toml's addopts (plain pytest), check() and the autograder (r
                            "in-process" (the tests' own process), or the JSON the runner writes
                            for its "sandbox" and "container" tiers
     --timeout-per-test S   seconds of learner time per test (a worker tier)
-    --results-jsonl PATH   append one JSON line per graded test as it finishes
+    --results-jsonl PATH   append one signed JSON line per event (records.Record) as it happens
+    --exercises A,B        run the graded tests of these exercises only ("activity.piece")
 
 Partial credit: a graded test that asks for the `credit` fixture splits its points into parts,
 
@@ -22,34 +23,28 @@ Partial credit: a graded test that asks for the `credit` fixture splits its poin
 and scores points × (weight of the parts that passed) / (all weight); a failed part fails the
 test (its message is reported) but the next part still runs.
 
-A results line: {"kind": "result", "nodeid", "name", "exercise", "points", "visibility", "mac",
-"passed", "fraction", "skipped", "output", "mistake"} ("mistake": the typical mistake a failure
-names, Mismatch.mistake, else null); "collected" lines list every graded test before the run, and
-"collect_error" lines name test files that failed to import. With --results-key-fd the
-plugin reads a key from a pipe and signs every line (its "mac" field, HMAC-SHA256), so that lines written by
-anything else (the learner's code, say) are recognised and ignored by the runner.
+The lines are records.Record's kinds ("collected", "start", "result", "collect_error"); a result's
+rows are records.describe()'s, the ones check()'s box shows. With --results-key-fd the plugin reads
+a key from a pipe and signs every line (its "mac" field, HMAC-SHA256, records.sign), so that lines
+written by anything else (the learner's code, say) are recognised and ignored (pipeline.py).
 """
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
 
 from .expect import Mismatch
-from .explain import explain
-from ..overlay import impl_from_env
+from .records import Record, describe, sign
+from ..overlay import impl_from_env, resolve
 from ..worker.client import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
 from ..worker.server import warm_up
 from ..worker.tiers import Isolation
 from .student import InProcessStudent
 
-MAX_OUTPUT = 4000
 
 
 def pytest_addoption(parser):
@@ -68,6 +63,11 @@ def pytest_addoption(parser):
                     help="append one JSON line per graded test to this file as it finishes")
     group.addoption("--results-key-fd", type=int, default=None,
                     help="read a signing key for --results-jsonl lines from this file descriptor")
+    group.addoption("--exercises", default=None,
+                    help="comma-separated exercises ('activity.piece') whose graded tests run; default: all")
+    group.addoption("--names-in-impl", action="store_true", default=False,
+                    help="name the learner's files relative to --impl (attention.py), as the grader "
+                         "does for a submission's staged copy; default: relative to the course")
 
 
 def pytest_configure(config):
@@ -121,18 +121,12 @@ def _is_controller(config) -> bool:
     return getattr(config, "workerinput", None) is None
 
 
-def sign(key: bytes, record: dict) -> str:
-    """HMAC-SHA256 of the record's canonical JSON (empty without a key)."""
-    if not key:
-        return ""
-    return hmac.new(key, json.dumps(record, sort_keys=True).encode(), hashlib.sha256).hexdigest()
-
-
-def _write(config, record: dict) -> None:
+def _write(config, record: Record) -> None:
     path = config.getoption("--results-jsonl")
     if not path:
         return
-    line = json.dumps({**record, "mac": sign(config._andrea_key, record)}, sort_keys=True) + "\n"
+    data = record.as_dict()
+    line = json.dumps({**data, "mac": sign(config._andrea_key, data)}, sort_keys=True) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, line.encode())         # one write per line: atomic under O_APPEND
@@ -140,18 +134,30 @@ def _write(config, record: dict) -> None:
         os.close(fd)
 
 
+def _marker(item, name: str, default=None):
+    mark = item.get_closest_marker(name)
+    return mark.args[0] if mark is not None and mark.args else default
+
+
 def graded_info(item) -> dict | None:
-    """{"exercise", "points", "visibility"} of a graded test item, else None."""
-    ex = item.get_closest_marker("exercise")
-    if ex is None:
+    """{"exercise", "points", "visibility", "taught"} of a graded test item, else None; taught:
+    the activity whose notebook teaches what it checks (@graded(taught=...), else its own)."""
+    exercise = _marker(item, "exercise")
+    if exercise is None:
         return None
-    points = item.get_closest_marker("points")
-    vis = item.get_closest_marker("visibility")
-    return {"exercise": ex.args[0], "points": float(points.args[0]) if points else 1.0,
-            "visibility": vis.args[0] if vis else "visible"}
+    return {"exercise": exercise, "points": float(_marker(item, "points", 1.0)),
+            "visibility": _marker(item, "visibility", "visible"),
+            "taught": _marker(item, "taught") or exercise.split(".")[0]}
 
 
 def pytest_collection_modifyitems(session, config, items):
+    chosen = config.getoption("--exercises")
+    if chosen is not None:                 # every graded test of these exercises, and nothing else
+        chosen = set(chosen.split(","))
+        drop = [i for i in items if _marker(i, "exercise") not in chosen]
+        items[:] = [i for i in items if _marker(i, "exercise") in chosen]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
     for item in items:
         info = graded_info(item)
         if info is not None:
@@ -165,7 +171,7 @@ def pytest_collection_finish(session):
         info = graded_info(item)
         if info is not None:
             graded = True
-            _write(session.config, {"kind": "collected", "nodeid": item.nodeid, "name": item.name, **info})
+            _write(session.config, Record("collected", nodeid=item.nodeid, name=item.name, **info))
     config = session.config
     runs_tests = not config.option.collectonly and not config.pluginmanager.hasplugin("dsession")
     if graded and runs_tests and any("student" in getattr(i, "fixturenames", ()) for i in session.items):
@@ -181,49 +187,13 @@ def pytest_collection_finish(session):
 def pytest_collectreport(report):
     config = _CONFIG[0] if _CONFIG else None
     if report.failed and config is not None:
-        _write(config, {"kind": "collect_error", "path": str(report.fspath),
-                        "output": _last_line(str(report.longrepr))})
-
-
-def failure_message(excinfo) -> str:
-    """The failure as a learner reads it: a Mismatch's (or the grader's) message, else the
-    exception as `Type: message`, never the traceback; with the learner's line where known."""
-    exc = excinfo.value
-    if isinstance(exc, (Mismatch, LearnerCodeError, PartsFailed, pytest.fail.Exception)):
-        text = str(exc)
-    else:
-        text = excinfo.exconly()
-    where = location(exc)
-    if where and where not in text:
-        text = f"{text.rstrip()} ({where})"
-    meaning = explain(exc) if not isinstance(exc, (Mismatch, PartsFailed, pytest.fail.Exception)) else None
-    if meaning:
-        text = f"{text.strip()}\nWhat it means: {meaning}"
-    return text.strip()[:MAX_OUTPUT]
-
-
-def location(exc: BaseException) -> str:
-    """'attention.py, line 12, in softmax': the learner's innermost line an exception that came
-    from the worker names (its `frames`, or its cause's), else ''."""
-    seen = 0
-    while exc is not None and seen < 5:
-        frames = getattr(exc, "frames", None)
-        if frames:
-            path, lineno, func, _ = frames[-1] if not isinstance(exc, LearnerCodeError) else frames[0]
-            return f"{Path(path).name}, line {lineno}, in {func}"
-        exc = exc.__cause__
-        seen += 1
-    return ""
+        tail = "\n".join(str(report.longreprtext).rstrip().splitlines()[-12:])
+        _write(config, Record("collect_error", name=str(report.fspath), rows=[("problem", tail)]))
 
 
 def mistake_of(exc: BaseException | None) -> str | None:
     """The typical mistake a failure names (Mismatch.mistake), else None."""
     return getattr(exc, "mistake", None) if isinstance(exc, Mismatch) else None
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip()[:MAX_OUTPUT] if lines else ""
 
 
 class PartsFailed(AssertionError):
@@ -288,42 +258,45 @@ def pytest_runtest_makereport(item, call):
     credit = getattr(item, "_andrea_credit", None)
     if call.when == "call" and credit is not None and credit.fraction is not None:
         report.user_properties.append(("andrea_fraction", credit.fraction))
-    if call.excinfo is not None and report.failed and any(k == "andrea" for k, _ in item.user_properties):
-        report.user_properties.append(("andrea_output", f"{call.when}: " * (call.when != "call")
-                                       + failure_message(call.excinfo)))
-        exc = call.excinfo.value
-        report.user_properties.append(("andrea_mistake", mistake_of(exc) or getattr(exc, "mistake", None)
-                                       if isinstance(exc, (Mismatch, PartsFailed)) else None))
+    if report.failed and any(k == "andrea" for k, _ in item.user_properties):
+        folder = resolve(item.config._andrea_impl)
+        rec = describe(item, call, report, folder, item.config.getoption("--timeout-per-test"),
+                       base=folder if item.config.getoption("--names-in-impl") else None)
+        report.user_properties.append(("andrea_record", rec.as_dict()))
+
+
+def pytest_runtest_logstart(nodeid, location):
+    config = _CONFIG[0] if _CONFIG else None
+    if config is not None and _is_controller(config):
+        _write(config, Record("start", nodeid=nodeid, name=nodeid.rsplit("::", 1)[-1]))
 
 
 def pytest_runtest_logreport(report):
+    """One "result" Record per graded test, at its teardown: its first failure (setup before
+    teardown), or skipped, or passed, with its partial credit."""
     props = dict(report.user_properties)
     info = props.get("andrea")
     config = _CONFIG[0] if _CONFIG else None
     if info is None or config is None or not _is_controller(config):
         return
-    state = config._andrea_outcomes.setdefault(report.nodeid, {"passed": True, "skipped": False,
-                                                               "output": "", "mistake": None})
-    if report.failed:
-        state["passed"] = False
-        if not state["output"]:
-            state["mistake"] = props.get("andrea_mistake")
-        state["output"] = state["output"] or props.get("andrea_output") or _last_line(str(report.longrepr))
-    elif report.skipped:
-        state["skipped"] = True
+    name = report.nodeid.rsplit("::", 1)[-1]
+    rec = config._andrea_outcomes.setdefault(report.nodeid, Record(nodeid=report.nodeid, name=name, **info,
+                                                                   status="passed"))
+    if report.failed and rec.status in ("passed", "skipped"):
+        last = [line for line in str(report.longrepr).strip().splitlines() if line.strip()][-1:] or ["failed"]
+        got = props.get("andrea_record") or {"status": "error", "rows": [("problem", last[0].strip())],
+                                             "when": report.when}
+        rec.status, rec.rows, rec.hint, rec.mistake = got["status"], got["rows"], got.get("hint", ""), got.get("mistake")
+        rec.when = got.get("when") or "call"
+    elif report.skipped and rec.status == "passed":
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        state["output"] = f"skipped: {reason}"
+        rec.status, rec.rows = "skipped", [("problem", f"skipped: {reason}")]
     if report.when == "call":
-        state["fraction"] = props.get("andrea_fraction")
+        rec.fraction = float(props.get("andrea_fraction") or 0.0)
     if report.when == "teardown":
         config._andrea_outcomes.pop(report.nodeid)
-        passed = state["passed"] and not state["skipped"]
-        fraction = 1.0 if passed else float(state.get("fraction") or 0.0)
-        _write(config, {"kind": "result", "nodeid": report.nodeid,
-                        "name": report.nodeid.rsplit("::", 1)[-1], **info, "passed": passed,
-                        "fraction": fraction, "skipped": state["skipped"],
-                        "output": "" if passed else state["output"],
-                        "mistake": None if passed else state["mistake"]})
+        rec.fraction = 1.0 if rec.status == "passed" else rec.fraction
+        _write(config, rec)
 
 
 _CONFIG: list = []

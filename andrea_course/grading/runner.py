@@ -1,5 +1,5 @@
-"""Grade one submission: pytest over the graded tests in a child process (a fork of the grader where
-there is fork: forked.py), learner code isolated.
+"""Grade one submission: the graded tests run by pipeline.run (pytest in a fork of the grader),
+learner code isolated.
 
     results = grade("path/to/submission", out="results.json")                   # the best tier here
     results = grade("exercises", isolation="process", own_work=True)            # make grade
@@ -15,7 +15,7 @@ there is fork: forked.py), learner code isolated.
 1. The course's tests (and the instructor's hidden tests) are copied from a snapshot taken
    before any learner code ran into a fresh private folder; pytest runs there with the plugin's
    --isolation (the learner's code in its own worker process) and `-m exercise` (graded tests only).
-2. pytest streams one signed JSON line per graded test; lines without the run's signature
+2. pytest streams one signed record per event (records.py); lines without the run's signature
    (written by anything but the grader) are ignored and reported.
 3. An outer time limit stops the whole run; then every process the run left behind is killed.
 4. results.json is written ALWAYS, last, atomically: tests that never reported count as failed
@@ -31,17 +31,10 @@ grades in parallel); in the process tier (orphans reparent to this process) grad
 """
 from __future__ import annotations
 
-import ctypes
 import errno
-import hmac
 import itertools
-import json
 import os
-import secrets
-import signal
 import stat
-import subprocess
-import sys
 import tempfile
 import time
 import traceback
@@ -50,12 +43,11 @@ from pathlib import Path
 from ..graded import GRADED
 from ..paths import ROOT
 from ..overlay import resolve
-from . import forked, shortcuts
+from . import hooks, pipeline, shortcuts
 from .gradescope import Results, TestResult, to_gradescope, write_json
-from ..worker.client import IsolatedStudent, LearnerCodeError
-from . import hooks
-from .plugin import sign
-from ..worker.tiers import DEAD, UID_BASE, Cgroup, Container, Isolation, Limits, probe, probe_container, proc_stat
+from .pipeline import Spec
+from .records import text
+from ..worker.tiers import UID_BASE, Cgroup, Container, Isolation, Limits, probe, probe_container
 
 COURSE_TESTS = GRADED                   # the graded tests, shipped with the package
 DEFAULT_TIMEOUT_PER_TEST = 60.0
@@ -135,68 +127,6 @@ class Course:
         for folder, before in self.guard.items():
             out += [str(folder / p) for p in changed_files(folder, before)] if folder.is_dir() else []
         return out
-
-
-# ----------------------------------------------------------------------------- processes
-def _become_subreaper() -> None:
-    """Without a sandbox: orphans of the run (a learner's double fork) reparent to us, so we can
-    end them (a sandbox's processes die with its pid namespace instead)."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER
-        except (OSError, AttributeError):
-            pass
-
-
-def _children_map(zombies: bool = False) -> dict[int, list[int]]:
-    """{ppid: [its living children]}. A zombie is left out unless asked for: it runs nothing and
-    cannot be killed (a grader that became a subreaper holds the killed orphans of a run until it
-    reaps them)."""
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not entry.isdigit():
-            continue
-        found = proc_stat(entry)
-        if found is None or (found[0] in DEAD and not zombies):
-            continue
-        kids.setdefault(found[1], []).append(int(entry))
-    return kids
-
-
-def _descendants(pids, kids) -> list[int]:
-    todo, found = list(pids), []
-    while todo:
-        for child in kids.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _kill_run(proc, orphans_since: set[int] | None, rounds: int = 20) -> None:
-    """SIGKILL the run's pytest and every process below it; with `orphans_since` (no sandbox)
-    also our children that were not there when the run began (orphans reparented to us)."""
-    me = os.getpid()
-    for _ in range(rounds):
-        kids = _children_map()
-        alive = [proc.pid] if proc.poll() is None else []
-        new = [c for c in kids.get(me, []) if c not in orphans_since] if orphans_since is not None else []
-        found = set(new) | set(_descendants(new + [proc.pid], kids)) | set(alive)
-        if not found:
-            break
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        proc.poll()
-        time.sleep(0.05)
-    if orphans_since is not None:              # reap the run's orphans (ours since we are their subreaper)
-        for pid in _children_map(zombies=True).get(me, []):
-            if pid not in orphans_since and pid != proc.pid:
-                try:
-                    os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    pass
 
 
 # ----------------------------------------------------------------------------- submissions
@@ -421,69 +351,36 @@ def _after_tests(results: Results, hook, folder: Path, iso, started, stopped: st
 
 def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_per_test,
             timeout_total, jobs, iso: Isolation | None, log, collect_only: bool) -> str | None:
-    """Run the graded tests; fills `results`. Returns why the run stopped early (the total time
-    limit, an interrupt), else None."""
+    """Run the graded tests (pipeline.run); fills `results`. Returns why the run stopped early
+    (a time limit, an interrupt), else None."""
     tests = tmp / "tests"
     materialize(course.tests, tests)
     if course.hidden:
         materialize(course.hidden, tests / "hidden")
-    (tmp / "pytest.ini").write_text("[pytest]\naddopts =\n")
-    jsonl = tmp / "results.jsonl"
-    key = secrets.token_bytes(32)
-    key_r, key_w = os.pipe()              # the key travels by a pipe: not argv, not environ
-    os.write(key_w, key.hex().encode() + b"\n")
-    os.close(key_w)
     iso = iso or Isolation("process", timeout=timeout_per_test)
-    cmd = _command(tmp, staged, iso, timeout_per_test, jsonl, key_r, collect_only, jobs)
-    passed = [key_r]
-    starter = _boot_worker_parent(staged, iso, cmd, passed) if jobs <= 1 and not collect_only else None
-    log_path = Path(log) if log else tmp / "pytest.log"
-    rc, timed_out, interrupted = _run_pytest(cmd, _environment(tmp), tmp, log_path, passed, starter,
-                                             timeout_total, walled=iso.tier in ("sandbox", "container") or collect_only)
-    collected, finished, errors, forged = read_jsonl(jsonl, key)
-    if collect_only:
+    walled = iso.tier in ("sandbox", "container") or collect_only
+    got = pipeline.run(Spec(tests=[tests], folder=staged, isolation=iso, limit=timeout_per_test,
+                            total=timeout_total, rootdir=tmp, cwd=tmp, env=_environment(tmp),
+                            log=Path(log) if log else None, jobs=jobs, collect_only=collect_only,
+                            hand_over=True, orphans=not walled, names_in_impl=True))
+    stops = {"total": f"the grading stopped at the total time limit of {timeout_total:g} s",
+             "timeout": f"the grading stopped: a test ran past {timeout_per_test + pipeline.GRACE:g} s",
+             "interrupt": "the grading was interrupted"}
+    if got.stopped in stops:
+        said = stops[got.stopped] + " (Ctrl-C or SIGTERM)" * (got.stopped == "interrupt")
+        results.notes.append(f"{said}; tests that had not finished count as failed")
+        why = "not run: " + (stops[got.stopped][4:] + " (an earlier test may have been slow)"
+                             if got.stopped == "total" else stops[got.stopped])
+    elif collect_only:
         why = f"not graded: {results.refused}"
+    elif got.exit_code not in (0, 1):
+        results.notes.append(f"pytest stopped early (exit status {got.exit_code}): "
+                             + " | ".join(got.log.strip().splitlines()[-5:]))
+        why = f"not run: pytest stopped early (exit status {got.exit_code})"
     else:
-        why = _why_not_run(results, rc, timed_out, interrupted, timeout_total, log_path)
-    _fill(results, collected, finished, errors, forged, why, course)
-    if timed_out:
-        return f"the grading stopped at the total time limit of {timeout_total:g} s"
-    if interrupted is not None:
-        return "the grading was interrupted"
-    return None
-
-
-def _command(tmp: Path, staged: Path, iso: Isolation, timeout_per_test, jsonl: Path, key_r: int,
-             collect_only: bool, jobs: int) -> list[str]:
-    """The pytest command line of a run (python -m pytest ..., the plugin and its options)."""
-    cmd = [sys.executable, "-s", "-m", "pytest", str(tmp / "tests"), "-c", str(tmp / "pytest.ini"),
-           "--rootdir", str(tmp), "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider",
-           "--isolation", iso.to_json(), "--impl", str(staged), "-m", "exercise",
-           "--timeout-per-test", str(timeout_per_test), "--results-jsonl", str(jsonl),
-           "--results-key-fd", str(key_r), "--continue-on-collection-errors", "-q", "-W", "ignore",
-           # a failure's text is the plugin's; pytest's long form parses the test file again per
-           # failure, and its unraisable-exception hook collects garbage five times at the end
-           "--tb=native", "-p", "no:unraisableexception"]
-    if collect_only:
-        cmd.append("--collect-only")
-    if jobs > 1:
-        cmd += ["-p", "xdist.plugin", "-n", str(jobs)]
-    return cmd
-
-
-def _boot_worker_parent(staged: Path, iso: Isolation, cmd: list[str], passed: list[int]):
-    """The worker's parent, started now (importing torch while pytest does, not after it) and
-    handed to pytest's plugin by --worker-parent; None when it cannot start (the plugin then
-    starts it and says why it cannot)."""
-    starter = IsolatedStudent(staged, isolation=iso)
-    try:
-        handed = starter.hand_over()
-    except LearnerCodeError:
-        starter.close()
-        return None
-    cmd += ["--worker-parent", handed]
-    passed.append(int(handed.split(":")[0]))
-    return starter
+        why = "not run: the test did not report a result"
+    _fill(results, got, why, course)
+    return stops.get(got.stopped)
 
 
 def _environment(tmp: Path) -> dict:
@@ -499,103 +396,27 @@ def _environment(tmp: Path) -> dict:
     return env
 
 
-def _run_pytest(cmd, env, tmp: Path, log_path: Path, passed: list[int], starter, timeout_total, walled: bool):
-    """pytest forked and waited for, within timeout_total; everything it left behind killed after.
-    (exit status or None, timed out, the KeyboardInterrupt that stopped it or None)."""
-    key_r = passed[0]
-    if not walled:
-        _become_subreaper()
-    orphans_since = None if walled else set(_children_map(zombies=True).get(os.getpid(), []))
-    timed_out, interrupted = False, None
-    with open(log_path, "wb") as log_file:
-        try:
-            proc = None
-            proc = forked.start(cmd[4:], env=env, cwd=tmp, log=log_file, pass_fds=tuple(passed))
-        finally:
-            os.close(key_r)
-            if starter is not None:
-                starter._psock.close()           # pytest's now
-                starter._psock = None
-                if proc is None:
-                    starter.close()
-        try:
-            rc = proc.wait(timeout=timeout_total)
-        except subprocess.TimeoutExpired:
-            timed_out, rc = True, None
-        except KeyboardInterrupt as exc:      # Ctrl-C, or SIGTERM (see cli.py): report what finished
-            interrupted, rc = exc, None
-        finally:
-            _kill_run(proc, orphans_since)
-            proc.wait()
-            if starter is not None:
-                starter.close()
-    return rc, timed_out, interrupted
-
-
-def _why_not_run(results: Results, rc, timed_out: bool, interrupted, timeout_total, log_path: Path) -> str:
-    """What a test that never reported is marked with; the run's note about it."""
-    if timed_out:
-        results.notes.append(f"the grading stopped at the total time limit of {timeout_total:g} s; "
-                             f"tests that had not finished count as failed")
-        return (f"not run: grading stopped at the total time limit of {timeout_total:g} s "
-                f"(an earlier test may have been slow)")
-    if interrupted is not None:
-        results.notes.append("the grading was interrupted (Ctrl-C or SIGTERM); "
-                             "tests that had not finished count as failed")
-        return "not run: the grading was interrupted"
-    if rc not in (0, 1):
-        tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-        results.notes.append(f"pytest stopped early (exit status {rc}): " + " | ".join(tail))
-        return f"not run: pytest stopped early (exit status {rc})"
-    return "not run: the test did not report a result"
-
-
-def _fill(results: Results, collected: dict, finished: dict, errors: list, forged: int, why: str,
-          course: Course) -> None:
+def _fill(results: Results, got: pipeline.Run, why: str, course: Course) -> None:
     """The run's records as TestResults (a test that never reported: failed, with `why`), and its
     notes (files that did not load, lines not written by the grader, course files changed)."""
-    for record in collected.values():
-        got = finished.get(record["nodeid"])
+    for rec in got.collected.values():
+        done = got.results.get(rec.nodeid)
+        passed = bool(done and done.status == "passed")
         results.tests.append(TestResult(
-            nodeid=record["nodeid"], name=record["name"], exercise=record["exercise"],
-            points=float(record["points"]), visibility=record["visibility"],
-            passed=bool(got and got["passed"]), skipped=bool(got and got.get("skipped")),
-            fraction=float(got.get("fraction") or 0.0) if got else 0.0,
-            output=(got["output"] if got else why), mistake=(got.get("mistake") if got else None)))
-    for e in errors:
-        results.notes.append(f"a test file failed to load: {Path(e['path']).name}: {e['output']}")
-    if forged:
-        results.notes.append(f"TAMPERING: {forged} line(s) in the grader's results stream were not "
+            nodeid=rec.nodeid, name=rec.name, exercise=rec.exercise, points=float(rec.points),
+            visibility=rec.visibility, passed=passed, skipped=bool(done and done.status == "skipped"),
+            fraction=float(done.fraction) if done else 0.0, output=text(done) if done else why,
+            mistake=None if passed or done is None else done.mistake))
+    for e in got.errors:
+        last = [line for line in e.rows[0][1].splitlines() if line.strip()][-1:] or [""]
+        results.notes.append(f"a test file failed to load: {Path(e.name).name}: {last[0].strip()}")
+    if got.forged:
+        results.notes.append(f"TAMPERING: {got.forged} line(s) in the grader's results stream were not "
                              f"written by the grader; they were ignored")
-    if not collected:
+    if not got.collected:
         results.notes.append("no graded test was collected")
     changes = course.changes()
     if changes:
         results.notes.append("WARNING: course files changed while this submission was graded "
                              "(this run used copies made before; later runs will not): "
                              + ", ".join(changes[:10]))
-
-
-def read_jsonl(path: Path, key: bytes):
-    """(collected {nodeid: record}, results {nodeid: record}, collect errors, forged lines):
-    only lines signed with the run's key count; the first result of a test wins."""
-    collected, finished, errors, forged = {}, {}, [], 0
-    if not path.exists():
-        return collected, finished, errors, forged
-    for line in path.read_bytes().splitlines():
-        try:
-            record = json.loads(line)
-            mac = str(record.pop("mac"))
-            if not hmac.compare_digest(sign(key, record), mac) or not mac:
-                raise ValueError("bad signature")
-            kind = record["kind"]
-        except Exception:                # noqa: BLE001  (anything not ours is forged)
-            forged += 1
-            continue
-        if kind == "collected":
-            collected.setdefault(record["nodeid"], record)
-        elif kind == "result":
-            finished.setdefault(record["nodeid"], record)
-        elif kind == "collect_error" and all(e["path"] != record["path"] for e in errors):
-            errors.append(record)
-    return collected, finished, errors, forged

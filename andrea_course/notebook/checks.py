@@ -20,7 +20,8 @@ import os
 
 from .. import pieces
 from ..grading.local import CheckResult, failing, notebook_impl, run_graded, run_graded_many, verdict
-from ..grading.local_runner import Outcome, time_limit
+from ..grading.pipeline import time_limit
+from ..grading.records import Record as Outcome
 from ..grading.markers import LESSONS
 from ..lessons import lesson
 from ..overlay import ImplementationError, Overlay, resolve

@@ -1,0 +1,422 @@
+"""The one way graded tests run, for every caller: check(), use() and passing() (local.py) and
+andrea-grade, make grade (runner.py).
+
+    got = run(Spec(tests=[...], folder=learner, isolation=iso, limit=30.0))
+    got.collected, got.results         # {nodeid: records.Record}, as the plugin wrote them
+    got.running, got.stopped           # the test running when the run stopped, and why
+
+Stages, each a small function: boot the worker's parent (when the caller asks: the grader
+starts it while pytest imports), start pytest with the grading plugin in a fork of this process
+(it has imported torch, pytest and the course already; elsewhere a new interpreter), read the
+records it streams over ONE channel (signed JSON lines, records.read) as they come, enforce the
+limits (each test: the worker stops the learner's code at `limit`, and this stops a grader that
+hangs `GRACE` later, its stack dumped first to name the learner's line it was in, Run.where;
+before the first test `BOOT_LIMIT`; the whole run: `total`), and end every
+process the run left behind. The learner's interrupt (Ctrl-C, the stop button) ends the run
+(Run.stopped) and the caller decides what to show.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import faulthandler
+import gc
+import io
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..paths import ROOT
+from ..worker.process import Forked
+from ..worker.tiers import DEAD, Isolation, proc_stat
+from .records import Record, read
+
+LIMIT_ENV = "ANDREA_CHECK_TIMEOUT"
+DEFAULT_LIMIT = 30.0            # seconds per graded test in check(); the slowest course test takes a few
+BOOT_LIMIT = 120.0              # seconds to start pytest and import the tests (no learner code runs then)
+GRACE = 15.0                    # the worker stops the learner's code at the limit; this much later, the run
+
+
+def time_limit() -> float:
+    """Seconds one graded test may run in check() and use(): $ANDREA_CHECK_TIMEOUT, else 30."""
+    try:
+        value = float(os.environ.get(LIMIT_ENV, DEFAULT_LIMIT))
+    except ValueError:
+        value = DEFAULT_LIMIT
+    return value if value > 0 else DEFAULT_LIMIT
+
+
+@dataclass
+class Spec:
+    """What to run: the test files, whose code, how, and within which limits."""
+    tests: list                       # test files (or folders)
+    folder: Path                      # the learner's code
+    isolation: Isolation | str       # str: "process" (forked from pytest) or "in-process"
+    limit: float                      # seconds per test
+    total: float | None = None        # seconds for the whole run
+    exercises: list | None = None     # only these exercises' graded tests (None: every graded test)
+    rootdir: Path | None = None       # default: the first test's folder's parent
+    cwd: Path | None = None           # default: this process's
+    env: dict | None = None           # default: this process's
+    log: Path | None = None           # pytest's output; default: a temp file
+    jobs: int = 1
+    collect_only: bool = False
+    hand_over: bool = False           # start the worker's parent here, before pytest
+    orphans: bool = False             # adopt and end the learner's orphans (no sandbox to hold them)
+    names_in_impl: bool = False       # name the learner's files relative to `folder` (the grader's staged
+                                      # copy: attention.py), not to the course (exercises/attention.py)
+
+
+@dataclass
+class Run:
+    """What one run found."""
+    collected: dict = field(default_factory=dict)   # nodeid -> "collected" Record, in run order
+    results: dict = field(default_factory=dict)     # nodeid -> "result" Record (the first one)
+    errors: list = field(default_factory=list)      # "collect_error" Records
+    running: Record | None = None    # the test that had started and not ended when the run stopped
+    forged: int = 0                  # lines not signed with the run's key
+    exit_code: int | None = None
+    stopped: str | None = None       # None | "timeout" (a test) | "total" | "interrupt" | "crash"
+    where: str = ""                  # at a timeout, the learner's line pytest's own stack was in (if any)
+    log: str = ""                    # the end of pytest's output
+
+    def add(self, rec: Record) -> None:
+        if rec.kind == "collected":
+            self.collected.setdefault(rec.nodeid, rec)
+        elif rec.kind == "start":
+            self.running = rec
+        elif rec.kind == "result":
+            self.results.setdefault(rec.nodeid, rec)
+            if self.running is not None and self.running.nodeid == rec.nodeid:
+                self.running = None
+        elif rec.kind == "collect_error" and all(e.name != rec.name for e in self.errors):
+            self.errors.append(rec)
+
+
+def run(spec: Spec) -> Run:
+    """Run the graded tests of `spec`; never raises but KeyboardInterrupt's absence: an interrupt,
+    a timeout or a crash is Run.stopped."""
+    got = Run()
+    with tempfile.TemporaryDirectory(prefix="andrea-run-") as tmp:
+        channel, log = Path(tmp) / "records.jsonl", spec.log or Path(tmp) / "pytest.log"
+        stack = Path(tmp) / "stack.txt"
+        key = secrets.token_bytes(32)
+        key_r, key_w = os.pipe()              # the key travels by a pipe: not argv, not environ
+        os.write(key_w, key.hex().encode() + b"\n")
+        os.close(key_w)
+        args = arguments(spec, channel, key_r)
+        starter = _boot(spec, args) if spec.hand_over and spec.jobs <= 1 and not spec.collect_only else None
+        passed = [key_r] + ([int(args[args.index("--worker-parent") + 1].split(":")[0])] if starter else [])
+        before = _adopt() if spec.orphans else None
+        warm(kernels=any(str(e).startswith("kernels.") for e in spec.exercises or ()))
+        with open(log, "wb") as log_file, _interruptible():
+            proc = None
+            try:
+                proc = start(args, env=spec.env or {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+                             cwd=spec.cwd or os.getcwd(), log=log_file, pass_fds=tuple(passed), stack=stack)
+            finally:
+                os.close(key_r)
+                if starter is not None:
+                    starter._psock.close()           # pytest's now
+                    starter._psock = None
+            try:
+                _follow(proc, spec, channel, key, got)
+                if got.stopped == "timeout":
+                    got.where = _stuck_at(proc, stack, spec.folder, spec.names_in_impl)
+            finally:
+                end(proc, before)
+                if starter is not None:
+                    starter.close()
+        got.log = log.read_bytes()[-4000:].decode("utf-8", "replace") if log.is_file() else ""
+    return got
+
+
+def arguments(spec: Spec, channel: Path, key_fd: int) -> list[str]:
+    """pytest's command line (what follows `python -m pytest`): the plugin and its options."""
+    tests = [Path(t) for t in spec.tests]
+    folder = tests[0] if tests[0].is_dir() else tests[0].parent
+    args = [*map(str, tests), "-c", os.devnull, "--rootdir", str(spec.rootdir or folder.parent),
+            f"--confcutdir={folder}", "-o", "addopts=", "-o", "python_files=test_*.py",
+            "-p", "andrea_course.grading.plugin", "-p", "no:cacheprovider", "--impl", str(spec.folder),
+            "--isolation", spec.isolation if isinstance(spec.isolation, str) else spec.isolation.to_json(),
+            "--timeout-per-test", str(spec.limit), "--results-jsonl", str(channel),
+            "--results-key-fd", str(key_fd), "-m", "exercise", "--continue-on-collection-errors",
+            "--capture=sys", "-q", "-W", "ignore", "--color=no", "--import-mode=importlib",
+            # a failure's text is the plugin's; pytest's long form parses the test file again per
+            # failure, and its unraisable-exception hook collects garbage five times at the end
+            "--tb=native", "-p", "no:unraisableexception"]
+    if spec.exercises is not None:
+        args += ["--exercises", ",".join(spec.exercises)]
+    if spec.names_in_impl:
+        args.append("--names-in-impl")
+    if spec.collect_only:
+        args.append("--collect-only")
+    if spec.jobs > 1:
+        args += ["-p", "xdist.plugin", "-n", str(spec.jobs)]
+    return args
+
+
+def _boot(spec: Spec, args: list[str]):
+    """The worker's parent, started now (importing torch while pytest does, not after it) and
+    handed to the plugin by --worker-parent; None when it cannot start (the plugin then starts
+    it, and the first test says why it cannot)."""
+    from ..worker.client import IsolatedStudent, LearnerCodeError
+    starter = IsolatedStudent(spec.folder, isolation=spec.isolation)
+    try:
+        args += ["--worker-parent", starter.hand_over()]
+    except LearnerCodeError:
+        starter.close()
+        return None
+    return starter
+
+
+def _follow(proc, spec: Spec, channel: Path, key: bytes, got: Run) -> None:
+    """Read the records as pytest writes them until it ends or a limit or an interrupt stops it."""
+    began = time.monotonic()
+    deadline, offset, tail = began + max(BOOT_LIMIT, spec.limit + GRACE), 0, b""
+    total = began + spec.total if spec.total is not None else float("inf")
+    try:
+        while True:
+            ended = proc.poll() is not None
+            if channel.is_file():
+                with open(channel, "rb") as f:
+                    f.seek(offset)
+                    data = tail + f.read()
+                offset += len(data) - len(tail)
+                *lines, tail = data.split(b"\n")
+                records, forged = read([line for line in lines if line.strip()], key)
+                got.forged += forged
+                for rec in records:
+                    got.add(rec)
+                    deadline = time.monotonic() + spec.limit + GRACE if rec.kind == "start" else deadline
+            if ended:
+                got.exit_code = proc.returncode
+                if got.running is not None or got.exit_code < 0 or got.exit_code == 70:
+                    got.stopped = "crash"            # killed, or pytest could not even start
+                return
+            now = time.monotonic()
+            if now > total or now > deadline:
+                got.stopped = "total" if now > total else "timeout"
+                return
+            time.sleep(0.05)
+    except KeyboardInterrupt:        # Ctrl-C, the stop button, or SIGTERM (cli.py): report what finished
+        got.stopped = "interrupt"
+
+
+@contextlib.contextmanager
+def _interruptible():
+    """While a run goes, SIGINT raises KeyboardInterrupt in the main thread, whatever the process
+    inherited (a background job of a non-interactive shell starts with SIGINT ignored)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.getsignal(signal.SIGINT)
+    swap = old in (signal.SIG_IGN, signal.SIG_DFL, None)
+    if swap:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if swap:
+            signal.signal(signal.SIGINT, old)
+
+
+# ----------------------------------------------------------------------------- pytest, forked
+_WARM = threading.Lock()
+_warmed: set = set()
+
+
+def warm(kernels: bool = False) -> None:
+    """Import, once and in this process, what every forked run would otherwise import again:
+    pytest's own plugins, the grading plugin, the engine and its pieces (never the learner's
+    code); with kernels, Triton's interpreter warmed on the engine's kernels."""
+    with _WARM:
+        if "imports" not in _warmed:
+            _warmed.add("imports")
+            import importlib
+
+            import pytest  # noqa: F401
+            with contextlib.suppress(Exception):
+                from _pytest.config import default_plugins
+                for name in default_plugins:
+                    with contextlib.suppress(Exception):
+                        importlib.import_module(f"_pytest.{name}")
+            with contextlib.suppress(Exception):
+                from . import plugin  # noqa: F401
+                from .. import model  # noqa: F401
+                from ..worker.server import warm_up
+                warm_up()
+        if kernels and "kernels" not in _warmed:
+            _warmed.add("kernels")
+            with contextlib.suppress(Exception):
+                from ..worker.server import warm_up
+                warm_up(kernels=True)
+
+
+def start(args: list[str], *, env: dict, cwd, log, pass_fds: tuple = (), stack: Path | None = None):
+    """pytest with `args` in a fork of this process (a Forked), or where there is no fork a new
+    interpreter (a Popen). The fork gets what the command would have got: its own session, `cwd`,
+    `env`, `log` as stdout and stderr, stdin at /dev/null, and no descriptor but `pass_fds`; with
+    `stack`, SIGUSR1 writes its Python stack there (faulthandler: _stuck_at)."""
+    if not (sys.platform.startswith("linux") and hasattr(os, "fork")):
+        return subprocess.Popen([sys.executable, "-s", "-m", "pytest", *args], stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
+                                start_new_session=True, pass_fds=pass_fds)
+    with _WARM:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()        # nothing buffered here is written twice
+        pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            code = _child(args, env, os.fspath(cwd), log.fileno(), set(pass_fds), stack)
+        except BaseException:         # noqa: BLE001  (reported in the log, as a crashed pytest would)
+            import traceback
+            traceback.print_exc()
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+    return Forked(pid)
+
+
+def _child(args: list[str], env: dict, cwd: str, log_fd: int, keep: set[int], stack: Path | None = None) -> int:
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.default_int_handler)      # a new interpreter's handlers
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD,
+                signal.SIGALRM):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    os.chdir(cwd)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    for fd in map(int, os.listdir("/proc/self/fd")):
+        if fd > 2 and fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    if stack is not None:
+        global _STACK_FILE
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
+            _STACK_FILE = open(stack, "wb")                      # kept open: faulthandler writes to its fd
+            faulthandler.register(signal.SIGUSR1, file=_STACK_FILE, all_threads=True)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    sys.dont_write_bytecode = True
+    tempfile.tempdir = None                                      # $TMPDIR: the run's own
+    # The run imports its test files by their names (test_attention, tests.test_attention, a
+    # conftest): a module of such a name this process imported for anything else (an outer
+    # pytest's, a previous check's) would stand in for them, and pytest would refuse the file.
+    for name in [n for n in sys.modules if _test_like(n)]:
+        del sys.modules[name]
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)                 # tiny expected values; no thread pool after a fork
+    gc.freeze()                                                  # the grader's objects: never copied by a collection
+    import pytest
+    return int(pytest.main(args))
+
+
+_STACK_FILE = None
+
+
+def _stuck_at(proc, stack: Path, folder, names_in_impl: bool = False) -> str:
+    """pytest's Python stack, asked for when a test ran past its limit and the worker did not stop
+    it (faulthandler, which works inside native calls too): the learner's innermost line in it,
+    as `file, line N, in f` and the code, else ""."""
+    if not isinstance(proc, Forked) or proc.poll() is not None:
+        return ""
+    try:
+        os.kill(proc.pid, signal.SIGUSR1)
+    except OSError:
+        return ""
+    text = ""
+    for _ in range(20):
+        time.sleep(0.025)
+        with contextlib.suppress(OSError):
+            text = stack.read_text(encoding="utf-8", errors="replace")
+        if "File " in text:
+            break
+    from ..overlay import resolve
+    from .records import _learner_path
+    try:
+        folder = resolve(folder)
+    except Exception:                    # noqa: BLE001 - a bad name: nothing to name
+        return ""
+    for path, lineno, func in re.findall(r'File "([^"]+)", line (\d+) in (\S+)', text):   # innermost first
+        shown = _learner_path(path, folder, folder if names_in_impl else None)
+        if shown:
+            try:
+                code = Path(path).read_text(encoding="utf-8").splitlines()[int(lineno) - 1].strip()
+            except (OSError, IndexError, UnicodeDecodeError):
+                code = ""
+            return f"{shown}, line {lineno}, in {func}" + (f"\n    {code}" if code else "")
+    return ""
+
+
+def _test_like(name: str) -> bool:
+    parts = name.split(".")
+    return parts[0] in ("tests", "hidden") or any(p.startswith("test_") or p == "conftest" for p in parts)
+
+
+# ----------------------------------------------------------------------------- what it leaves behind
+def _adopt() -> set[int]:
+    """Become a subreaper (orphans of the run, a learner's double fork, reparent to us, so they
+    can be ended; a sandbox's die with its pid namespace instead); our children now."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER
+    return set(children_map(zombies=True).get(os.getpid(), []))
+
+
+def children_map(zombies: bool = False) -> dict[int, list[int]]:
+    """{ppid: [its living children]}. A zombie is left out unless asked for: it runs nothing and
+    cannot be killed (a subreaper holds the killed orphans of a run until it reaps them)."""
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        found = proc_stat(entry) if entry.isdigit() else None
+        if found is not None and (zombies or found[0] not in DEAD):
+            kids.setdefault(found[1], []).append(int(entry))
+    return kids
+
+
+def end(proc, orphans_since: set[int] | None, rounds: int = 20) -> None:
+    """SIGKILL pytest and every process below it; with `orphans_since` also our children that were
+    not there when the run began (orphans reparented to us), then reap them."""
+    if proc is None:
+        return
+    me = os.getpid()
+    for _ in range(rounds):
+        kids = children_map()
+        new = [c for c in kids.get(me, []) if c not in orphans_since] if orphans_since is not None else []
+        todo, found = new + [proc.pid], set(new) | ({proc.pid} if proc.poll() is None else set())
+        while todo:
+            for child in kids.get(todo.pop(), []):
+                found.add(child)
+                todo.append(child)
+        if not found:
+            break
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        proc.poll()
+        time.sleep(0.05)
+    proc.wait()
+    for pid in children_map(zombies=True).get(me, []) if orphans_since is not None else ():
+        if pid not in orphans_since and pid != proc.pid:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)

@@ -1,0 +1,313 @@
+"""What a run of graded tests reports: one Record per event, and the one renderer of a failure.
+
+    rec = describe(item, call, rep, folder, limit)   # in the plugin: a failed test's Record
+    rec.rows      # [(label, text)]: "problem", "where", "typical mistake", "hint", ...
+    text(rec)     # the same rows as the text results.json, the CLI table and the report print
+
+A Record crosses the run's one channel (pipeline.py: signed JSON lines) as a dict. Its kinds:
+"collected" (a graded test, before the run), "start" (a test began), "result" (a test ended:
+its status, rows, partial credit, the typical mistake it named) and "collect_error" (a test file
+did not load). check()'s box prints the rows of a result; andrea-grade's results.json prints
+text(), the same rows; never a traceback through the grader.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import hmac
+import inspect
+import json
+import textwrap
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..paths import ROOT, STUB_MARK
+
+MAX_PRINTED = (12, 1200)        # lines, characters of a failing test's prints shown
+MAX_OUTPUT = 4000               # characters of a failure's text in results.json
+
+
+@dataclass
+class Record:
+    """One event of a run; a "result" is one graded test's outcome (notebook.Outcome)."""
+    kind: str = "result"             # collected | start | result | collect_error
+    nodeid: str = ""
+    name: str = ""
+    exercise: str = ""
+    status: str = ""                 # passed | failed | unwritten | error | skipped | timeout
+    rows: list = field(default_factory=list)   # [(label, text)] for the box, and text()
+    hint: str = ""                   # an unwritten stub's hint
+    taught: str = ""                 # the activity whose notebook teaches what it checks
+    points: float = 1.0
+    visibility: str = "visible"
+    fraction: float = 0.0            # partial credit of a failed test with parts (plugin.Credit)
+    mistake: str | None = None       # the typical mistake its failure names (Mismatch.mistake)
+    when: str = "call"               # the phase it failed in: "setup" and "teardown" prefix text()
+
+    @property
+    def message(self) -> str:
+        """The failure in one short text: the problem's first line (empty when passed)."""
+        return next((t for label, t in self.rows if label == "problem"), "").split("\n", 1)[0]
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def of(cls, data: dict) -> "Record":
+        names = {f.name for f in dataclasses.fields(cls)}
+        rec = cls(**{k: v for k, v in data.items() if k in names})
+        rec.rows = [tuple(r) for r in rec.rows]
+        return rec
+
+
+def sign(key: bytes, record: dict) -> str:
+    """HMAC-SHA256 of the record's canonical JSON (empty without a key)."""
+    if not key:
+        return ""
+    return hmac.new(key, json.dumps(record, sort_keys=True).encode(), hashlib.sha256).hexdigest()
+
+
+def read(lines: list[bytes], key: bytes) -> tuple[list[Record], int]:
+    """(the Records of `lines` signed with the run's key, how many lines were not)."""
+    out, forged = [], 0
+    for line in lines:
+        try:
+            data = json.loads(line)
+            mac = str(data.pop("mac"))
+            if not mac or not hmac.compare_digest(sign(key, data), mac):
+                raise ValueError("bad signature")
+            out.append(Record.of(data))
+        except Exception:                # noqa: BLE001  (anything not ours is forged)
+            forged += 1
+    return out, forged
+
+
+def failed(name: str, status: str, *rows: tuple) -> Record:
+    return Record(name=name, status=status, rows=list(rows))
+
+
+TEXT_LABELS = {"problem": "", "how it relates": "How it relates to the expected output",
+               "typical mistake": "Looks like a typical mistake"}
+
+
+def text(rec: Record) -> str:
+    """A failure's rows as one text (results.json's "output"): the problem first, then each row
+    as "Label: text"; "" when it passed. A failure outside the test's body (a fixture's set-up or
+    teardown) starts with "setup: " or "teardown: "."""
+    from .expect import NO_KNOWN_MISTAKE
+    if rec.status == "passed":
+        return ""
+    lines = []
+    for label, value in rec.rows:
+        if label == "typical mistake" and value == NO_KNOWN_MISTAKE:
+            lines.append(f"Typical mistakes: {value}.")
+            continue
+        shown = TEXT_LABELS.get(label, label[:1].upper() + label[1:])
+        lines.append(f"{shown}: {value}" if shown else str(value))
+    prefix = f"{rec.when}: " if rec.status != "skipped" and rec.when not in ("call", "") else ""
+    return (prefix + "\n".join(lines).strip())[:MAX_OUTPUT] or rec.status
+
+
+# ------------------------------------------------------------------ where the learner's code is
+def _learner_path(path: str, folder: Path, base: Path | None = None) -> str | None:
+    """`path` shown relative to `base` when it is the learner's (under `folder`): relative to the
+    course by default (exercises/attention.py), else absolute; the grader passes the submission's
+    staged copy as `base` (attention.py), never naming its temporary folder."""
+    try:
+        p = Path(path).resolve()
+        p.relative_to(Path(folder).resolve())
+    except (ValueError, OSError):
+        return None
+    try:
+        return str(p.relative_to(Path(base).resolve() if base is not None else ROOT))
+    except (ValueError, OSError):
+        return str(p)
+
+
+def syntax_error_text(exc: SyntaxError, folder: Path | None = None, base: Path | None = None) -> str:
+    """`exercises/attention.py, line 12` then the line and a caret under the column."""
+    shown = (_learner_path(exc.filename, folder, base) if folder is not None and exc.filename else None) \
+        or exc.filename or "your file"
+    lines = [f"{shown}, line {exc.lineno}"]
+    if exc.text:
+        code = exc.text.rstrip("\n")
+        stripped = code.lstrip()
+        lines.append("    " + stripped)
+        if exc.offset:
+            lines.append("    " + " " * max(0, exc.offset - 1 - (len(code) - len(stripped))) + "^")
+    return "\n".join(lines)
+
+
+def _where(tb_entries, folder: Path, base: Path | None = None) -> str:
+    """The innermost line of the learner's own code in a traceback, as `file, line N, in f: code`."""
+    for path, lineno, func, code in reversed(tb_entries):
+        shown = _learner_path(path, folder, base)
+        if shown:
+            return f"{shown}, line {lineno}, in {func}" + (f"\n    {code.strip()}" if code else "")
+    return ""
+
+
+def _frames(exc, call=None) -> list:
+    """(path, line, function, code) of an exception, outermost first: the learner's frames when it
+    came from the grading worker (its `frames`), else its traceback here."""
+    frames = getattr(exc, "frames", None)
+    if isinstance(frames, list):
+        return [tuple(f) for f in frames]
+    if call is None:
+        return [(f.filename, f.lineno, f.name, f.line or "") for f in traceback.extract_tb(exc.__traceback__)]
+    out = []
+    for e in call.excinfo.traceback:
+        try:
+            code = str(e.statement).strip()
+        except Exception:                                   # noqa: BLE001 - source may be gone
+            code = ""
+        out.append((str(e.path), e.lineno + 1, e.name, code))
+    return out
+
+
+# ------------------------------------------------------------------ describing a failure
+def _test_advice(fn) -> tuple[list[str], list[str]]:
+    """(hints, typical mistakes) written in a graded test's expect_*() calls, read from its source
+    without running it: shown when the learner's code raises before the test can judge it."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return [], []
+    glob = getattr(fn, "__globals__", {})
+
+    def text_of(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        return glob[node.id] if isinstance(node, ast.Name) and isinstance(glob.get(node.id), str) else None
+
+    hints, mistakes = [], []
+    for call in ast.walk(tree):
+        name = isinstance(call, ast.Call) and (getattr(call.func, "id", None) or getattr(call.func, "attr", None))
+        if name not in ("expect_close", "expect_equal", "expect_true", "expect_runs"):
+            continue
+        kws = {k.arg: k.value for k in call.keywords if k.arg}
+        hint = kws.get("hint") or (call.args[3] if name in ("expect_equal", "expect_true") and len(call.args) > 3
+                                   else None)
+        if hint is not None and text_of(hint):
+            hints.append(text_of(hint))
+        if isinstance(kws.get("mistakes"), ast.Dict):
+            mistakes += [t for t in map(text_of, kws["mistakes"].keys) if t]
+        if kws.get("mistake") is not None and text_of(kws["mistake"]):
+            mistakes.append(text_of(kws["mistake"]))
+    return list(dict.fromkeys(h for h in hints if h)), list(dict.fromkeys(mistakes))
+
+
+def _clip(printed: str) -> str:
+    lines, chars = MAX_PRINTED
+    rows = printed.rstrip().splitlines()
+    shown = "\n".join(rows[:lines])
+    if len(shown) > chars:
+        shown = shown[:chars] + "…"
+    if len(rows) > lines:
+        shown += f"\n… ({len(rows) - lines} more lines)"
+    return shown
+
+
+def _stub_error(exc: BaseException | None) -> NotImplementedError | None:
+    """The generated exercise stub's error, when that is what raised (possibly wrapped by the
+    test, or by Triton's interpreter, whose InterpreterError carries it as its cause)."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, NotImplementedError) and STUB_MARK in str(exc):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def _shape(shape) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ")" if isinstance(shape, (tuple, list)) else str(shape)
+
+
+def timed_out(name: str, limit: float, where: str = "") -> Record:
+    """A test stopped at the time limit, with the learner's line running then when known."""
+    rows = [("problem", f"your code ran longer than {limit:g} s: an infinite loop? (the check stopped it)")]
+    return failed(name, "timeout", *rows, *([("where", f"{where}\n(the line running when it was stopped)")]
+                                            if where else []))
+
+
+def _mismatch_rows(exc, folder: Path, base: Path | None = None) -> list:
+    from .expect import NO_KNOWN_MISTAKE
+    rows = [("problem", f"{exc.what}: {exc.problem}")]
+    if exc.__cause__ is not None and exc.__cause__.__traceback__ is not None:   # expect_runs named an error
+        where = _where(_frames(exc.__cause__), folder, base)
+        rows += [("where", where)] if where else []
+    optional = [("what it means", getattr(exc, "meaning", None)),
+                ("largest error", f"{exc.max_error:.3g}" if exc.max_error is not None else None),
+                ("shape", f"found {_shape(exc.shape_found)}, expected {_shape(exc.shape_expected)}"
+                 if exc.shape_found is not None or exc.shape_expected is not None else None),
+                ("where they differ", getattr(exc, "differences", None)),
+                ("how it relates", getattr(exc, "relation", None)),
+                ("typical mistake", exc.mistake or (NO_KNOWN_MISTAKE if getattr(exc, "unmatched", False) else None)),
+                ("hint", exc.hint)]
+    return rows + [(label, value) for label, value in optional if value]
+
+
+def _raised_rows(item, call, exc, folder: Path, base: Path | None = None) -> list:
+    """The rows of an error the learner's code (or the test after it) raised."""
+    from .explain import _kind_and_text, explain
+    hints, mistakes = _test_advice(getattr(item, "function", None))
+    where = _where(_frames(exc, call), folder, base)
+    kind, said = _kind_and_text(exc)          # a worker's LearnerCodeError: the learner's own error
+    first = "\n".join((said.strip() or kind).splitlines()[:4])
+    when = getattr(call, "when", "call")
+    rows = [("problem", f"your code raised {kind}: {first}" if where else f"{kind}: {first}"),
+            ("where", where or (f"in the test {item.name}, after your code returned" if when == "call"
+                                else f"in the {when} of the test {item.name}, outside its body"))]
+    meaning = explain(exc, where.split("\n", 1)[1].strip() if "\n" in where else None)
+    rows += [("what it means", meaning)] if meaning else []
+    rows += [("hint", h) for h in hints]
+    if mistakes and not meaning:
+        rows.append(("this test looks for", "\n".join(f"• {m}" for m in mistakes[:4])))
+    return rows
+
+
+def describe(item, call, rep, folder: Path, limit: float, base: Path | None = None) -> Record:
+    """The Record of a failed test from pytest's report: the rows a learner reads. The learner's
+    files are named relative to `base` (default: the course; the grader: the submission)."""
+    rec = _describe(item, call, rep, folder, limit, base)
+    rec.when = getattr(call, "when", "call") or "call"
+    return rec
+
+
+def _describe(item, call, rep, folder: Path, limit: float, base: Path | None) -> Record:
+    from ..worker.client import LearnerCodeError
+    from .expect import Mismatch
+    exc = call.excinfo.value if call.excinfo is not None else None
+    name, mistake = item.name, getattr(exc, "mistake", None) if isinstance(exc, AssertionError) else None
+    stub = _stub_error(exc)
+    if stub is not None:
+        msg = str(stub)
+        return Record(name=name, status="unwritten", rows=[("problem", msg)],
+                      hint=msg.split("Hint:", 1)[1].strip() if "Hint:" in msg else "")
+    if isinstance(exc, LearnerCodeError) and exc.kind != "error":     # the worker stopped or lost it
+        if exc.kind == "timeout":        # the worker's stack at the limit: innermost first
+            return timed_out(name, limit, _where([tuple(f) for f in reversed(exc.frames)], folder, base)
+                             if exc.frames else "")
+        said = f"the process running your code ended abruptly: {exc}" if exc.kind == "crash" else str(exc)
+        where = _where([tuple(f) for f in exc.frames], folder, base) if exc.frames else ""   # sys.exit, memory
+        return failed(name, "error", ("problem", said), *([("where", where)] if where else []))
+    status = "error"
+    if isinstance(exc, Mismatch):
+        rows, status = _mismatch_rows(exc, folder, base), "failed"
+    elif isinstance(exc, SyntaxError):
+        rows = [("problem", f"SyntaxError: {exc.msg}"), ("where", syntax_error_text(exc, folder, base))]
+    elif isinstance(exc, AssertionError):
+        msg = str(exc).strip().split("\nassert ")[0].strip() or "an assertion failed"
+        whole = "parts failed" in msg.split("\n")[0]        # plugin.PartsFailed: every part named
+        rows, status = [("problem", msg if whole else "\n".join(msg.splitlines()[:6]))], "failed"
+        rows += [("hint", h) for h in _test_advice(getattr(item, "function", None))[0] if h not in msg]
+    elif exc is not None:
+        rows = _raised_rows(item, call, exc, folder, base)
+    else:
+        rows = [("problem", rep.longreprtext.strip().splitlines()[-1] if rep.longreprtext else "failed")]
+    printed = _clip((getattr(rep, "capstdout", "") or "") + (getattr(rep, "capstderr", "") or ""))
+    rows += [("your prints", printed)] if printed else []
+    return Record(name=name, status=status, rows=rows, mistake=mistake)
