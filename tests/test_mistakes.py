@@ -1527,6 +1527,10 @@ MUTANTS = [
     ("test_inside.py", "test_induction_scores", {("inside", "induction_scores"): _induction_on(first=1)},
      "the queries started at period + 1"),
     # the twelfth fresh set's classes: bpe, optim and kernels
+    ("test_bpe.py", "test_pair_counts_weights_each_word_by_its_count",
+     {("bpe", "pair_counts"): lambda words: dict(Counter(p for w, n in words.items()
+                                                         for p in zip(w[::2], w[1::2]) for _ in range(n)))},
+     "two tokens at a time"),
     ("test_bpe.py", "test_pair_counts_weights_each_word_by_its_count", {("bpe", "pair_counts"): _pairs_two_apart},
      "two places on"),
     ("test_bpe.py", "test_pair_counts_weights_each_word_by_its_count", {("bpe", "pair_counts"): _pairs_assigned},

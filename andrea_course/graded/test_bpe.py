@@ -16,15 +16,16 @@ def _words(text=TEXT):
     return dict(REF.split_words(text))
 
 
-def _counts(words, weighted=True, overlapping=True, once_per_word=False, last=True, gap=1, assign=False):
+def _counts(words, weighted=True, overlapping=True, once_per_word=False, last=True, gap=1, assign=False, step=1):
     """pair_counts written with the typical slips: each word counted once (not by its count); a pair
     that overlaps the same pair just counted skipped; a pair counted once per word however often the
     word holds it (a set of the word's pairs); each token paired with the one `gap` places on
-    (zip(word, word[2:]) for gap 2); the count assigned (counts[pair] = n: the last word's kept)."""
+    (zip(word, word[2:]) for gap 2); the count assigned (counts[pair] = n: the last word's kept); the
+    word read `step` tokens at a time (zip(word[::2], word[1::2]) for step 2)."""
     out = {}
     for word, n in words.items():
         previous = None
-        pairs = list(zip(word, word[gap:]))
+        pairs = list(zip(word[::step], word[gap::step]))
         if not last:
             pairs = pairs[:-1]
         if once_per_word:
@@ -75,6 +76,8 @@ SKIPPED_ONE = ("each token paired with the one two places on (zip(word, word[2:]
                "neighbouring pairs are (word[i], word[i + 1]), zip(word, word[1:])")
 ASSIGNED = ("each count assigned (counts[pair] = n), not added, so a pair kept the count of the last word it was "
             "seen in: add the word's count, counts[pair] += n")
+TWO_AT_A_TIME = ("the word read two tokens at a time (zip(word[::2], word[1::2])): only the pairs that start at an "
+                 "even position are counted; every neighbouring pair counts, zip(word, word[1:])")
 KEYS_UNPACKED = ("the loop ran over the dict itself (for word, n in words), which yields its keys, the words, and "
                  "unpacked each word into 'word' and 'n': loop over words.items() for (word, count) pairs")
 
@@ -93,7 +96,7 @@ def _counts_case(pair_counts, words):
     mistakes = {EACH_WORD_ONCE: _counts(words, weighted=False), OVERLAPS_SKIPPED: _counts(words, overlapping=False),
                 ONCE_PER_WORD: _counts(words, once_per_word=True), LIST_OF_ITEMS: _Items(want.items()),
                 LAST_PAIR_MISSED: _counts(words, last=False), SKIPPED_ONE: _counts(words, gap=2),
-                ASSIGNED: _counts(words, assign=True)}
+                ASSIGNED: _counts(words, assign=True), TWO_AT_A_TIME: _counts(words, step=2)}
     return Case(f"pair_counts({words})", lambda: pair_counts(words), want,
                 {name: wrong for name, wrong in mistakes.items() if wrong != want})
 
@@ -106,8 +109,8 @@ def test_pair_counts_weights_each_word_by_its_count(student):
                 mistakes={KEYS_UNPACKED: lambda: _counts_over_keys(words)},
                 second=Second(lambda: pair_counts(words2), None, {KEYS_UNPACKED: lambda: _counts_over_keys(words2)}),
                 hint="loop over words.items(): each word with its count")
-    expect_cases(_counts_case(pair_counts, words),
-                 _counts_case(pair_counts, words2), exact=True,
+    expect_cases(_counts_case(pair_counts, words2),                  # skipped overlaps and assigned counts differ here
+                 _counts_case(pair_counts, words), exact=True,
                  hint="add the word's count for every neighbouring pair; a one-token word has no pair")
 
 

@@ -315,7 +315,7 @@ def _count_mistakes(cfg) -> dict:
     """{key: {typical mistake: the count it gives}} for count_parameters(cfg), from the sizes."""
     from andrea_course.params import count_parameters as counted
     want = counted(cfg)
-    V, T, D, L = cfg.vocab_size, cfg.context_length, cfg.d_model, cfg.n_layers
+    T, D, L = cfg.context_length, cfg.d_model, cfg.n_layers
     H, G, K, F_ = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_ff
     b = 1 if cfg.bias else 0
     has_beta = cfg.norm == "layernorm" and cfg.bias
@@ -366,6 +366,16 @@ def _count_mistakes(cfg) -> dict:
                 "a LayerNorm without biases counted with a beta: with cfg.bias False it has only gamma, D")
         out["norms"][beta] = 4 * D
         total[beta] = want["total"] + (2 * L + 1) * D
+    _head_and_width_mistakes(cfg, want, out)
+    return out
+
+
+def _head_and_width_mistakes(cfg, want: dict, out: dict) -> None:
+    """Adds to _count_mistakes's `out` the mistakes in the head, the MLP's width, the number of
+    blocks and the grouped key and value heads."""
+    V, D, L, H, G, K, F_ = (cfg.vocab_size, cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.kv_heads, cfg.d_head,
+                            cfg.d_ff)
+    b, total = (1 if cfg.bias else 0), out["total"]
     if not cfg.tie_embeddings:
         total["the head counted as tied: this model's head is a separate V·D matrix"] = want["total"] - want["head"]
     else:
@@ -395,7 +405,6 @@ def _count_mistakes(cfg) -> dict:
         extra = 2 * (H - G) * K * (D + b)
         out["attention"][name] = want["attention"] + extra
         total[name] = want["total"] + L * extra
-    return out
 
 
 def _check_counts(fn, cfg, cfg2, what, want=None):

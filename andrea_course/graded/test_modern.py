@@ -260,7 +260,7 @@ def test_rmsnorm_computes_in_fp32(student):
     xh2 = (280.0 + 30 * torch.rand(3, 32, generator=g)).half()
     wh2 = torch.ones(32, dtype=torch.float16)
     in_fp16 = "the norm computed in fp16: 300² overflows fp16 (max 65,504); upcast to fp32 first"
-    case = lambda xs, ws: Case(f"rms_norm(fp16 x of about 300, ones) against the same in fp32, rounded",
+    case = lambda xs, ws: Case("rms_norm(fp16 x of about 300, ones) against the same in fp32, rounded",
                                lambda: rms_norm(xs, ws, 1e-5), ref_rms_norm(xs, ws, 1e-5), {in_fp16: _bf16_norm(xs, ws)})
     first, second = case(xh, wh), case(xh2, wh2)
     mine = lambda xs, ws: rms_norm(xs.float(), ws.float(), 1e-5).half()
