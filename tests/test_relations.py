@@ -206,3 +206,13 @@ def test_the_output_buffer_is_not_read_as_an_input():
     got, got2 = torch.linspace(1, 2, 10).double() ** 3, torch.linspace(-3, 2, 7).double() ** 3
     found = relate(got, want, {"got": got}, iter([(True, got2, want2, {"got": got2})]))
     assert found is None or "input got" not in found.text
+
+
+def test_relate_runs_no_second_input_past_the_one_that_decides():
+    """Each second input runs the learner's code: relate reads them one at a time, as it needs them."""
+    x, y = torch.linspace(1, 2, 10).double(), torch.linspace(2, 3, 10).double()
+
+    def seconds():
+        yield True, 2 * y, y, {}
+        raise AssertionError("a second input was run after the first one decided")
+    assert relate(2 * x, x, {}, seconds()).text.startswith("your output is exactly the expected one times 2")

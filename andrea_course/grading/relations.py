@@ -565,7 +565,7 @@ def relate(got, want, inputs: dict | None, seconds) -> Relation | None:
     seconds: [(ran, learner's output there, want there, inputs there)] for the other inputs where
     the learner's output is wrong, in order; the first of them decides."""
     inputs = _apart_from(got, inputs)
-    seconds = [(ran, g2, w2, _apart_from(g2, i2)) for ran, g2, w2, i2 in seconds]
+    seconds = ((ran, g2, w2, _apart_from(g2, i2)) for ran, g2, w2, i2 in seconds)   # lazy: each runs learner code
     here = seen(got, want, inputs)
     if not here:
         return None
