@@ -278,9 +278,10 @@ def ln_inputs(rows, D, dtype=torch.float32, scale=2.0, shift=3.0, seed=0):
 @graded("kernels.layer_norm_kernel", points=1)
 def test_layer_norm_kernel_steps_by_the_row_stride(student):
     """layer_norm_kernel launched directly on x = wide[:, :D], rows `stride` elements apart (NaN in the
-    gaps and around every tensor), as rows sliced out of a wider matrix are: with and without bias. It runs first of the LayerNorm
-    tests: here every tensor has guards, so a store past the end of mean or rstd is seen and named, where
-    the launcher's tensors have none and such a store lands in memory that is not theirs."""
+    gaps and around every tensor), as rows sliced out of a wider matrix are: with and without bias.
+    It runs first of the LayerNorm tests: here every tensor has guards, so a store past the end of
+    mean or rstd is seen and named, where the launcher's tensors have none and such a store lands in
+    memory that is not theirs."""
     check_layer_norm_memory(student, 3, 60, 96, False, 12, "layer_norm_kernel on 3 rows of 60, 96 apart, no bias")
     check_layer_norm_memory(student, 4, 100, 160, True, 11, "layer_norm_kernel on 4 rows of 100, 160 apart")
 

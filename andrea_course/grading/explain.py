@@ -405,9 +405,8 @@ def _state_dict(kind, text, code):
         parts.append(f"{name} has shape ({got}) where the reference's has ({want})")
     said = "The reference's weights do not fit your module: " + "; ".join(parts) + "."
     groups = {k.split(".")[0] for k in extra}
-    indices = {int(k.split(".")[1]) for k in extra if re.match(r"\w+\.\d+\.", k)}
-    if extra and len(groups) == 1 and len(indices) and all(re.match(r"\w+\.\d+\.", k) for k in extra):
-        group = next(iter(groups))
+    if extra and len(groups) == 1 and all(re.match(r"\w+\.\d+\.", k) for k in extra):
+        group, indices = next(iter(groups)), {int(k.split(".")[1]) for k in extra}
         if 0 in indices:
             said += (f" Every one it lacks is under {group}.<i>: modules kept in a plain Python list "
                      f"(or dict) are invisible to PyTorch; nn.ModuleList registers them.")
