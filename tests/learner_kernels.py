@@ -150,6 +150,9 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
         m = tl.full((BLOCK_M,), 0.0, dtype=tl.float32)
     l = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)
+    kv_head = bh * S * K
+    if SLIP == 15:                                           # 15: each head's keys and values at bh * T * K
+        kv_head = bh * T * K
     hi = tl.minimum(S, start + first + BLOCK_M)
     if SLIP == 3:                                            # the diagonal tile skipped
         hi = tl.minimum(S, start + first)
@@ -161,8 +164,8 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
         kv_mask = (cols[:, None] < S) & (dims[None, :] < K)
         if SLIP == 8:                                        # the tail tile's loads unmasked
             kv_mask = dims[None, :] < K
-        k = tl.load(k_ptr + bh * S * K + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
-        v = tl.load(v_ptr + bh * S * K + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
+        k = tl.load(k_ptr + kv_head + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
+        v = tl.load(v_ptr + kv_head + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
         s = tl.dot(q, tl.trans(k), input_precision="ieee")
         if SLIP != 5:                                        # 5: the max kept on the unscaled scores
             s = s * scale
@@ -191,6 +194,8 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
             acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
         m = m_new
     out = acc / l[:, None]
+    if SLIP == 14:                                           # 14: acc stored without dividing by l
+        out = acc
     if SLIP == 6:
         out = out * sm_scale
     if SLIP == 11:                                           # 11: the logsumexp without the max

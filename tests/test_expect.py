@@ -266,6 +266,11 @@ def _blocks(n):
     return _Blocks(n)
 
 
+def _bytes_of_two_ids():
+    a, b = 97, 300
+    return bytes([a, b])
+
+
 def _pairs_of_a_dict():
     counts = {(1, 2, 3): 2}
     return [word for word, n in counts]
@@ -290,6 +295,7 @@ EXPLAINED = [  # (what raises, words its explanation must hold)
     (lambda: torch.dot(torch.randn(2, 3), torch.randn(2, 3)), "(u * v).sum(dim=-1)"),
     (lambda: math.erf(torch.randn(3)), "torch.erf"),
     (_pairs_of_a_dict, "Use .items()"),
+    (_bytes_of_two_ids, "`bytes([a, b])` makes ONE byte of each number"),
 ]
 
 

@@ -838,6 +838,14 @@ def _rope_attention(q_from_zero=False, cat_dim=-2):
     return rope_attention
 
 
+def _rope_attention_turning_all_keys(q, k, v, cos, sin, past_k, past_v):
+    """Every key turned inside the attention call, the cache's again; the new keys kept unturned."""
+    from andrea_course import ops
+    rope, start = pieces.get("modern", "apply_rope"), past_k.shape[-2]
+    k_all, v_all = torch.cat([past_k, k], dim=-2), torch.cat([past_v, v], dim=-2)
+    return ops.attention(rope(q, cos, sin, start), rope(k_all, cos, sin, 0), v_all), k_all, v_all
+
+
 def _stream_with_gradients(model, ids):
     seen = []
     handles = [m.register_forward_hook(lambda mod, inp, out: seen.append(out)) for m in [model.embed, *model.blocks]]
@@ -985,17 +993,26 @@ def _lr_with_cosine(cosine):
     return lr_at
 
 
-def _adamw_slipping(swap_m=False, ascent=False, times=""):
+def _adamw_slipping(swap_m=False, ascent=False, times="", l2_too=False, power=lambda step: step):
     def adamw_step(param, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         beta1, beta2 = betas
+        grad = grad + weight_decay * param if l2_too else grad
         m = beta1 * grad + (1 - beta1) * m if swap_m else beta1 * m + (1 - beta1) * grad
         v = beta2 * v + (1 - beta2) * grad * grad
-        m_hat = m / (1 - (beta1 * step if "m" in times else beta1 ** step))
-        v_hat = v / (1 - (beta2 * step if "v" in times else beta2 ** step))
+        m_hat = m / (1 - (beta1 * step if "m" in times else beta1 ** power(step)))
+        v_hat = v / (1 - (beta2 * step if "v" in times else beta2 ** power(step)))
         param = param * (1 - lr * weight_decay)
         update = lr * m_hat / (v_hat.sqrt() + eps)
         return (param + update if ascent else param - update), m, v
     return adamw_step
+
+
+def _lr_amplitude_lr(step, lr, min_lr, warmup_steps, max_steps):
+    """The cosine's amplitude lr, not lr - min_lr."""
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
+    return min_lr + 0.5 * lr * (1 + math.cos(math.pi * progress))
 
 
 def _gelu_launching(name):
@@ -1625,7 +1642,16 @@ MUTANTS = [
                                   (5, "the logsumexp of the unscaled scores"), (6, "applied to the output"),
                                   (7, "1/sqrt(BLOCK_K)"), (8, "a tail tile without its mask"),
                                   (9, "only acc rescaled"), (10, "only l rescaled"),
-                                  (11, "the logsumexp stored as log(l) alone"))),
+                                  (11, "the logsumexp stored as log(l) alone"), (14, "without dividing by l"),
+                                  (15, "at bh·T·K"))),
+    # the thirteenth fresh set's classes
+    ("test_optim.py", "test_lr_warm_up", {("optim", "lr_at"): _lr_amplitude_lr}, "amplitude is lr instead of lr - min_lr"),
+    ("test_modern.py", "test_rope_attention_with_and_without_a_cache",
+     {("modern", "rope_attention"): _rope_attention_turning_all_keys}, "k as it came in, not turned"),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw_slipping(l2_too=True)},
+     "weight decay applied twice"),
+    ("test_optim.py", "test_adamw_matches_torch",
+     {("optim", "adamw_step"): _adamw_slipping(power=lambda step: step - 1)}, "one step behind"),
 ]
 
 

@@ -865,6 +865,11 @@ FA_PAST = "the last query block stored past T: its stores need mask=rows < T"
 ALL_NAN = ("every row NaN from the first key tile on, where the running max m is still -inf: there the rescale factor "
            "must be alpha = exp(m - m_new) = exp(-inf) = 0; written the other way round, exp(m_new - m), it is inf, and "
            "inf·0 = NaN (likewise p = exp(s - m_new) takes the new max: exp(s - m) with m = -inf is inf)")
+ACC_NOT_DIVIDED = ("acc stored without dividing by l: the output is the sum of exp(s - m)·v, not its weighted mean; "
+                  "store o = acc / l")
+KV_HEADS_BY_T = ("each head's keys and values found at bh·T·K, the queries' head stride: the keys and values hold S "
+                 "positions per head, so with a cache (S > T) every head after the first read another head's keys "
+                 "and values; offset them by bh·S·K")
 M_FROM_ZERO = ("the running max started at 0 instead of -inf: a row whose scores all lie far below 0 keeps m = 0, so "
                "every exp(s - m) underflows to 0 in fp32, l = 0, and o = 0/0 is NaN; start m at float('-inf'), so "
                "that the first tile's max is the row's own")
@@ -872,15 +877,20 @@ M_FROM_ZERO = ("the running max started at 0 instead of -inf: a row whose scores
 
 def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"), offset=True, diagonal=True,
                 strict=False, lse_scaled=True, scale=None, scale_output=False, tail_masked=True, lse_max=True,
-                alpha_inverted=False, m_start=-math.inf):
+                alpha_inverted=False, m_start=-math.inf, normalised=True, kv_head_rows=None):
     """The tiled online softmax of the kernel in float64, each typical slip switchable: the reference
     and its mistakes. q (B, H, T, K), k, v (B, H, S, K) -> (o (B, H, T, K), lse (B, H, T)).
     alpha_inverted: alpha = exp(m_new - m); m_start: the running max's first value (0 by mistake: then
-    the exponentials are rounded to fp32, as the kernel computes them, so that those far below 0 underflow)."""
+    the exponentials are rounded to fp32, as the kernel computes them, so that those far below 0 underflow);
+    normalised: o = acc / l (else acc); kv_head_rows: head h's keys and values read from row h·kv_head_rows
+    of the flat (B·H·S, K) tensors (the kernel's bh·T·K for bh·S·K when it is T)."""
     B, H, T, K = q.shape
     S = k.shape[2]
     sm_scale = 1 / math.sqrt(K) if scale is None else scale
     q, k, v = (t.double().reshape(B * H, -1, K) for t in (q, k, v))
+    if kv_head_rows is not None:
+        k, v = (torch.stack([t.reshape(-1, K)[h * kv_head_rows:h * kv_head_rows + S] for h in range(B * H)])
+                for t in (k, v))
     o, lse = torch.empty_like(q), torch.empty(B * H, T, dtype=torch.float64)
     for first in range(0, T, block_m):
         rows = torch.arange(first, min(T, first + block_m))
@@ -899,7 +909,7 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
             l, acc, m = l * l_alpha + p.sum(-1), acc * acc_alpha[..., None] + p @ v[:, cols], m_new
             if not tail_masked and start_n + block_n > S:
                 acc[-1] = math.nan                            # the last head's tile read the NaN after v
-        o[:, rows] = acc / l[..., None] * (sm_scale if scale_output else 1.0)
+        o[:, rows] = (acc / l[..., None] if normalised else acc) * (sm_scale if scale_output else 1.0)
         lse[:, rows] = (m / sm_scale if not lse_scaled else m) * lse_max + l.log()
     return o.reshape(B, H, T, K), lse.reshape(B, H, T)
 
@@ -911,7 +921,8 @@ def flash_mistakes(q, k, v, start):
             DIAGONAL_MASKED: dict(strict=True), LSE_UNSCALED: dict(lse_scaled=False), LSE_NO_MAX: dict(lse_max=False),
             SCALE_ON_OUTPUT: dict(scale_output=True), SCALE_BLOCK_K: dict(scale=max(16, 1 << (K - 1).bit_length()) ** -0.5),
             NO_SCALE: dict(scale=1.0), TAIL_UNMASKED: dict(tail_masked=False), ALL_NAN: dict(alpha_inverted=True),
-            M_FROM_ZERO: dict(m_start=0.0)}
+            M_FROM_ZERO: dict(m_start=0.0), ACC_NOT_DIVIDED: dict(normalised=False),
+            **({KV_HEADS_BY_T: dict(kv_head_rows=q.shape[2])} if k.shape[2] != q.shape[2] else {})}
 
 
 def call_flash(flash_attention, q, k, v, start):

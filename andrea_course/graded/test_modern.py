@@ -436,7 +436,8 @@ def _f_mistakes(D, multiple_of=256):
             multiple_of * (8 * D // 3 // multiple_of),
         "ignored multiple_of and rounded 8D/3 down to an int (8D // 3): round it up to a multiple of multiple_of, "
         "multiple_of · ceil(8D/3 / multiple_of)": 8 * D // 3,
-        "ignored multiple_of (8D/3 only rounded up to an int): round it up to a multiple of multiple_of, "
+        "multiple_of ignored, 8D/3 only rounded up to an int (multiple_of left out, or multiplied and divided "
+        "away again, as in multiple_of * c // multiple_of): round it up to a multiple of multiple_of, "
         "multiple_of · ceil(8D/3 / multiple_of)": -(-8 * D // 3),
         "always added one multiple (multiple_of · (8D//3 // multiple_of + 1)), so an 8D/3 that is already a multiple "
         "grows too: round up with multiple_of · ceil(8D/3 / multiple_of)": multiple_of * (8 * D // 3 // multiple_of + 1),
@@ -767,6 +768,9 @@ ONLY_Q_TURNED = ("turned only q: turn the new keys k by their positions too (app
                  "position lives in the scores q·k")
 ONLY_K_TURNED = ("turned only k: turn the queries q by their positions too (apply_rope on q and on k), since "
                  "position lives in the scores q·k")
+UNTURNED_KEYS_KEPT = ("the keys handed back for the cache are k as it came in, not turned: turn the new keys once, "
+                      "k = apply_rope(k, cos, sin, start), then append and return that same tensor (the cache holds "
+                      "turned keys, and nothing turns them again)")
 START_FROM_HEADS = ("`start` taken from past_k.shape[1], the number of heads H: the number of cached positions is "
                     "past_k.shape[-2], the position axis of (B, H, S0, K)")
 START_FROM_K = ("`start` taken from past_k.shape[-1], the head width K: the number of cached positions is "
@@ -835,7 +839,7 @@ def _new_keys_case(fn, args, what):
         out = fn(*args)
         return out[1] if isinstance(out, (tuple, list)) and len(out) == 3 else out
     H = k.shape[1]
-    return Case(what, got, want_k, {START_FROM_K: rope(k, cos, sin, k.shape[-1]), ONLY_Q_TURNED: k,
+    return Case(what, got, want_k, {START_FROM_K: rope(k, cos, sin, k.shape[-1]), UNTURNED_KEYS_KEPT: k,
                                     START_FROM_HEADS: rope(k, cos, sin, H) if H != k.shape[-1] else None})
 
 

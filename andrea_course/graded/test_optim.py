@@ -61,6 +61,9 @@ def _lr_mistakes(step, s):
         "cos(progress) without π: the cosine covers only one radian, so the rate ends well above min_lr; "
         "half a cosine period is cos(π·progress)":
             min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(progress)) if step >= W else _want(step, s),
+        "the cosine's amplitude is lr instead of lr - min_lr, so the decay starts at lr + min_lr and ends at "
+        "min_lr: min_lr + 0.5·(lr - min_lr)·(1 + cos(π·progress))":
+            min_lr + 0.5 * lr * (1 + math.cos(math.pi * progress)) if step >= W else _want(step, s),
         "a quarter cosine, cos(π·progress/2), instead of half a cosine: the same ends (lr, then min_lr), but another "
         "decay in between; min_lr + (lr - min_lr)·(1 + cos(π·progress))/2":
             min_lr + (lr - min_lr) * math.cos(math.pi * progress / 2) if step >= W else _want(step, s),
@@ -94,7 +97,7 @@ def _check_lrs(lr_at, points):
 @graded("optim.lr_at", points=2)
 def test_lr_warm_up(student):
     lr_at = student.piece("optim", "lr_at")
-    _check_lrs(lr_at, [(step, s) for s in SCHEDULES[:2] for step in range(s["warmup_steps"] + 1)])
+    _check_lrs(lr_at, [(step, s) for s in SCHEDULES for step in range(s["warmup_steps"] + 1)])   # W = 0 too
     s = SCHEDULES[0]
     expect_equal(round(lr_at(s["warmup_steps"] - 1, **s), 12), s["lr"], "the last warm-up step's rate",
                  hint="the warm-up reaches the peak lr at step warmup_steps - 1")
@@ -154,7 +157,7 @@ def _torch_adamw(param, grads, lr, betas, eps, weight_decay):
 def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct="mv", decoupled=True,
                     decay_times_lr=True, eps_inside=False, v_of_g=False, swapped="", from_zero=False,
                     return_hats=False, root=True, m_v_returned_swapped=False, power_of_one_minus=False,
-                    m_weights_swapped=False, ascent=False, times_not_power=""):
+                    m_weights_swapped=False, ascent=False, times_not_power="", l2_too=False, one_behind=False):
     """The update as a typical mistake computes it: [(param, m, v) after each step].
 
     correct: which of the running means are bias-corrected ("mv" both, "m" or "v" one, "" neither);
@@ -163,7 +166,8 @@ def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct="mv",
     m̂ and v̂ returned, and so fed to the next step; not root: divided by v̂ + eps, no square root; m_v_returned_swapped: (param, v, m) returned, and so
     fed back as m and v swapped; power_of_one_minus: the correction divides by (1 - beta)^step;
     m_weights_swapped: m = beta1·g + (1 - beta1)·m; ascent: the step added, not subtracted;
-    times_not_power: which corrections ("m", "mv") divide by 1 - beta·step instead of 1 - beta^step."""
+    times_not_power: which corrections ("m", "mv") divide by 1 - beta·step instead of 1 - beta^step;
+    l2_too: the decay added to the gradient as well as decoupled; one_behind: corrected with beta^(step - 1)."""
     (b1, b2), p = betas, param.clone()
     c1, c2 = b1, b2                                                   # the betas of the bias correction
     if swapped:
@@ -171,11 +175,11 @@ def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct="mv",
         c1, c2 = (b1, b2) if swapped == "all" else (c1, c2)
     m, v, out = torch.zeros_like(p), torch.zeros_like(p), []
     for t, g in enumerate(grads, start=1):
-        if not decoupled:
+        if not decoupled or l2_too:
             g = g + weight_decay * p                                  # L2: Adam, not AdamW
         m, v = (b1 * g + (1 - b1) * m if m_weights_swapped else b1 * m + (1 - b1) * g,
                 b2 * v + (1 - b2) * {True: g, "abs": g.abs(), False: g * g}[v_of_g])
-        n = t + 1 if from_zero else t
+        n = t + 1 if from_zero else t - 1 if one_behind else t
         m_hat = m / (1 - (c1 * n if "m" in times_not_power else c1 ** n)) if "m" in correct else m
         v_hat = v / (1 - (c2 * n if "v" in times_not_power else c2 ** n)) if "v" in correct else v
         if power_of_one_minus:
@@ -199,8 +203,13 @@ MISTAKES = {
         dict(correct="v"),
     "v not bias-corrected (m is): divide v by (1 - beta2^step) as well, since it starts at 0 too":
         dict(correct="m"),
-    "weight decay added to the gradient (L2, that is Adam, not AdamW): decay the weights directly, "
-    "param·(1 - lr·weight_decay), outside the gradient": dict(decoupled=False),
+    "weight decay added to the gradient (L2, that is Adam, not AdamW): AdamW's decay never goes through the "
+    "gradient, m or v; it only shrinks the weights directly, param·(1 - lr·weight_decay)": dict(decoupled=False),
+    "weight decay applied twice: added to the gradient (L2, which m and v then average and sqrt(v̂) divides) "
+    "and decayed directly as well; AdamW's decay is only the direct one, param·(1 - lr·weight_decay)":
+        dict(l2_too=True),
+    "the bias correction one step behind, 1 - beta^(step - 1): step already counts from 1, so at step 1 that "
+    "divides by 1 - beta^0 = 0; divide by 1 - beta1^step and 1 - beta2^step": dict(one_behind=True),
     "weight decay not scaled by lr: the weights shrink by the fraction lr·weight_decay each step":
         dict(decay_times_lr=False),
     "eps inside the square root: divide by sqrt(v̂) + eps": dict(eps_inside=True),
@@ -284,10 +293,18 @@ def _run_adamw(student, setup, other):
                     f"returned {type(step).__name__}, not (param, m, v)", "return the new param, m and v")
         for i, name in enumerate(("param", "m", "v")):
             expect_close(step[i], want[t - 1][i], f"{name} {what}, after step {t}",
-                         mistakes={k: w[t - 1][i] for k, w in wrong.items()},
+                         mistakes={k: w[t - 1][i] for k, w in wrong.items() if _tells(k, t, i)},
                          second=Second(lambda i=i, t2=t2: learner(other, t2, i), want2[t2 - 1][i],
-                                       {k: w[t2 - 1][i] for k, w in wrong2.items()}),
+                                       {k: w[t2 - 1][i] for k, w in wrong2.items() if _tells(k, t2, i)}),
                          hint=ADAMW_HINT)
+
+
+def _tells(mistake: str, step: int, output: int) -> bool:
+    """Whether the mistake can be told from the others in output `output` (0 param, 1 m, 2 v) after
+    `step`: the correction one step behind divides by 0 at step 1, and its NaN, carried on, is every
+    later NaN's; the decay applied twice has the L2 mistake's m and v (and its text covers both)."""
+    how = MISTAKES[mistake]
+    return not (how.get("one_behind") and step > 1) and not (how.get("l2_too") and output > 0)
 
 
 @graded("optim.adamw_step", points=3)

@@ -568,6 +568,12 @@ def _slips(kind, text, code):
             and ".items()" not in code:
         return ("A for loop that unpacks each item into two names needs items that are pairs; iterating a dict "
                 "gives its keys alone. Use .items() for (key, value) pairs: for word, n in counts.items().")
+    if "bytes must be in range(0, 256)" in text:
+        call = re.search(r"bytes\(\[[^\[\]]*\]\)", code)
+        shown = f"On your line, `{call.group(0)}`" if call else "bytes([...])"
+        return (f"{shown} makes ONE byte of each number in the list, its value the number itself, and a byte "
+                f"holds 0 to 255: a number past 255 (a token id) is no byte. If the numbers are tokens, join the "
+                f"byte strings they stand for instead (b1 + b2).")
     if "changed size during iteration" in text:
         return ("A dict (or set) was changed while a for loop was running over it. Build the new entries in "
                 "a new dict inside the loop, then replace the old one after it (words = merged).")
