@@ -183,8 +183,8 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: in
     Query i sits at position start + i (default S - T: the queries are the last T positions).
     Returns (o (B, H, T, K) in q's dtype, lse (B, H, T) fp32). A checking launcher, for learning:
     q, k and v are copied into buffers with NaN after their end (an unmasked load past the end
-    reads NaN, and the output shows it), o and lse get NaN after theirs, and a kernel that stores
-    there is refused with a count.
+    reads NaN, and the output shows it), o and lse start as NaN with NaN after their end (what the
+    kernel never stores stays NaN), and a kernel that stores past the end is refused with a count.
     """
     B, H, T, K = q.shape
     S = k.shape[2]
@@ -195,8 +195,8 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: in
     if not 0 <= start <= S - T:
         raise ValueError(f"start={start}: queries at start .. start + T - 1 must lie in 0 .. S - 1 (T={T}, S={S})")
     (_, q_), (_, k_), (_, v_) = (_guarded(t, float("nan")) for t in (q, k, v))
-    o_buf, o = _guarded(torch.empty_like(q), float("nan"))
-    lse_buf, lse = _guarded(torch.empty(B, H, T, dtype=torch.float32, device=q.device), float("nan"))
+    o_buf, o = _guarded(torch.full_like(q, float("nan")), float("nan"))           # NaN where nothing is stored
+    lse_buf, lse = _guarded(torch.full((B, H, T), float("nan"), device=q.device), float("nan"))
     grid = (triton.cdiv(T, block_m), B * H)
     kernel[grid](q_, k_, v_, o, lse, T, S, K, start, 1.0 / K ** 0.5,
                  BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=max(16, triton.next_power_of_2(K)))

@@ -242,7 +242,8 @@ def gelu_kernel_masked_by_block(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
 def layer_norm_kernel_slipping(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, stride, D, eps,
                                HAS_BIAS: tl.constexpr, BLOCK_D: tl.constexpr, SLIP: tl.constexpr):
     """LayerNorm with one slip, chosen by SLIP: 1, gamma loaded at w_ptr + row * stride + cols; 2, the mean
-    and rstd stored at row * stride; 3, the raw x scaled (x * rstd), not the centred xc."""
+    and rstd stored at row * stride; 3, the raw x scaled (x * rstd), not the centred xc; 4, rstd as the
+    standard deviation, not its reciprocal."""
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_D)
     mask = cols < D
@@ -250,6 +251,8 @@ def layer_norm_kernel_slipping(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, s
     mean = tl.sum(x, axis=0) / D
     xc = tl.where(mask, x - mean, 0.0)
     rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / D + eps)
+    if SLIP == 4:
+        rstd = tl.sqrt(tl.sum(xc * xc, axis=0) / D + eps)
     w_at = w_ptr + cols
     if SLIP == 1:
         w_at = w_ptr + row * stride + cols

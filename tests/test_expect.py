@@ -266,6 +266,17 @@ def _blocks(n):
     return _Blocks(n)
 
 
+def _heads_viewed_first():
+    q = torch.randn(2, 5, 36)[..., :12]                  # the queries' third of a fused projection
+    B, T, H, K = 2, 5, 3, 4
+    return q.view(B, H, T, K)
+
+
+def _slice_viewed():
+    x = torch.randn(2, 5, 12)[..., :6]
+    return x.view(2, 30)
+
+
 def _bytes_of_two_ids():
     a, b = 97, 300
     return bytes([a, b])
@@ -296,6 +307,8 @@ EXPLAINED = [  # (what raises, words its explanation must hold)
     (lambda: math.erf(torch.randn(3)), "torch.erf"),
     (_pairs_of_a_dict, "Use .items()"),
     (_bytes_of_two_ids, "`bytes([a, b])` makes ONE byte of each number"),
+    (_heads_viewed_first, "view as (B, T, H, K) first, then .transpose(1, 2)"),
+    (_slice_viewed, "a slice of a wider one"),
 ]
 
 

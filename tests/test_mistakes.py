@@ -171,6 +171,15 @@ class MHARepeatingBeforeTheCache(mh.MultiHeadAttention):
         return self.proj(mh.merge_heads(self.attention(q, k, v)))
 
 
+class MHAQueriesInGHeads(mh.MultiHeadAttention):
+    def forward(self, x, cache=None):
+        H, G, K = self.n_heads, self.n_kv_heads, self.d_head
+        q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1)
+        q, k, v = mh.split_heads(q, G), mh.split_heads(k, G), mh.split_heads(v, G)
+        k, v = self.cache_and_share(k, v, cache)
+        return self.proj(mh.merge_heads(self.attention(q, k, v)))
+
+
 class BlockDroppingTheCache(blk.Block):
     def forward(self, x, cache=None):
         return super().forward(x)
@@ -1007,6 +1016,26 @@ def _adamw_slipping(swap_m=False, ascent=False, times="", l2_too=False, power=la
     return adamw_step
 
 
+class _GridOfHeadsOnly:
+    """The reference kernel launched with a grid whose second axis is H, not B * H."""
+
+    def __getitem__(self, grid):
+        kernel = importlib.import_module("solutions.kernels").flash_attention_kernel
+        return lambda q, *args, **consts: kernel[(grid[0], q.shape[1])](q, *args, **consts)
+
+
+def _flash_launching_heads_only(q, k, v, start=None):
+    return importlib.import_module("solutions.kernels").flash_attention(q, k, v, start, kernel=_GridOfHeadsOnly())
+
+
+class _GridRoundedDown:
+    """The reference GELU kernel launched with n // BLOCK programs."""
+
+    def __getitem__(self, grid):
+        kernel = importlib.import_module("solutions.kernels").gelu_kernel
+        return lambda x, y, n, BLOCK: kernel[(n // BLOCK,)](x, y, n, BLOCK=BLOCK)
+
+
 def _lr_amplitude_lr(step, lr, min_lr, warmup_steps, max_steps):
     """The cosine's amplitude lr, not lr - min_lr."""
     if step < warmup_steps:
@@ -1644,7 +1673,16 @@ MUTANTS = [
                                   (9, "only acc rescaled"), (10, "only l rescaled"),
                                   (11, "the logsumexp stored as log(l) alone"), (14, "without dividing by l"),
                                   (15, "at bh·T·K"))),
-    # the thirteenth fresh set's classes
+    # the thirteenth and fourteenth fresh sets' classes
+    ("test_multihead.py", "test_grouped_kv_heads", {("multihead", "MultiHeadAttention"): MHAQueriesInGHeads},
+     "the queries split into G heads"),
+    ("test_kernels.py", "test_flash_attention_kernel_with_a_cache", {("kernels", "flash_attention"): _flash_launching_heads_only},
+     "only the first sequence of the batch"),
+    ("test_kernels.py", "test_gelu_kernel_matches_formula",
+     {("kernels", "gelu"): lambda x: importlib.import_module("solutions.kernels").gelu(x, kernel=_GridRoundedDown())},
+     "the last, ragged block never launched"),
+    ("test_kernels.py", "test_layer_norm_kernel_ragged_width", {("kernels", "layer_norm"): _layer_norm_launching(4)},
+     "not its reciprocal"),
     ("test_optim.py", "test_lr_warm_up", {("optim", "lr_at"): _lr_amplitude_lr}, "amplitude is lr instead of lr - min_lr"),
     ("test_modern.py", "test_rope_attention_with_and_without_a_cache",
      {("modern", "rope_attention"): _rope_attention_turning_all_keys}, "k as it came in, not turned"),

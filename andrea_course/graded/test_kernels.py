@@ -110,6 +110,10 @@ def _first_block_only(gelu, block=1024):
     return "pid" if torch.allclose(single, want_small, atol=1e-5, rtol=1e-4) else None
 
 
+FLOOR_GRID = ("the last, ragged block never launched: the grid n // BLOCK rounds down, so the elements after the last "
+              "full block were never computed; launch triton.cdiv(n, BLOCK) programs, the last one masked")
+
+
 def _blocks_unwritten(want: torch.Tensor, block: int, got=None, first_block=None) -> dict:
     """{mistake: the output when the programs' offsets do not advance by BLOCK}: the elements no
     program reached stay NaN, as the checking launcher leaves them. first_block: what wrote the first
@@ -124,6 +128,7 @@ def _blocks_unwritten(want: torch.Tensor, block: int, got=None, first_block=None
         torch.allclose(got.double(), cut(block).double(), atol=1e-5, rtol=1e-4, equal_nan=True))
     first = {"block": MASK_BY_BLOCK, "pid": SAME_FIRST_BLOCK}.get(first_block() if first_block and alone else "pid")
     return {**({first: cut(block)} if first else {}),
+            **({FLOOR_GRID: cut(n // block * block)} if n % block else {}),
             "the block starts at pid, not pid * BLOCK: program p covered p .. p + BLOCK - 1, so the programs "
             "overlap and the elements past BLOCK + programs - 1 were never written; offs = pid * BLOCK "
             "+ tl.arange(0, BLOCK)": cut(block + programs - 1),
@@ -191,20 +196,23 @@ def test_gelu_kernel_half_precision(student):
 
 # ----- LayerNorm ------------------------------------------------------------------------
 
-def ln_with(x, w, b, eps, divisor=None, padding=0, ddof=0, eps_outside=False, mean_divisor=None, centred=True):
+def ln_with(x, w, b, eps, divisor=None, padding=0, ddof=0, eps_outside=False, mean_divisor=None, centred=True,
+            times_std=False):
     """LayerNorm per row in float64 with the given slips: the reference and its mistakes.
     divisor: what the sums are divided by (D, or BLOCK_D by mistake; mean_divisor: the mean's
     alone); padding: lanes that add mean² each to the variance sum (not zeroed by tl.where);
-    ddof 1: the unbiased variance; not centred: the raw x scaled, x·rstd (the statistics right)."""
+    ddof 1: the unbiased variance; not centred: the raw x scaled, x·rstd (the statistics right);
+    times_std: rstd computed as sqrt(var + eps), so xc is multiplied by the spread (and stored so)."""
     D = x.shape[-1]
     n = divisor or D
     mean = x.sum(-1, keepdim=True) / (mean_divisor or n)
     sq = ((x - mean) ** 2).sum(-1, keepdim=True) + padding * mean ** 2
     var = sq / (n - ddof)
     xc = x - mean if centred else x
-    y = xc / (var.sqrt() + eps) if eps_outside else xc / (var + eps).sqrt()
+    y = xc / (var.sqrt() + eps) if eps_outside else xc * (var + eps).sqrt() if times_std else xc / (var + eps).sqrt()
     y = y * w
-    return (y + b if b is not None else y), mean.squeeze(-1), 1 / (var + eps).sqrt().squeeze(-1)
+    rstd = (var + eps).sqrt() if times_std else 1 / (var + eps).sqrt()
+    return (y + b if b is not None else y), mean.squeeze(-1), rstd.squeeze(-1)
 
 
 def ln_mistakes(x, w, b, eps):
@@ -223,6 +231,8 @@ def ln_mistakes(x, w, b, eps):
         "the raw x scaled (x * rstd) instead of the centred xc: the mean was never subtracted from the output; "
         "y = xc * rstd * gamma (+ beta)": ln_with(x, w, b, eps, centred=False),
         "forgot gamma (the weight)": ln_with(x, torch.ones_like(w), b, eps),
+        "rstd computed as the standard deviation, tl.sqrt(var + eps), not its reciprocal: xc was multiplied by the "
+        "spread instead of divided by it; rstd = 1 / tl.sqrt(var + eps)": ln_with(x, w, b, eps, times_std=True),
         **({"the shift loaded from w_ptr instead of b_ptr: gamma was added where beta belongs, y = x̂·γ + γ; load "
             "the bias from b_ptr + cols": ln_with(x, w, w, eps)} if b is not None else {}),
         **({"the bias added although HAS_BIAS is False: without a bias the launcher passes the weight as b_ptr, "
@@ -868,8 +878,11 @@ ALL_NAN = ("every row NaN from the first key tile on, where the running max m is
 ACC_NOT_DIVIDED = ("acc stored without dividing by l: the output is the sum of exp(s - m)·v, not its weighted mean; "
                   "store o = acc / l")
 KV_HEADS_BY_T = ("each head's keys and values found at bh·T·K, the queries' head stride: the keys and values hold S "
-                 "positions per head, so with a cache (S > T) every head after the first read another head's keys "
-                 "and values; offset them by bh·S·K")
+                 "positions per head, so with a cache (S > T) every head after the first (bh counts the heads of "
+                 "every sequence) read another one's keys and values; offset them by bh·S·K")
+FIRST_SEQUENCE_ONLY = ("only the first sequence of the batch computed: its o and lse are right and the others' were "
+                       "never stored (still NaN), as when the launch grid's second axis is H instead of B * H (one "
+                       "program per query block of each head of each sequence): grid = (triton.cdiv(T, BLOCK_M), B * H)")
 M_FROM_ZERO = ("the running max started at 0 instead of -inf: a row whose scores all lie far below 0 keeps m = 0, so "
                "every exp(s - m) underflows to 0 in fp32, l = 0, and o = 0/0 is NaN; start m at float('-inf'), so "
                "that the first tile's max is the row's own")
@@ -947,6 +960,7 @@ def _flash_cases(flash_attention, q, k, v, start, what):
         def got():
             if "out" not in cache:
                 cache["out"] = call_flash(flash_attention, q, k, v, start)
+                _first_sequence_only(cache["out"], want_o, want_lse, what)
             out = cache["out"]
             return out[i] if isinstance(out, (tuple, list)) and len(out) == 2 else out
         return got
@@ -958,9 +972,26 @@ def _flash_cases(flash_attention, q, k, v, start, what):
             Case(f"{what}: lse", part(1), want_lse.float(), differing(1, want_lse)))
 
 
-def flash_inputs(T, S, K, B=1, H=2, seed=0, far_below=False):
-    """q, k, v; far_below: head 0's scores all far below 0 (about -200: q near +7, k near -7, small integers,
-    whose products and sums fp32 holds exactly, with K = 16 so that sm_scale = 1/4 is exact too)."""
+def _first_sequence_only(out, want_o, want_lse, what):
+    """A Mismatch naming FIRST_SEQUENCE_ONLY when o and lse are right for the batch's first sequence and
+    never stored (NaN, as the checking launcher starts them) for every other one."""
+    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
+        return
+    (o, lse), B = out, want_o.shape[0]
+    if o.shape != want_o.shape or lse.shape != want_lse.shape or B < 2:
+        return
+    right = all(bool(torch.allclose(g[0].double().cpu(), w[0].cpu(), atol=1e-4, rtol=1e-4))
+                for g, w in ((o, want_o), (lse, want_lse)))
+    if right and bool(torch.isnan(o[1:]).all()) and bool(torch.isnan(lse[1:]).all()):
+        raise Mismatch(f"{what}: o", f"sequence 0 of {B} is right; the other {B - 1} were never stored (NaN)",
+                       "one program per query block and per (sequence, head): B * H of them", mistake=FIRST_SEQUENCE_ONLY)
+
+
+def flash_inputs(T, S, K, seed=0, far_below=False):
+    """q, k, v of two sequences of one head (a launch grid without the batch shows), or with far_below one
+    sequence of two heads, head 0's scores all far below 0 (about -200: q near +7, k near -7, small
+    integers, whose products and sums fp32 holds exactly, with K = 16 so that sm_scale = 1/4 is exact too)."""
+    B, H = (1, 2) if far_below else (2, 1)
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(B, H, n, K, generator=g) * 1.5 for n in (T, S, S))
     if far_below:

@@ -225,6 +225,20 @@ def _chunking(ref, x):
     return ref.attention(q, k, v)
 
 
+Q_IN_G_HEADS = ("the queries split into G heads, as the keys and values are: the queries keep all H heads, "
+                "split_heads(q, H); only the keys and values have G, which self.cache_and_share repeats to H")
+
+
+def _queries_in_g_heads(ref, x):
+    """The mistake: the queries split into G heads, like the keys and values (G < H: it raises)."""
+    G, Kh = ref.n_kv_heads, ref.d_head
+    q, k, v = ref.qkv(x).split([ref.n_heads * Kh, G * Kh, G * Kh], dim=-1)
+    q = q.view(x.shape[0], x.shape[1], G, -1).transpose(1, 2)                      # (B, G, T, H/G·K)
+    heads = lambda t: t.view(x.shape[0], x.shape[1], G, Kh).transpose(1, 2)       # noqa: E731 (B, G, T, K)
+    k, v = ref.cache_and_share(heads(k), heads(v), None)
+    return ref.attention(q, k, v)
+
+
 CACHE_HINT = ("the cache appends the new keys and values and returns them with every earlier one: attend to "
               "everything it returns")
 REPEATED_FIRST = ("repeat_kv before the cache: cache.update(k, v) first (G heads), then repeat what it returns to "
@@ -319,9 +333,11 @@ def _check_grouped(student, cfg):
     with torch.no_grad():
         # skipping cache_and_share and calling it before split_heads raise the same error here: one text says both
         expect_runs(lambda: m(x), f"{what}(x)", mistakes={SKIPPED_OR_FLAT: lambda: _skipping_the_call(ref, x),
-                                                          CHUNKED: lambda: _chunking(ref, x)},
+                                                          CHUNKED: lambda: _chunking(ref, x),
+                                                          Q_IN_G_HEADS: lambda: _queries_in_g_heads(ref, x)},
                     second=Second(lambda: m(x2), None, {SKIPPED_OR_FLAT: lambda: _skipping_the_call(ref, x2),
-                                                        CHUNKED: lambda: _chunking(ref, x2)}),
+                                                        CHUNKED: lambda: _chunking(ref, x2),
+                                                        Q_IN_G_HEADS: lambda: _queries_in_g_heads(ref, x2)}),
                     hint="split the keys and values into G heads, then hand them to self.cache_and_share")
         expect_cases(_mha_call_case(m, ref, x, cfg, what), _mha_call_case(m, ref, x2, cfg, what), hint=MHA_HINT)
 

@@ -137,9 +137,23 @@ def _in_place(kind, text, code):
             f"its back; the value you return can be right and the program still wrong.{fix}")
 
 
+_HEADS_FIRST = re.compile(r"\.view\(\s*\w+\s*,\s*[\w.]*(?:H|heads)\w*\s*,\s*T\b")   # .view(B, H, T, K)
+
+
 def _view(kind, text, code):
     if "view size is not compatible with input tensor's size and stride" not in text:
         return None
+    if _HEADS_FIRST.search(code):
+        return ("On your line, a tensor is viewed straight as (B, H, T, ...). If it is (B, T, H·K), as a "
+                "projection gives it, a view (or reshape) refills the new shape in memory order, so each 'head' "
+                "would hold pieces of several positions: view as (B, T, H, K) first, then .transpose(1, 2) to "
+                "(B, H, T, K).")
+    if not re.search(r"\.(?:transpose|permute|mT|T)\b|\.t\(\)", code):
+        return ("`.view()` only relabels memory that is already laid out in the new shape's order. This "
+                "tensor is not (it is non-contiguous): a slice of a wider one (a split, chunk or [..., a:b] of "
+                "the last axis) or a transpose on an earlier line leaves its rows apart in memory, so no view "
+                "can merge or split those axes. Use "
+                "`.reshape(...)`, which copies when it must, or `.contiguous().view(...)`.")
     return ("`.view()` only relabels memory that is already laid out in the new shape's order. After "
             "`.transpose()` or `.permute()` the tensor is not (it is non-contiguous: its strides no longer "
             "follow its shape), so no view can merge those axes. Use `.reshape(...)`, which copies when it "
