@@ -122,14 +122,15 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                kernel=layer_norm_kernel):
     """Launch `kernel` (your layer_norm_kernel) once per row of x (..., D).
 
-    Returns (y (..., D) in x's dtype, mean (rows,) fp32, rstd (rows,) fp32).
+    Returns (y (..., D) in x's dtype, mean (rows,) fp32, rstd (rows,) fp32). They start as NaN:
+    what the kernel never stores stays NaN.
     """
     D = x.shape[-1]
     x2 = x.reshape(-1, D).contiguous()                       # (rows, D)
     rows = x2.shape[0]
-    y = torch.empty_like(x2)
-    mean = torch.empty(rows, dtype=torch.float32, device=x.device)
-    rstd = torch.empty(rows, dtype=torch.float32, device=x.device)
+    y = torch.full_like(x2, float("nan"))
+    mean = torch.full((rows,), float("nan"), dtype=torch.float32, device=x.device)
+    rstd = torch.full((rows,), float("nan"), dtype=torch.float32, device=x.device)
     kernel[(rows,)](x2, weight, bias if bias is not None else weight, y, mean, rstd,
                     x2.stride(0), D, eps, HAS_BIAS=bias is not None,
                     BLOCK_D=triton.next_power_of_2(D))

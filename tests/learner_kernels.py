@@ -192,7 +192,8 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
             acc = acc + tl.dot(p, v, input_precision="ieee")
         else:
             acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
-        m = m_new
+        if SLIP != 16:                                       # 16: the running max never kept
+            m = m_new
     out = acc / l[:, None]
     if SLIP == 14:                                           # 14: acc stored without dividing by l
         out = acc
@@ -243,7 +244,7 @@ def layer_norm_kernel_slipping(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, s
                                HAS_BIAS: tl.constexpr, BLOCK_D: tl.constexpr, SLIP: tl.constexpr):
     """LayerNorm with one slip, chosen by SLIP: 1, gamma loaded at w_ptr + row * stride + cols; 2, the mean
     and rstd stored at row * stride; 3, the raw x scaled (x * rstd), not the centred xc; 4, rstd as the
-    standard deviation, not its reciprocal."""
+    standard deviation, not its reciprocal; 5, the mean never stored."""
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_D)
     mask = cols < D
@@ -265,7 +266,8 @@ def layer_norm_kernel_slipping(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, s
     stat = row
     if SLIP == 2:
         stat = row * stride
-    tl.store(mean_ptr + stat, mean)
+    if SLIP != 5:                                            # 5: the mean never stored
+        tl.store(mean_ptr + stat, mean)
     tl.store(rstd_ptr + stat, rstd)
     tl.store(y_ptr + row * stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 

@@ -1672,7 +1672,7 @@ MUTANTS = [
                                   (7, "1/sqrt(BLOCK_K)"), (8, "a tail tile without its mask"),
                                   (9, "only acc rescaled"), (10, "only l rescaled"),
                                   (11, "the logsumexp stored as log(l) alone"), (14, "without dividing by l"),
-                                  (15, "at bh·T·K"))),
+                                  (15, "at bh·T·K"), (16, "the running max never kept"))),
     # the thirteenth and fourteenth fresh sets' classes
     ("test_multihead.py", "test_grouped_kv_heads", {("multihead", "MultiHeadAttention"): MHAQueriesInGHeads},
      "the queries split into G heads"),
@@ -1683,6 +1683,8 @@ MUTANTS = [
      "the last, ragged block never launched"),
     ("test_kernels.py", "test_layer_norm_kernel_ragged_width", {("kernels", "layer_norm"): _layer_norm_launching(4)},
      "not its reciprocal"),
+    ("test_kernels.py", "test_layer_norm_kernel_ragged_width", {("kernels", "layer_norm"): _layer_norm_launching(5)},
+     "mean never stored"),
     ("test_optim.py", "test_lr_warm_up", {("optim", "lr_at"): _lr_amplitude_lr}, "amplitude is lr instead of lr - min_lr"),
     ("test_modern.py", "test_rope_attention_with_and_without_a_cache",
      {("modern", "rope_attention"): _rope_attention_turning_all_keys}, "k as it came in, not turned"),

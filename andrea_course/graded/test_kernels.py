@@ -240,6 +240,8 @@ def ln_mistakes(x, w, b, eps):
     }
 
 
+NOT_STORED = ("{0} never stored: every entry is still the NaN the launcher starts it with; store each row's {0} "
+              "with tl.store({0}_ptr + ...)")
 STATS_SWAPPED = ("the mean and rstd stored at each other's pointers: the mean goes to mean_ptr + row, 1 / sqrt(var + eps) "
                  "to rstd_ptr + row")
 
@@ -259,10 +261,13 @@ def _ln_cases(layer_norm, x, w, b, eps, what):
             return out[i] if isinstance(out, (tuple, list)) and len(out) == 3 else out
         return got
     mean, rstd = want_mean.reshape(-1).float(), want_rstd.reshape(-1).float()
-    return (Case(f"{what}: y", part(0), want_y.to(x.dtype), {k: v[0].to(x.dtype) for k, v in mistakes.items()}),
-            Case(f"{what}: the saved mean", part(1), mean, {STATS_SWAPPED: rstd}),
+    unstored = lambda t: torch.full_like(t, float("nan"))                  # noqa: E731 (the launcher's start)
+    return (Case(f"{what}: y", part(0), want_y.to(x.dtype),
+                 {**{k: v[0].to(x.dtype) for k, v in mistakes.items()}, NOT_STORED.format("y"): unstored(want_y)}),
+            Case(f"{what}: the saved mean", part(1), mean, {STATS_SWAPPED: rstd, NOT_STORED.format("mean"): unstored(mean)}),
             Case(f"{what}: the saved rstd", part(2), rstd,
-                 {**{k: v[2].reshape(-1).float() for k, v in mistakes.items()}, STATS_SWAPPED: mean}))
+                 {**{k: v[2].reshape(-1).float() for k, v in mistakes.items()}, STATS_SWAPPED: mean,
+                  NOT_STORED.format("rstd"): unstored(rstd)}))
 
 
 def check_layer_norm(student, first, second):
@@ -875,6 +880,8 @@ FA_PAST = "the last query block stored past T: its stores need mask=rows < T"
 ALL_NAN = ("every row NaN from the first key tile on, where the running max m is still -inf: there the rescale factor "
            "must be alpha = exp(m - m_new) = exp(-inf) = 0; written the other way round, exp(m_new - m), it is inf, and "
            "inf·0 = NaN (likewise p = exp(s - m_new) takes the new max: exp(s - m) with m = -inf is inf)")
+MAX_NOT_KEPT = ("the running max never kept: m_new is computed but not assigned back (m = m_new), so m stays -inf, "
+                "alpha = exp(m - m_new) is 0 at every tile, and each tile wipes out what the earlier ones summed")
 ACC_NOT_DIVIDED = ("acc stored without dividing by l: the output is the sum of exp(s - m)·v, not its weighted mean; "
                   "store o = acc / l")
 KV_HEADS_BY_T = ("each head's keys and values found at bh·T·K, the queries' head stride: the keys and values hold S "
@@ -890,12 +897,12 @@ M_FROM_ZERO = ("the running max started at 0 instead of -inf: a row whose scores
 
 def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"), offset=True, diagonal=True,
                 strict=False, lse_scaled=True, scale=None, scale_output=False, tail_masked=True, lse_max=True,
-                alpha_inverted=False, m_start=-math.inf, normalised=True, kv_head_rows=None):
+                alpha_inverted=False, m_start=-math.inf, normalised=True, kv_head_rows=None, max_kept=True):
     """The tiled online softmax of the kernel in float64, each typical slip switchable: the reference
     and its mistakes. q (B, H, T, K), k, v (B, H, S, K) -> (o (B, H, T, K), lse (B, H, T)).
     alpha_inverted: alpha = exp(m_new - m); m_start: the running max's first value (0 by mistake: then
     the exponentials are rounded to fp32, as the kernel computes them, so that those far below 0 underflow);
-    normalised: o = acc / l (else acc); kv_head_rows: head h's keys and values read from row h·kv_head_rows
+    normalised: o = acc / l (else acc); max_kept: m = m_new after each tile (else m keeps its start); kv_head_rows: head h's keys and values read from row h·kv_head_rows
     of the flat (B·H·S, K) tensors (the kernel's bh·T·K for bh·S·K when it is T)."""
     B, H, T, K = q.shape
     S = k.shape[2]
@@ -919,7 +926,7 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
             alpha = fp32((m_new - m if alpha_inverted else m - m_new).exp())
             l_alpha, acc_alpha = ((alpha if name in rescale else torch.ones_like(m)) for name in ("l", "acc"))
             p = fp32((s - m_new[..., None]).exp())
-            l, acc, m = l * l_alpha + p.sum(-1), acc * acc_alpha[..., None] + p @ v[:, cols], m_new
+            l, acc, m = l * l_alpha + p.sum(-1), acc * acc_alpha[..., None] + p @ v[:, cols], m_new if max_kept else m
             if not tail_masked and start_n + block_n > S:
                 acc[-1] = math.nan                            # the last head's tile read the NaN after v
         o[:, rows] = (acc / l[..., None] if normalised else acc) * (sm_scale if scale_output else 1.0)
@@ -934,7 +941,7 @@ def flash_mistakes(q, k, v, start):
             DIAGONAL_MASKED: dict(strict=True), LSE_UNSCALED: dict(lse_scaled=False), LSE_NO_MAX: dict(lse_max=False),
             SCALE_ON_OUTPUT: dict(scale_output=True), SCALE_BLOCK_K: dict(scale=max(16, 1 << (K - 1).bit_length()) ** -0.5),
             NO_SCALE: dict(scale=1.0), TAIL_UNMASKED: dict(tail_masked=False), ALL_NAN: dict(alpha_inverted=True),
-            M_FROM_ZERO: dict(m_start=0.0), ACC_NOT_DIVIDED: dict(normalised=False),
+            M_FROM_ZERO: dict(m_start=0.0), ACC_NOT_DIVIDED: dict(normalised=False), MAX_NOT_KEPT: dict(max_kept=False),
             **({KV_HEADS_BY_T: dict(kv_head_rows=q.shape[2])} if k.shape[2] != q.shape[2] else {})}
 
 
