@@ -154,6 +154,8 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
     if SLIP == 15:                                           # 15: each head's keys and values at bh * T * K
         kv_head = bh * T * K
     hi = tl.minimum(S, start + first + BLOCK_M)
+    if SLIP == 17:                                           # 17: the loop's end without the cache offset
+        hi = tl.minimum(S, first + BLOCK_M)
     if SLIP == 3:                                            # the diagonal tile skipped
         hi = tl.minimum(S, start + first)
     offset = start

@@ -277,6 +277,17 @@ def _slice_viewed():
     return x.view(2, 30)
 
 
+def _python_max_of_norms():
+    norms = torch.rand(3) + 1
+    return max(norms, 1e-8)
+
+
+def _words_changed_while_iterating():
+    words = {(1, 2): 3, (2, 3): 1}
+    for word in words:
+        words[word + (0,)] = words.pop(word)
+
+
 def _bytes_of_two_ids():
     a, b = 97, 300
     return bytes([a, b])
@@ -308,6 +319,11 @@ EXPLAINED = [  # (what raises, words its explanation must hold)
     (_pairs_of_a_dict, "Use .items()"),
     (_bytes_of_two_ids, "`bytes([a, b])` makes ONE byte of each number"),
     (_heads_viewed_first, "view as (B, T, H, K) first, then .transpose(1, 2)"),
+    (_python_max_of_norms, "Python's built-in max(...) compares tensors"),
+    (lambda: __import__("numpy").exp(torch.randn(3, requires_grad=True)), "Use the torch function instead: torch.exp"),
+    (lambda: torch.index_select(torch.randn(5, 3), 0, torch.tensor([[1, 2]])), "table[ids]"),
+    (lambda: torch.einsum("ts,sk->tk", torch.randn(2, 3, 3), torch.randn(2, 3, 4)), "'...ts,...sk->...tk'"),
+    (_words_changed_while_iterating, "Build the new entries in a new dict"),
     (_slice_viewed, "a slice of a wider one"),
 ]
 

@@ -13,6 +13,7 @@ import types
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -150,6 +151,14 @@ class ModelIgnoringStart(mdl.ANDREA):
         return self.ln_f(x) @ self.output_weight().T
 
 
+class ModelNotChainingItsBlocks(mdl.ANDREA):
+    def forward(self, ids, targets=None, caches=None):
+        x = self.embed(ids, caches[0].pos if caches else 0)
+        for i, block in enumerate(self.blocks):
+            h = block(x, caches[i] if caches else None)
+        return self.ln_f(h) @ self.output_weight().T
+
+
 class EmbeddingsWithoutPositions(emb.Embeddings):
     def forward(self, ids, start=0):
         return emb.embed_lookup(self.token_table, ids)
@@ -178,6 +187,12 @@ class MHAQueriesInGHeads(mh.MultiHeadAttention):
         q, k, v = mh.split_heads(q, G), mh.split_heads(k, G), mh.split_heads(v, G)
         k, v = self.cache_and_share(k, v, cache)
         return self.proj(mh.merge_heads(self.attention(q, k, v)))
+
+
+class PostNormReadingLn1(blk.PostNormBlock):
+    def forward(self, x, cache=None):
+        x = self.ln1(x + self.drop(self.attn(self.ln1(x), cache)))
+        return self.ln2(x + self.drop(self.mlp(x)))
 
 
 class BlockDroppingTheCache(blk.Block):
@@ -1036,6 +1051,46 @@ class _GridRoundedDown:
         return lambda x, y, n, BLOCK: kernel[(n // BLOCK,)](x, y, n, BLOCK=BLOCK)
 
 
+class _LaunchedWith:
+    """A reference kernel launched with its argument `at` replaced by `value(args)`: a launcher's slip."""
+
+    def __init__(self, name, at, value):
+        self.name, self.at, self.value = name, at, value
+
+    def __getitem__(self, grid):
+        kernel = getattr(importlib.import_module("solutions.kernels"), self.name)
+
+        def launch(*args, **consts):
+            args = list(args)
+            args[self.at] = self.value(args)
+            return kernel[grid](*args, **consts)
+        return launch
+
+
+def _flash_scaled_by_k(q, k, v, start=None):
+    launched = _LaunchedWith("flash_attention_kernel", 9, lambda args: 1.0 / args[7])     # sm_scale = 1 / K
+    return importlib.import_module("solutions.kernels").flash_attention(q, k, v, start, kernel=launched)
+
+
+def _softmax_row_stride_one(x):
+    launched = _LaunchedWith("softmax_kernel", 2, lambda args: 1)                        # x_row_stride = 1
+    return importlib.import_module("solutions.kernels").softmax(x, kernel=launched)
+
+
+def _count_summing_every_entry(cfg):
+    counts = dict(pieces.module("model").count_parameters(cfg))
+    counts["total"] = sum(v for k, v in counts.items() if k != "total")
+    return counts
+
+
+def _rope_attention_from_the_batch(q, k, v, cos, sin, past_k, past_v):
+    from andrea_course import ops
+    rope, start = pieces.get("modern", "apply_rope"), past_k.shape[0]
+    q, k = rope(q, cos, sin, start), rope(k, cos, sin, start)
+    k_all, v_all = torch.cat([past_k, k], dim=-2), torch.cat([past_v, v], dim=-2)
+    return ops.attention(q, k_all, v_all), k_all, v_all
+
+
 def _lr_amplitude_lr(step, lr, min_lr, warmup_steps, max_steps):
     """The cosine's amplitude lr, not lr - min_lr."""
     if step < warmup_steps:
@@ -1672,7 +1727,23 @@ MUTANTS = [
                                   (7, "1/sqrt(BLOCK_K)"), (8, "a tail tile without its mask"),
                                   (9, "only acc rescaled"), (10, "only l rescaled"),
                                   (11, "the logsumexp stored as log(l) alone"), (14, "without dividing by l"),
-                                  (15, "at bh·T·K"), (16, "the running max never kept"))),
+                                  (15, "at bh·T·K"), (16, "the running max never kept"),
+                                  (17, "the key loop's end without the cache offset"))),
+    ("test_model.py", "test_andrea_logits", {("model", "ANDREA"): ModelNotChainingItsBlocks},
+     "every block reads the embeddings"),
+    ("test_model.py", "test_count_parameters_of_andrea_120m", {("model", "count_parameters"): _count_summing_every_entry},
+     "summed over every entry"),
+    ("test_modern.py", "test_rope_attention_with_and_without_a_cache",
+     {("modern", "rope_attention"): _rope_attention_from_the_batch}, "past_k.shape[0], the batch size"),
+    ("test_inside.py", "test_induction_scores",
+     {("inside", "induction_scores"): lambda p, period: p[..., torch.arange(period, p.shape[-2]), :][
+         ..., torch.arange(period, p.shape[-2]) - period + 1].mean(dim=(1, 3, 4))}, "the whole grid averaged"),
+    ("test_block.py", "test_post_norm_block", {("block", "PostNormBlock"): PostNormReadingLn1},
+     "normalises the sublayer's input as well as the sum"),
+    ("test_kernels.py", "test_flash_attention_kernel_with_a_cache", {("kernels", "flash_attention"): _flash_scaled_by_k},
+     "scaled by 1/K instead of 1/sqrt(K)"),
+    ("test_kernels.py", "test_softmax_kernel_matches_torch", {("kernels", "softmax"): _softmax_row_stride_one},
+     "row r read from x_ptr + r"),
     # the thirteenth and fourteenth fresh sets' classes
     ("test_multihead.py", "test_grouped_kv_heads", {("multihead", "MultiHeadAttention"): MHAQueriesInGHeads},
      "the queries split into G heads"),
@@ -1682,7 +1753,7 @@ MUTANTS = [
      {("kernels", "gelu"): lambda x: importlib.import_module("solutions.kernels").gelu(x, kernel=_GridRoundedDown())},
      "the last, ragged block never launched"),
     ("test_kernels.py", "test_layer_norm_kernel_ragged_width", {("kernels", "layer_norm"): _layer_norm_launching(4)},
-     "not its reciprocal"),
+     "used as rstd"),
     ("test_kernels.py", "test_layer_norm_kernel_ragged_width", {("kernels", "layer_norm"): _layer_norm_launching(5)},
      "mean never stored"),
     ("test_optim.py", "test_lr_warm_up", {("optim", "lr_at"): _lr_amplitude_lr}, "amplitude is lr instead of lr - min_lr"),
@@ -2157,7 +2228,13 @@ def _positions_detached(tok, position_table, start=0):
     return tok + position_table[start:start + tok.shape[-2]].detach()
 
 
+def _softmax_through_numpy(scores):
+    e = np.exp(scores - scores.amax(dim=-1, keepdim=True))
+    return e / e.sum(dim=-1, keepdim=True)
+
+
 WRONG = [  # (graded file, graded test, the wrong piece): it must fail, whatever the failure names
+    ("test_attention.py", "test_softmax_over_the_keys", {("attention", "softmax"): _softmax_through_numpy}),
     ("test_embeddings.py", "test_embeddings_module_applies_its_dropout",
      {("embeddings", "Embeddings"): EmbeddingsWithAFixedDropout}),
     ("test_block.py", "test_block_applies_dropout_while_training", {("block", "Block"): BlockWithAFixedDropout}),
@@ -2168,7 +2245,7 @@ WRONG = [  # (graded file, graded test, the wrong piece): it must fail, whatever
 @pytest.mark.parametrize("file, test, overrides", WRONG, ids=[f"{t}[{next(iter(o.values())).__name__}]"
                                                                for _, t, o in WRONG])
 def test_a_wrong_piece_fails_its_graded_test(file, test, overrides):
-    with pytest.raises(Mismatch):
+    with pytest.raises((Mismatch, RuntimeError)):          # in this process, the learner's own error as it is
         getattr(MODULES[file], test)(InProcessStudent("solutions", overrides=overrides))
 
 

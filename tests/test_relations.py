@@ -216,3 +216,18 @@ def test_relate_runs_no_second_input_past_the_one_that_decides():
         yield True, 2 * y, y, {}
         raise AssertionError("a second input was run after the first one decided")
     assert relate(2 * x, x, {}, seconds()).text.startswith("your output is exactly the expected one times 2")
+
+
+def test_sizes_in_another_order_are_named():
+    """split_heads with x.shape unpacked as (T, B, ...): the sizes of B and T trade places, and the values
+    are no permutation of the expected ones."""
+    def ref(x, H=2):
+        B, T, D = x.shape
+        return x.view(B, T, H, D // H).transpose(1, 2)
+
+    def fn(x, H=2):
+        T, B, D = x.shape
+        return x.view(B, T, H, D // H).transpose(1, 2)
+    exc = _fails(expect_cases, *[Case(f"split_heads(x of shape {tuple(x.shape)})", lambda x=x: fn(x), ref(x))
+                                 for x in (_randn(2, 5, 8, seed=1), _randn(3, 4, 6, seed=2))])
+    assert exc.relation and "the expected sizes in another order" in exc.relation, exc.relation

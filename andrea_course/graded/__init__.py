@@ -20,6 +20,19 @@ def graded_file(activity: str) -> Path:
     return GRADED / f"test_{activity}.py"
 
 
+def expect_trainable(fn, args: tuple, what: str) -> None:
+    """fn(*args) with its floating-point tensor arguments requiring grad: it must run, and its output
+    stay on autograd's graph (the worker refuses an output cut off from it, inputs.CutOffError), as
+    when the model trains through the piece; NumPy and math functions, .detach() and .data fail here."""
+    from ..grading import expect_runs
+    import torch
+    tracked = tuple(a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point()
+                    else a for a in args)
+    expect_runs(lambda: fn(*tracked), f"{what}, its inputs requiring grad (as in training)",
+                hint="training backpropagates through this piece: build it from torch operations, which autograd "
+                     "follows (torch.exp, torch.tanh, .sum), not NumPy or math")
+
+
 def parameter_shapes(module) -> dict:
     """{name: shape} of a module's state_dict: what a class builds, compared without its values."""
     return {name: tuple(t.shape) for name, t in module.state_dict().items()}

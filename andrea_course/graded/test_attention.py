@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
-from andrea_course.graded import layer_mixups, parameter_shapes
+from andrea_course.graded import expect_trainable, layer_mixups, parameter_shapes
 
 NEG_INF = float("-inf")
 ATTENTION_HINT = ("in this order: scores q·kᵀ, divided by sqrt(K); the future (j > i + S - T) set to -inf; a softmax "
@@ -106,7 +106,8 @@ def _attention_mistakes(q, k, v):
             _attend(q, k, v, allowed=lower, mask_after_softmax=True, fill_after=NEG_INF),
         "softmax over the wrong axis (queries, dim=-2): normalise over the keys, dim=-1":
             _attend(q, k, v, allowed=lower, dim=-2),
-        "no causal mask: hide future keys (j > i) with -inf before the softmax": _attend(q, k, v),
+        "no causal mask: hide future keys (j > i) with -inf before the softmax (apply_causal_mask returns a new "
+        "tensor: scores = apply_causal_mask(scores))": _attend(q, k, v),
         **_by_sqrt_positions(q, k, v, allowed=lower),
     }
     if S != T:
@@ -514,6 +515,7 @@ def _softmax_case(fn, scores):
 @graded("attention.softmax", points=2)
 def test_softmax_over_the_keys(student):
     fn = student.piece("attention", "softmax")
+    expect_trainable(fn, (_randn(2, 3, 4, 6, seed=5, scale=3),), "softmax(scores of shape (2, 3, 4, 6))")
     expect_cases(_softmax_case(fn, _randn(2, 3, 4, 6, seed=5, scale=3)),         # T = 4 queries, S = 6 keys
                  _softmax_case(fn, _randn(5, 7, seed=6, scale=2).float()),       # (T, S) alone, float32
                  _softmax_case(fn, _randn(6, seed=7, scale=2).float()),          # one row (S,), float32

@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
+from andrea_course.graded import expect_trainable
 from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
                                    expect_unchanged, graded, load_weights)
 from andrea_course import pieces
@@ -91,6 +92,7 @@ def _ln_case(fn, x, w, b, eps=None):
 @graded("block.layer_norm", points=3)
 def test_layer_norm(student):
     fn = student.piece("block", "layer_norm")
+    expect_trainable(fn, _layer_norm_case()[:3], "layer_norm(x, weight, bias)")
     expect_cases(_ln_case(fn, *_layer_norm_case()), _ln_case(fn, *_layer_norm_case_2()),
                  _ln_case(fn, *_ln_case_32((3, 4, 16), 10)),             # float32 (B, T, D)
                  hint="per token: subtract its mean over D, divide by sqrt(its variance + eps), then times weight plus bias")
@@ -262,6 +264,8 @@ POST_HALF = {  # how one half of a post-norm block can be written: (its output f
     "no norm": (lambda n, f, x: x + f(x), "is left unnormalised, x + {f}(x)"),
     "input normed": (lambda n, f, x: n(x) + f(x), "normalises x before adding its sublayer's output, {n}(x) + {f}(x), "
                                                    "instead of the sum, {n}(x + {f}(x))"),
+    "both": (lambda n, f, x: n(x + f(n(x))), "normalises the sublayer's input as well as the sum, {n}(x + {f}({n}(x))): "
+                                             "pre-norm and post-norm at once; the sublayer reads the raw x"),
     "post": (lambda n, f, x: n(x + f(x)), ""),
 }
 POST_SAID = {("pre", "pre"): "pre-norm where post-norm was asked: x = ln1(x + attn(x)); x = ln2(x + mlp(x))",

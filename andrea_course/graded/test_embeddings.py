@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.grading import (Case, Mismatch, Second, expect_cases, expect_close, expect_runs, expect_true,
+from andrea_course.grading import (type_name, Case, Mismatch, Second, expect_cases, expect_close, expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
 
@@ -393,7 +393,7 @@ def _expect_ids(got, want, what, mistakes, scores, second):
     mistake when got is that mistake's ids (here and on the second input), the right ids in
     another order, or the scores (`scores`, (k,)) returned instead of their ids."""
     if not isinstance(got, torch.Tensor):
-        raise Mismatch(what, f"expected a tensor of {len(want)} ids, got {type(got).__name__}", NEAREST_HINT)
+        raise Mismatch(what, f"expected a tensor of {len(want)} ids, got {type_name(got)}", NEAREST_HINT)
     if got.shape != want.shape:
         raise Mismatch(what, f"shape {tuple(got.shape)}, expected ({len(want)},): one id per neighbour",
                        NEAREST_HINT, shape_found=tuple(got.shape), shape_expected=tuple(want.shape))

@@ -57,8 +57,9 @@ def _leaves_no_hook(student, name):
     expect_true(left == 0, f"{name}(model, ids)", f"{left} hook(s) still on the model after the call",
                 "keep each handle register_forward_hook (or _pre_hook) returns, and call handle.remove()",
                 mistake=f"{left} hook(s) left on the model, so every later forward pass runs them again: remove "
-                        f"every handle register_forward_hook returned (keep them all in a list; one variable "
-                        f"reassigned in a loop remembers only the last)")
+                        f"every handle register_forward_hook returned, calling handle.remove() with its "
+                        f"parentheses (keep them all in a list; one variable reassigned in a loop remembers only "
+                        f"the last)")
     try:
         probe(m, torch.full((1, 4), CFG.vocab_size))
     except Exception:                                  # noqa: BLE001 - the model refuses the ids: expected
@@ -230,6 +231,10 @@ def _induction_mistakes(w, period):
             "queries and keys indexed in two steps, w[..., t, :][..., t - period + 1], which pairs every query with "
             "every key (a grid, one axis too many) instead of query t with key t - period + 1: index both in one "
             "step, w[..., t, t - period + 1]": w[..., t, :][..., t - period + 1].mean(dim=(1, 3)),
+            "queries and keys indexed in two steps, w[..., t, :][..., t - period + 1], which pairs every query with "
+            "every key, and the whole grid averaged: the score mixes query t's weight on the keys of other queries; "
+            "index both in one step, w[..., t, t - period + 1], one key per query":
+                w[..., t, :][..., t - period + 1].mean(dim=(1, 3, 4)),
             "averaged over the batch and the HEADS (dim=(1, 2)) instead of the batch and the queries (dim=(1, 3)): "
             "one score per (layer, head) is the point": w[..., t, t - period + 1].mean(dim=(1, 2)),
             "query and key indices swapped, w[..., t - period + 1, t]: that reads an earlier query's weight on a later "

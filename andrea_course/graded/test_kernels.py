@@ -231,8 +231,7 @@ def ln_mistakes(x, w, b, eps):
         "the raw x scaled (x * rstd) instead of the centred xc: the mean was never subtracted from the output; "
         "y = xc * rstd * gamma (+ beta)": ln_with(x, w, b, eps, centred=False),
         "forgot gamma (the weight)": ln_with(x, torch.ones_like(w), b, eps),
-        "rstd computed as the standard deviation, tl.sqrt(var + eps), not its reciprocal: xc was multiplied by the "
-        "spread instead of divided by it; rstd = 1 / tl.sqrt(var + eps)": ln_with(x, w, b, eps, times_std=True),
+        RSTD_AS_STD: ln_with(x, w, b, eps, times_std=True),
         **({"the shift loaded from w_ptr instead of b_ptr: gamma was added where beta belongs, y = x̂·γ + γ; load "
             "the bias from b_ptr + cols": ln_with(x, w, w, eps)} if b is not None else {}),
         **({"the bias added although HAS_BIAS is False: without a bias the launcher passes the weight as b_ptr, "
@@ -240,6 +239,8 @@ def ln_mistakes(x, w, b, eps):
     }
 
 
+RSTD_AS_STD = ("the standard deviation, tl.sqrt(var + eps), used as rstd: rstd is its reciprocal, 1 / tl.sqrt(var + eps), "
+               "both for scaling xc (xc * rstd) and for the value saved at rstd_ptr")
 NOT_STORED = ("{0} never stored: every entry is still the NaN the launcher starts it with; store each row's {0} "
               "with tl.store({0}_ptr + ...)")
 STATS_SWAPPED = ("the mean and rstd stored at each other's pointers: the mean goes to mean_ptr + row, 1 / sqrt(var + eps) "
@@ -266,7 +267,7 @@ def _ln_cases(layer_norm, x, w, b, eps, what):
                  {**{k: v[0].to(x.dtype) for k, v in mistakes.items()}, NOT_STORED.format("y"): unstored(want_y)}),
             Case(f"{what}: the saved mean", part(1), mean, {STATS_SWAPPED: rstd, NOT_STORED.format("mean"): unstored(mean)}),
             Case(f"{what}: the saved rstd", part(2), rstd,
-                 {**{k: v[2].reshape(-1).float() for k, v in mistakes.items()}, STATS_SWAPPED: mean,
+                 {**{k: v[2].reshape(-1).float() for k, v in mistakes.items()}, STATS_SWAPPED: mean, RSTD_AS_STD: 1 / rstd,
                   NOT_STORED.format("rstd"): unstored(rstd)}))
 
 
@@ -343,6 +344,10 @@ ROW_STRIDE = ("x's rows stepped by n_cols instead of x_row_stride: x's rows are 
               "more than n_cols when x is a slice of a wider matrix")
 
 
+ROW_STRIDE_ONE = ("row r read from x_ptr + r, one element after row r - 1's start: the row stride given to the kernel "
+                  "is 1 (x.stride(1), the distance between columns) instead of x.stride(0), the distance between rows")
+
+
 ONE_PAST = ("one element past the end of each row: the store's mask let lane n_cols through (cols <= n_cols?), so "
             "each row also wrote into the next row's first element, and the last row past the end of y; the row's "
             "lanes are 0 .. n_cols - 1: mask = cols < n_cols")
@@ -376,6 +381,10 @@ def softmax_mistakes(x):
            NOT_NORMALISED: (x64 - x64.amax(-1, keepdim=True)).exp().to(x.dtype)}
     if triton.next_power_of_2(n) != n:
         out[PAD_ZERO] = torch.softmax(F.pad(x64, (0, triton.next_power_of_2(n) - n)), -1)[..., :n].to(x.dtype)
+    rows = x.numel() // n
+    if rows > 1:                                           # row r read at x_ptr + r: its memory, as the kernel sees it
+        shifted = torch.as_strided(x.reshape(-1, n) if x.stride(-1) != 1 else x, (rows, n), (1, 1))
+        out[ROW_STRIDE_ONE] = torch.softmax(shifted.double(), -1).to(x.dtype).view(x.shape)
     return out
 
 
@@ -880,6 +889,11 @@ FA_PAST = "the last query block stored past T: its stores need mask=rows < T"
 ALL_NAN = ("every row NaN from the first key tile on, where the running max m is still -inf: there the rescale factor "
            "must be alpha = exp(m - m_new) = exp(-inf) = 0; written the other way round, exp(m_new - m), it is inf, and "
            "inf·0 = NaN (likewise p = exp(s - m_new) takes the new max: exp(s - m) with m = -inf is inf)")
+SCALE_BY_K = "the scores scaled by 1/K instead of 1/sqrt(K): sm_scale = 1 / sqrt(K), K the head width"
+BOUND_WITHOUT_START = ("the key loop's end without the cache offset: it stops at first + BLOCK_M, but query i sits at "
+                       "position start + i, so run it to start + first + BLOCK_M (or S) to reach the block's last keys")
+LOOP_SHORT = ("the key loop stopped a tile early, before the block's last keys: at start + first (the diagonal tile "
+              "skipped) or at first + BLOCK_M (the cache offset left out); run it to start + first + BLOCK_M")
 MAX_NOT_KEPT = ("the running max never kept: m_new is computed but not assigned back (m = m_new), so m stays -inf, "
                 "alpha = exp(m - m_new) is 0 at every tile, and each tile wipes out what the earlier ones summed")
 ACC_NOT_DIVIDED = ("acc stored without dividing by l: the output is the sum of exp(s - m)·v, not its weighted mean; "
@@ -897,12 +911,14 @@ M_FROM_ZERO = ("the running max started at 0 instead of -inf: a row whose scores
 
 def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"), offset=True, diagonal=True,
                 strict=False, lse_scaled=True, scale=None, scale_output=False, tail_masked=True, lse_max=True,
-                alpha_inverted=False, m_start=-math.inf, normalised=True, kv_head_rows=None, max_kept=True):
+                alpha_inverted=False, m_start=-math.inf, normalised=True, kv_head_rows=None, max_kept=True,
+                bound_offset=True):
     """The tiled online softmax of the kernel in float64, each typical slip switchable: the reference
     and its mistakes. q (B, H, T, K), k, v (B, H, S, K) -> (o (B, H, T, K), lse (B, H, T)).
     alpha_inverted: alpha = exp(m_new - m); m_start: the running max's first value (0 by mistake: then
     the exponentials are rounded to fp32, as the kernel computes them, so that those far below 0 underflow);
-    normalised: o = acc / l (else acc); max_kept: m = m_new after each tile (else m keeps its start); kv_head_rows: head h's keys and values read from row h·kv_head_rows
+    bound_offset: the key loop runs to start + first + BLOCK_M (else first + BLOCK_M); normalised: o = acc / l
+    (else acc); max_kept: m = m_new after each tile (else m keeps its start); kv_head_rows: head h's keys and values read from row h·kv_head_rows
     of the flat (B·H·S, K) tensors (the kernel's bh·T·K for bh·S·K when it is T)."""
     B, H, T, K = q.shape
     S = k.shape[2]
@@ -917,7 +933,7 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
         m = torch.full((B * H, len(rows)), m_start, dtype=torch.float64)
         fp32 = (lambda t: t.float().double()) if m_start != -math.inf else (lambda t: t)
         l, acc = torch.zeros_like(m), torch.zeros(B * H, len(rows), K, dtype=torch.float64)
-        for start_n in range(0, min(S, start + first + block_m * diagonal), block_n):
+        for start_n in range(0, min(S, start * bound_offset + first + block_m * diagonal), block_n):
             cols = torch.arange(start_n, min(S, start_n + block_n))
             s = q[:, rows] @ k[:, cols].transpose(1, 2) * (1.0 if scale_output else sm_scale)
             pos = rows[:, None] + start * offset
@@ -942,6 +958,7 @@ def flash_mistakes(q, k, v, start):
             SCALE_ON_OUTPUT: dict(scale_output=True), SCALE_BLOCK_K: dict(scale=max(16, 1 << (K - 1).bit_length()) ** -0.5),
             NO_SCALE: dict(scale=1.0), TAIL_UNMASKED: dict(tail_masked=False), ALL_NAN: dict(alpha_inverted=True),
             M_FROM_ZERO: dict(m_start=0.0), ACC_NOT_DIVIDED: dict(normalised=False), MAX_NOT_KEPT: dict(max_kept=False),
+            SCALE_BY_K: dict(scale=1.0 / K), **({BOUND_WITHOUT_START: dict(bound_offset=False)} if start else {}),
             **({KV_HEADS_BY_T: dict(kv_head_rows=q.shape[2])} if k.shape[2] != q.shape[2] else {})}
 
 
@@ -957,10 +974,24 @@ def call_flash(flash_attention, q, k, v, start):
                        mistake=FA_PAST) from None
 
 
-def _flash_cases(flash_attention, q, k, v, start, what):
-    want_o, want_lse = flash_tiled(q, k, v, start)
+def _short_alike(outs) -> bool:
+    """Whether the two loops that stop a tile early give the same o and lse here (either absent: True)."""
+    short = [outs.get(DIAGONAL_SKIPPED), outs.get(BOUND_WITHOUT_START)]
+    return None in short or all(torch.allclose(a, b, equal_nan=True) for a, b in zip(*short))
+
+
+def _flash_outs(q, k, v, start):
     outs = {name: flash_tiled(q, k, v, start, **slip) for name, slip in flash_mistakes(q, k, v, start).items()}
     outs[V_FROM_K] = flash_tiled(q, k, k, start)
+    return outs
+
+
+def _flash_cases(flash_attention, q, k, v, start, what, outs, merged):
+    """merged: no input of the check tells the two short loops apart, so one text names both."""
+    want_o, want_lse = flash_tiled(q, k, v, start)
+    if merged and DIAGONAL_SKIPPED in outs:
+        outs[LOOP_SHORT] = outs.pop(DIAGONAL_SKIPPED)
+        outs.pop(BOUND_WITHOUT_START, None)
     cache = {}
 
     def part(i):
@@ -1011,10 +1042,13 @@ def check_flash(student, *inputs):
     """inputs: two or more (T, S, K, start, seed); o and lse of each against the float64 tiled online
     softmax (itself equal to softmax(mask(q·kᵀ/sqrt(K)))·v); a named mistake confirmed on another."""
     flash_attention = student.piece("kernels", "flash_attention")
-    cases = []
+    runs = []
     for T, S, K, start, seed, *far in inputs:
         what = f"flash_attention for T={T}, S={S}, K={K}, start={start}" + (", head 0's scores near -200" if far else "")
-        cases.append(_flash_cases(flash_attention, *flash_inputs(T, S, K, seed=seed, far_below=bool(far)), start, what))
+        q, k, v = flash_inputs(T, S, K, seed=seed, far_below=bool(far))
+        runs.append((q, k, v, start, what, _flash_outs(q, k, v, start)))
+    merged = all(_short_alike(outs) for *_, outs in runs)
+    cases = [_flash_cases(flash_attention, *run, merged) for run in runs]
     for parts in zip(*cases):
         expect_cases(*parts, hint=FA_HINT, atol=1e-5, rtol=1e-5)
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from andrea_course import ModelConfig
 from andrea_course.grading import Case, Second, expect_cases, expect_runs, graded, load_weights
 from andrea_course import pieces
-from andrea_course.graded import add_fitted_gelu, expect_slot_called, parameter_shapes
+from andrea_course.graded import expect_trainable, add_fitted_gelu, expect_slot_called, parameter_shapes
 
 X = torch.linspace(-6, 6, 241, dtype=torch.float64)          # where the GELU forms differ most: |x| ~ 2
 X2 = (torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(5)) * 2.5).float()    # (B, T, F) float32
@@ -53,6 +53,7 @@ def _given(value, raised):
 @graded("mlp.gelu_tanh", points=2)
 def test_gelu_tanh(student):
     fn = student.piece("mlp", "gelu_tanh")
+    expect_trainable(fn, (X,), f"gelu_tanh(x of shape {tuple(X.shape)})")
     expect_cases(_tanh_case(fn, X), _tanh_case(fn, X2), _tanh_case(fn, X[1::3] * 0.9))   # a float64 second input too
 
 

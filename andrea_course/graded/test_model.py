@@ -7,7 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from andrea_course import ANDREA, ModelConfig
-from andrea_course.grading import (Case, Mismatch, Second, expect_cases, expect_close, expect_equal, expect_runs,
+from andrea_course.grading import (type_name, Case, Mismatch, Second, expect_cases, expect_close, expect_equal, expect_runs,
                                    expect_true, graded, load_weights)
 from andrea_course import pieces
 from andrea_course.graded import expect_slot_called, parameter_shapes, transposed_shapes
@@ -92,6 +92,9 @@ def _logits_and_mistakes(ref, ids):
         for block in reversed(ref.blocks):
             x_back = block(x_back)
         mistakes[REVERSED] = ln_f(x_back) @ head.T
+        mistakes["every block reads the embeddings, not the block before it (its output kept under another name "
+                 "while the loop feeds x on): only the last block's output reaches ln_f; write x = block(x)"] = \
+            ln_f(ref.blocks[-1](x0)) @ head.T if len(ref.blocks) > 1 else None
         mistakes[SOFTMAXED] = torch.softmax(want, dim=-1)
         x_twice = x0
         for block in ref.blocks:
@@ -335,6 +338,9 @@ def _count_mistakes(cfg) -> dict:
         out["position_table"] = {rope: T * D}
         total[rope] = want["total"] + T * D
     total["the final norm forgotten: one norm after the last block (2·L + 1 in all)"] = want["total"] - want["final_norm"]
+    total["the total summed over every entry of the dict: attention, mlp, norms and block are one block's parts, "
+          "already inside blocks, so they were counted again; total = token_table + position_table + blocks + "
+          "final_norm + head"] = sum(v for k, v in want.items() if k != "total")
     qkv = ("the qkv projection's bias not counted: with cfg.bias it has (H + 2G)·K biases, one per output, "
            "besides its D·(H + 2G)·K weights")
     one = ("one norm per block counted: a pre-norm block has two, ln1 before attention and ln2 before the MLP, "
@@ -888,7 +894,7 @@ def _check_cache(student, steps, other, what, dtype=torch.float64):
                      second=Second(lambda: pos2, want_pos2, {NOT_ADVANCED: want_pos2 - k2.shape[2],
                                                              BY_ONE: j + 1 if j + 1 != want_pos2 else None}))
         if not (isinstance(got, tuple) and len(got) == 2):
-            raise Mismatch(f"{at}: what update returns", f"got {type(got).__name__}, expected a pair (keys, values)",
+            raise Mismatch(f"{at}: what update returns", f"got {type_name(got)}, expected a pair (keys, values)",
                            "return self.k[:, :, :self.pos], self.v[:, :, :self.pos]")
         keys2 = lambda: got2[0] if isinstance(got2, tuple) else got2
         expect_close(got[0], want_k, f"{at}: the keys returned", mistakes=mistakes,

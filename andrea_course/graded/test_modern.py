@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ANDREA, ModelConfig
-from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
+from andrea_course.grading import (type_name, Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
-from andrea_course.graded import expect_slot_called, layer_mixups
+from andrea_course.graded import expect_trainable, expect_slot_called, layer_mixups
 
 ref_rms_norm = pieces.module("modern").rms_norm
 
@@ -322,6 +322,7 @@ def test_swiglu_worked_example(student):
 @graded("modern.swiglu", points=1)
 def test_swiglu_matches_reference(student):
     fn = student.piece("modern", "swiglu")
+    expect_trainable(fn, (3 * _randn(2, 5, 12, seed=9), _randn(2, 5, 12, seed=10)), "swiglu(gate, up of shape (2, 5, 12))")
     f32 = lambda *shape, seed: _randn(*shape, seed=seed, dtype=torch.float32)
     expect_cases(_swiglu_case(fn, 3 * _randn(2, 5, 12, seed=9), _randn(2, 5, 12, seed=10)),
                  _swiglu_case(fn, 2 * f32(4, 6, seed=19), f32(4, 6, seed=20)),
@@ -463,7 +464,7 @@ def test_swiglu_ffn_dim_is_8D_over_3(student):
     for D in (4096, 768):
         got = f(D)
         expect_true(isinstance(got, int) and not isinstance(got, bool), f"swiglu_hidden_dim({D})",
-                    f"returned {type(got).__name__}: a layer width must be an int", "return an int (math.ceil gives one)",
+                    f"returned {type_name(got)}: a layer width must be an int", "return an int (math.ceil gives one)",
                     mistake=(f"the right width as a float ({got!r}): 8 * D / 3 is a float, and floor division or "
                              f"rounding of a float stays a float, which nn.Linear refuses as a width; round up with "
                              f"math.ceil, which gives an int, or wrap the result in int(...)"
@@ -771,6 +772,8 @@ ONLY_K_TURNED = ("turned only k: turn the queries q by their positions too (appl
 UNTURNED_KEYS_KEPT = ("the keys handed back for the cache are k as it came in, not turned: turn the new keys once, "
                       "k = apply_rope(k, cos, sin, start), then append and return that same tensor (the cache holds "
                       "turned keys, and nothing turns them again)")
+START_FROM_BATCH = ("`start` taken from past_k.shape[0], the batch size B: the number of cached positions is "
+                    "past_k.shape[-2], the position axis of (B, H, S0, K)")
 START_FROM_HEADS = ("`start` taken from past_k.shape[1], the number of heads H: the number of cached positions is "
                     "past_k.shape[-2], the position axis of (B, H, S0, K)")
 START_FROM_K = ("`start` taken from past_k.shape[-1], the head width K: the number of cached positions is "
@@ -840,7 +843,8 @@ def _new_keys_case(fn, args, what):
         return out[1] if isinstance(out, (tuple, list)) and len(out) == 3 else out
     H = k.shape[1]
     return Case(what, got, want_k, {START_FROM_K: rope(k, cos, sin, k.shape[-1]), UNTURNED_KEYS_KEPT: k,
-                                    START_FROM_HEADS: rope(k, cos, sin, H) if H != k.shape[-1] else None})
+                                    START_FROM_HEADS: rope(k, cos, sin, H) if H != k.shape[-1] else None,
+                                    START_FROM_BATCH: rope(k, cos, sin, k.shape[0]) if k.shape[0] != k.shape[-1] else None})
 
 
 def _kept_keys_case(fn, args, first, want_k):

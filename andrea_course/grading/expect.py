@@ -107,7 +107,7 @@ def expect_close(got, want, what: str, *, mistakes: dict | None = None, second=N
         raise Mismatch(what, "returned None: a function (or a module's forward) that ends without `return` gives "
                              "None", "end it with `return` and the result", shape_expected=tuple(want.shape))
     if not isinstance(got, torch.Tensor):
-        raise Mismatch(what, f"expected a torch.Tensor, got {type(got).__name__}",
+        raise Mismatch(what, f"expected a torch.Tensor, got {type_name(got)}",
                        hint or "return a tensor (did you forget a `return`?)", shape_expected=tuple(want.shape))
     same = _loose(atol, rtol)
     runs = _Runs(second)
@@ -366,6 +366,16 @@ def _same(a, b) -> bool:
         return False
 
 
+def type_name(value) -> str:
+    """The type of a value as the learner wrote it: for a learner's object kept in the worker (a
+    proxy), its own type there."""
+    from ..worker.client import Proxy
+    if isinstance(value, Proxy):
+        return object.__getattribute__(value, "_kind")
+    cls = type(value)
+    return f"{cls.__module__}.{cls.__name__}" if cls.__module__.startswith("torch.") else cls.__name__
+
+
 def _shown(value, limit: int = 200) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
@@ -375,7 +385,9 @@ def _describe_unequal(got, want) -> tuple[str, str | None]:
     """(the problem in words, where the values differ) for expect_equal."""
     if isinstance(want, torch.Tensor):
         if not isinstance(got, torch.Tensor):
-            return f"expected a tensor of shape {tuple(want.shape)}, got {type(got).__name__}", None
+            kind = type_name(got)
+            pair = (" (a pair, values and indices: take .values or .indices)" if "return_types" in kind else "")
+            return f"expected a tensor of shape {tuple(want.shape)}, got {kind}{pair}", None
         if got.shape != want.shape:
             return f"shape {tuple(got.shape)}, expected {tuple(want.shape)}", None
         differences = _first_differences(got, want)
@@ -388,7 +400,7 @@ def _describe_unequal(got, want) -> tuple[str, str | None]:
     if isinstance(want, (list, tuple)) and isinstance(got, (list, tuple)):
         return _sequence_difference(got, want), None
     if isinstance(want, (dict, list, tuple)) and not isinstance(got, type(want)):
-        return f"expected a {type(want).__name__}, got {type(got).__name__}: {_shown(got)}", None
+        return f"expected a {type(want).__name__}, got {type_name(got)}: {_shown(got)}", None
     return f"got {_shown(got)}, expected {_shown(want)}", None
 
 

@@ -365,6 +365,13 @@ def _booleans(kind, text, code):
         return (f"`if {optional.group(1) or ''}{name}` asks Python for the truth of a whole tensor of values, which "
                 f"it cannot give. To ask whether {name} was given at all, write `if {name} is not None` "
                 f"(`is None` for the other case).")
+    builtin = re.search(r"(?<![\w.])(max|min|sorted|sum)\(", code)
+    if "Boolean value of Tensor with more than one value is ambiguous" in text and builtin:
+        name = builtin.group(1)
+        return (f"On your line, Python's built-in {name}(...) compares tensors with < and >, which needs one True "
+                f"or False, and a tensor of many values gives many. Use the torch function that works per "
+                f"element: torch.clamp_min(t, eps) (or t.clamp_min(eps)), torch.maximum(a, b), torch.minimum(a, b), "
+                f"t.sum().")
     if "Boolean value of Tensor with more than one value is ambiguous" in text:
         return ("An `if`, `and`, `or`, `not` or `while` met a tensor of many values, but Python needs one "
                 "True or False. For a choice per element use torch.where or masked_fill; for one answer "
@@ -397,6 +404,10 @@ def _autograd(kind, text, code):
     if "one of the variables needed for gradient computation has been modified by an inplace operation" in text:
         return ("An in-place operation (x *= mask, x.add_(...)) overwrote a value autograd needs for the "
                 "backward pass: write it out of place, y = x * mask.")
+    if "Can't call numpy() on Tensor that requires grad" in text:
+        return ("A NumPy function (np.exp, np.sqrt, np.tanh, ...) was given a tensor that requires grad: NumPy "
+                "cannot carry gradients, so nothing could train through this line (the message's .detach() "
+                "would only hide that). Use the torch function instead: torch.exp, torch.sqrt, torch.tanh.")
     return None
 
 
@@ -588,7 +599,16 @@ def _slips(kind, text, code):
         return (f"{shown} makes ONE byte of each number in the list, its value the number itself, and a byte "
                 f"holds 0 to 255: a number past 255 (a token id) is no byte. If the numbers are tokens, join the "
                 f"byte strings they stand for instead (b1 + b2).")
-    if "changed size during iteration" in text:
+    if "Index is supposed to be a vector" in text:
+        return ("torch.index_select takes a 1-D index, one position per entry, and the ids here have more axes. "
+                "Index the table with the ids as they are, table[ids], which keeps their shape and adds D.")
+    found = re.search(r"einsum\(\): the number of subscripts in the equation \((\d+)\) does not match the number of "
+                      r"dimensions \((\d+)\)", text)
+    if found:
+        return (f"Your einsum equation names {found.group(1)} axes for an operand that has {found.group(2)}: write "
+                f"'...' for the leading axes (batch, heads), as in '...ts,...sk->...tk', so that any number of "
+                f"them is carried through.")
+    if "changed size during iteration" in text or "keys changed during iteration" in text:
         return ("A dict (or set) was changed while a for loop was running over it. Build the new entries in "
                 "a new dict inside the loop, then replace the old one after it (words = merged).")
     return None

@@ -138,6 +138,22 @@ def swapped_axes(got, want, inputs):
     return None
 
 
+def sizes_reordered(got, want, inputs):
+    """got has the expected sizes in another order (its values not a permutation of want's, which
+    swapped_axes says): sizes unpacked or passed in another order."""
+    if not _tensors(got, want) or got.dim() != want.dim() or got.shape == want.shape:
+        return None
+    if sorted(got.shape) != sorted(want.shape):
+        return None
+    off = [i for i in range(got.dim()) if got.shape[i] != want.shape[i]]
+    where = " and ".join(_axis(i, got.dim()) for i in off)
+    return Seen(frozenset({f"sizes reordered at {tuple(off)}"}),
+                lambda k: f"your output has the expected sizes in another order: shape {tuple(got.shape)} where "
+                          f"{tuple(want.shape)} is expected ({where}). The sizes were given in another order: a "
+                          f"shape unpacked into the wrong names (T, B, ... = x.shape for B, T, ...), or the sizes of a "
+                          f"view, reshape or new tensor written in another order.")
+
+
 def _said_permutation(perm, got, want):
     n = len(perm)
     off = [i for i in range(n) if perm[i] != i]
@@ -525,7 +541,8 @@ def _sequence_edge(got, want, inputs):
 
 
 # From the most particular to the most general: the first that sees something is the one said.
-RELATIONS = (all_zero, dtype_narrowing, extra_or_missing_axis, swapped_axes, inverted_mask, normalised_over_axis,
+RELATIONS = (all_zero, dtype_narrowing, extra_or_missing_axis, swapped_axes, sizes_reordered, inverted_mask,
+             normalised_over_axis,
              shifted_by_one, constant_factor, elementwise_function, constant_offset, input_term, listed_term,
              row_against_column, slightly_off,
              _text_decoded_per_token, _sequence_edge)

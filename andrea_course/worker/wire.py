@@ -215,7 +215,10 @@ def _handle_id(value):
 
 
 def _kind_of(obj) -> str:
-    return f"class {obj.__name__}" if isinstance(obj, type) else type(obj).__name__
+    if isinstance(obj, type):
+        return f"class {obj.__name__}"
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__name__}" if cls.__module__.startswith("torch.") else cls.__name__
 
 
 # ----------------------------------------------------------------------------- reading
