@@ -10,6 +10,7 @@ the training stories once (leaderboard.warm_up)."""
 import csv
 import json
 import math
+import os
 import re
 import shutil
 
@@ -25,6 +26,8 @@ from andrea_course.worker.tiers import Isolation
 from andrea_course.graded import GRADED
 from andrea_course.model import ANDREA
 from andrea_course.paths import ROOT
+
+from grading_helpers import sandboxed  # noqa: F401  (a fixture)
 
 SMALL = dict(held_out_seed=4242, held_out_stories=20, steps=6, stories=100, timeout=60)
 FORK = Isolation("process", timeout=60, start="fork")
@@ -216,6 +219,174 @@ def test_grading_writes_gradescopes_field_and_one_line(tmp_path):
                                     "order": "asc"}]
     line, = [n for n in data["output"].splitlines() if n.startswith("Leaderboard:")]
     assert line.startswith("Leaderboard: validation loss ") and "2 of your 16 pieces trained it" in line
+
+
+# ----------------------------------------------------------------------------- in the graded tests' worker parent
+def _noting_parents(monkeypatch, log):
+    """Note in `log` each worker parent started (in this process or in pytest, a fork of it: the
+    entry point it prepares, or None) and each entry point a worker is asked to run."""
+    from andrea_course.worker.client import IsolatedStudent
+    plain_start, plain_run = IsolatedStudent._start_parent, IsolatedStudent.run
+
+    def note(what):
+        with open(log, "a") as f:
+            f.write(json.dumps(what) + "\n")
+
+    def start_parent(self, *args, **kwargs):
+        note(self._prepare[0] if self._prepare else None)
+        return plain_start(self, *args, **kwargs)
+
+    def run(self, entry, *args, **kwargs):
+        note(["run", entry])
+        return plain_run(self, entry, *args, **kwargs)
+    monkeypatch.setattr(IsolatedStudent, "_start_parent", start_parent)
+    monkeypatch.setattr(IsolatedStudent, "run", run)
+
+
+@pytest.mark.slow(seconds=15)
+@pytest.mark.parametrize("base, trained", [(SOLUTIONS, True), (EXERCISES, False)], ids=["reference", "untouched"])
+def test_one_worker_parent_per_submission_forks_the_tests_and_the_training(tmp_path, monkeypatch, sandboxed,
+                                                                             base, trained):
+    """The graded tests' worker parent, prepared with the leaderboard's warm-up where the submission
+    wrote a piece it trains with, also forks the training's worker: no second parent starts. One
+    that wrote none gets a plain worker parent, and nothing is trained."""
+    tests, hidden = _reduced_course(tmp_path)
+    log = tmp_path / "parents.jsonl"
+    _noting_parents(monkeypatch, log)
+    results = grade(base, tmp_path / "results.json", course=Course(tests=tests, hidden=hidden))
+    started = [json.loads(line) for line in log.read_text().splitlines()]
+    assert results.isolation.startswith("isolation: sandbox")
+    if trained:
+        assert started == [lb.WARM_UP, ["run", lb.TRAIN]] and results.leaderboard.value is not None
+        assert "2 of your 16 pieces trained it" in results.leaderboard.note
+    else:
+        assert started == [None] and results.leaderboard.value is None
+        assert results.leaderboard.note.startswith("Leaderboard: no value: none of your 16 pieces")
+
+
+HOSTILE_TESTS = '''
+
+# A graded test's worker leaves a daemon and state behind, and notes itself in the sandbox's /tmp
+# (every worker of the tier sees it); in the leaderboard's training, lr_at says what it finds.
+import json as _json
+import os as _os
+import sys as _sys
+import time as _time
+
+import torch as _torch
+
+_SEEN = "/tmp/hostile.json"
+_fresh = not hasattr(_torch, "_hostile")           # what a worker that ran a test would carry
+_torch._hostile = True
+
+
+def _seen():
+    try:
+        with open(_SEEN) as f:
+            return _json.load(f)
+    except (OSError, ValueError):
+        return {"workers": [], "parents": [], "daemon": None}
+
+
+def _daemon():
+    r, w = _os.pipe()
+    if _os.fork() == 0:
+        _os.setsid()
+        if _os.fork() == 0:
+            _os.write(w, str(_os.getpid()).encode())
+            while True:
+                _time.sleep(1)
+        _os._exit(0)
+    _os.wait()
+    _os.close(w)
+    return int(_os.read(r, 32))
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+_plain_lr_at = lr_at
+
+
+def lr_at(step, lr, min_lr, warmup_steps, max_steps):
+    frame, training = _sys._getframe(1), False
+    while frame is not None:
+        training = training or frame.f_code.co_filename.endswith("trainer.py")
+        frame = frame.f_back
+    seen = _seen()
+    if training:
+        raise RuntimeError(_json.dumps({"fresh": _fresh, "daemon alive": _alive(seen["daemon"]),
+                                        "ran a test": _os.getpid() in seen["workers"],
+                                        "same parent": _os.getppid() in seen["parents"]}))
+    seen["workers"].append(_os.getpid())
+    seen["parents"].append(_os.getppid())
+    seen["daemon"] = seen["daemon"] or _daemon()
+    with open(_SEEN, "w") as f:
+        _json.dump(seen, f)
+    return _plain_lr_at(step, lr, min_lr, warmup_steps, max_steps)
+'''
+
+
+@pytest.mark.slow(seconds=15)
+def test_the_training_worker_is_fresh_after_a_hostile_test(tmp_path, sandboxed):
+    """The training's worker is a fresh fork of the graded tests' worker parent, never a worker that
+    ran a test: the daemon a test's worker left is dead and the state it changed is not there."""
+    tests, hidden = _reduced_course(tmp_path)
+    folder = tmp_path / "hostile"
+    shutil.copytree(SOLUTIONS, folder)
+    with open(folder / "optim.py", "a") as f:
+        f.write(HOSTILE_TESTS)
+    results = grade(folder, tmp_path / "results.json", course=Course(tests=tests, hidden=hidden))
+    assert all(t.passed for t in results.tests if t.exercise == "optim.lr_at")
+    said = "Leaderboard: no value: the training failed: RuntimeError: "
+    assert results.leaderboard.note.startswith(said), results.leaderboard.note
+    assert json.loads(results.leaderboard.note[len(said):]) == {"fresh": True, "daemon alive": False,
+                                                               "ran a test": False, "same parent": True}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_the_worker_parent_taken_back_drops_what_pytest_left(tmp_path):
+    """pytest adopts the worker parent and never ends it (it closes its socket); it may end mid-test,
+    its worker running and answers unread on the socket: take_back reads past them to the answer
+    to its own greeting and has every process of the tier killed; the next worker is a fresh one."""
+    from andrea_course.worker.client import IsolatedStudent
+    iso = Isolation("process", timeout=30)
+    starter = IsolatedStudent(SOLUTIONS, isolation=iso)
+    try:
+        for ends in ("cleanly", "mid-test"):
+            fd, pid = starter.hand_over().split(":")
+            adopter = IsolatedStudent(SOLUTIONS, isolation=iso, adopt=f"{os.dup(int(fd))}:{pid}")
+            adopter.begin_test("optim")
+            assert adopter.piece("optim", "lr_at")(0, 1.0, 0.1, 2, 10) == 0.5
+            left = adopter.proc.pid
+            if ends == "cleanly":
+                adopter.end_test()                                 # its answer never read
+                adopter.close()
+            else:
+                for request in ({"op": "poll", "pid": left}, {"op": "take"}, {"op": "hello"}):
+                    adopter._pask(request, wait=False)             # answers never read
+                adopter._psock.close()                             # gone, its worker never ended
+                assert _alive(left)
+            assert starter._parent.poll() is None                  # the adopter never ends it
+            starter.take_back()
+            assert not _alive(left) and starter._parent.poll() is None
+            starter.begin_test("optim")
+            assert starter.piece("optim", "lr_at")(0, 1.0, 0.1, 2, 10) == 0.5 and starter.proc.pid != left
+            starter.end_test()
+    finally:
+        starter.close()
 
 
 @pytest.mark.slow(seconds=45)

@@ -5,13 +5,14 @@
     entry.value      # 4.21: mean cross-entropy (nats per token) on the held-out stories, or None
     entry.note       # one line for the learner: the value and whose pieces trained, or why there is none
 
-1. In the learner's worker (worker/, the same tier and limits as the graded tests; never the
-   grader's process): the engine's andrea-tiny with each of the learner's pieces that PASSED all
-   its graded tests in this run (the verdicts are the grader's, handed down as overlay.build's
-   accept=), trained `steps` optimizer steps of B sequences of T tokens on the first `stories`
-   shipped stories (the shipped tokenizer: every learner's loss counts the same tokens), with the
-   learner's adamw_step and lr_at where they pass, as andrea-train --impl trains (train.Trainer).
-   The worker sends back the weights: a dict of tensors (train()).
+1. In a fresh learner's worker (worker/, forked by the worker parent the graded tests used once
+   they ended: the same tier, cgroup and limits; never the grader's process): the engine's
+   andrea-tiny with each of the learner's pieces that PASSED all its graded tests in this run
+   (the verdicts are the grader's, handed down as overlay.build's accept=), trained `steps`
+   optimizer steps of B sequences of T tokens on the first `stories` shipped stories (the shipped
+   tokenizer: every learner's loss counts the same tokens), with the learner's adamw_step and
+   lr_at where they pass, as andrea-train --impl trains (train.Trainer). The worker sends back
+   the weights: a dict of tensors (train()).
 2. In the grader: the weights are checked against the engine's andrea-tiny (the same names,
    shapes and dtype, every value finite; check_weights), loaded into the ENGINE's ANDREA (no
    learner code runs there), and the mean cross-entropy is measured on stories the learner never
@@ -287,8 +288,8 @@ def written_any(folder, settings: Settings) -> bool:
 
 def start(folder, settings: Settings, isolation):
     """The learner's worker for the leaderboard (a worker.client.IsolatedStudent in `isolation`), its
-    parent started now: it imports torch and tokenizes the training stories while the graded tests
-    run (the runner starts it before pytest). measure() uses it, and closes it."""
+    parent started now, prepared (warm_up) before it forks a worker: where no worker parent of the
+    graded tests was kept for it (measure's `student`). measure() uses it, and closes it."""
     from ..worker.client import IsolatedStudent
     student = IsolatedStudent(folder, isolation=isolation, prepare=(WARM_UP, settings.for_worker()))
     student.boot()
@@ -296,9 +297,10 @@ def start(folder, settings: Settings, isolation):
 
 
 def measure(folder, tests, settings: Settings, isolation, seconds: float | None = None, student=None) -> Entry:
-    """Train the learner's model in a worker of `isolation` (an Isolation; or `student`, from
-    start()) with the verdicts of `tests` (this run's TestResults), and measure it; at most
-    `seconds` (default: the settings' timeout) of the worker's time."""
+    """Train the learner's model in a fresh worker of `isolation` (an Isolation; or forked by
+    `student`: the graded tests' worker parent, prepared with warm_up and taken back after pytest,
+    or one from start()) with the verdicts of `tests` (this run's TestResults), and measure it; at
+    most `seconds` (default: the settings' timeout) of the worker's time. Closes `student`."""
     from ..worker.client import LearnerCodeError
 
     begin = time.monotonic()
@@ -335,7 +337,10 @@ def measure(folder, tests, settings: Settings, isolation, seconds: float | None 
 
 def warm_up(settings: dict) -> None:
     """In the worker's parent, before any worker is forked (never learner code): the training
-    stories tokenized (train.data caches them for the forks) and the optimizer's imports."""
+    stories tokenized (train.data caches them for the forks) and the optimizer's imports. The
+    graded tests' worker parent runs it (the runner's prepare): every worker it forks then has
+    torch._dynamo imported already, which a graded test's first use of the meta device would
+    import again, slower, under authorship's audit hook."""
     try:
         from ..train.data import TokenData
         TokenData.from_corpus(stories=settings["stories"])
@@ -351,8 +356,8 @@ def _one_line(exc: BaseException) -> str:
 
 class Leaderboard:
     """The leaderboard as the grading pipeline's after-test hook (grading/hooks.py): loaded from
-    its settings file, its worker started before the graded tests where the submission wrote a
-    piece it trains with, and its entry measured after them."""
+    its settings file; where the submission wrote a piece it trains with, the graded tests' worker
+    parent is prepared for the training (prepare) and kept for it; its entry measured after them."""
 
     key = "leaderboard"                  # the field of the run's results it fills
 
@@ -369,8 +374,10 @@ class Leaderboard:
     def wants(self, folder) -> bool:
         return written_any(folder, self.settings)
 
-    def start(self, folder, isolation):
-        return start(folder, self.settings, isolation)
+    def prepare(self) -> tuple:
+        """What the graded tests' worker parent runs before it forks any worker (warm_up), so that
+        it can fork the training's worker after the tests."""
+        return (WARM_UP, self.settings.for_worker())
 
     def stopped(self, why: str) -> Entry:
         return Entry(None, f"Leaderboard: no value: {why}")

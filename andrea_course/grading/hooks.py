@@ -3,8 +3,12 @@ file in the hidden tests' folder. Each file names its hook by entry point ("andr
 <class>"), imported only when a course has that file: the pipeline imports nothing of the capstone.
 
     hook = load(path)                 # hook.describe(), hook.key (the results field it fills)
-    started = hook.start(folder, isolation) if hook.wants(folder) else None   # before the tests
-    entry = hook.after(folder, tests, isolation, seconds=left, started=started)  # or hook.stopped(why)
+    prepare = hook.prepare() if hook.wants(folder) else None    # the tests' worker parent runs it first
+    entry = hook.after(folder, tests, isolation, seconds=left, started=parent)  # or hook.stopped(why)
+
+`parent`: the worker parent the graded tests used, prepared with `prepare` (an entry point and its
+argument, run before it forks any worker) and kept past pytest (pipeline.Spec.keep_parent), or None
+(the hook then starts one of its own); the hook closes it.
 
 The capstone's leaderboard is the one hook (capstone/leaderboard.py: Leaderboard).
 """

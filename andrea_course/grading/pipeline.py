@@ -11,9 +11,10 @@ starts it while pytest imports), start pytest with the grading plugin in a fork 
 records it streams over ONE channel (signed JSON lines, records.read) as they come, enforce the
 limits (each test: the worker stops the learner's code at `limit`, and this stops a grader that
 hangs `GRACE` later, its stack dumped first to name the learner's line it was in, Run.where;
-before the first test `BOOT_LIMIT`; the whole run: `total`), and end every
-process the run left behind. The learner's interrupt (Ctrl-C, the stop button) ends the run
-(Run.stopped) and the caller decides what to show.
+before the first test `BOOT_LIMIT`; the whole run: `total`), and end every process the run left
+behind (but the worker's parent the caller keeps for an after-test hook, Spec.keep_parent: pytest
+only closes its socket, and the parent kills what the tests left). The learner's interrupt
+(Ctrl-C, the stop button) ends the run (Run.stopped) and the caller decides what to show.
 """
 from __future__ import annotations
 
@@ -70,6 +71,10 @@ class Spec:
     jobs: int = 1
     collect_only: bool = False
     hand_over: bool = False           # start the worker's parent here, before pytest
+    prepare: tuple | None = None      # with hand_over: (entry point, argument) the worker's parent runs
+                                      # before it forks any worker (the after-test hook's warm-up)
+    keep_parent: bool = False         # with hand_over: the worker's parent pytest used, alive after it
+                                      # ended and ours again (Run.parent; the caller closes it)
     orphans: bool = False             # adopt and end the learner's orphans (no sandbox to hold them)
     names_in_impl: bool = False       # name the learner's files relative to `folder` (the grader's staged
                                       # copy: attention.py), not to the course (exercises/attention.py)
@@ -87,6 +92,7 @@ class Run:
     stopped: str | None = None       # None | "timeout" (a test) | "total" | "interrupt" | "crash"
     where: str = ""                  # at a timeout, the learner's line pytest's own stack was in (if any)
     log: str = ""                    # the end of pytest's output
+    parent: object = None            # Spec.keep_parent: the worker's parent pytest used (an IsolatedStudent)
 
     def add(self, rec: Record) -> None:
         if rec.kind == "collected":
@@ -116,7 +122,8 @@ def run(spec: Spec) -> Run:
         starter = _boot(spec, args) if spec.hand_over and spec.jobs <= 1 and not spec.collect_only else None
         passed = [key_r] + ([int(args[args.index("--worker-parent") + 1].split(":")[0])] if starter else [])
         before = _adopt() if spec.orphans else None
-        warm(kernels=any(str(e).startswith("kernels.") for e in spec.exercises or ()))
+        warm(kernels=any(str(e).startswith("kernels.") for e in spec.exercises or ()),
+             every=spec.exercises is None)
         with open(log, "wb") as log_file, _interruptible():
             proc = None
             try:
@@ -124,7 +131,7 @@ def run(spec: Spec) -> Run:
                              cwd=spec.cwd or os.getcwd(), log=log_file, pass_fds=tuple(passed), stack=stack)
             finally:
                 os.close(key_r)
-                if starter is not None:
+                if starter is not None and not spec.keep_parent:
                     starter._psock.close()           # pytest's now
                     starter._psock = None
             try:
@@ -133,7 +140,9 @@ def run(spec: Spec) -> Run:
                     got.where = _stuck_at(proc, stack, spec.folder, spec.names_in_impl)
             finally:
                 end(proc, before)
-                if starter is not None:
+                if starter is not None and spec.keep_parent:
+                    got.parent = _handed_back(starter, got)
+                elif starter is not None:
                     starter.close()
         got.log = log.read_bytes()[-4000:].decode("utf-8", "replace") if log.is_file() else ""
     return got
@@ -169,12 +178,27 @@ def _boot(spec: Spec, args: list[str]):
     handed to the plugin by --worker-parent; None when it cannot start (the plugin then starts
     it, and the first test says why it cannot)."""
     from ..worker.client import IsolatedStudent, LearnerCodeError
-    starter = IsolatedStudent(spec.folder, isolation=spec.isolation)
+    starter = IsolatedStudent(spec.folder, isolation=spec.isolation, prepare=spec.prepare)
     try:
         args += ["--worker-parent", starter.hand_over()]
     except LearnerCodeError:
         starter.close()
         return None
+    return starter
+
+
+def _handed_back(starter, got: Run):
+    """The worker's parent pytest used, ours again once pytest ended by itself (client.take_back:
+    its answers left unread dropped, every process of its tier killed, a fresh spare); else None,
+    the parent ended."""
+    if got.stopped not in (None, "crash"):
+        starter.close()
+        return None
+    try:
+        starter.take_back()
+    except BaseException:                # an interrupt while it drains: nothing is left running
+        starter.close()
+        raise
     return starter
 
 
@@ -234,11 +258,17 @@ _WARM = threading.Lock()
 _warmed: set = set()
 
 
-def warm(kernels: bool = False) -> None:
+def warm(kernels: bool = False, every: bool = False) -> None:
     """Import, once and in this process, what every forked run would otherwise import again:
     pytest's own plugins, the grading plugin, the engine and its pieces (never the learner's
-    code); with kernels, Triton's interpreter warmed on the engine's kernels."""
+    code); with kernels, Triton's interpreter warmed on the engine's kernels; with every (every
+    graded test runs: the grader), what the tests' first use of the meta device imports (sympy,
+    by torch.fx's symbolic shapes)."""
     with _WARM:
+        if every and "every" not in _warmed:
+            _warmed.add("every")
+            with contextlib.suppress(Exception):
+                import torch.fx.experimental.symbolic_shapes  # noqa: F401
         if "imports" not in _warmed:
             _warmed.add("imports")
             import importlib

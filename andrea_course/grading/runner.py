@@ -22,9 +22,11 @@ learner code isolated.
    with the reason, and a crash of the grader itself still gives a results.json that says so.
 5. Course files changed during the run (by the learner's code) are named in the report.
 6. With a leaderboard (capstone/leaderboard.py, an after-test hook: hooks.py; the hidden tests
-   folder's leaderboard.json): its worker's parent starts with pytest; after the tests, the learner's andrea-tiny is trained in a worker of
-   the same tier from the pieces that passed, and measured here on held-out stories. The value
-   goes to results.json's "leaderboard" and one line to the output; never into the score.
+   folder's leaderboard.json): the tests' worker parent prepares the training before it forks a
+   worker and outlives pytest; after the tests, the learner's andrea-tiny is trained in a fresh
+   worker it forks (same tier, cgroup and limits) from the pieces that passed, and measured here
+   on held-out stories. The value goes to results.json's "leaderboard" and one line to the
+   output; never into the score.
 
 With a sandbox or a container tier, runs in threads of one process are independent (the batch
 grades in parallel); in the process tier (orphans reparent to this process) grade one at a time.
@@ -270,11 +272,11 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
         board = None
         ranked = course.leaderboard is not None and iso is not None and not refused
         try:
-            if ranked and course.leaderboard.wants(folder):
-                # its worker's parent starts now, preparing the training while the tests run
-                board = course.leaderboard.start(folder, iso)
-            stopped = _pytest(results, tmp, folder, course, timeout_per_test, timeout_total, jobs, iso,
-                              log, collect_only=bool(refused))
+            # the tests' worker parent prepares the hook's work before it forks any worker, and is
+            # kept for the hook after the tests (none where the submission wrote nothing it uses)
+            prepare = course.leaderboard.prepare() if ranked and course.leaderboard.wants(folder) else None
+            stopped, board = _pytest(results, tmp, folder, course, timeout_per_test, timeout_total, jobs, iso,
+                                     log, collect_only=bool(refused), prepare=prepare)
             if ranked:
                 board, started = None, board          # after() closes it
                 _after_tests(results, course.leaderboard, folder, iso, started, stopped,
@@ -339,7 +341,8 @@ def _isolation(results: Results, tier: str | None, timeout_per_test, limits: Lim
 
 def _after_tests(results: Results, hook, folder: Path, iso, started, stopped: str | None, seconds: float) -> None:
     """The after-test hook's entry (hooks.py: the capstone leaderboard), with the time left; none
-    when the tests were stopped (the entry says why). The hook closes the worker it started."""
+    when the tests were stopped (the entry says why). `started`: the tests' worker parent, kept
+    for the hook (or None); the hook closes it."""
     if stopped:
         if started is not None:
             started.close()
@@ -349,10 +352,12 @@ def _after_tests(results: Results, hook, folder: Path, iso, started, stopped: st
     results.notes.append(results.leaderboard.note)
 
 
-def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_per_test,
-            timeout_total, jobs, iso: Isolation | None, log, collect_only: bool) -> str | None:
+def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_per_test, timeout_total, jobs,
+            iso: Isolation | None, log, collect_only: bool, prepare: tuple | None = None) -> tuple[str | None, object]:
     """Run the graded tests (pipeline.run); fills `results`. Returns why the run stopped early
-    (a time limit, an interrupt), else None."""
+    (a time limit, an interrupt), else None; and with `prepare` (the after-test hook's warm-up,
+    run by the tests' worker parent before it forks a worker) that worker parent, alive and
+    the caller's to close, or None."""
     tests = tmp / "tests"
     materialize(course.tests, tests)
     if course.hidden:
@@ -362,7 +367,8 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
     got = pipeline.run(Spec(tests=[tests], folder=staged, isolation=iso, limit=timeout_per_test,
                             total=timeout_total, rootdir=tmp, cwd=tmp, env=_environment(tmp),
                             log=Path(log) if log else None, jobs=jobs, collect_only=collect_only,
-                            hand_over=True, orphans=not walled, names_in_impl=True))
+                            hand_over=True, prepare=prepare, keep_parent=prepare is not None,
+                            orphans=not walled, names_in_impl=True))
     stops = {"total": f"the grading stopped at the total time limit of {timeout_total:g} s",
              "timeout": f"the grading stopped: a test ran past {timeout_per_test + pipeline.GRACE:g} s",
              "interrupt": "the grading was interrupted"}
@@ -380,7 +386,7 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
     else:
         why = "not run: the test did not report a result"
     _fill(results, got, why, course)
-    return stops.get(got.stopped)
+    return stops.get(got.stopped), got.parent
 
 
 def _environment(tmp: Path) -> dict:

@@ -209,9 +209,34 @@ class IsolatedStudent:
     def hand_over(self) -> str:
         """Start the worker's parent now and give it to another process (the runner starts it
         before pytest, so that both import torch at once): "fd:pid" for that process's
-        IsolatedStudent(adopt=...), the fd to pass it. This object may then only close() it."""
+        IsolatedStudent(adopt=...), the fd to pass it. That process never ends it (it closes its
+        socket); this object may then only close() it, or take_back() it once that process ended."""
         self.boot()
+        self._drop_pending()                 # answers to this object's requests: never the adopter's
         return f"{self._psock.fileno()}:{self._parent.pid}"
+
+    def take_back(self) -> None:
+        """The worker's parent handed over is this object's again (the process it was handed to
+        has ended): the answers that process left unread are read and dropped, up to the answer to
+        a greeting of our own, and the worker parent kills every process of its tier and forks a
+        fresh spare ("reset"), so no worker that ran a test, nor anything one left, runs on. One
+        that no longer answers is stopped: the next request starts a new one."""
+        try:
+            if self._parent is None or self._parent.poll() is not None:
+                raise OSError("the grading worker's parent process ended")
+            nonce = os.urandom(16).hex()
+            self._psock.settimeout(BOOT_TIMEOUT)
+            socket.send_fds(self._psock, [json.dumps({"op": "hello", "nonce": nonce}).encode()], [])
+            reply = {}
+            while reply.get("nonce") != nonce:
+                reply, fds = self._precv()
+                for fd in fds:
+                    os.close(fd)
+            self._pending, self._booted = 0, reply.get("ready") is True
+            if self._pask({"op": "reset"}).get("reset") is not True:
+                raise ValueError("unexpected answer to reset")
+        except (OSError, ValueError, AttributeError):
+            self._stop_parent()
 
     def begin_test(self, activity: str | None = None) -> None:
         """Start one test: a fresh worker (forked on the first request), with `timeout` seconds
@@ -336,16 +361,20 @@ class IsolatedStudent:
         if not wait:
             self._pending += 1
             return None
-        while self._pending:
-            self._pending -= 1
-            for fd in self._precv()[1]:
-                os.close(fd)
+        self._drop_pending()
         reply, got = self._precv()
         if with_fds:
             return reply, got
         for fd in got:
             os.close(fd)
         return reply
+
+    def _drop_pending(self) -> None:
+        """Read the answers of requests sent with wait=False, and drop them."""
+        while self._pending:
+            self._pending -= 1
+            for fd in self._precv()[1]:
+                os.close(fd)
 
     def _precv(self) -> tuple[dict, list[int]]:
         data, fds, _, _ = socket.recv_fds(self._psock, 65536, 4)
@@ -359,13 +388,14 @@ class IsolatedStudent:
         return reply, list(fds)
 
     def _stop_parent(self) -> None:
-        """End the tier's processes (killing bwrap ends everything inside it)."""
+        """End the tier's processes (killing bwrap ends everything inside it); a worker parent
+        adopted from the process that started it is that process's to end: only its socket closes."""
         parent, self._parent = self._parent, None
         self._pending = 0
         if self._psock is not None:
             self._psock.close()
             self._psock = None
-        if parent is not None:
+        if parent is not None and not isinstance(parent, Adopted):
             try:
                 os.killpg(parent.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

@@ -4,7 +4,7 @@ returncode, poll(), wait(timeout), kill()):
 - Forked: a process this one forked (a worker parent forked from the grader; the pipeline's
   pytest forked from the grader);
 - Adopted: a worker parent another process started and handed over (client.hand_over), alive
-  while its pid is;
+  while its pid is, and ended by the process that started it, never by the one that adopted it;
 - WorkerChild: a worker forked by the worker parent, which reaps it and says how it ended.
 """
 from __future__ import annotations
@@ -55,7 +55,8 @@ class Forked:
 
 class Adopted:
     """A worker's parent that another process started (IsolatedStudent.hand_over): alive while
-    its pid is; killed by pid (we may: the grader's processes run as one user)."""
+    its pid is. Its starter ends it (and may use it again: take_back), so the adopter only closes
+    its socket (client._stop_parent); kill() is by pid (the grader's processes run as one user)."""
 
     def __init__(self, pid: int):
         self.pid, self.returncode = pid, None

@@ -6,7 +6,10 @@ Requests: "load" (a piece, the engine's own version of it refused from then on: 
 "call", "getattr", "getitem", "len", "list" on a handle, and "run" (an entry point of the course,
 "andrea_course.<module>:<function>", called with the learner's folder and the request's
 arguments: the capstone's leaderboard trains the learner's model this way). The worker parent
-may prepare one entry point before it forks any worker (the client's `prepare`). The worker wing
+may prepare one entry point before it forks any worker (the client's `prepare`). The worker
+parent's own requests: "hello" (its greeting, with the client's nonce back), "take" (the spare
+worker), "end" (a test's worker and what it left), "poll", "dump" (a worker's stack), and "reset"
+(a new owner of the worker parent: every process of the tier killed, a fresh spare). The worker wing
 imports nothing of the grading pipeline, the notebooks or the capstone: an entry point is named,
 never imported, until a request asks for it.
 """
@@ -339,8 +342,8 @@ class WorkerParent:
     def answer(self, request: dict, hint: str | None) -> tuple[dict, list[int], bool]:
         """(the reply, the descriptors passed with it, whether to fork the next spare after it)."""
         op = request.get("op")
-        if op == "hello":
-            return {"ready": True, "missing": self.missing}, [], False
+        if op == "hello":                        # the nonce comes back: what answers came before it are older
+            return {"ready": True, "missing": self.missing, "nonce": request.get("nonce")}, [], False
         if op == "take":
             if not self.spare:
                 self.make_spare(hint)
@@ -352,6 +355,11 @@ class WorkerParent:
             if not self.spare:
                 self.make_spare(hint)
             return {"ended": True}, [], False
+        if op == "reset":                        # a new owner (client.take_back): nothing of the tier runs
+            self.discard_spare()                 # but us, and the next worker is forked now
+            self.end_strays(pause=0.01)
+            self.make_spare(hint)
+            return {"reset": True}, [], False
         if op == "poll":
             pid = int(request["pid"])
             if pid not in self.statuses:
@@ -406,31 +414,49 @@ class WorkerParent:
             return found
 
     def end(self, pid: int) -> None:
-        """End a test: kill its worker and wait for it; then whatever it left running (daemons,
-        pid-hoppers, fork bombs: all reparented to us) is killed, one by one while they can be
-        counted, else (sandbox and container tiers) with kill(-1), the spare with them."""
+        """End a test: kill its worker and wait for it; then whatever it left running (end_strays)."""
         self.kill(pid)
-        deadline = time.monotonic() + 5.0
+        self.wait_for(pid)
+        self.end_strays()
+
+    def wait_for(self, pid: int, seconds: float = 5.0) -> None:
+        """Reap `pid` (killed), waiting for it at most `seconds`."""
+        deadline = time.monotonic() + seconds
         while pid not in self.statuses and time.monotonic() < deadline:
             self.reap(pid)
             if pid not in self.statuses:
                 time.sleep(0.002)
+
+    def end_strays(self, pause: float = 0.0) -> None:
+        """Kill every process of the tier but us and the spare (daemons, pid-hoppers, fork bombs:
+        all reparented to us), one by one while they can be counted, else (sandbox and container
+        tiers) with kill(-1), the spare with them. pause: seconds the killed get to die before each
+        count (a reset waits for them; a test's end goes on at once)."""
         for _ in range(50):
             strays = self.children() - {self.spare.get("pid")}
             if not strays:
                 return
             for stray in strays:
                 self.kill(stray)
+            time.sleep(pause)
             self.reap()
         if self.config.get("kill_all"):
             try:
                 os.kill(-1, signal.SIGKILL)     # everything of the uid we may signal, but us
             except ProcessLookupError:
                 pass
-            for f in self.spare.get("fds", ()):
-                os.close(f)
-            self.spare.clear()
+            self.discard_spare()
             self.reap()
+
+    def discard_spare(self) -> None:
+        """Kill the spare worker (if any), wait for it, and close our ends of its pipes."""
+        if self.spare:
+            pid, fds = self.spare["pid"], self.spare["fds"]
+            self.spare.clear()
+            for f in fds:
+                os.close(f)
+            self.kill(pid)
+            self.wait_for(pid)
 
     def make_spare(self, hint=None) -> None:
         """Fork the next worker: it sets itself up, greets the grader, compiles the file of the
