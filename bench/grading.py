@@ -22,11 +22,16 @@ worker (taking the spare and its greeting), one call's messages (a small and a 4
     python bench/grading.py --class 20 --jobs 2   # and a class of 20 on 2 cores
     python bench/grading.py --profile --repeat 1  # and where the time goes
     python bench/grading.py --complete 10 --jobs 2 --repeat 0   # the instructor's real case only
+    python bench/grading.py --complete 1 --profile --repeat 0  # and where one such submission's time goes
 
 With --complete N, the instructor's real case: N complete submissions (the reference) graded with
 the hidden tests and the capstone leaderboard (instructor/hidden_tests), --jobs J, then the same
 class with --no-leaderboard; the time per submission and what the leaderboard took of it, and the
-time 100 such submissions would take at that rate.
+time 100 such submissions would take at that rate. With --profile too, where one such
+submission's time goes (graded alone, in a process of its own, after one grading that warms what
+a batch warms once): the worker parents started and their CPU (start, warm-up, workers), pytest's
+start and collection, the graded tests and the slowest of them, pytest's end, the leaderboard's
+training and validation, and the whole submission's wall and CPU (the grader, pytest, the sandboxes).
 
 Run it on an idle machine: every number is wall time.
 """
@@ -55,6 +60,7 @@ def parse_args(argv=None):
     p.add_argument("--skip-plain", action="store_true", help="leave out the plain-pytest runs")
     p.add_argument("--complete", type=int, default=0, metavar="N",
                    help="grade N complete submissions with the hidden tests and the leaderboard")
+    p.add_argument("--profile-one", action="store_true", help=argparse.SUPPRESS)   # profile_one(), in its own process
     return p.parse_args(argv)
 
 
@@ -84,6 +90,9 @@ def best(runs: list[tuple[float, float, str]]) -> tuple[float, float, str]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.profile_one:
+        profile_one()
+        return 0
     py = sys.executable
     pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "andrea_course/graded"]
     grade_cmd = [py, "-m", "andrea_course.grading.cli", "solutions", "--quiet"]
@@ -114,7 +123,11 @@ def main(argv=None) -> int:
         grade_class(args.students, args.jobs)
     if args.complete:
         grade_complete(args.complete, args.jobs)
-    if args.profile:
+    if args.profile and args.complete:
+        done = subprocess.run([sys.executable, __file__, "--profile-one"], env=_env(), cwd=ROOT, text=True,
+                              capture_output=True)
+        print(done.stdout.rstrip() or done.stderr[-3000:])
+    elif args.profile:
         profile()
     return 0
 
@@ -235,6 +248,196 @@ def profile() -> None:
         head, blobs = w.frame({"v": w.value(t)})
     print(f"  writing a 4 MiB tensor's message (no copy)       {(time.perf_counter() - start) / 20 * 1e3:6.2f} ms")
 
+
+
+# ----------------------------------------------------------------------------- the real case, profiled
+class _Events:
+    """Timed events of one grading, written as JSON lines by this process and by its forks (pytest)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __call__(self, name: str, /, **fields) -> None:
+        import json
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"t": time.monotonic(), "pid": os.getpid(), "name": name, **fields}) + "\n")
+
+    def read(self) -> list[dict]:
+        import json
+        return [json.loads(line) for line in self.path.read_text().splitlines()] if self.path.is_file() else []
+
+
+def _tree_cpu(root: int) -> float:
+    """CPU seconds of `root` and every process below it now (what they reaped included)."""
+    tick, kids, own = os.sysconf("SC_CLK_TCK"), {}, {}
+    for entry in (e for e in os.listdir("/proc") if e.isdigit()):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kids.setdefault(int(fields[1]), []).append(int(entry))
+        own[int(entry)] = sum(map(int, fields[11:15])) / tick
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += own.get(pid, 0.0)
+        todo += kids.get(pid, [])
+    return total
+
+
+def _cpu_self() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _cpu_children() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _instrument(ev: _Events) -> None:
+    """Wrap the grading's stages so that each says when it began and ended (and the CPU of the
+    worker parents: their whole process tree, read before they are stopped)."""
+    from andrea_course.capstone import leaderboard
+    from andrea_course.grading import pipeline, runner
+    from andrea_course.worker.client import IsolatedStudent
+
+    def wrap(owner, name, label, cpu=None):
+        plain = getattr(owner, name)
+
+        def wrapped(*args, **kwargs):
+            ev(f"begin {label}", **(cpu(*args) if cpu else {}))
+            try:
+                return plain(*args, **kwargs)
+            finally:
+                ev(f"end {label}", **(cpu(*args) if cpu else {}))
+        setattr(owner, name, wrapped)
+
+    def tier(student, *_):
+        parent = student._parent
+        return {"tier": _tree_cpu(parent.pid) if parent is not None else None,
+                "prepared": bool(student._prepare), "parent": parent.pid if parent is not None else None}
+    wrap(runner, "probe", "probe")
+    wrap(pipeline, "warm", "warm")
+    wrap(pipeline, "start", "pytest start")
+    wrap(pipeline, "run", "pipeline", cpu=lambda *_: {"self": _cpu_self(), "children": _cpu_children()})
+    wrap(IsolatedStudent, "_start_parent", "parent start", cpu=tier)
+    wrap(IsolatedStudent, "_await_parent", "parent ready", cpu=tier)
+    wrap(IsolatedStudent, "_stop_parent", "parent stop", cpu=tier)
+    wrap(IsolatedStudent, "run", "training", cpu=tier)
+    wrap(leaderboard, "validation_loss", "validation", cpu=lambda *_: {"self": _cpu_self()})
+    plain_add = pipeline.Run.add
+
+    def add(run, rec):
+        if rec.kind in ("start", "result"):
+            ev(f"test {rec.kind}", test=rec.nodeid)
+        return plain_add(run, rec)
+    pipeline.Run.add = add
+
+
+def profile_one() -> None:
+    """(In a process of its own) grade the reference with the hidden tests and the leaderboard
+    twice, as one batch would, instrumented; print where the second one's time went."""
+    from andrea_course.exercises import SOLUTIONS
+    from andrea_course.grading import runner
+    hidden = ROOT / "instructor" / "hidden_tests"
+    with tempfile.TemporaryDirectory(prefix="andrea-bench-profile-") as top:
+        ev = _Events(Path(top) / "events.jsonl")
+        _instrument(ev)
+        course = runner.Course(hidden=hidden)
+        for i in range(2):
+            folder = Path(top) / f"student{i}"
+            shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("__pycache__"))
+            ev("grade begin", self=_cpu_self(), children=_cpu_children())
+            results = runner.grade(folder, Path(top) / f"r{i}.json", course=course)
+            ev("grade end", self=_cpu_self(), children=_cpu_children(), score=results.score)
+        _report(ev.read(), results)
+
+
+def _spans(events: list[dict], name: str) -> list[tuple[dict, dict]]:
+    """(begin, end) event pairs of `name`, by process, in order."""
+    open_, out = {}, []
+    for e in events:
+        if e["name"] == f"begin {name}":
+            open_.setdefault(e["pid"], []).append(e)
+        elif e["name"] == f"end {name}" and open_.get(e["pid"]):
+            out.append((open_[e["pid"]].pop(), e))
+    return out
+
+
+def _report(events: list[dict], results) -> None:
+    """Print the profile of the second grading of `events` (the first: what a batch does once)."""
+    grades = [i for i, e in enumerate(events) if e["name"] == "grade begin"]
+    first, second = events[:grades[1]], events[grades[1]:]
+    once = {n: sum(e["t"] - b["t"] for b, e in _spans(first, n)) for n in ("warm", "probe")}
+    parents, board = _parents(second), _board(second)
+    print("where one complete submission's time goes (the reference, the hidden tests and the leaderboard;"
+          " graded alone, the second of two gradings in one process; wall, CPU):")
+    print(f"  once per batch (the first grading): the grader's imports {once['warm']:.2f} s, "
+          f"the sandbox's probe {once['probe']:.2f} s")
+    print(f"  worker parents started: {len(parents)}")
+    for one in parents.values():
+        warm = ", the leaderboard's warm-up" if one["prepared"] else ""
+        print(f"    one {'prepared' if one['prepared'] else 'plain'}: {one['boot'] or 0:.1f} s CPU to start (Python, "
+              f"torch, the course{warm}); {one['cpu']:.1f} s CPU in all, its workers' included")
+    workers = sum(one["cpu"] - (one["boot"] or 0) for one in parents.values()) - (board["cpu"] if board else 0)
+    waited = min(_spans(second, "parent ready"), key=lambda span: span[0]["t"])   # the first test's wait
+    _report_tests(second, workers, waited[1]["t"] - waited[0]["t"])
+    if board:
+        print(f"  the leaderboard's training (a fresh worker, its steps): {board['wall']:.2f} s, {board['cpu']:.1f} s "
+              f"CPU; its validation (the grader): {board['check wall']:.2f} s, {board['check cpu']:.1f} s CPU")
+    else:
+        print("  the leaderboard: no training")
+    begin, end = second[0], next(e for e in second if e["name"] == "grade end")
+    grader, pytest = end["self"] - begin["self"], end["children"] - begin["children"]
+    tier = sum(one["cpu"] for one in parents.values())
+    print(f"  the whole submission: {end['t'] - begin['t']:.1f} s wall, {grader + pytest + tier:.1f} s CPU "
+          f"(the grader {grader:.1f}, pytest {pytest:.1f}, the sandbox {tier:.1f}); score {results.score:g}; "
+          f"{results.leaderboard.note if results.leaderboard else 'no leaderboard'}")
+
+
+def _parents(events: list[dict]) -> dict[int, dict]:
+    """{pid: {"prepared", "boot" (CPU when first greeted), "waited" (the first greeting's wait),
+    "cpu" (CPU in all, read before it stopped)}} of each worker parent started."""
+    found = {e["parent"]: {"prepared": e["prepared"], "boot": None, "waited": None, "cpu": 0.0}
+             for _, e in _spans(events, "parent start") if e.get("parent")}
+    for b, e in _spans(events, "parent ready"):
+        one = found.get(e.get("parent"))
+        if one is not None and one["boot"] is None:
+            one.update(boot=e["tier"], waited=e["t"] - b["t"])
+    for b, _ in _spans(events, "parent stop"):
+        one = found.get(b.get("parent"))
+        if one is not None:
+            one["cpu"] = max(one["cpu"], b.get("tier") or 0.0)
+    return found
+
+
+def _board(events: list[dict]) -> dict | None:
+    """The leaderboard's training (wall, the tier's CPU) and validation (wall, the grader's CPU)."""
+    train, check = _spans(events, "training"), _spans(events, "validation")
+    if not train or not check:
+        return None
+    (b, e), (vb, ve) = train[0], check[0]
+    return {"wall": e["t"] - b["t"], "cpu": (e.get("tier") or 0) - (b.get("tier") or 0),
+            "check wall": ve["t"] - vb["t"], "check cpu": ve["self"] - vb["self"]}
+
+
+def _report_tests(events: list[dict], workers: float, waited: float) -> None:
+    pipe = _spans(events, "pipeline")[0]
+    fork = _spans(events, "pytest start")[0][1]["t"]
+    starts = {e["test"]: e["t"] for e in events if e["name"] == "test start"}
+    ends = {e["test"]: e["t"] for e in events if e["name"] == "test result"}
+    took = sorted(((ends[t] - starts[t], t) for t in ends if t in starts), reverse=True)
+    first, last = min(starts.values()), max(ends.values())
+    print(f"  pytest's start and collection (its fork to the first test's start): {first - fork:.2f} s; "
+          f"the first test then waited {waited:.2f} s for the worker parent")
+    print(f"  the graded tests: {len(took)} in {last - first:.1f} s ({(last - first) / len(took) * 1e3:.0f} ms each); "
+          f"CPU: their workers {workers:.1f} s, pytest {pipe[1]['children'] - pipe[0]['children']:.1f} s (its start "
+          f"included); the slowest:")
+    for seconds, test in took[:4]:
+        print(f"    {seconds:5.2f} s  {test}")
+    print(f"  pytest's end (the last result to the run's end): {pipe[1]['t'] - last:.2f} s")
 
 if __name__ == "__main__":
     sys.exit(main())
