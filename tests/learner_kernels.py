@@ -153,6 +153,11 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
     kv_head = bh * S * K
     if SLIP == 15:                                           # 15: each head's keys and values at bh * T * K
         kv_head = bh * T * K
+    k_head, v_head = kv_head, kv_head
+    if SLIP == 18:                                           # 18: the keys alone at bh * T * K
+        k_head = bh * T * K
+    if SLIP == 19:                                           # 19: the values alone at bh * T * K
+        v_head = bh * T * K
     hi = tl.minimum(S, start + first + BLOCK_M)
     if SLIP == 17:                                           # 17: the loop's end without the cache offset
         hi = tl.minimum(S, first + BLOCK_M)
@@ -166,8 +171,8 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
         kv_mask = (cols[:, None] < S) & (dims[None, :] < K)
         if SLIP == 8:                                        # the tail tile's loads unmasked
             kv_mask = dims[None, :] < K
-        k = tl.load(k_ptr + kv_head + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
-        v = tl.load(v_ptr + kv_head + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
+        k = tl.load(k_ptr + k_head + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
+        v = tl.load(v_ptr + v_head + cols[:, None] * K + dims[None, :], mask=kv_mask, other=0.0).to(tl.float32)
         s = tl.dot(q, tl.trans(k), input_precision="ieee")
         if SLIP != 5:                                        # 5: the max kept on the unscaled scores
             s = s * scale
@@ -204,7 +209,10 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
     if SLIP == 11:                                           # 11: the logsumexp without the max
         m = m * 0.0
     tl.store(lse_ptr + bh * T + rows, m + tl.log(l), mask=rows < T)
-    tl.store(o_ptr + bh * T * K + rows[:, None] * K + dims[None, :], out.to(o_ptr.dtype.element_ty), mask=q_mask)
+    o_mask = q_mask
+    if SLIP == 20:                                           # 20: o's store masked by the rows alone
+        o_mask = (rows[:, None] < T) & (dims[None, :] < BLOCK_K)
+    tl.store(o_ptr + bh * T * K + rows[:, None] * K + dims[None, :], out.to(o_ptr.dtype.element_ty), mask=o_mask)
 
 
 class FlashSlip:
@@ -246,7 +254,9 @@ def layer_norm_kernel_slipping(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, s
                                HAS_BIAS: tl.constexpr, BLOCK_D: tl.constexpr, SLIP: tl.constexpr):
     """LayerNorm with one slip, chosen by SLIP: 1, gamma loaded at w_ptr + row * stride + cols; 2, the mean
     and rstd stored at row * stride; 3, the raw x scaled (x * rstd), not the centred xc; 4, rstd as the
-    standard deviation, not its reciprocal; 5, the mean never stored."""
+    standard deviation, not its reciprocal; 5, the mean never stored; 6, the saved mean taken over the
+    centred row; 7, the variance taken over the raw row, not the centred one; 8, beta added before the
+    multiplication by gamma."""
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_D)
     mask = cols < D
@@ -256,15 +266,25 @@ def layer_norm_kernel_slipping(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, s
     rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / D + eps)
     if SLIP == 4:
         rstd = tl.sqrt(tl.sum(xc * xc, axis=0) / D + eps)
+    if SLIP == 7:
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / D + eps)
     w_at = w_ptr + cols
     if SLIP == 1:
         w_at = w_ptr + row * stride + cols
     scaled = xc
     if SLIP == 3:
         scaled = x
-    y = scaled * rstd * tl.load(w_at, mask=mask, other=0.0).to(tl.float32)
-    if HAS_BIAS:
-        y += tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    if SLIP == 8:
+        y = scaled * rstd
+        if HAS_BIAS:
+            y += tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        y = y * tl.load(w_at, mask=mask, other=0.0).to(tl.float32)
+    else:
+        y = scaled * rstd * tl.load(w_at, mask=mask, other=0.0).to(tl.float32)
+        if HAS_BIAS:
+            y += tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    if SLIP == 6:
+        mean = tl.sum(xc, axis=0) / D
     stat = row
     if SLIP == 2:
         stat = row * stride

@@ -377,3 +377,74 @@ def test_an_error_from_the_worker_is_read_from_its_text_not_from_the_graders_lin
         raise ValueError("not enough values to unpack (expected 2, got 1) (embeddings.py, line 104, in embed_lookup)")
     said = explain(_raised(graders_line))
     assert said and "Unpacking a tensor's shape" in said
+
+
+# ----------------------------------------------------------------------------- a list that outlives the call
+_KEPT = []                                   # a learner's module-level list, never emptied
+
+
+def _record_into_the_module_list(x):
+    seen = _KEPT
+    seen.append(x)
+    return torch.stack(seen)
+
+
+def _record_into_a_default(x, seen=[]):      # noqa: B006 - the learner's mutable default
+    seen.append(x)
+    return torch.stack(seen)
+
+
+class _Recorder:
+    def __init__(self):
+        self.seen = []
+
+    def record(self, x):
+        self.seen.append(x)
+        return torch.stack(self.seen)
+
+
+def _record_fresh(xs):
+    seen = []
+    for x in xs:
+        seen.append(x)
+    return torch.stack(seen)
+
+
+def _second_call_raises(record):
+    """The piece called twice, on inputs of two shapes: the second call stacks the first one's tensor too."""
+    record(torch.zeros(2, 5, 12))
+    return _raised(lambda: record(torch.zeros(1, 7, 8)))
+
+
+@pytest.mark.parametrize("record, origin, fix", [
+    (_record_into_the_module_list, "`_KEPT` is made at module level (`_KEPT = []`)", "create the list inside the function"),
+    (_record_into_a_default, "the default argument `seen=[]`", "`if seen is None: seen = []`"),
+    (_Recorder().record, "made once, in __init__, and kept on the object", "(`self.seen = []`)"),
+], ids=["module level, under another name", "default argument", "on self"])
+def test_a_list_made_outside_the_call_is_named_when_stacking_fails(record, origin, fix):
+    """Stacked tensors of two calls: the learner's source shows the list is not created in the function."""
+    _KEPT.clear()
+    said = explain(_second_call_raises(record))
+    assert origin in said and "outlives each call" in said and fix in said, said
+    assert "sliced by the loop" not in said
+
+
+def test_a_list_the_function_creates_is_not_blamed_for_unequal_shapes():
+    said = explain(_raised(lambda: _record_fresh([torch.zeros(2, 5, 12), torch.zeros(1, 7, 8)])))
+    assert "outlives" not in said and "differ in more than one size" in said, said
+    said = explain(_raised(lambda: _record_fresh([torch.zeros(2, 3), torch.zeros(2, 4)])))
+    assert "outlives" not in said and "sliced by the loop" in said, said
+
+
+def test_a_list_that_outlives_the_call_is_read_from_the_workers_frames(tmp_path):
+    """An error from the grading worker carries the learner's frames: the learner's file is read there."""
+    path = tmp_path / "inside.py"
+    path.write_text("import torch\n\n_SEEN = []\n\n\ndef residual_stream(model, ids):\n    seen = _SEEN\n"
+                    "    seen.append(ids)\n    return torch.stack(seen)\n", encoding="utf-8")
+    crossed = RuntimeError("stack expects each tensor to be equal size, but got [2, 5, 12] at entry 0 and "
+                           "[1, 7, 8] at entry 3")
+    crossed.frames = [(str(path), 9, "residual_stream", "return torch.stack(seen)")]
+    said = explain(crossed)
+    assert "`_SEEN` is made at module level" in said and "created inside residual_stream" in said, said
+    path.write_text(path.read_text().replace("    seen = _SEEN\n", "    seen = []\n"), encoding="utf-8")
+    assert "outlives" not in explain(crossed)

@@ -84,6 +84,11 @@ def attention_unscaled(q, k, v, causal=True):
     return att.weighted_sum(att.softmax(att.apply_causal_mask(att.attention_scores(q, k))), v)
 
 
+def attention_scaled_by_axis_1(q, k, v, causal=True):
+    """Scaled by q.size(1), as if q were (B, T, K): the heads' count for (B, H, T, K)."""
+    return att.weighted_sum(att.softmax(att.apply_causal_mask(att.scale_scores(att.attention_scores(q, k), q.size(1)))), v)
+
+
 def attention_mask_after_softmax(q, k, v, causal=True):
     w = att.softmax(att.scale_scores(att.attention_scores(q, k), q.shape[-1]))
     return att.weighted_sum(w * att.causal_mask(*w.shape[-2:]), v)
@@ -177,6 +182,31 @@ class MHARepeatingBeforeTheCache(mh.MultiHeadAttention):
         k, v = mh.repeat_kv(k, H // G), mh.repeat_kv(v, H // G)
         if cache is not None:
             k, v = cache.update(k, v)
+        return self.proj(mh.merge_heads(self.attention(q, k, v)))
+
+
+class MHAKeysInHHeads(mh.MultiHeadAttention):
+    """k and v split into H heads (of width G·K/H), like the queries."""
+    def forward(self, x, cache=None):
+        H, G, K = self.n_heads, self.n_kv_heads, self.d_head
+        q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1)
+        q, k, v = mh.split_heads(q, H), mh.split_heads(k, H), mh.split_heads(v, H)
+        k, v = self.cache_and_share(k, v, cache)
+        return self.proj(mh.merge_heads(self.attention(q, k, v)))
+
+
+class PostNormMLPOfTheInput(blk.PostNormBlock):
+    def forward(self, x, cache=None):
+        h = self.ln1(x + self.drop(self.attn(x, cache)))
+        return self.ln2(h + self.drop(self.mlp(x)))
+
+
+class MHAPerHeadTriples(mh.MultiHeadAttention):
+    """The fused projection read as per-head [q | k | v] triples."""
+    def forward(self, x, cache=None):
+        B_, T_, _ = x.shape
+        q, k, v = self.qkv(x).view(B_, T_, self.n_heads, 3 * self.d_head).transpose(1, 2).split(self.d_head, dim=-1)
+        k, v = self.cache_and_share(k, v, cache)
         return self.proj(mh.merge_heads(self.attention(q, k, v)))
 
 
@@ -1120,6 +1150,41 @@ def _layer_norm_launching(slip):
 
 
 
+# ----- the sixteenth fresh set's mutants: optim, modern and inside -----
+
+def _adamw_decay_after(param, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    (b1, b2) = betas
+    m, v = b1 * m + (1 - b1) * grad, b2 * v + (1 - b2) * grad * grad
+    param = param - lr * (m / (1 - b1 ** step)) / ((v / (1 - b2 ** step)).sqrt() + eps)
+    return param * (1 - lr * weight_decay), m, v                          # the decay after the step
+
+
+def _adamw_eps_hat(param, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    (b1, b2) = betas
+    m, v = b1 * m + (1 - b1) * grad, b2 * v + (1 - b2) * grad * grad
+    param = param * (1 - lr * weight_decay)
+    return param - lr * math.sqrt(1 - b2 ** step) / (1 - b1 ** step) * m / (v.sqrt() + eps), m, v
+
+
+def _rms_one_plus_gamma(x, weight, eps=1e-5):
+    wide = torch.promote_types(x.dtype, torch.float32)
+    y = x.to(wide) * torch.rsqrt(x.to(wide).pow(2).mean(-1, keepdim=True) + eps)
+    return (y * (1 + weight.to(wide))).to(x.dtype)
+
+
+def _rope_frequencies_doubled(spread):
+    def rope_frequencies(d_head, T, theta=10000.0):
+        inv = theta ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)
+        angles = spread(torch.outer(torch.arange(T, dtype=torch.float32), inv))
+        return angles.cos(), angles.sin()
+    return rope_frequencies
+
+
+def _lens_norming_the_last_entry_only(model, stream):
+    with torch.no_grad():
+        return torch.cat([stream[:-1], model.ln_f(stream[-1:])]) @ model.output_weight().T
+
+
 MUTANTS = [
     # inside your model (notebook 10)
     ("test_inside.py", "test_residual_stream_removes_its_hooks", {("inside", "residual_stream"): _stream_leaving_its_hooks},
@@ -1196,6 +1261,8 @@ MUTANTS = [
      {("attention", "softmax"): lambda s: s.exp() / s.exp().sum(dim=-1, keepdim=True)}, "maximum is not subtracted"),
     ("test_attention.py", "test_causal_attention", {("attention", "attention"): attention_unscaled},
      "not divided by sqrt(K)"),
+    ("test_attention.py", "test_causal_attention", {("attention", "attention"): attention_scaled_by_axis_1},
+     "scores divided by sqrt(H), the number of heads"),
     ("test_attention.py", "test_causal_attention", {("attention", "attention"): _masked_with(_upper)},
      "wrong triangle (upper)"),
     ("test_attention.py", "test_causal_attention", {("attention", "attention"): _masked_with(_strict_lower)},
@@ -1234,6 +1301,8 @@ MUTANTS = [
      "normalised x to the residual"),
     ("test_block.py", "test_pre_norm_block", {("block", "Block"): blk.PostNormBlock}, "post-norm where pre-norm"),
     ("test_block.py", "test_post_norm_block", {("block", "PostNormBlock"): blk.Block}, "pre-norm where post-norm"),
+    ("test_block.py", "test_post_norm_block", {("block", "PostNormBlock"): PostNormMLPOfTheInput},
+     "the MLP reads the block's input x"),
     ("test_model.py", "test_andrea_logits", {("model", "ANDREA"): ModelWithoutFinalNorm}, "final norm"),
     ("test_model.py", "test_andrea_generates_the_same_with_and_without_the_cache",
      {("model", "ANDREA"): ModelIgnoringStart}, "positions restart at 0"),
@@ -1244,6 +1313,10 @@ MUTANTS = [
      {("multihead", "MultiHeadAttention"): MHAIgnoringTheCache}, "not what cache_and_share returns"),
     ("test_modern.py", "test_grouped_kv_heads_with_a_kv_cache",
      {("multihead", "MultiHeadAttention"): MHARepeatingBeforeTheCache}, "repeat_kv before the cache"),
+    ("test_modern.py", "test_grouped_kv_heads_with_a_kv_cache",
+     {("multihead", "MultiHeadAttention"): MHAKeysInHHeads}, "split into H heads (of width G·K/H)"),
+    ("test_multihead.py", "test_multihead_attention",
+     {("multihead", "MultiHeadAttention"): MHAPerHeadTriples}, "one [q | k | v] triple per head"),
     ("test_block.py", "test_block_passes_the_cache_on", {("block", "Block"): BlockDroppingTheCache},
      "the cache not passed on"),
     ("test_block.py", "test_block_applies_dropout_while_training", {("block", "Block"): BlockWithoutDropout},
@@ -1756,6 +1829,18 @@ MUTANTS = [
      "used as rstd"),
     ("test_kernels.py", "test_layer_norm_kernel_ragged_width", {("kernels", "layer_norm"): _layer_norm_launching(5)},
      "mean never stored"),
+    # the sixteenth fresh set's kernel classes
+    *(("test_kernels.py", "test_layer_norm_kernel_ragged_width", {("kernels", "layer_norm"): _layer_norm_launching(slip)},
+       named) for slip, named in ((6, "the mean of the centred row"), (7, "the variance taken over the raw row"),
+                                  (8, "beta added before multiplying by gamma"))),
+    *(("test_kernels.py", "test_softmax_kernel_matches_torch", {("kernels", "softmax"): _softmax_kernel(EXP2=True, EXP2_FACTOR=c)},
+       named) for c, named in ((1.0, "tl.exp2 without the factor log2(e)"), (math.log2(math.e) ** 2, "used once too often"),
+                               (math.log(2), "divided by log2(e)"))),
+    *(("test_kernels.py", "test_flash_attention_kernel_with_a_cache", {("kernels", "flash_attention"): _flash_slip(slip)},
+       named) for slip, named in ((18, "each head's keys found at bh·T·K"), (19, "each head's values found at bh·T·K"),
+                                  (20, "mask=rows < T alone, without dims < K"))),
+    ("test_kernels.py", "test_flash_attention_kernel_queries_inside_the_keys",
+     {("kernels", "flash_attention"): _flash_slip(20)}, "mask=rows < T alone, without dims < K"),
     ("test_optim.py", "test_lr_warm_up", {("optim", "lr_at"): _lr_amplitude_lr}, "amplitude is lr instead of lr - min_lr"),
     ("test_modern.py", "test_rope_attention_with_and_without_a_cache",
      {("modern", "rope_attention"): _rope_attention_turning_all_keys}, "k as it came in, not turned"),
@@ -1763,6 +1848,20 @@ MUTANTS = [
      "weight decay applied twice"),
     ("test_optim.py", "test_adamw_matches_torch",
      {("optim", "adamw_step"): _adamw_slipping(power=lambda step: step - 1)}, "one step behind"),
+    # the sixteenth fresh set's classes: optim, modern and inside
+    *(("test_optim.py", test, {("optim", "adamw_step"): _adamw_decay_after}, "weight decay applied after the Adam step")
+      for test in ("test_adamw_matches_torch", "test_adamw_weight_decay_is_decoupled")),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw_eps_hat}, "the 'epsilon hat' form"),
+    *(("test_modern.py", test, {("modern", "rms_norm"): _rms_one_plus_gamma}, "scaled by (1 + weight)")
+      for test in ("test_rmsnorm_produces_unit_rms", "test_rmsnorm_scales_with_gamma", "test_rmsnorm_eps_inside_the_sqrt")),
+    ("test_modern.py", "test_rope_frequencies",
+     {("modern", "rope_frequencies"): _rope_frequencies_doubled(lambda a: torch.cat([a, a], dim=-1))},
+     "the angles duplicated to (T, K)"),
+    ("test_modern.py", "test_rope_frequencies",
+     {("modern", "rope_frequencies"): _rope_frequencies_doubled(lambda a: a.repeat_interleave(2, dim=-1))},
+     "each angle repeated twice"),
+    ("test_inside.py", "test_logit_lens", {("inside", "logit_lens"): _lens_norming_the_last_entry_only},
+     "the final norm applied to the last entry of the stream only"),
 ]
 
 
@@ -2247,6 +2346,82 @@ WRONG = [  # (graded file, graded test, the wrong piece): it must fail, whatever
 def test_a_wrong_piece_fails_its_graded_test(file, test, overrides):
     with pytest.raises((Mismatch, RuntimeError)):          # in this process, the learner's own error as it is
         getattr(MODULES[file], test)(InProcessStudent("solutions", overrides=overrides))
+
+
+def _function_pieces():
+    """{piece: [(file, test)]}: the graded tests of every piece that is a function (not a class)."""
+    found = {}
+    for file, name, piece in _graded_tests():
+        activity, fn_name = piece.split(".")
+        if isinstance(getattr(pieces.module(activity), fn_name, None), types.FunctionType):
+            found.setdefault(piece, []).append((file, name))
+    return found
+
+
+FUNCTION_PIECES = _function_pieces()
+
+
+@functools.cache
+def _trained_through(piece) -> bool:
+    """Whether the reference piece, called as its graded tests call it but with its floating-point
+    tensor arguments requiring grad, gives an output on autograd's graph: training goes through it."""
+    from andrea_course.inputs import keeps_inputs
+    activity, name = piece.split(".")
+    ref, seen, tests = pieces.module(activity).__dict__[name], [], FUNCTION_PIECES[piece]
+
+    @functools.wraps(ref)
+    def probe(*args, **kwargs):
+        grad = lambda a: a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+        try:
+            with torch.enable_grad():
+                out = ref(*map(grad, args), **{k: grad(v) for k, v in kwargs.items()})
+            seen.append(any(isinstance(t, torch.Tensor) and t.requires_grad
+                            for t in (out if isinstance(out, tuple) else (out,))))
+        except Exception:
+            pass
+        return ref(*args, **kwargs)
+    student = InProcessStudent("solutions", overrides={(activity, name): keeps_inputs(probe, name)})
+    for file, test in tests:
+        try:
+            getattr(MODULES[file], test)(student)
+        except Exception:
+            pass
+        if any(seen):
+            return True
+    return False
+
+
+GRADIENT_SLIPS = {  # what a piece's output becomes: the same values, another gradient
+    "cut off": lambda t: t.detach(),                            # .detach(), .data, a trip through NumPy
+    "half gradient": lambda t: t.detach() + (t - t.detach()) / 2,   # part of it hidden from autograd
+}
+
+
+@pytest.mark.parametrize("slip", sorted(GRADIENT_SLIPS))
+@pytest.mark.parametrize("piece", sorted(FUNCTION_PIECES))
+def test_a_piece_with_the_wrong_gradient_fails(piece, slip):
+    """Every function piece that training goes through fails some graded test when its output is
+    cut off from autograd, or keeps its values with another gradient (a statistic detached,
+    padding_idx): a model built from it would learn wrongly or not at all, whatever its values."""
+    from andrea_course.inputs import keeps_inputs
+    tests = FUNCTION_PIECES[piece]
+    if not _trained_through(piece):
+        pytest.skip(f"{piece}: no output on autograd's graph")
+    activity, name = piece.split(".")
+    ref = pieces.module(activity).__dict__[name]
+
+    @functools.wraps(ref)                    # ref's signature: keeps_inputs sees its arguments
+    def wrong(*args, **kwargs):
+        out = ref(*args, **kwargs)
+        change = lambda t: GRADIENT_SLIPS[slip](t) if isinstance(t, torch.Tensor) and t.requires_grad else t
+        return tuple(map(change, out)) if isinstance(out, tuple) else change(out)
+    student = InProcessStudent("solutions", overrides={(activity, name): keeps_inputs(wrong, name)})
+    for file, test in tests:
+        try:
+            getattr(MODULES[file], test)(student)
+        except Exception:                                # noqa: BLE001 - any failure: the piece does not pass
+            return
+    pytest.fail(f"{piece}: every graded test passes a piece whose output has {slip}")
 
 
 def _own_notebooks_tests(file, exercise):

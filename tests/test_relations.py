@@ -43,6 +43,7 @@ RELATED = [  # (the learner's function, the reference, words the relation must s
     (lambda x, d_head: x - x.mean(-1)[..., None, :], lambda x, d_head: x - x.mean(-1, keepdim=True), "keepdim=True"),
     (lambda x, d_head: x.float().double() * 2, lambda x, d_head: x * 2, "exactly a float32 number"),
     (lambda x, d_head: x + 1e-5 * x * x, lambda x, d_head: x, "slightly off"),
+    (lambda x, d_head: x.float() * x.cos(), lambda x, d_head: x * x.cos(), "float32's precision, not float64's"),
     (lambda x, d_head: torch.log_softmax(x, -1), lambda x, d_head: torch.softmax(x, -1), "the logarithm of"),
 ]
 
@@ -149,6 +150,14 @@ def _gelu_constant_typed_short(x):
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.0447 * x ** 3)))
 
 
+def _rope_turning_float32_x(x, cos, sin, start=0):
+    """x narrowed to float32, the float64 tables not: every product is float64, each x a float32 number."""
+    T, half = x.shape[-2], x.shape[-1] // 2
+    c, s = cos[start:start + T], sin[start:start + T]
+    x1, x2 = x[..., :half].float(), x[..., half:].float()
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).to(x.dtype)
+
+
 def _causal_weights_without_keepdim(T):
     w = torch.ones(T, T).tril()
     return w / w.sum(dim=-1)
@@ -161,6 +170,7 @@ UNLISTED = [  # (graded file, piece, the learner's version, words the failure mu
     ("test_mlp.py", "mlp.gelu_grad", _gelu_grad_without_x, "without its factor x"),
     ("test_attention.py", "attention.apply_causal_mask", _apply_mask_inverted, "the mask is inverted"),
     ("test_modern.py", "modern.rms_norm", _rms_norm_via_float, "computes in float32 and casts back"),
+    ("test_modern.py", "modern.apply_rope", _rope_turning_float32_x, "float32's precision, not float64's"),
 ]
 
 
@@ -231,3 +241,54 @@ def test_sizes_in_another_order_are_named():
     exc = _fails(expect_cases, *[Case(f"split_heads(x of shape {tuple(x.shape)})", lambda x=x: fn(x), ref(x))
                                  for x in (_randn(2, 5, 8, seed=1), _randn(3, 4, 6, seed=2))])
     assert exc.relation and "the expected sizes in another order" in exc.relation, exc.relation
+
+
+# ----------------------------------------------------------------------------- closeness that is no rounding
+def _adamw_eps_hat(param, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    """eps added to sqrt(v) before the bias correction: float64 throughout, nothing float32."""
+    b1, b2 = betas
+    m, v = b1 * m + (1 - b1) * grad, b2 * v + (1 - b2) * grad * grad
+    param = param * (1 - lr * weight_decay)
+    return param - lr * math.sqrt(1 - b2 ** step) / (1 - b1 ** step) * m / (v.sqrt() + eps), m, v
+
+
+def test_a_small_error_that_is_no_float32_rounding_is_not_blamed_on_float32():
+    """A float64 output whose largest error is float32-sized, but whose small entries are off far beyond
+    float32's rounding of their own size (a changed term, eps moved), is not said to hold float32 values."""
+    x1 = torch.tensor([1e-3, -0.5, 2.0, -40.0, 0.02, 7.0], dtype=torch.float64)
+    x2 = torch.tensor([3.0, -0.02, 15.0, 1e-3, -0.3], dtype=torch.float64)
+    shifted = lambda x: x - 2e-6 * x.sign()                                   # noqa: E731
+    exc = _fails(expect_cases, Case("f(x1)", lambda: shifted(x1), x1), Case("f(x2)", lambda: shifted(x2), x2))
+    assert exc.relation is None or "float32" not in exc.relation, exc.relation
+    module = _module("test_optim.py")
+    student = InProcessStudent("solutions", overrides={("optim", "adamw_step"): _adamw_eps_hat})
+    with pytest.raises(Mismatch) as failure:
+        module.test_adamw_weight_decay_is_decoupled(student)
+    said = str(failure.value)
+    assert "float32" not in said and "epsilon hat" in said, said
+
+
+def test_a_small_term_off_by_another_fraction_on_each_input_is_no_mistyped_constant():
+    """One constant typed short puts the output off by about the same fraction on every input; a small
+    term that grows with the test's own numbers (lr²·weight_decay, say) does not."""
+    x1, x2 = _randn(3, 6, seed=1), _randn(4, 5, seed=2)
+    exc = _fails(expect_cases, Case("f(x1)", lambda: x1 + 1e-7 * x1 * x1, x1), Case("f(x2)", lambda: x2 + 3e-5 * x2 * x2, x2))
+    assert exc.relation is None or "slightly off" not in exc.relation, exc.relation
+    exc = _fails(expect_cases, Case("f(x1)", lambda: x1 + 1e-5 * x1 * x1, x1), Case("f(x2)", lambda: x2 + 1e-5 * x2 * x2, x2))
+    assert "slightly off" in exc.relation
+
+
+def test_a_listed_mistake_that_changes_the_values_only_slightly_is_said_when_it_is_exact():
+    """The judge allows a mistake a loose margin, and never names one that stays inside it; a learner's
+    output that is that mistake to the last digits, on both inputs, is said as a relation instead."""
+    x1, x2 = _randn(3, 6, seed=1), _randn(4, 5, seed=2)
+    nudged = lambda x: x * (1 + 1e-6)                                         # noqa: E731
+    name = "the nudge: leave x as it is"
+    exc = _fails(expect_cases, Case("f(x1)", lambda: nudged(x1), x1, {name: nudged(x1)}),
+                 Case("f(x2)", lambda: nudged(x2), x2, {name: nudged(x2)}))
+    assert exc.mistake is None and "to the last digits, what this typical mistake gives" in exc.relation
+    assert name in exc.relation
+    twins = {name: nudged(x1), "another name for it": nudged(x1)}                # two alike: neither is told
+    exc = _fails(expect_cases, Case("f(x1)", lambda: nudged(x1), x1, twins),
+                 Case("f(x2)", lambda: nudged(x2), x2, {name: nudged(x2), "another name for it": nudged(x2)}))
+    assert exc.relation is None or name not in exc.relation

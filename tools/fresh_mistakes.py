@@ -8,8 +8,8 @@
 
 For each entry of the set's mistakes.py (--set DIR, default tests/fresh_mistakes) a learner folder is made: a copy of solutions/
 with the entry's patch applied to one piece. The graded tests of that piece run against it the way
-check() and the grader run them (grading/local.py: run_graded_many, every test of the piece, each in
-a worker under the time limit), and the failing tests' boxes are kept.
+check() and the grader run them (grading/pipeline.py: every test of the piece, each in a worker
+under the time limit), and the failing tests' boxes are kept.
 
 A mistake is then
     passed  its piece passes: a wrong piece is taken for right;
@@ -48,9 +48,10 @@ GENERAL_LABELS = {"what it means", ""}
 
 
 def load_entries(data: Path = DATA):
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))          # the sets import fresh_entries
     spec = importlib.util.spec_from_file_location("fresh_mistakes_data", data / "mistakes.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module          # dataclasses look their module up by name
     spec.loader.exec_module(module)
     return module.MISTAKES, module.VARIANTS
 
@@ -199,6 +200,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--solutions", default=str(ROOT / "solutions"), help="the correct pieces to patch")
     ap.add_argument("--only", default="", help="run the entries whose id or piece contains this word")
+    ap.add_argument("--variants", action="store_true", help="run only the correct variants (each must pass)")
     ap.add_argument("--set", default=str(DATA), metavar="DIR",
                     help="the folder of the set: its mistakes.py, verdicts.json and results.json")
     ap.add_argument("--out", help="where the results go (default DIR/results.json)")
@@ -213,7 +215,7 @@ def main(argv=None) -> int:
     args.out = args.out or str(data / "results.json")
     args.verdicts = args.verdicts or str(data / "verdicts.json")
     mistakes, variants = load_entries(data)
-    pick = [e for e in mistakes + variants if args.only in e.id or args.only in e.piece]
+    pick = [e for e in (variants if args.variants else mistakes + variants) if args.only in e.id or args.only in e.piece]
     t0 = time.time()
     if args.rescore:
         earlier = json.loads(Path(args.rescore).read_text())

@@ -33,6 +33,12 @@ def expect_trainable(fn, args: tuple, what: str) -> None:
                      "follows (torch.exp, torch.tanh, .sum), not NumPy or math")
 
 
+def randn64(*shape, seed: int):
+    """A float64 tensor of standard normal numbers, the same for the same seed."""
+    import torch
+    return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+
+
 def parameter_shapes(module) -> dict:
     """{name: shape} of a module's state_dict: what a class builds, compared without its values."""
     return {name: tuple(t.shape) for name, t in module.state_dict().items()}

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
-from andrea_course.graded import expect_trainable, layer_mixups, parameter_shapes
+from andrea_course.graded import expect_trainable, randn64, layer_mixups, parameter_shapes
 
 NEG_INF = float("-inf")
 ATTENTION_HINT = ("in this order: scores q·kᵀ, divided by sqrt(K); the future (j > i + S - T) set to -inf; a softmax "
@@ -25,9 +25,9 @@ def _strided_heads(*shape, seed):
     return _randn(*shape[:-2], shape[-1], shape[-2], seed=seed).float().transpose(-2, -1)
 
 
-def _qkv(T=6, S=None, K=8, seed=0):
+def _qkv(T=6, S=None, K=8, seed=0, H=2):
     S = T if S is None else S
-    return _randn(2, 2, T, K, seed=seed), _randn(2, 2, S, K, seed=seed + 1), _randn(2, 2, S, K, seed=seed + 2)
+    return _randn(2, H, T, K, seed=seed), _randn(2, H, S, K, seed=seed + 1), _randn(2, H, S, K, seed=seed + 2)
 
 
 def _allowed(T, S, offset=True):
@@ -72,9 +72,15 @@ def _by_sqrt_positions(q, k, v, allowed=None):
     it is the right answer)."""
     T, S, K = q.shape[-2], k.shape[-2], q.shape[-1]
     by = lambda n: _attend(q, k, v, scale=1 / math.sqrt(n), allowed=allowed) if n != K else None
-    return {SQRT_POSITIONS: by(T)} if T == S else {SQRT_T: by(T), SQRT_S: by(S)}
+    out = {SQRT_POSITIONS: by(T)} if T == S else {SQRT_T: by(T), SQRT_S: by(S)}
+    H = q.shape[1] if q.dim() == 4 else 1             # q.size(1) read as the head width, as if q were (B, T, K)
+    if H not in (T, S, K, 1) and H * H != K and H != K * K:   # else another mistake gives the same
+        out[SQRT_HEADS] = by(H)
+    return out
 
 
+SQRT_HEADS = ("scores divided by sqrt(H), the number of heads, q.size(1) of (B, H, T, K) (or by the batch size, where "
+              "it equals H), as if q were (B, T, K): divide by sqrt(K), the head width, q.shape[-1]")
 FOURTH_ROOT = ("scores divided by K^(1/4), the fourth root of the head width: sqrt(K) was passed to scale_scores, which "
                "takes the square root itself; pass it the head width, scale_scores(scores, q.shape[-1])")
 KEYS_MIXED = ("the keys mixed instead of the values, weighted_sum(weights, k): v is never used; the weights mix the "
@@ -169,6 +175,7 @@ def test_average_past(student):
     expect_cases(_average_case(fn, (2, 5, 3)), _average_case(fn, (7, 4)),           # (B, T, D), and (T, D) alone
                  _average_case(fn, (3, 4, 2), torch.float32),
                  hint="row i is the mean of rows 0..i along the position axis (-2), so any leading axes work")
+    expect_trainable(fn, (randn64(2, 5, 3, seed=70),), "average_past(x of shape (2, 5, 3))")
 
 
 def _causal_weights(T):
@@ -274,6 +281,8 @@ def test_attention_scores(student):
                  _scores_case(fn, _randn(2, 3, 5, 4, seed=1), _randn(2, 3, 7, 4, seed=2)),   # T = 5 queries, S = 7 keys
                  hint="every query against every key: turn only the last two axes of k, (..., T, K) times "
                       "(..., K, S) gives (..., T, S)")
+    expect_trainable(fn, (randn64(2, 3, 5, 4, seed=71), randn64(2, 3, 5, 4, seed=72)),
+                     "attention_scores(q, k of shape (2, 3, 5, 4))")
 
 
 def _scale_case(fn, scores, d_head):
@@ -302,6 +311,7 @@ def test_scale_scores_divides_by_sqrt_head_width(student):
                  _scale_case(fn, torch.tensor(6.0), 4),                         # one score, a 0-d tensor
                  _scale_case(fn, _randn(2, 2, 4, 4, seed=8, scale=3).float(), 4),  # (B, H, T, S) float32, as the model
                  _scale_case(fn, _randn(3, 4, seed=9), 12), _scale_case(fn, _randn(2, 3, 3, seed=10), 20))  # K not a square
+    expect_trainable(fn, (randn64(2, 5, 5, seed=73), 16), "scale_scores(scores of shape (2, 5, 5), d_head=16)")
 
 
 def _mask_case(fn, T, S=None):
@@ -457,6 +467,7 @@ def test_apply_causal_mask(student):
                     second=Second(lambda: fn(after), None, _raising_mask_mistakes(after)),
                     hint="the mask is (T, S), from the last two axes of the scores: T, S = scores.shape[-2:]")
     expect_cases(*(_apply_mask_case(fn, scores) for scores in inputs))
+    expect_trainable(fn, (randn64(2, 2, 3, 5, seed=74),), "apply_causal_mask(scores of shape (2, 2, 3, 5))")
 
 
 WHOLE_SUM = "normalised by the sum over the whole tensor: divide by each row's sum (dim=-1, keepdim=True)"
@@ -618,6 +629,8 @@ def test_weighted_sum_of_values(student):
     expect_cases(_any_weights_case(fn, _dropped_out(causal, seed=17), _randn(2, 5, 3, seed=18)),
                  _any_weights_case(fn, _randn(4, 6, seed=19).abs().float(), _randn(6, 2, seed=20).float()),
                  hint="out_i = Σ_j weights[i, j]·v_j, the plain sum: the weights need not sum to 1")
+    expect_trainable(fn, (torch.softmax(randn64(2, 4, 6, seed=75), dim=-1), randn64(2, 6, 3, seed=76)),
+                     "weighted_sum(weights (2, 4, 6), v (2, 6, 3))")
 
 
 # ----- attention end to end -----
@@ -643,7 +656,7 @@ def _attention_case(fn, q, k, v, **kwargs):
 def test_causal_attention(student):
     fn = student.piece("attention", "attention")
     expect_cases(_attention_case(fn, *_qkv()), _attention_case(fn, *_qkv(T=4, K=4, seed=7)),
-                 _attention_case(fn, *_qkv(T=5, K=4, seed=11)),        # T != K: sqrt(T) and sqrt(K) differ here too
+                 _attention_case(fn, *_qkv(T=5, K=4, seed=11, H=3)),   # T != K: sqrt(T) and sqrt(K) differ here too
                  hint=ATTENTION_HINT)
 
 
@@ -657,6 +670,8 @@ def test_attention_of_heads_as_the_model_gives_them(student):
     expect_cases(_attention_case(fn, *qkv(2, 3, 5, 4, seed=40), causal=True), _attention_case(fn, *cached),
                  _attention_case(fn, *qkv(1, 2, 6, 4, seed=50)), _attention_case(fn, *_qkv(T=3, S=6, seed=48)),
                  hint=ATTENTION_HINT)
+    expect_trainable(fn, tuple(_randn(2, 3, 5, 4, seed=40 + i) for i in range(3)),
+                     "attention(q, k, v of shape (2, 3, 5, 4))")
 
 
 @graded("attention.attention", points=1)

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.graded import expect_trainable
+from andrea_course.graded import expect_trainable, randn64
 from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
                                    expect_unchanged, graded, load_weights)
 from andrea_course import pieces
@@ -306,6 +306,7 @@ def _post_case(m, ref, x, ln, cache=False):
         swapped = ln(ref.ln1, h + ref.mlp(h))
         after_attn = ln(ref.ln1, x + ref.attn(x))
         stale = ln(ref.ln2, x + ref.mlp(after_attn))
+        mlp_of_input = ln(ref.ln2, after_attn + ref.mlp(x))
         twice = ln(ref.ln1, after_attn + ref.mlp(after_attn))
     call = (lambda: m(x, None)) if cache else (lambda: m(x))
     return Case(f"PostNormBlock(cfg)(x of shape {tuple(x.shape)}, {str(x.dtype)[6:]}{', cache=None' if cache else ''})",
@@ -316,7 +317,9 @@ def _post_case(m, ref, x, ln, cache=False):
                              "after the MLP is normalised by ln2, x = ln2(x + mlp(x))": twice,
                              "the MLP's residual adds to the block's input x instead of to the attention half's result: "
                              "the MLP reads h = ln1(x + attn(x)) but the sum is x + mlp(h), so attention drops out of "
-                             "the stream; the second sum is h + mlp(h)": stale})
+                             "the stream; the second sum is h + mlp(h)": stale,
+                             "the MLP reads the block's input x instead of the attention half's result: the sum is "
+                             "h + mlp(x) with h = ln1(x + attn(x)); the MLP must read h too, h + mlp(h)": mlp_of_input})
 
 
 @graded("block.PostNormBlock", points=1)
@@ -590,6 +593,8 @@ def test_dropout_zeroes_or_scales_each_element(student):
                         "the output widened to float32: a mask made float32 (.float(), torch.rand's default dtype) "
                         "multiplied into half-precision x gives float32; use the bool mask, or .to(x.dtype)"
                         if found == torch.float32 else None))
+    expect_trainable(student.piece("block", "dropout"), (randn64(4, 8, seed=77), 0.1, True),
+                     "dropout(x of shape (4, 8), p=0.1, training=True)")
 
 
 def _fraction(got):

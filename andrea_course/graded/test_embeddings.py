@@ -10,6 +10,7 @@ from andrea_course import ModelConfig
 from andrea_course.grading import (type_name, Case, Mismatch, Second, expect_cases, expect_close, expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
+from andrea_course.graded import expect_trainable, randn64
 
 V, D = 11, 6
 CFG = ModelConfig(vocab_size=13, context_length=8, d_model=6, n_layers=1, n_heads=2, d_ff=24)
@@ -72,6 +73,7 @@ def test_embed_lookup_reads_one_row_per_id(student):
     cases = _lookup_case(lookup, table, ids), _lookup_case(lookup, table2, ids2)
     _expect_runs_on(*cases, _raising_lookups(table, ids), _raising_lookups(table2, ids2), hint=LOOKUP_HINT)
     expect_cases(*cases, hint=LOOKUP_HINT)
+    expect_trainable(lookup, (table, ids), f"embed_lookup(table ({V}, {D}), ids of shape {tuple(ids.shape)})")
 
 
 SQUEEZED = ("axes of size one dropped (.squeeze()): a batch of one sequence, or a sequence of one token, keeps its "
@@ -128,6 +130,7 @@ def test_embed_onehot_equals_the_lookup(student):
                      hint="one-hot vectors as long as the vocabulary, (B, T, V) in the table's dtype, times the table")
         expect_true(got.dtype == table.dtype, f"{what}.dtype", f"dtype {got.dtype}, expected the table's {table.dtype}",
                     "cast the one-hot matrix to table.dtype before the product")
+    expect_trainable(onehot, inputs[0], f"embed_onehot(table ({V}, {D}), ids of shape {tuple(inputs[0][1].shape)})")
 
 
 NO_NUM_CLASSES = ("F.one_hot(ids) without num_classes: its width is max(ids) + 1, not V; "
@@ -217,6 +220,8 @@ def test_add_positions_from_zero(student):
     expect_true(isinstance(out, torch.Tensor) and out.requires_grad, "add_positions(tok, position_table that requires "
                 "grad)", "the output does not require grad: no gradient reaches the position table, so the positions "
                 "never learn", "add the rows as they are (no .detach(), .data or torch.no_grad())")
+    expect_trainable(add_positions, (tok.double(), table.detach().double()),
+                     "add_positions(tok (2, 4, 6), position_table (8, 6))")
 
 
 @graded("embeddings.add_positions", points=2)
@@ -300,6 +305,8 @@ def test_cosine_similarity(student):
              _cosine_case(cosine, *pairs))
     _expect_runs_on(cases[0], cases[3], _raising_cosines(u, v), _raising_cosines(*pairs), hint=hint)
     expect_cases(*cases, hint=hint)
+    expect_trainable(cosine, (randn64(3, 4, D, seed=78), randn64(3, 4, D, seed=79)),
+                     f"cosine_similarity(u, v of shape (3, 4, {D}))")
 
 
 NO_EPS = ("no guard against a zero vector: its length is 0, so u·v / (||u||·||v||) is 0/0 = NaN; divide by "

@@ -8,7 +8,7 @@ import torch
 
 from andrea_course import ANDREA, ModelConfig
 from andrea_course import pieces
-from andrea_course.graded import layer_mixups
+from andrea_course.graded import expect_trainable, layer_mixups
 from andrea_course.grading import Case, expect_cases, expect_runs, expect_true, graded, load_weights
 
 CFG = ModelConfig(vocab_size=19, context_length=12, d_model=12, n_layers=2, n_heads=3, d_ff=24)
@@ -189,6 +189,10 @@ def _lens_case(fn, student, cfg, seed, dtype=torch.float64):
         want = ENGINE.logit_lens(ref, stream)                           # (L + 1, B, T, V)
         mistakes = {"without the final norm: read each stream through model.ln_f first, as the model reads "
                     "its last": stream @ ref.output_weight().T,
+                    "the final norm applied to the last entry of the stream only, the earlier layers' entries read "
+                    "without it: the lens reads every entry as the model reads its last, through model.ln_f, "
+                    "model.ln_f(stream) @ model.output_weight().T":
+                        torch.cat([stream[:-1] @ ref.output_weight().T, want[-1:]]),
                     "only the last entry of the stream read out (stream[-1]), (B, T, V): read every entry, one "
                     "readout per layer, model.ln_f(stream) @ model.output_weight().T, (L + 1, B, T, V)": want[-1],
                     "softmax probabilities returned instead of the logits: the logit lens returns the logits "
@@ -270,6 +274,8 @@ def test_induction_scores(student):
                  _induction_case(fn, 1, 2, 3, 8, 4, seed=11, dtype=torch.float32),
                  hint="for queries t = period .. T - 1 the weight on key t - period + 1, averaged over the batch "
                       "and those queries: (L, H)")
+    expect_trainable(fn, (_random_patterns(2, 3, 4, 10, 9, torch.float64), 5),
+                     "induction_scores(weights of shape (2, 3, 4, 10, 10), period=5)")
 
 
 @graded("inside.induction_scores", points=1)

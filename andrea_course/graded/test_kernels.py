@@ -197,19 +197,23 @@ def test_gelu_kernel_half_precision(student):
 # ----- LayerNorm ------------------------------------------------------------------------
 
 def ln_with(x, w, b, eps, divisor=None, padding=0, ddof=0, eps_outside=False, mean_divisor=None, centred=True,
-            times_std=False):
+            times_std=False, var_of_raw=False, bias_first=False):
     """LayerNorm per row in float64 with the given slips: the reference and its mistakes.
     divisor: what the sums are divided by (D, or BLOCK_D by mistake; mean_divisor: the mean's
     alone); padding: lanes that add mean² each to the variance sum (not zeroed by tl.where);
     ddof 1: the unbiased variance; not centred: the raw x scaled, x·rstd (the statistics right);
-    times_std: rstd computed as sqrt(var + eps), so xc is multiplied by the spread (and stored so)."""
+    times_std: rstd computed as sqrt(var + eps), so xc is multiplied by the spread (and stored so);
+    var_of_raw: the variance summed over x², not xc² (used for y and stored so); bias_first: beta
+    added before the multiplication by gamma, (x̂ + β)·γ."""
     D = x.shape[-1]
     n = divisor or D
     mean = x.sum(-1, keepdim=True) / (mean_divisor or n)
-    sq = ((x - mean) ** 2).sum(-1, keepdim=True) + padding * mean ** 2
+    sq = ((x if var_of_raw else x - mean) ** 2).sum(-1, keepdim=True) + padding * mean ** 2
     var = sq / (n - ddof)
     xc = x - mean if centred else x
     y = xc / (var.sqrt() + eps) if eps_outside else xc * (var + eps).sqrt() if times_std else xc / (var + eps).sqrt()
+    if bias_first and b is not None:
+        y, b = y + b, None
     y = y * w
     rstd = (var + eps).sqrt() if times_std else 1 / (var + eps).sqrt()
     return (y + b if b is not None else y), mean.squeeze(-1), rstd.squeeze(-1)
@@ -232,6 +236,8 @@ def ln_mistakes(x, w, b, eps):
         "y = xc * rstd * gamma (+ beta)": ln_with(x, w, b, eps, centred=False),
         "forgot gamma (the weight)": ln_with(x, torch.ones_like(w), b, eps),
         RSTD_AS_STD: ln_with(x, w, b, eps, times_std=True),
+        VAR_OF_RAW: ln_with(x, w, b, eps, var_of_raw=True),
+        **({BIAS_FIRST: ln_with(x, w, b, eps, bias_first=True)} if b is not None else {}),
         **({"the shift loaded from w_ptr instead of b_ptr: gamma was added where beta belongs, y = x̂·γ + γ; load "
             "the bias from b_ptr + cols": ln_with(x, w, w, eps)} if b is not None else {}),
         **({"the bias added although HAS_BIAS is False: without a bias the launcher passes the weight as b_ptr, "
@@ -245,6 +251,18 @@ NOT_STORED = ("{0} never stored: every entry is still the NaN the launcher start
               "with tl.store({0}_ptr + ...)")
 STATS_SWAPPED = ("the mean and rstd stored at each other's pointers: the mean goes to mean_ptr + row, 1 / sqrt(var + eps) "
                  "to rstd_ptr + row")
+VAR_OF_RAW = ("the variance taken over the raw row, tl.sum(x * x) / D, instead of over the centred one: that is the "
+              "mean square, the variance plus mean², so rstd (used for y, and saved) is too small wherever the row's "
+              "mean is not 0; square the centred row, var = tl.sum(xc * xc, axis=0) / D with xc = x - mean, its "
+              "padding lanes zeroed")
+BIAS_FIRST = ("beta added before multiplying by gamma, so beta gets scaled too: (x̂ + β)·γ = x̂·γ + β·γ; multiply by "
+              "gamma first, then add beta: y = xc * rstd * gamma + beta")
+MEAN_OF_CENTRED = ("the saved mean is about 0: it is the mean of the centred row xc = x - mean, which is 0 by "
+                   "construction, not the row's own mean; store the mean you subtracted, tl.sum(x, axis=0) / D, at "
+                   "mean_ptr + row")
+MEAN_OF_CENTRED_PADDED = ("the saved mean is the mean of the centred row x - mean, summed with its padding lanes "
+                          "(each -mean, since they were loaded as 0), not the row's own mean; store the mean you "
+                          "subtracted, tl.sum(x, axis=0) / D, at mean_ptr + row")
 
 
 def _ln_cases(layer_norm, x, w, b, eps, what):
@@ -265,10 +283,18 @@ def _ln_cases(layer_norm, x, w, b, eps, what):
     unstored = lambda t: torch.full_like(t, float("nan"))                  # noqa: E731 (the launcher's start)
     return (Case(f"{what}: y", part(0), want_y.to(x.dtype),
                  {**{k: v[0].to(x.dtype) for k, v in mistakes.items()}, NOT_STORED.format("y"): unstored(want_y)}),
-            Case(f"{what}: the saved mean", part(1), mean, {STATS_SWAPPED: rstd, NOT_STORED.format("mean"): unstored(mean)}),
+            Case(f"{what}: the saved mean", part(1), mean, {STATS_SWAPPED: rstd, NOT_STORED.format("mean"): unstored(mean),
+                                                            **_mean_of_centred(mean, x.shape[-1])}),
             Case(f"{what}: the saved rstd", part(2), rstd,
                  {**{k: v[2].reshape(-1).float() for k, v in mistakes.items()}, STATS_SWAPPED: mean, RSTD_AS_STD: 1 / rstd,
                   NOT_STORED.format("rstd"): unstored(rstd)}))
+
+
+def _mean_of_centred(mean, D):
+    """{mistake: the saved mean} when the mean of the centred row x - mean was saved: 0, or with the
+    BLOCK_D - D padding lanes (each 0 - mean) in its sum, -(BLOCK_D - D)·mean / D."""
+    pad = (1 << (D - 1).bit_length()) - D
+    return {MEAN_OF_CENTRED: torch.zeros_like(mean), **({MEAN_OF_CENTRED_PADDED: -pad * mean / D} if pad else {})}
 
 
 def check_layer_norm(student, first, second):
@@ -352,6 +378,15 @@ ONE_PAST = ("one element past the end of each row: the store's mask let lane n_c
             "each row also wrote into the next row's first element, and the last row past the end of y; the row's "
             "lanes are 0 .. n_cols - 1: mask = cols < n_cols")
 NO_STORE_MASK = "missing mask on the store: the padding lanes of each row write past its end"
+EXP2_NO_LOG2E = ("tl.exp2 without the factor log2(e): 2^(x - max) is a softmax in base 2, the natural softmax of "
+                 "x·ln(2), flatter than the one asked for; exp(z) = tl.exp2(z * log2(e)) with log2(e) = "
+                 "1.4426950408889634, or plain tl.exp(z)")
+EXP2_LOG2E_TWICE = ("the factor log2(e) used once too often: tl.exp(z * log2(e)), or tl.exp2 with z multiplied by "
+                    "log2(e) twice, is exp(z·log2(e)), the softmax of x·log2(e), sharper than the one asked for; "
+                    "the factor belongs with tl.exp2 alone, once: tl.exp2(z * log2(e)), or plain tl.exp(z)")
+EXP2_LOG2E_INVERTED = ("tl.exp2 with z divided by log2(e) (or multiplied by ln(2)) instead of multiplied by "
+                       "log2(e): 2^(z·ln 2) is the softmax of x·ln(2)², flatter than the one asked for; "
+                       "exp(z) = tl.exp2(z * log2(e)) with log2(e) = 1.4426950408889634")
 
 
 def call_softmax(softmax, x):
@@ -378,7 +413,10 @@ def softmax_mistakes(x):
     x64 = x.double()
     e32 = x.float().exp()                                  # fp32, as the kernel computes: overflows above 88.7
     out = {NO_MAX: (e32 / e32.sum(-1, keepdim=True)).to(x.dtype),
-           NOT_NORMALISED: (x64 - x64.amax(-1, keepdim=True)).exp().to(x.dtype)}
+           NOT_NORMALISED: (x64 - x64.amax(-1, keepdim=True)).exp().to(x.dtype),
+           **{name: torch.softmax(x64 * c, -1).to(x.dtype)           # exp2 with its factor log2(e) slipped
+              for name, c in ((EXP2_NO_LOG2E, math.log(2)), (EXP2_LOG2E_TWICE, math.log2(math.e)),
+                              (EXP2_LOG2E_INVERTED, math.log(2) ** 2))}}
     if triton.next_power_of_2(n) != n:
         out[PAD_ZERO] = torch.softmax(F.pad(x64, (0, triton.next_power_of_2(n) - n)), -1)[..., :n].to(x.dtype)
     rows = x.numel() // n
@@ -886,6 +924,10 @@ TAIL_UNMASKED = ("a tail tile without its mask: the last key tile runs past S, a
                  "after the end of v; load k and v with mask=cols < S")
 V_FROM_K = "the values loaded from k_ptr: acc sums p @ k, the keys; load the value tile from v_ptr"
 FA_PAST = "the last query block stored past T: its stores need mask=rows < T"
+FA_PAST_DIMS = ("o stored with mask=rows < T alone, without dims < K: K is narrower than the tile's BLOCK_K columns, so "
+                "each row's padding columns K .. BLOCK_K - 1 were written over the start of the next row of o, and the "
+                "last row's past the end of o; mask the store as the load of q is, "
+                "(rows[:, None] < T) & (dims[None, :] < K)")
 ALL_NAN = ("every row NaN from the first key tile on, where the running max m is still -inf: there the rescale factor "
            "must be alpha = exp(m - m_new) = exp(-inf) = 0; written the other way round, exp(m_new - m), it is inf, and "
            "inf·0 = NaN (likewise p = exp(s - m_new) takes the new max: exp(s - m) with m = -inf is inf)")
@@ -901,6 +943,12 @@ ACC_NOT_DIVIDED = ("acc stored without dividing by l: the output is the sum of e
 KV_HEADS_BY_T = ("each head's keys and values found at bh·T·K, the queries' head stride: the keys and values hold S "
                  "positions per head, so with a cache (S > T) every head after the first (bh counts the heads of "
                  "every sequence) read another one's keys and values; offset them by bh·S·K")
+K_HEADS_BY_T = ("each head's keys found at bh·T·K, the queries' head stride (the values at bh·S·K, rightly): the keys "
+                "hold S positions per head, so with a cache (S > T) every head after the first (bh counts the heads of "
+                "every sequence) scored its queries against another one's keys; offset k by bh·S·K, as v")
+V_HEADS_BY_T = ("each head's values found at bh·T·K, the queries' head stride (the keys at bh·S·K, rightly): the "
+                "values hold S positions per head, so with a cache (S > T) every head after the first (bh counts the "
+                "heads of every sequence) averaged another one's values; offset v by bh·S·K, as k")
 FIRST_SEQUENCE_ONLY = ("only the first sequence of the batch computed: its o and lse are right and the others' were "
                        "never stored (still NaN), as when the launch grid's second axis is H instead of B * H (one "
                        "program per query block of each head of each sequence): grid = (triton.cdiv(T, BLOCK_M), B * H)")
@@ -912,21 +960,22 @@ M_FROM_ZERO = ("the running max started at 0 instead of -inf: a row whose scores
 def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"), offset=True, diagonal=True,
                 strict=False, lse_scaled=True, scale=None, scale_output=False, tail_masked=True, lse_max=True,
                 alpha_inverted=False, m_start=-math.inf, normalised=True, kv_head_rows=None, max_kept=True,
-                bound_offset=True):
+                bound_offset=True, head_rows_of=("k", "v")):
     """The tiled online softmax of the kernel in float64, each typical slip switchable: the reference
     and its mistakes. q (B, H, T, K), k, v (B, H, S, K) -> (o (B, H, T, K), lse (B, H, T)).
     alpha_inverted: alpha = exp(m_new - m); m_start: the running max's first value (0 by mistake: then
     the exponentials are rounded to fp32, as the kernel computes them, so that those far below 0 underflow);
     bound_offset: the key loop runs to start + first + BLOCK_M (else first + BLOCK_M); normalised: o = acc / l
     (else acc); max_kept: m = m_new after each tile (else m keeps its start); kv_head_rows: head h's keys and values read from row h·kv_head_rows
-    of the flat (B·H·S, K) tensors (the kernel's bh·T·K for bh·S·K when it is T)."""
+    of the flat (B·H·S, K) tensors (the kernel's bh·T·K for bh·S·K when it is T); head_rows_of: which of the two
+    ("k", "v") are read so (the other at its own head's rows)."""
     B, H, T, K = q.shape
     S = k.shape[2]
     sm_scale = 1 / math.sqrt(K) if scale is None else scale
     q, k, v = (t.double().reshape(B * H, -1, K) for t in (q, k, v))
     if kv_head_rows is not None:
         k, v = (torch.stack([t.reshape(-1, K)[h * kv_head_rows:h * kv_head_rows + S] for h in range(B * H)])
-                for t in (k, v))
+                if name in head_rows_of else t for name, t in (("k", k), ("v", v)))
     o, lse = torch.empty_like(q), torch.empty(B * H, T, dtype=torch.float64)
     for first in range(0, T, block_m):
         rows = torch.arange(first, min(T, first + block_m))
@@ -959,7 +1008,27 @@ def flash_mistakes(q, k, v, start):
             NO_SCALE: dict(scale=1.0), TAIL_UNMASKED: dict(tail_masked=False), ALL_NAN: dict(alpha_inverted=True),
             M_FROM_ZERO: dict(m_start=0.0), ACC_NOT_DIVIDED: dict(normalised=False), MAX_NOT_KEPT: dict(max_kept=False),
             SCALE_BY_K: dict(scale=1.0 / K), **({BOUND_WITHOUT_START: dict(bound_offset=False)} if start else {}),
-            **({KV_HEADS_BY_T: dict(kv_head_rows=q.shape[2])} if k.shape[2] != q.shape[2] else {})}
+            **({name: dict(kv_head_rows=q.shape[2], head_rows_of=which)
+                for name, which in ((KV_HEADS_BY_T, ("k", "v")), (K_HEADS_BY_T, ("k",)), (V_HEADS_BY_T, ("v",)))}
+               if k.shape[2] != q.shape[2] else {})}
+
+
+FA_GUARD = 64                    # the checking launcher's NaN after o and after lse: the most it counts past each
+
+
+def _store_mask_mistake(past: int, T: int, K: int, block_m: int = 16) -> str | None:
+    """The store mask the launcher's count of elements written past the end of o and lse shows missing:
+    the rows mask (o's store or lse's; o's dims mask may be missing as well) or o's dims mask alone;
+    None when neither gives that count. The count is where the last head's last query block lands: its
+    rows T .. past the last full block, or its last row's padding columns K .. BLOCK_K - 1."""
+    block_k = max(16, triton.next_power_of_2(K))
+    extra = -T % block_m                                  # the last query block's rows past T
+    o = [(FA_PAST, 0), (FA_PAST, extra * K)]              # o's rows masked or not ...
+    if block_k != K:                                      # ... and where K leaves padding columns, its dims
+        o += [(FA_PAST_DIMS, block_k - K), (FA_PAST, (extra - 1) * K + block_k if extra else 0)]
+    found = {FA_PAST if n_lse else name for name, n_o in o for n_lse in (0, extra)
+             if (n_o or n_lse) and min(n_o, FA_GUARD) + min(n_lse, FA_GUARD) == past}
+    return found.pop() if len(found) == 1 else None
 
 
 def call_flash(flash_attention, q, k, v, start):
@@ -971,7 +1040,7 @@ def call_flash(flash_attention, q, k, v, start):
             raise
         raise Mismatch("flash_attention(q, k, v)", f"the kernel wrote {past} element{'s' * (past != 1)} past the "
                        f"end of o or lse (T = {q.shape[2]})", "mask every store with rows < T (and dims < K)",
-                       mistake=FA_PAST) from None
+                       mistake=_store_mask_mistake(past, q.shape[2], q.shape[3])) from None
 
 
 def _short_alike(outs) -> bool:
@@ -1003,8 +1072,9 @@ def _flash_cases(flash_attention, q, k, v, start, what, outs, merged):
             return out[i] if isinstance(out, (tuple, list)) and len(out) == 2 else out
         return got
 
-    def differing(i, want):     # in lse, the scale on o is the unscaled one and acc alone rescaled is no rescale
-        return {n: o[i].float() for n, o in outs.items() if not (i == 1 and n in (SCALE_ON_OUTPUT, ACC_ONLY_RESCALED))
+    def differing(i, want):     # in lse, the scale on o is the unscaled one, acc alone rescaled is no rescale, and
+        return {n: o[i].float() for n, o in outs.items()    # the keys alone at bh·T·K are the keys and values there
+                if not (i == 1 and n in (SCALE_ON_OUTPUT, ACC_ONLY_RESCALED, K_HEADS_BY_T))
                 and not torch.allclose(o[i], want, atol=1e-6, rtol=1e-5, equal_nan=True)}
     return (Case(f"{what}: o", part(0), want_o.float(), differing(0, want_o)),
             Case(f"{what}: lse", part(1), want_lse.float(), differing(1, want_lse)))

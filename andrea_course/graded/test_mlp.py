@@ -87,6 +87,7 @@ def test_gelu_erf(student):
     expect_runs(lambda: fn(X), f"gelu_erf(x of shape {tuple(X.shape)}, float64)", mistakes=raising(X),
                 second=Second(lambda: fn(X2), None, raising(X2)), hint="torch.erf works on every element of a tensor")
     expect_cases(_erf_case(fn, X), _erf_case(fn, X2))
+    expect_trainable(fn, (X,), f"gelu_erf(x of shape {tuple(X.shape)})")
 
 
 # ----- the slope of the exact GELU: d/dx [x·Phi(x)] = Phi(x) + x·phi(x) -----

@@ -13,7 +13,7 @@ from andrea_course import ANDREA, ModelConfig
 from andrea_course.grading import (type_name, Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
-from andrea_course.graded import expect_trainable, expect_slot_called, layer_mixups
+from andrea_course.graded import expect_trainable, randn64, expect_slot_called, layer_mixups
 
 ref_rms_norm = pieces.module("modern").rms_norm
 
@@ -41,6 +41,8 @@ ABS_MEAN = ("divided by the mean absolute value, mean(|x|), instead of the root 
             "average, then take the square root, x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)")
 MULTIPLIED_BY_RMS = ("multiplied by the root mean square instead of dividing by it (torch.sqrt where torch.rsqrt "
                      "belongs): x / sqrt(mean(x²) + eps), that is x * torch.rsqrt(mean(x²) + eps)")
+ONE_PLUS_GAMMA = ("scaled by (1 + weight), Gemma's convention, where its weight starts at zeros: this RMSNorm's "
+                  "weight starts at ones and multiplies the normalised x as it is, y * weight")
 
 
 def _rms_norm_mistakes(x, w, eps=1e-5):
@@ -57,6 +59,7 @@ def _rms_norm_mistakes(x, w, eps=1e-5):
         "forgot gamma (weight): multiply the normalised x by weight": _rms_over(x, torch.ones_like(w), eps),
         "added gamma instead of multiplying by it: y * weight, RMSNorm has no bias": _rms_over(x, torch.ones_like(w), eps) + w,
         "applied gamma before normalising: normalise x first, then multiply by weight": _rms_over(x * w, torch.ones_like(w), eps),
+        ONE_PLUS_GAMMA: _rms_over(x, 1 + w, eps),
         "eps outside the square root: x / sqrt(mean(x²) + eps)": x / (_ms(x).sqrt() + eps) * w,
         "forgot eps: x / sqrt(mean(x²) + eps)": x * torch.rsqrt(_ms(x)) * w,
         MULTIPLIED_BY_RMS: x * torch.sqrt(_ms(x) + eps) * w,
@@ -122,6 +125,8 @@ def test_rmsnorm_does_not_center(student):
     expect_cases(_direction_case(rms_norm, torch.tensor([[3.0, 4.0]], dtype=torch.float64)),
                  _direction_case(rms_norm, 5.0 + _randn(3, 7, 16, seed=1)),       # a large common offset
                  hint="RMSNorm keeps the direction of x; only the scale changes", **LOOSE)
+    expect_trainable(rms_norm, (randn64(3, 7, 16, seed=80), 1 + randn64(16, seed=81), 1e-5),
+                     "rms_norm(x of shape (3, 7, 16), weight)")
 
 
 def _rms_case(rms_norm, x, eps_given=True):
@@ -143,6 +148,7 @@ def _rms_case(rms_norm, x, eps_given=True):
                 "1/sqrt(D)": of(x * torch.rsqrt(x.pow(2).sum(dim=-1, keepdim=True) + 1e-5)),
                 MULTIPLIED_BY_RMS: of(x * torch.sqrt(_ms(x) + 1e-5)),
                 ABS_MEAN: of(x / (x.abs().mean(dim=-1, keepdim=True) + 1e-5)),
+                ONE_PLUS_GAMMA: of(_rms_over(x, 2 * ones)),
                 "divided by the standard deviation (the mean taken away before squaring, as LayerNorm does): "
                 "RMSNorm divides x by sqrt(mean(x²)), with no mean subtracted anywhere":
                     of(x * torch.rsqrt(x.var(dim=-1, unbiased=False, keepdim=True) + 1e-5))}
@@ -180,7 +186,8 @@ def _gamma_case(rms_norm, x, w):
                 None, {"forgot gamma (weight): multiply the normalised x by weight": y1,
                        "added gamma instead of multiplying by it: y * weight, RMSNorm has no bias": y1 + w,
                        "applied gamma before normalising: normalise x first, then multiply by weight":
-                           _rms_over(x * w, ones)}), scaled_by_gamma
+                           _rms_over(x * w, ones),
+                       ONE_PLUS_GAMMA: y1 * (1 + w)}), scaled_by_gamma
 
 
 @graded("modern.rms_norm", points=2)
@@ -322,7 +329,8 @@ def test_swiglu_worked_example(student):
 @graded("modern.swiglu", points=1)
 def test_swiglu_matches_reference(student):
     fn = student.piece("modern", "swiglu")
-    expect_trainable(fn, (3 * _randn(2, 5, 12, seed=9), _randn(2, 5, 12, seed=10)), "swiglu(gate, up of shape (2, 5, 12))")
+    expect_trainable(fn, (3 * _randn(2, 5, 12, seed=9), _randn(2, 5, 12, seed=10)),
+                     "swiglu(gate, up of shape (2, 5, 12))")
     f32 = lambda *shape, seed: _randn(*shape, seed=seed, dtype=torch.float32)
     expect_cases(_swiglu_case(fn, 3 * _randn(2, 5, 12, seed=9), _randn(2, 5, 12, seed=10)),
                  _swiglu_case(fn, 2 * f32(4, 6, seed=19), f32(4, 6, seed=20)),
@@ -624,6 +632,12 @@ def _frequency_cases(fn, K, T, theta):
             wrong(_angles(K, T, theta, exponent=-2.0)),
         "the exponent divided by K/2 instead of K, theta^(-2i/(K/2)) = theta^(-4i/K): the frequencies fall twice as "
         "fast; pair i turns at theta^(-2i/K), torch.arange(0, K, 2) / K": wrong(_angles(K, T, theta, exponent=4.0)),
+        "the angles duplicated to (T, K), torch.cat([angles, angles], dim=-1), as Hugging Face's rotary tables are "
+        "for its rotate_half: this course's apply_rope takes (T, K/2) tables, one angle per pair of features; "
+        "return the cos and sin of the (T, K/2) angles": wrong(torch.cat([a, a], dim=-1)),
+        "each angle repeated twice, angles.repeat_interleave(2, dim=-1), giving (T, K) tables: this course's apply_rope "
+        "takes (T, K/2) tables, one angle per pair of features; return the cos and sin of the (T, K/2) angles":
+            wrong(a.repeat_interleave(2, dim=-1)),
     }
     out = {}
     call = lambda i: lambda: _pair(fn(K, T, theta), what)[i]
@@ -725,6 +739,8 @@ def test_apply_rope_turns_each_pair_of_features(student):
     expect_close(apply_rope(xs, a.cos().float(), a.sin().float(), 0), _turn(xs.double(), a[:5]).float(),
                  "apply_rope(x: a float32 (2, 3, 5, 8) view of a (2, 5, 3, 8) tensor, float32 cos, sin)",
                  hint="work on x's last axis by indexing (halves of K); a transposed view cannot be .view()-ed")
+    expect_trainable(apply_rope, (x, a.cos(), a.sin(), 0),
+                     f"apply_rope(x of shape {tuple(x.shape)}, cos, sin, start=0)")
 
 
 @graded("modern.apply_rope", points=2)
@@ -904,6 +920,8 @@ def test_rope_attention_with_and_without_a_cache(student):
         out32 = rope_attention(q32, *f32[1:])
         expect_close(out32[0] if isinstance(out32, (tuple, list)) else out32, want32,
                      f"rope_attention(float32 q ({how}), k, v of 5 positions, no cache)[0]")
+    expect_trainable(rope_attention, (q, k, v, cos, sin, k[..., :0, :], v[..., :0, :]),
+                     f"rope_attention(q, k, v of shape {(B, H, T, K)}, cos, sin, an empty cache)")
 
 
 # ----------------------------------------------------------------------------- RMSNorm: keepdim

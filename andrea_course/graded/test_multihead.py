@@ -1,6 +1,7 @@
 """Graded tests, activity 6 · Multi-head attention: split D = H·K into heads, attend in
 parallel, concatenate, mix with W_O."""
 import copy
+import re
 import math
 
 import torch
@@ -9,7 +10,7 @@ import torch.nn.functional as F
 from andrea_course import ModelConfig
 from andrea_course.grading import Case, Mismatch, Second, expect_cases, expect_close, expect_runs, graded, load_weights
 from andrea_course import ops, pieces
-from andrea_course.graded import expect_slot_called, layer_mixups
+from andrea_course.graded import expect_slot_called, expect_trainable, randn64, layer_mixups
 
 B, T, H, K = 2, 5, 3, 4
 D = H * K
@@ -43,6 +44,7 @@ def _split_case(fn, shape, n_heads, strided=False):
 def test_split_heads(student):
     fn = student.piece("multihead", "split_heads")
     expect_cases(_split_case(fn, (B, T, D), H), _split_case(fn, (3, 4, 8), 2), _split_case(fn, (2, 3, 12), 4, strided=True))
+    expect_trainable(fn, (randn64(B, T, D, seed=83), H), f"split_heads(x of shape {(B, T, D)}, {H})")
 
 
 UNPACKED_AS_BTHK = ("y.shape unpacked as B, T, H, K = y.shape, but y is (B, H, T, K): T and H swap names, so the "
@@ -77,6 +79,7 @@ def test_merge_heads(student):
                  _merge_case(fn, (2, 2, 4, 3), torch.float32, strided=True),
                  hint="transpose(1, 2) back to (B, T, H, K), then merge the last two axes: after a transpose the "
                       "memory is not in that order, so use .reshape (or .contiguous().view)")
+    expect_trainable(fn, (randn64(B, H, T, K, seed=82),), f"merge_heads(x of shape {(B, H, T, K)})")
 
 
 def _mha_case(cfg, seed=4, T_=T):
@@ -124,6 +127,8 @@ def _mha_outputs(ref, x, cfg):
                 source=lambda part: f"the {'first second third'.split()['qkv'.index(part)]} part of the split",
                 why_unused="",
                 fix="the projection gives q first, then k, then v: q, k, v = self.qkv(x).split([H·K, G·K, G·K], -1)"))
+            per_head = ref.qkv(x).view(B_, T_, Hq, 3 * Kh).transpose(1, 2).split(Kh, dim=-1)   # (B, H, T, K) x3
+            mistakes[PER_HEAD_TRIPLES] = ref.proj(merge(sdpa(*per_head)))
         if G != Hq:
             mistakes["key/value heads tiled (repeat) instead of interleaved: query head h uses kv head "
                      "h // (H/G); use repeat_kv"] = ref.proj(merge(sdpa(heads(q, Hq), rep(heads(k, G), "tile"),
@@ -131,6 +136,9 @@ def _mha_outputs(ref, x, cfg):
     return want, mistakes
 
 
+PER_HEAD_TRIPLES = ("the fused projection read as one [q | k | v] triple per head (Megatron's layout): self.qkv "
+                    "gives all the queries first, then all the keys, then all the values, so split it at "
+                    "[H·K, G·K, G·K] before splitting each part into heads")
 RESIDUAL_INSIDE = ("x added to the output, a residual connection inside the attention: the block adds the residual, "
                    "x + attn(ln1(x)), so here it would count twice; MultiHeadAttention returns self.proj(...) alone")
 MHA_HINT = ("split q, k and v into heads with view and transpose, causal attention in every head, merge the "
@@ -245,6 +253,24 @@ REPEATED_FIRST = ("repeat_kv before the cache: cache.update(k, v) first (G heads
                   "H heads")
 
 
+SPLIT_IN_H = ("the keys and values split into H heads (of width G·K/H) like the queries: they come out of the "
+              "projection as G = n_kv_heads heads of width K, view them as (B, T, G, K)")
+
+
+def _refused_by_the_cache(message: str, cfg) -> str | None:
+    """The mistake a KV cache's refusal shows, read from the shape of k it was given: G heads
+    repeated to H before the cache, or k split into H heads of width G·K/H; else None."""
+    found = re.search(r"got k of shape \((\d+), (\d+), (\d+), (\d+)\)", message)
+    if found is None or cfg.kv_heads == cfg.n_heads:
+        return None
+    heads, width = int(found.group(2)), int(found.group(4))
+    if heads == cfg.n_heads and width == cfg.d_head:
+        return REPEATED_FIRST
+    if heads == cfg.n_heads and width * cfg.n_heads == cfg.kv_heads * cfg.d_head:
+        return SPLIT_IN_H
+    return None
+
+
 def _two_parts(student, m, ref, x, cfg, first: int):
     """(the learner's module fed x[:, :first] then the rest through a fresh cache: the calls, the
     right output for the rest, and the output if the cache is skipped)."""
@@ -290,7 +316,7 @@ def check_with_cache(student, cfg, what, dtype=torch.float64):
                 raise
             raise Mismatch(what, f"the cache refused what it was given: {exc}",
                            "the cache holds the G key/value heads as they come out of the projection",
-                           mistake=REPEATED_FIRST) from None
+                           mistake=_refused_by_the_cache(str(exc), cfg)) from None
 
         def second():
             prefill2()
@@ -398,6 +424,8 @@ def test_head_entropy(student):
         cases.append(_entropy_case(head_entropy, w, f"head_entropy(weights of shape {(Bw, Hw, T_, S_)}, "
                                                     f"{str(dtype)[6:]}, the future at weight 0)"))
     expect_cases(*cases, hint=ENTROPY_HINT)
+    expect_trainable(head_entropy, (torch.softmax(randn64(2, 4, 6, 6, seed=66), dim=-1),),
+                     "head_entropy(weights of shape (2, 4, 6, 6))")
 
 
 def _sharp_and_even(T_, sharp_key):

@@ -157,7 +157,8 @@ def _torch_adamw(param, grads, lr, betas, eps, weight_decay):
 def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct="mv", decoupled=True,
                     decay_times_lr=True, eps_inside=False, v_of_g=False, swapped="", from_zero=False,
                     return_hats=False, root=True, m_v_returned_swapped=False, power_of_one_minus=False,
-                    m_weights_swapped=False, ascent=False, times_not_power="", l2_too=False, one_behind=False):
+                    m_weights_swapped=False, ascent=False, times_not_power="", l2_too=False, one_behind=False,
+                    decay_after=False, eps_hat=False):
     """The update as a typical mistake computes it: [(param, m, v) after each step].
 
     correct: which of the running means are bias-corrected ("mv" both, "m" or "v" one, "" neither);
@@ -167,7 +168,9 @@ def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct="mv",
     fed back as m and v swapped; power_of_one_minus: the correction divides by (1 - beta)^step;
     m_weights_swapped: m = beta1·g + (1 - beta1)·m; ascent: the step added, not subtracted;
     times_not_power: which corrections ("m", "mv") divide by 1 - beta·step instead of 1 - beta^step;
-    l2_too: the decay added to the gradient as well as decoupled; one_behind: corrected with beta^(step - 1)."""
+    l2_too: the decay added to the gradient as well as decoupled; one_behind: corrected with beta^(step - 1);
+    decay_after: the weights decayed after the step, the update shrunk with them; eps_hat: the bias
+    corrections folded into the step size, eps added to sqrt(v) before v's correction divides it."""
     (b1, b2), p = betas, param.clone()
     c1, c2 = b1, b2                                                   # the betas of the bias correction
     if swapped:
@@ -184,10 +187,14 @@ def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct="mv",
         v_hat = v / (1 - (c2 * n if "v" in times_not_power else c2 ** n)) if "v" in correct else v
         if power_of_one_minus:
             m_hat, v_hat = m / (1 - c1) ** n, v / (1 - c2) ** n
-        if decoupled:
-            p = p - (lr * weight_decay if decay_times_lr else weight_decay) * p
-        p = p - (-1 if ascent else 1) * lr * m_hat / ((v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps if root
-                                                      else v_hat + eps)
+        decay = (lr * weight_decay if decay_times_lr else weight_decay) if decoupled else 0.0
+        p = p if decay_after else p - decay * p
+        if eps_hat:                                   # lr·sqrt(1 - beta2^t)/(1 - beta1^t)·m / (sqrt(v) + eps)
+            p = p - lr * math.sqrt(1 - c2 ** n) / (1 - c1 ** n) * m / (v.sqrt() + eps)
+        else:
+            p = p - (-1 if ascent else 1) * lr * m_hat / ((v_hat + eps).sqrt() if eps_inside else v_hat.sqrt() + eps
+                                                          if root else v_hat + eps)
+        p = p - decay * p if decay_after else p
         if return_hats:
             m, v = m_hat, v_hat
         if m_v_returned_swapped:
@@ -233,6 +240,13 @@ MISTAKES = {
     "step averages and corrects again": dict(return_hats=True),
     "the running mean's weights swapped, m = beta1·g + (1 - beta1)·m: it keeps 90% of the new gradient and 10% of "
     "the history; m = beta1·m + (1 - beta1)·g": dict(m_weights_swapped=True),
+    "weight decay applied after the Adam step, to the updated weights: (param - lr·m̂/(sqrt(v̂) + eps))·"
+    "(1 - lr·weight_decay) shrinks the step too; decay the old weights first, param·(1 - lr·weight_decay), "
+    "then subtract lr·m̂/(sqrt(v̂) + eps)": dict(decay_after=True),
+    "eps added to sqrt(v) before the bias correction (the bias correction folded into the step size, "
+    "lr·sqrt(1 - beta2^step)/(1 - beta1^step)·m/(sqrt(v) + eps), the 'epsilon hat' form): against the "
+    "corrected sqrt(v̂) that eps weighs 1/sqrt(1 - beta2^step) times more, so in the first steps small gradients "
+    "take smaller steps; add eps to the corrected root: lr·m̂/(sqrt(v̂) + eps)": dict(eps_hat=True),
     "the step added instead of subtracted (param + lr·m̂/...): that is gradient ascent, uphill; the update is "
     "param - lr·m̂ / (sqrt(v̂) + eps)": dict(ascent=True),
     "m's bias correction divides by 1 - beta1·step instead of 1 - beta1^step (* for **): from step 2 on that is "
@@ -334,8 +348,8 @@ def test_adamw_first_step_moves_every_weight_by_about_lr(student):
     grad = torch.tensor([1e-3, -1e-2, 0.1, -1.0, 10.0, -100.0, 1e3], dtype=torch.float64)
     first = (torch.zeros(7, dtype=torch.float64), [grad], 0.01, (0.9, 0.999), 1e-8, 0.0,
              "the first step from 0 with gradients from 1e-3 to 1e3 (no weight decay)")
-    other = (torch.ones(5, dtype=torch.float64), [torch.tensor([2e-3, -0.5, 4.0, -30.0, 500.0], dtype=torch.float64)],
-             0.05, (0.8, 0.99), 1e-8, 0.0, "the first step from 1 with gradients from 2e-3 to 500 (no weight decay)")
+    other = (torch.ones(6, dtype=torch.float64), [torch.tensor([2e-5, 2e-3, -0.5, 4.0, -30.0, 500.0], dtype=torch.float64)],
+             0.05, (0.8, 0.99), 1e-8, 0.0, "the first step from 1 with gradients from 2e-5 to 500 (no weight decay)")
     _run_adamw(student, first, other)
 
 

@@ -370,10 +370,8 @@ def type_name(value) -> str:
     """The type of a value as the learner wrote it: for a learner's object kept in the worker (a
     proxy), its own type there."""
     from ..worker.client import Proxy
-    if isinstance(value, Proxy):
-        return object.__getattribute__(value, "_kind")
-    cls = type(value)
-    return f"{cls.__module__}.{cls.__name__}" if cls.__module__.startswith("torch.") else cls.__name__
+    from ..worker.wire import kind_of
+    return object.__getattribute__(value, "_kind") if isinstance(value, Proxy) else kind_of(value)
 
 
 def _shown(value, limit: int = 200) -> str:

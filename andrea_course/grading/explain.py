@@ -13,6 +13,7 @@ for. None when the error is not one it knows: the runners then show the error as
 """
 from __future__ import annotations
 
+import ast
 import os
 import re
 import traceback
@@ -43,6 +44,9 @@ def explain(exc: BaseException, code: str | None = None) -> str | None:
         code = _worker_line(exc)
     if code is None and not _FROM_WORKER.search(text):      # a worker's error: this process's frames are the grader's
         code = learner_line(exc)
+    said = _kept_between_calls(kind, text, code or "", exc)
+    if said:
+        return said
     for rule in _RULES:
         said = rule(kind, text, code or "")
         if said:
@@ -69,14 +73,36 @@ def learner_line(exc: BaseException) -> str | None:
 def _worker_line(exc: BaseException) -> str | None:
     """The learner's line an error that came from the grading worker carries (its `frames`:
     (path, line, function, code), or its cause's), else None."""
+    frame = _worker_frame(exc)
+    code = frame[3] if frame is not None and len(frame) > 3 else None
+    return code.strip() if isinstance(code, str) and code.strip() else None
+
+
+def _worker_frame(exc: BaseException):
+    """The learner's innermost frame, (path, line, function, code), that an error from the grading
+    worker carries (or its cause's), else None."""
     seen = 0
     while exc is not None and seen < 5:
         frames = getattr(exc, "frames", None)
         if isinstance(frames, list) and frames:
-            frame = frames[0] if type(exc).__name__ == "LearnerCodeError" else frames[-1]
-            code = frame[3] if len(frame) > 3 else None
-            return code.strip() if isinstance(code, str) and code.strip() else None
+            return tuple(frames[0] if type(exc).__name__ == "LearnerCodeError" else frames[-1])
         exc, seen = exc.__cause__, seen + 1
+    return None
+
+
+def _learner_frame(exc: BaseException):
+    """(path, line, function) of the learner's innermost frame: from the grading worker's frames,
+    else from this process's traceback (as learner_line finds it); None when neither has one."""
+    frame = _worker_frame(exc)
+    if frame is not None:
+        return (frame[0], frame[1], frame[2]) if len(frame) > 2 else None
+    tb = getattr(exc, "__traceback__", None)
+    for f in reversed(traceback.extract_tb(tb) if tb is not None else []):
+        path = os.path.abspath(f.filename or "")
+        if any(part in path for part in _LIBRARY_PARTS) or path.startswith(_STDLIB) or not f.line \
+                or os.path.basename(os.path.dirname(path)) in _TEST_FOLDERS:
+            continue
+        return f.filename, f.lineno, f.name
     return None
 
 
@@ -520,6 +546,11 @@ def _sequences(kind, text, code):
             return (f"The tensors stacked are not all of one shape: entry {short} has the leading axes of entry "
                     f"{full} but not its last ones, so it is another kind of value (ids where vectors were meant, a "
                     f"module's input where its output was meant, say): check what entry {short} recorded.")
+        if len(sa) == len(sb) and sum(x != y for x, y in zip(sa, sb)) > 1:
+            return (f"The tensors stacked are not all of one shape: entry {i} is [{a}], entry {j} is [{b}], which "
+                    f"differ in more than one size, as values of different inputs (or of different kinds) do, not "
+                    f"one value recorded at successive steps: check where each entry of the list comes from (print "
+                    f"the shapes as they are added).")
         reduced = _REDUCTION.search(code)
         which = (f" Your line reduces with {reduced.group(0).lstrip('.')}: the axis it removes is not the "
                  f"one you sliced, so the sliced axis (which grows with the loop) survives; reduce over the "
@@ -612,6 +643,177 @@ def _slips(kind, text, code):
         return ("A dict (or set) was changed while a for loop was running over it. Build the new entries in "
                 "a new dict inside the loop, then replace the old one after it (words = merged).")
     return None
+
+
+# ----------------------------------------------------------------------------- a list that outlives the call
+_JOINED = re.compile(r"torch\.(?:stack|cat|concat|concatenate|vstack|hstack)\(\s*(self\.)?(\w+)\b(?!\s*[(\[.])")
+_UNEQUAL = re.compile(r"stack expects each tensor to be equal size|Sizes of tensors must match except in dimension")
+
+
+def _kept_between_calls(kind, text, code, exc):
+    """Tensors of unequal shapes joined from a list that the learner's function does not create: a
+    list made at module level, a default argument's list, or one kept on self. Read from the
+    learner's own source (the function around the line that raised), so said only where the list
+    is there to see."""
+    joined = _JOINED.search(code)
+    if not joined or not _UNEQUAL.search(text):
+        return None
+    frame = _learner_frame(exc)
+    if frame is None:
+        return None
+    try:
+        origin = _list_origin(frame, joined.group(2), bool(joined.group(1)))
+    except Exception:                                   # noqa: BLE001 - source unreadable or odd: say nothing
+        return None
+    if origin is None:
+        return None
+    origin, fix = origin
+    name = ("self." if joined.group(1) else "") + joined.group(2)
+    shapes = re.search(r"got \[([\d, ]*)\] at entry (\d+) and \[([\d, ]*)\] at entry (\d+)", text)
+    seen = (f" (entry {shapes.group(2)} is [{shapes.group(1)}], entry {shapes.group(4)} is [{shapes.group(3)}]: "
+            f"tensors of two different calls)" if shapes else "")
+    fix = fix or f"create the list inside the function, `{joined.group(2)} = []`, so that every call starts from an empty one"
+    return (f"The tensors joined are not all of one shape{seen}. `{name}`, the list your line joins, is not "
+            f"created inside {frame[2]}: {origin}. So it outlives each call and still holds the tensors an earlier "
+            f"call put in it, and this call's tensors are added after them: {fix}.")
+
+
+def _list_origin(frame, name: str, on_self: bool) -> tuple[str, str | None] | None:
+    """(where the list `name` (self.name when on_self) that the function of `frame` joins comes
+    from, the fix when it is not the usual one), in words, when that is not the function itself;
+    None when the function creates it (or the source does not show)."""
+    path, line, func = frame[0], int(frame[1]), frame[2]
+    with open(path, encoding="utf-8", errors="replace") as f:
+        tree = ast.parse(f.read())
+    around = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func
+              and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    if not around:
+        return None
+    fn = max(around, key=lambda n: n.lineno)              # the innermost
+    if on_self:
+        if any(_fresh(v) for v in _bound(fn, name, on_self=True)) or _emptied(fn, name, on_self=True):
+            return None
+        owner = next((c for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and fn in c.body), None)
+        if owner is None:
+            return None
+        made = next((m.name for m in owner.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m is not fn
+                     and any(_fresh(v) for v in _bound(m, name, on_self=True))), None)
+        if made is not None:
+            return (f"it is made once, in {made}, and kept on the object, which every call of {func} shares",
+                    f"start every call with a new list (`self.{name} = []`), or record into a local list")
+        if any(_fresh(v) for v in _bound_at_top(owner.body, name)):
+            return "it is a class attribute, made once when the class is defined and shared by every call", None
+        return None
+    return _origin_of_name(tree, fn, name, alias_of=None)
+
+
+def _origin_of_name(tree, fn, name: str, alias_of: str | None) -> tuple[str, str | None] | None:
+    said = f"it is `{name}` under another name, and `{name}`" if alias_of else "it"
+    values = _bound(fn, name, on_self=False)
+    if any(_fresh(v) for v in values) or _emptied(fn, name, on_self=False):
+        return None
+    default = _default_of(fn, name)
+    if default is not None:
+        return ((f"{said} is the default argument `{name}={ast.unparse(default)}`, a list Python makes once, when "
+                 f"the def runs, and shares between every call that leaves the argument out",
+                 f"default to None and create the list in the body, `if {name} is None: {name} = []`")
+                if _fresh(default) else None)
+    if name in _parameters(fn):                         # the caller's list: nothing here says where it was made
+        return None
+    if values:
+        if alias_of is None and len(values) == 1 and isinstance(values[0], ast.Name):
+            return _origin_of_name(tree, fn, values[0].id, alias_of=name)
+        return None
+    made = [v for v in _bound_at_top(tree.body, name)]
+    if made and all(_fresh(v) for v in made):
+        return f"{said} is made at module level (`{name} = {ast.unparse(made[0])}`), once, when the file is loaded", None
+    return None
+
+
+def _scope(fn):
+    """The nodes of fn's own scope: nested functions, lambdas and classes have their own."""
+    stack = list(fn.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _is_target(target, name: str, on_self: bool) -> bool:
+    if on_self:
+        return (isinstance(target, ast.Attribute) and target.attr == name and isinstance(target.value, ast.Name)
+                and target.value.id == "self")
+    return isinstance(target, ast.Name) and target.id == name
+
+
+def _bound(fn, name: str, on_self: bool) -> list:
+    """The values fn's own scope binds `name` (or self.name) to; a binding whose value does not show
+    (a for loop's target, a with's, an unpacking) is there as None."""
+    out = []
+    for node in _scope(fn):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if _is_target(t, name, on_self):
+                    out.append(node.value)
+                elif isinstance(t, (ast.Tuple, ast.List)) and any(_is_target(e, name, on_self) for e in t.elts):
+                    out.append(None)
+        elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and _is_target(node.target, name, on_self):
+            out.append(getattr(node, "value", None))
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.withitem)):
+            target = node.target if isinstance(node, (ast.For, ast.AsyncFor)) else node.optional_vars
+            if target is not None and any(_is_target(t, name, on_self) for t in ast.walk(target)):
+                out.append(None)
+    return out
+
+
+def _emptied(fn, name: str, on_self: bool) -> bool:
+    """Whether fn's own scope empties the list: name.clear(), name[:] = [], del name[:]."""
+    for node in _scope(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "clear" \
+                and _is_target(node.func.value, name, on_self):
+            return True
+        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else []
+        if any(isinstance(t, ast.Subscript) and _is_target(t.value, name, on_self) for t in targets):
+            return True
+    return False
+
+
+def _parameters(fn) -> set:
+    args = fn.args
+    return {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a is not None}
+
+
+def _bound_at_top(body, name: str) -> list:
+    """The values a module's (or a class's) own statements bind `name` to."""
+    out = []
+    for node in body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            out.append(node.value)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            out.append(node.value)
+    return out
+
+
+def _default_of(fn, name: str):
+    """The default value of fn's parameter `name` (None when it is no parameter with a default)."""
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+        if a.arg == name:
+            return d
+    for a, d in zip(args.kwonlyargs, args.kw_defaults):
+        if a.arg == name and d is not None:
+            return d
+    return None
+
+
+def _fresh(value) -> bool:
+    """Whether evaluating `value` makes a new list (or other container): [], [...], list(), a comprehension."""
+    if isinstance(value, (ast.List, ast.ListComp, ast.Dict, ast.DictComp, ast.Set, ast.SetComp)):
+        return True
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            and value.func.id in ("list", "dict", "set", "deque", "defaultdict", "OrderedDict"))
 
 
 _RULES = (_in_place, _slips, _view, _copied_layer, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,

@@ -153,7 +153,7 @@ class Writer:
         if hid is not None:
             return ["handle", hid]
         if self.handle_of is not None:
-            return ["handle", self.handle_of(value), _kind_of(value)]
+            return ["handle", self.handle_of(value), kind_of(value)]
         raise TypeError(f"a graded test can pass only tensors, numbers, strings, None, dtypes, "
                         f"generators, ModelConfig and lists/tuples/dicts of these to learner code, "
                         f"not {type(value).__name__}")
@@ -214,7 +214,9 @@ def _handle_id(value):
     return hid(value) if hid is not None else None
 
 
-def _kind_of(obj) -> str:
+def kind_of(obj) -> str:
+    """The type of a value in words, as a box names it: "class X" for a class, a torch type by its
+    module (torch.return_types.max), any other by its name."""
     if isinstance(obj, type):
         return f"class {obj.__name__}"
     cls = type(obj)

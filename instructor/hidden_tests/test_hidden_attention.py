@@ -12,4 +12,4 @@ from andrea_course.graded.test_attention import (  # the activity's helpers
 def test_attention_with_cached_keys(student):
     fn = student.piece("attention", "attention")
     expect_cases(_attention_case(fn, *_qkv(T=3, S=7, seed=6)),          # 4 keys cached before the 3 queries
-                 _attention_case(fn, *_qkv(T=2, S=5, seed=11)), hint=ATTENTION_HINT)
+                 _attention_case(fn, *_qkv(T=2, S=5, seed=11, H=3)), hint=ATTENTION_HINT)

@@ -1,32 +1,7 @@
 """Fresh mistakes in the pieces of solutions/*.py, written as a learner would make them, without
-reading the course's own lists of typical mistakes; and unusual but correct variants.
-
-Each entry is one piece of one file, patched: M(id, piece, patches, truth, named) where piece is
-"activity.piece" (the file is solutions/<activity>.py), patches a list of (old, new) text
-replacements (each old text occurs exactly once in the file), truth what the mistake is in plain
-words, and named a list of regular expressions (case-insensitive): a box names the mistake
-precisely when one of them matches its text. V(id, piece, patches, note) is a correct variant:
-its piece must pass. tools/fresh_mistakes.py runs them.
-"""
-from dataclasses import dataclass, field
-
-
-@dataclass
-class M:
-    id: str
-    piece: str
-    patches: list
-    truth: str
-    named: list = field(default_factory=list)
-
-
-@dataclass
-class V:
-    id: str
-    piece: str
-    patches: list
-    note: str
-
+reading the course's own lists of typical mistakes; and unusual but correct variants (the entries:
+tests/fresh_entries.py). tools/fresh_mistakes.py runs them."""
+from fresh_entries import M, V
 
 MISTAKES = [
     # ---------------------------------------------------------------- embeddings

@@ -2,32 +2,9 @@
 them, by someone who read neither the course's lists of typical mistakes nor the first set's
 entries (tests/fresh_mistakes/); and unusual but correct variants.
 
-Same format as the first set: M(id, piece, patches, truth, named) where piece is "activity.piece"
-(the file is solutions/<activity>.py), patches a list of (old, new) text replacements (each old
-text occurs exactly once in the file), truth what the mistake is in plain words, and named a list
-of regular expressions (case-insensitive): a box names the mistake precisely when one of them
-matches its text. V(id, piece, patches, note) is a correct variant: its piece must pass.
-tools/fresh_mistakes.py --set tests/fresh_mistakes2 runs them.
+The entries: tests/fresh_entries.py. tools/fresh_mistakes.py --set tests/fresh_mistakes2 runs them.
 """
-from dataclasses import dataclass, field
-
-
-@dataclass
-class M:
-    id: str
-    piece: str
-    patches: list
-    truth: str
-    named: list = field(default_factory=list)
-
-
-@dataclass
-class V:
-    id: str
-    piece: str
-    patches: list
-    note: str
-
+from fresh_entries import M, V
 
 MISTAKES = [
     # ---------------- embeddings ----------------
