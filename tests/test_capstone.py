@@ -68,10 +68,12 @@ def test_correct_pieces_train_the_engines_model(runs):
 
 
 @pytest.mark.slow(seconds=35)
-def test_a_piece_that_slipped_through_grading_parts_the_curves(runs):
+def test_a_piece_that_slipped_through_grading_parts_the_curves(runs, monkeypatch):
     """A LayerNorm whose statistics are taken as constants (.detach(), to "save memory"): its
-    output is exact, so every graded test passes, but its gradient is not. The curves part and
-    compare_runs names block.layer_norm."""
+    output is exact but its gradient is not. Grading fails it (inputs.GradientError); made to slip
+    through anyway (the verdict forced to "yours", as for a mistake no test sees), the curves part
+    and compare_runs names block.layer_norm."""
+    from andrea_course.grading import passing as verdicts
     folder = _answer_key_copy(runs / "mutant")
     source = (folder / "block.py").read_text(encoding="utf-8")
     mutated = source.replace("mean = x.mean(dim=-1, keepdim=True) ", "mean = x.mean(dim=-1, keepdim=True).detach() ", 1)
@@ -79,9 +81,13 @@ def test_a_piece_that_slipped_through_grading_parts_the_curves(runs):
                               ".mean(dim=-1, keepdim=True).detach()", 1)
     assert mutated.count(".detach()") == source.count(".detach()") + 2, "solutions/block.py's layer_norm changed"
     (folder / "block.py").write_text(mutated, encoding="utf-8")
+    graded = verdicts.passing
+    assert graded(folder, ["block.layer_norm"])["block.layer_norm"] != "yours", "grading no longer sees the mutant"
+    monkeypatch.setattr(verdicts, "passing", lambda f, names, *a, **k: {
+        **graded(f, names, *a, **k), **({"block.layer_norm": "yours"} if "block.layer_norm" in names else {})})
     assert train_main(TEN_STEPS + ["--impl", str(folder), "--out", str(runs / "slipped")]) == 0
     record = json.loads((runs / "slipped" / "pieces.json").read_text(encoding="utf-8"))
-    assert record["pieces"]["block.layer_norm"] == "yours", "the mutant no longer slips through grading"
+    assert record["pieces"]["block.layer_norm"] == "yours", "the forced verdict did not reach the model"
     gaps = [abs(a - b) for a, b in zip(_losses(runs / "slipped"), _losses(runs / "engine"))]
     assert gaps[0] <= 1e-6 and max(gaps) > 1e-3                          # the forward is exact; training is not
     result = compare_runs(runs / "slipped", runs / "engine")
