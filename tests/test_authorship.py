@@ -296,16 +296,13 @@ def _batch(tmp: Path, students: Path, course: Course, shortcuts: str = "refuse")
 
 @pytest.mark.slow(seconds=50)
 def test_every_route_to_the_engine_scores_only_the_learners_own_work(tmp_path, sandboxed):
-    """andrea-grade --batch over the route submissions and the answer key: each piece a route
-    hands in fails every one of its tests, saying why; the pieces the learner wrote (the answer
-    key's here) keep their points, and so does the answer key itself."""
+    """andrea-grade --batch over the route submissions: each piece a route hands in fails every
+    one of its tests, saying why; the pieces the learner wrote (the answer key's here) keep their
+    points. (The answer key itself keeps every point of test_attention.py under andrea-grade
+    --batch in the sandbox: tests/test_report.py::test_andrea_grade_batch_writes_the_class_report.)"""
     plan = route_submissions(tmp_path / "class")
-    if SOLUTIONS.is_dir():
-        shutil.copytree(SOLUTIONS, tmp_path / "class" / "answer_key")
-        plan["answer_key"] = {}
     results = _batch(tmp_path, tmp_path / "class", _course(tmp_path, ["test_attention.py"]))
-    assert all(len(set(pieces.names("attention")) - set(chosen)) >= 2 for name, chosen in plan.items()
-               if name != "answer_key")
+    assert all(len(set(pieces.names("attention")) - set(chosen)) >= 2 for name, chosen in plan.items())
     assert {route for chosen in plan.values() for route in chosen.values()} == {p.stem for p in ROUTES.glob("*.py")}
     for student, chosen in plan.items():
         for test in results[student]["tests"]:
@@ -343,7 +340,7 @@ PRELUDE = ("\n\n# ---- correct variants ----\nimport math\nimport torch\nimport 
 def test_honest_work_keeps_full_marks_under_the_guard(tmp_path, sandboxed):
     """The answer key with correct variants in place of its pieces (the engine's PyTorch versions
     typed in, tests/test_variants.py's other ways) gets every point from andrea-grade: the guard
-    refuses the engine's objects, never a learner's equal code. (The answer key itself: above.)
+    refuses the engine's objects, never a learner's equal code. (The answer key itself: tests/test_report.py.)
     Graded with --library-shortcuts allow: typed-in torch.softmax is the shortcut policy's to judge
     (tests/test_shortcuts.py), not authorship's."""
     import test_variants
@@ -358,15 +355,36 @@ def test_honest_work_keeps_full_marks_under_the_guard(tmp_path, sandboxed):
         student = next(f"variants_{i}" for i in range(len(written)) if exercise not in taken.get(f"variants_{i}", ()))
         taken.setdefault(student, set()).add(exercise)
         variants.setdefault(student, {}).setdefault(exercise.split(".")[0], []).append(text)
-    students = tmp_path / "class"
-    for student, by_activity in variants.items():
-        shutil.copytree(SOLUTIONS, students / student)
-        for activity, texts in by_activity.items():
-            with open(students / student / f"{activity}.py", "a") as f:
-                f.write(PRELUDE + "\n\n".join(texts))
     files = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_mlp.py", "test_block.py",
              "test_modern.py"]
-    results = _batch(tmp_path, students, _course(tmp_path, files), shortcuts="allow")
+    # variants_0 holds a variant of every piece: graded on every file. The others hold the second
+    # variants of a few pieces, the rest of their files the answer key's: graded on the files
+    # holding those pieces' graded tests (local.graded_files), in a batch of their own, at once.
+    from concurrent.futures import ThreadPoolExecutor
+    from andrea_course.grading.local import graded_files
+    batches: dict[tuple, list[str]] = {}
+    for student, exercises in taken.items():
+        mine = files if student == "variants_0" else [f for f in files if f in
+                                                      {p.name for e in exercises for p in graded_files(e)}]
+        batches.setdefault(tuple(mine), []).append(student)
+    assert set(batches.get(tuple(files), ())) == {"variants_0"}, batches
+
+    def graded(i: int, course_files: tuple, group: list[str]) -> dict:
+        students = tmp_path / f"batch_{i}" / "class"
+        for student in group:
+            shutil.copytree(SOLUTIONS, students / student)
+            for activity, texts in variants[student].items():
+                with open(students / student / f"{activity}.py", "a") as f:
+                    f.write(PRELUDE + "\n\n".join(texts))
+        got = _batch(students.parent, students, _course(students.parent, course_files), shortcuts="allow")
+        assert set(got) == set(group), (got.keys(), group)
+        return got
+    with ThreadPoolExecutor(max_workers=len(batches)) as pool:
+        done = list(pool.map(graded, range(len(batches)), batches.keys(), batches.values()))
+    results = {student: data for got in done for student, data in got.items()}
+    assert set(results) == set(variants)
     for student, data in results.items():
+        tested = {t["name"].split(": ")[0] for t in data["tests"]}
+        assert taken[student] <= tested, (student, taken[student] - tested)       # every variant was graded
         failed = [(t["name"], t["output"][:300]) for t in data["tests"] if t["status"] != "passed"]
         assert not failed and data["score"] == sum(t["max_score"] for t in data["tests"]), (student, failed)

@@ -13,7 +13,6 @@ missing they are skipped, unless ANDREA_REQUIRE_SANDBOX=1 (set by .ci/run) makes
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -219,24 +218,18 @@ def test_partial_credit(tmp_path):
     assert TestResult("n", "t", "attention.softmax", 4, passed=True, fraction=0.25).score == 4
     assert TestResult("n", "t", "a.b", 4, skipped=True, fraction=0.25).score == 0
 
-    wrong = tmp_path / "wrong"          # the plugin, end to end (in-process student)
+    wrong = tmp_path / "wrong"          # the plugin, end to end (the learner's code in a worker process)
     wrong.mkdir()
     (wrong / "attention.py").write_text("import torch\n\ndef softmax(x):\n    return torch.softmax(x, -2)\n")
     suite = tmp_path / "suite"
     suite.mkdir()
     shutil.copy(FIXTURES / "partial" / "fake_test_partial.py", suite / "test_partial.py")
-    jsonl, key = tmp_path / "results.jsonl", b"k" * 32
-    key_r, key_w = os.pipe()
-    os.write(key_w, key.hex().encode() + b"\n")
-    os.close(key_w)
-    subprocess.run([sys.executable, "-m", "pytest", str(suite), "-q", "-p", "no:cacheprovider",
-                    "-p", "andrea_course.grading.plugin", "--rootdir", str(suite), "--impl", str(wrong),
-                    "--results-jsonl", str(jsonl), "--results-key-fd", str(key_r)],
-                   pass_fds=(key_r,), capture_output=True, cwd=suite)
-    os.close(key_r)
-    records, forged = read(jsonl.read_bytes().splitlines(), key)
-    (record,) = [r for r in records if r.kind == "result"]
-    assert forged == 0 and record.fraction == 0.25 and record.status == "failed"
+    # pytest with the plugin, its signed records read back: pipeline.run, the one runner of
+    # graded tests (a fork of this process, which has imported torch and pytest already)
+    got = pipeline.run(pipeline.Spec(tests=[suite], folder=wrong, isolation="process", limit=30.0,
+                                     exercises=["attention.softmax"], rootdir=tmp_path))
+    (record,) = got.results.values()
+    assert got.forged == 0 and record.fraction == 0.25 and record.status == "failed"
     assert "1 of 2 parts failed (partial credit 25%)" in text(record) and "values differ" in text(record)
     assert record.mistake == "softmax over the wrong axis (dim=-2)"        # the named mistake, as data
 

@@ -35,11 +35,16 @@ def _collected(folders: dict[str, Path], tmp_path: Path) -> dict[str, tuple[int,
     return out
 
 
-def test_the_instructors_guide_counts_the_suite(tmp_path):
-    text = (ROOT / "docs" / "instructors.md").read_text()
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory) -> dict[str, tuple[int, float]]:
+    """_collected() of the suite and the hidden tests, collected once for this module's tests."""
     folders = {tag: folder for tag, folder in (("suite", GRADED), ("hidden", ROOT / "instructor" / "hidden_tests"))
                if folder.is_dir()}                            # a learner's release has no hidden tests
-    counted = _collected(folders, tmp_path)
+    return _collected(folders, tmp_path_factory.mktemp("collected"))
+
+
+def test_the_instructors_guide_counts_the_suite(counted):
+    text = (ROOT / "docs" / "instructors.md").read_text()
     assert sum(n for n, _ in counted.values()) > 0, "no graded test collected"
     for tag, (n, points) in counted.items():
         said = re.search(rf"<!-- {tag} -->(\d+) (?:graded )?tests worth (\d+) points<!-- /{tag} -->", text)
@@ -60,7 +65,7 @@ def test_the_help_says_the_defaults():
 
 
 @pytest.mark.slow(seconds=30)
-def test_make_grade_prints_what_a_learner_needs(tmp_path):
+def test_make_grade_prints_what_a_learner_needs(counted):
     """`make grade` (its recipe, run as the Makefile runs it): for the untouched exercises, the score
     table and one line per failing test, no traceback, exit 0 (it graded)."""
     if shutil.which("make") is None:
@@ -73,7 +78,7 @@ def test_make_grade_prints_what_a_learner_needs(tmp_path):
                           env={k: v for k, v in os.environ.items() if not k.startswith("ANDREA_")})
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
-    n, points = _collected({"suite": GRADED}, tmp_path)["suite"]
+    n, points = counted["suite"]
     assert "Traceback" not in out, out
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert re.search(rf"TOTAL +0 / {points:g}\b", out), out[-500:]

@@ -4,13 +4,11 @@ check() and, where the learner's code cannot crash it, one process."""
 import importlib.util
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from andrea_course.grading import cli
+from andrea_course.grading import cli, pipeline
 from andrea_course.grading.runner import Course
 from andrea_course.worker.tiers import Limits
 from andrea_course.graded import GRADED
@@ -56,19 +54,27 @@ def _mistaken(folder: Path, file: str, old, new) -> Path:
 
 
 def _pytest_verdicts(impl: Path, isolation: str) -> dict:
-    """{test name: passed} of the two test files' dropout and softmax-kernel tests, by plain pytest."""
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
-                           str(GRADED / "test_block.py"), str(GRADED / "test_kernels.py"),
-                           "-k", "dropout or softmax_kernel", "--impl", str(impl), "--isolation", isolation,
-                           "-o", "addopts=", "-p", "andrea_course.grading.plugin", "--rootdir", str(impl)],
-                          capture_output=True, text=True, cwd=impl, timeout=900,
-                          env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    """{test name: passed} of the two test files' dropout and softmax-kernel tests, by plain pytest:
+    its command line (the plugin with its own defaults, none of a runner's options), run as
+    `python -m pytest` runs it, pytest.main in a process of its own: a fork of this one
+    (pipeline.start, which has imported torch and Triton already), not a new interpreter."""
+    args = [str(GRADED / "test_block.py"), str(GRADED / "test_kernels.py"), "-q", "-rA", "-p", "no:cacheprovider",
+            "-k", "dropout or softmax_kernel", "--impl", str(impl), "--isolation", isolation,
+            "-o", "addopts=", "-p", "andrea_course.grading.plugin", "--rootdir", str(impl)]
+    log = impl.parent.parent / f"{impl.name}.{isolation}.log"
+    with open(log, "wb") as out:
+        proc = pipeline.start(args, env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, cwd=impl, log=out)
+    try:
+        proc.wait(timeout=900)
+    finally:
+        pipeline.end(proc, None)
+    stdout = log.read_text(errors="replace")
     found = {}
-    for line in done.stdout.splitlines():
+    for line in stdout.splitlines():
         word, _, rest = line.partition(" ")
         if word in ("PASSED", "FAILED") and "::" in rest:
             found[rest.split("::")[1].split(" ")[0]] = word == "PASSED"
-    assert found, done.stdout[-3000:] + done.stderr[-2000:]
+    assert found, stdout[-5000:]
     return found
 
 
@@ -136,13 +142,23 @@ def test_check_use_and_model_pieces_agree_on_every_piece(tmp_path, capsys):
     folder (classic, modern, with Triton kernels) lists it as "yours" where it runs."""
     from andrea_course import learner_model, pieces
     from andrea_course.grading.passing import passing
-    from andrea_course.notebook import check, use
+    from andrea_course.notebook import check, run_graded_many, use
+    # What a graded test's first use of the meta device imports (torch._dynamo: a second or two),
+    # imported once here: each graded run below (pytest and its workers, forks of this process)
+    # starts with it, instead of a worker importing it under the authorship guard in each run.
+    importlib.import_module("torch._dynamo")
     every = [f"{a}.{n}" for a in pieces.ACTIVITIES for n in pieces.names(a)]
     kernels = ["torch"] + (["triton"] if importlib.util.find_spec("triton") else [])
     seen = set()
     for name, folder in _verdict_folders(tmp_path).items():
         verdicts = passing(folder, every)
         seen |= {(name, v == "yours") for v in verdicts.values()}
+        # The pieces passing() did not run (not written, or a file that does not compile), in ONE
+        # pytest run: check() and use() below reuse a result while the files keep their content,
+        # as in a notebook, so each check() shows this run's result instead of forking a pytest of
+        # its own. (check() of one unwritten piece in a run of its own: tests/test_checks.py and
+        # tests/test_notebooks.py.)
+        run_graded_many(every, impl=folder, reuse=True)
         for cfg in ("andrea-tiny", "andrea-tiny-modern"):
             for k in kernels:
                 for piece, who in learner_model(cfg, folder, kernels=k).pieces.items():

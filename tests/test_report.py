@@ -2,6 +2,7 @@
 many learners got it, the named mistakes most common first with an example, the similar
 pieces, the time per student; HTML escaped and self-contained, Markdown alike."""
 import inspect
+import json
 import re
 import shutil
 import time
@@ -109,7 +110,9 @@ NO_MAX = "def softmax(scores):\n    return scores.exp() / scores.exp().sum(dim=-
 @pytest.mark.skipif(not SOLUTIONS.is_dir(), reason="a student release has no answer key")
 def test_andrea_grade_batch_writes_the_class_report(tmp_path, sandboxed):
     """The answer key, the untouched exercises and three mutants graded by andrea-grade --batch
-    with --report and --similarity: the counts, the mistakes most common first, the times."""
+    with --report and --similarity: the counts, the mistakes most common first, the times. The
+    answer key keeps every point under the sandbox's authorship guard (tests/test_authorship.py's
+    route submissions are graded beside no answer key of their own)."""
     students = tmp_path / "class"
     shutil.copytree(SOLUTIONS, students / "answer_key")
     shutil.copytree(EXERCISES, students / "untouched")
@@ -126,6 +129,10 @@ def test_andrea_grade_batch_writes_the_class_report(tmp_path, sandboxed):
     assert cli.main(["--batch", str(students), "--csv", str(csv), "--out", str(out), "--tests",
                      str(tmp_path / "tests"), "--jobs", "2", "--quiet", "--similarity", "--report", str(html)]) == 0
     assert csv.read_text().splitlines()[0].endswith(",similar")
+    key = json.loads((out / "answer_key.json").read_text())
+    assert key["tests"] and all(t["status"] == "passed" for t in key["tests"]), \
+        [(t["name"], t["output"][:300]) for t in key["tests"] if t["status"] != "passed"]
+    assert key["score"] == sum(t["max_score"] for t in key["tests"]) and "isolation: sandbox" in key["output"]
     started = time.perf_counter()
     s = report.summarize(report.load_results(out))
     md = report.to_markdown(s)

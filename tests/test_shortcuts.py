@@ -108,22 +108,29 @@ def test_the_policy_takes_the_points_or_keeps_them(tmp_path):
 def test_andrea_grade_applies_the_policy(tmp_path):
     """torch.softmax as attention.softmax, graded by andrea-grade on the learner's own work:
     refused by default (the softmax tests score nothing and say why), kept with --library-shortcuts
-    warn; the other pieces' tests are untouched."""
+    warn; the other pieces' tests are untouched. (The course's test files that hold
+    attention.softmax's graded tests, and those of another activity: the policy is decided
+    per test, from the test's exercise.)"""
     import json
-    import subprocess
-    import sys
+    from andrea_course.grading import cli
+    from andrea_course.grading.local import graded_files
+    from andrea_course.graded import GRADED
     folder = _folder(tmp_path, "attention.softmax", WRITTEN_AS_THE_LIBRARY[0][1])
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    for path in [*graded_files("attention.softmax"), GRADED / "test_embeddings.py"]:
+        shutil.copy(path, tests / path.name)
     scores = {}
     for policy in ("refuse", "warn"):
         out = tmp_path / f"{policy}.json"
-        subprocess.run([sys.executable, "-m", "andrea_course.grading.cli", str(folder), "--own-work", "--quiet",
-                        "--no-leaderboard", "--out", str(out), "--library-shortcuts", policy],
-                       capture_output=True, text=True, timeout=600)
+        assert cli.main([str(folder), "--own-work", "--quiet", "--no-leaderboard", "--out", str(out), "--tests",
+                         str(tests)] + (["--library-shortcuts", policy] if policy != "refuse" else [])) == 0   # refuse: the default
         data = json.loads(out.read_text())
         softmax = [t for t in data["tests"] if t["name"].startswith("attention.softmax:")]
         assert softmax and all("torch.softmax (line " in t["output"] for t in softmax), softmax[:1]
         others = [t for t in data["tests"] if not t["name"].startswith("attention.softmax:")]
         assert all(t["status"] == "passed" for t in others), [t["name"] for t in others if t["status"] != "passed"][:3]
+        assert {t["name"].split(".")[0] for t in others} >= {"attention", "embeddings"}, others[:1]
         scores[policy] = (sum(t["score"] for t in softmax), sum(t["max_score"] for t in softmax))
         assert "library shortcuts (policy: " + policy in data["output"]
     assert scores["refuse"][0] == 0 and scores["warn"][0] == scores["warn"][1] > 0, scores
