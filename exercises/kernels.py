@@ -170,9 +170,9 @@ def flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K, start, 
     raise NotImplementedError('kernels.flash_attention_kernel: not implemented yet. Hint: Online softmax over key tiles up to the diagonal; store the output and the logsumexp.')
 
 
-def _guarded(t: torch.Tensor, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(buffer, view): t's values, contiguous, at the start of a buffer with 64 `fill` values after them."""
-    buf = torch.full((t.numel() + 64,), fill, dtype=t.dtype, device=t.device)
+def _guarded(t: torch.Tensor, fill: float, after: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(buffer, view): t's values, contiguous, at the start of a buffer with `after` `fill` values after them."""
+    buf = torch.full((t.numel() + after,), fill, dtype=t.dtype, device=t.device)
     buf[:t.numel()] = t.reshape(-1)
     return buf, buf[:t.numel()].view(t.shape)
 
@@ -183,9 +183,10 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: in
 
     Query i sits at position start + i (default S - T: the queries are the last T positions).
     Returns (o (B, H, T, K) in q's dtype, lse (B, H, T) fp32). A checking launcher, for learning:
-    q, k and v are copied into buffers with NaN after their end (an unmasked load past the end
-    reads NaN, and the output shows it), o and lse start as NaN with NaN after their end (what the
-    kernel never stores stays NaN), and a kernel that stores past the end is refused with a count.
+    q, k and v are copied into buffers with a whole tile of NaN after their end (an unmasked load
+    past the end reads NaN, and the output shows it), o and lse start as NaN with a tile of NaN
+    after their end (what the kernel never stores stays NaN), and a kernel that stores past the
+    end is refused with a count of what it wrote there.
     """
     B, H, T, K = q.shape
     S = k.shape[2]
@@ -195,12 +196,14 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: in
                          f"and two (B, H, S, K)")
     if not 0 <= start <= S - T:
         raise ValueError(f"start={start}: queries at start .. start + T - 1 must lie in 0 .. S - 1 (T={T}, S={S})")
-    (_, q_), (_, k_), (_, v_) = (_guarded(t, float("nan")) for t in (q, k, v))
-    o_buf, o = _guarded(torch.full_like(q, float("nan")), float("nan"))           # NaN where nothing is stored
-    lse_buf, lse = _guarded(torch.full((B, H, T), float("nan"), device=q.device), float("nan"))
+    block_k = max(16, triton.next_power_of_2(K))
+    tile = max(block_m, block_n) * block_k                   # the farthest a ragged tile reaches past the end
+    (_, q_), (_, k_), (_, v_) = (_guarded(t, float("nan"), tile) for t in (q, k, v))
+    o_buf, o = _guarded(torch.full_like(q, float("nan")), float("nan"), tile)     # NaN where nothing is stored
+    lse_buf, lse = _guarded(torch.full((B, H, T), float("nan"), device=q.device), float("nan"), tile)
     grid = (triton.cdiv(T, block_m), B * H)
     kernel[grid](q_, k_, v_, o, lse, T, S, K, start, 1.0 / K ** 0.5,
-                 BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=max(16, triton.next_power_of_2(K)))
+                 BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k)
     past = int((~torch.isnan(o_buf[o.numel():])).sum() + (~torch.isnan(lse_buf[lse.numel():])).sum())
     if past:
         raise RuntimeError(f"flash_attention_kernel wrote {past} element{'s' * (past != 1)} past the end of o or "

@@ -208,11 +208,15 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
         out = out * sm_scale
     if SLIP == 11:                                           # 11: the logsumexp without the max
         m = m * 0.0
-    tl.store(lse_ptr + bh * T + rows, m + tl.log(l), mask=rows < T)
     o_mask = q_mask
     if SLIP == 20:                                           # 20: o's store masked by the rows alone
         o_mask = (rows[:, None] < T) & (dims[None, :] < BLOCK_K)
-    tl.store(o_ptr + bh * T * K + rows[:, None] * K + dims[None, :], out.to(o_ptr.dtype.element_ty), mask=o_mask)
+    if SLIP == 21:                                           # 21: o and lse stored without any mask
+        tl.store(lse_ptr + bh * T + rows, m + tl.log(l))
+        tl.store(o_ptr + bh * T * K + rows[:, None] * K + dims[None, :], out.to(o_ptr.dtype.element_ty))
+    else:
+        tl.store(lse_ptr + bh * T + rows, m + tl.log(l), mask=rows < T)
+        tl.store(o_ptr + bh * T * K + rows[:, None] * K + dims[None, :], out.to(o_ptr.dtype.element_ty), mask=o_mask)
 
 
 class FlashSlip:

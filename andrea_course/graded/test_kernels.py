@@ -1013,7 +1013,9 @@ def flash_mistakes(q, k, v, start):
                if k.shape[2] != q.shape[2] else {})}
 
 
-FA_GUARD = 64                    # the checking launcher's NaN after o and after lse: the most it counts past each
+def fa_guard(K: int, block_m: int = 16, block_n: int = 16) -> int:
+    """The checking launcher's NaN after o and after lse: a whole tile, the most it counts past each."""
+    return max(block_m, block_n) * max(16, triton.next_power_of_2(K))
 
 
 def _store_mask_mistake(past: int, T: int, K: int, block_m: int = 16) -> str | None:
@@ -1027,7 +1029,7 @@ def _store_mask_mistake(past: int, T: int, K: int, block_m: int = 16) -> str | N
     if block_k != K:                                      # ... and where K leaves padding columns, its dims
         o += [(FA_PAST_DIMS, block_k - K), (FA_PAST, (extra - 1) * K + block_k if extra else 0)]
     found = {FA_PAST if n_lse else name for name, n_o in o for n_lse in (0, extra)
-             if (n_o or n_lse) and min(n_o, FA_GUARD) + min(n_lse, FA_GUARD) == past}
+             if (n_o or n_lse) and min(n_o, fa_guard(K)) + min(n_lse, fa_guard(K)) == past}
     return found.pop() if len(found) == 1 else None
 
 
