@@ -1021,11 +1021,12 @@ def _encode_smallest_pair_first(text, merges):
     return ids
 
 
-def _decode_with(errors="replace", strip=False):
+def _decode_with(errors="replace", strip=False, part=lambda table, i: table[i]):
+    """decode with the errors mode, stripped or not, each merge's part i taken as part(table, i)."""
     def decode(ids, merges):
         table = [bytes([b]) for b in range(256)]
         for a, b in merges:
-            table.append(table[a] + table[b])
+            table.append(part(table, a) + part(table, b))
         text = b"".join(table[i] for i in ids).decode("utf-8", errors=errors)
         return text.strip() if strip else text
     return decode
@@ -1724,6 +1725,10 @@ MUTANTS = [
      "the pair with the smallest ids merged first"),
     ("test_bpe.py", "test_decode_inverts_encode", {("bpe", "decode"): _decode_with(errors="ignore")}, "errors='ignore'"),
     ("test_bpe.py", "test_decode_inverts_encode", {("bpe", "decode"): _decode_with(strip=True)}, "stripped"),
+    ("test_bpe.py", "test_decode_inverts_encode",                 # a part's id taken as its byte
+     {("bpe", "decode"): _decode_with(part=lambda table, i: bytes([i % 256]))}, "each of the 73 merges with a merged part"),
+    ("test_bpe.py", "test_decode_inverts_encode",                 # a part's bytes one token off
+     {("bpe", "decode"): _decode_with(part=lambda table, i: table[i - (i >= 257)])}, "72 of the 120 merged tokens do not"),
     ("test_optim.py", "test_lr_after_max_steps_stays_at_min_lr", {("optim", "lr_at"): _lr_unguarded},
      "ZeroDivisionError"),
     ("test_optim.py", "test_lr_cosine_reaches_min_lr_at_max_steps",

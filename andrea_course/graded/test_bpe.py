@@ -2,7 +2,7 @@
 Hugging Face `tokenizers` (the library that makes ANDREA's real tokenizer)."""
 from collections import Counter
 
-from andrea_course.grading import Case, Second, expect_cases, expect_equal, expect_runs, expect_true, graded
+from andrea_course.grading import Case, Mismatch, Second, expect_cases, expect_equal, expect_runs, expect_true, graded
 from andrea_course import pieces
 from andrea_course.train.tokenizer import train_tokenizer, word_strings
 
@@ -442,6 +442,34 @@ def _decoded_swapped(ids, merges) -> str:
     return b"".join(table[i] for i in ids).decode("utf-8", errors="replace")
 
 
+def _decoded_alone(decode, merges) -> str | None:
+    """What decode([t]) shows, token by token, when the byte tokens decode right alone and some
+    merged ones do not: which merges are wrong (those of two bytes or those with a merged part),
+    with one of them. None when a byte token is wrong alone or every token is right."""
+    def wrong(t):
+        want = _token_bytes(t, merges).decode("utf-8", errors="replace")
+        try:
+            got = decode([t], merges)
+        except Exception as exc:                            # noqa: BLE001 - the learner's error, shown
+            got = f"{type(exc).__name__}: {exc}"
+        return None if got == want else (got, want)
+    if any(wrong(t) for t in range(256)):
+        return None
+    bad = {t: w for t in range(256, 256 + len(merges)) if (w := wrong(t))}
+    if not bad:
+        return None
+    deep = [t for t in range(256, 256 + len(merges)) if max(merges[t - 256]) >= 256]
+    t = next(iter(bad))
+    a, b = merges[t - 256]
+    one = f"token {t} = merge ({a}, {b}): got {bad[t][0]!r}, expected {bad[t][1]!r}"
+    if set(bad) == set(deep):
+        return (f"every byte token and every merge of two bytes decodes right on its own, and each of the {len(bad)} "
+                f"merges with a merged part is wrong ({one}): the bytes of merge (a, b) are table[a] + table[b], the "
+                f"bytes tokens a and b stand for, which for a merged token are not bytes([a])")
+    return (f"each of the 256 byte tokens decodes right on its own, and {len(bad)} of the {len(merges)} merged tokens "
+            f"do not ({one}): the bytes of merge (a, b) are table[a] + table[b], filled in merge order")
+
+
 STRIPPED = ("the decoded text stripped (.strip()): its leading and trailing spaces and newlines were lost; return "
             "the decoded text as it is")
 IGNORED = ("errors='ignore' dropped the broken character silently: with errors='replace' each broken byte sequence "
@@ -468,9 +496,16 @@ def test_decode_inverts_encode(student):
             STRIPPED: text.strip()}
         return Case(f"decode(encode({text[:30]!r}))", lambda: decode(ids, merges), text,
                     {name: wrong for name, wrong in mistakes.items() if wrong != text})
-    expect_cases(case(TEXT), case("unseen wörds ☕"), case("Tom found a red ball."), case(""),
-                 case(" the end, and a new line\n"), case("\n\n  Zażółć ☕ "), exact=True,
-                 hint="the bytes of every token joined, then read once as UTF-8 (errors='replace')")
+    try:
+        expect_cases(case(TEXT), case("unseen wörds ☕"), case("Tom found a red ball."), case(""),
+                     case(" the end, and a new line\n"), case("\n\n  Zażółć ☕ "), exact=True,
+                     hint="the bytes of every token joined, then read once as UTF-8 (errors='replace')")
+    except Mismatch as failed:
+        seen = None if failed.mistake or failed.relation else _decoded_alone(decode, merges)
+        if seen is None:
+            raise
+        raise Mismatch(failed.what, failed.problem, "the 256 bytes, then table[a] + table[b] per merge, in merge order",
+                       mistake=seen, differences=failed.differences) from None
 
     def cut(ids):            # bytes of a character cut short: each broken sequence becomes U+FFFD
         raw = bytes(ids)
