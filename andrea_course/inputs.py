@@ -123,7 +123,7 @@ def _check_gradient(fn, bound: dict, tracked: list, out, name: str, rng) -> None
     if slopes is None:
         return
     autograd, numeric, noise = slopes
-    if abs(autograd - numeric) <= 1e-2 * (abs(autograd) + abs(numeric)) + noise:
+    if _close(autograd, numeric, noise):
         return
     line = cutting_line(fn)
     raise GradientError(f"your {name} gives values whose gradient autograd gets wrong (with respect to "
@@ -137,7 +137,9 @@ def _check_gradient(fn, bound: dict, tracked: list, out, name: str, rng) -> None
 def _slopes(fn, bound: dict, tracked: list, out, rng) -> tuple[float, float, float] | None:
     """(autograd's slope, the slope by central differences of the piece itself, the latter's rounding noise) of a
     random weighting of the output's finite entries along a random direction u of the tracked
-    arguments; None where the piece cannot run again or is not smooth there. Every call draws the
+    arguments. The differences are taken at two steps and extrapolated (Richardson); None where the
+    piece cannot run again, is not finite there, or the two steps disagree (a slope too curved to
+    resolve: a wrong value's curvature is no wrong gradient). Every call draws the
     random numbers the first drew (torch's generator set back to `rng`, the state before it)."""
     g = torch.Generator().manual_seed(0)
     keep = [t.detach().isfinite() for t in _float_tensors(out)]
@@ -156,16 +158,21 @@ def _slopes(fn, bound: dict, tracked: list, out, rng) -> tuple[float, float, flo
     after, eps = torch.random.get_rng_state(), 1e-3        # wide enough for a piece that computes in float32
     try:
         with torch.no_grad():
-            numeric = float((again(eps) - again(-eps)) / (2 * eps))
+            wide, narrow = (float((again(h) - again(-h)) / (2 * h)) for h in (eps, eps / 4))
     except Exception:                                    # noqa: BLE001 - a piece that cannot run again says nothing
         return None
     finally:
         torch.random.set_rng_state(after)
-    if not math.isfinite(numeric):
-        return None
-    autograd = float(sum((gr * d).sum() for gr, d in pairs)) if pairs else 0.0
     size = float(sum((t.detach().double().where(k, 0.0) * w).abs().sum() for t, k, w in zip(_float_tensors(out), keep, weights)))
-    return autograd, numeric, 1e-7 * size / eps     # float32's rounding over the step: a float32 piece's noise
+    noise = 1e-7 * size / (eps / 4)                      # float32's rounding over the step: a float32 piece's noise
+    if not (math.isfinite(wide) and math.isfinite(narrow)) or not _close(wide, narrow, noise):
+        return None                                      # the slope not resolved at these steps: nothing to judge
+    autograd = float(sum((gr * d).sum() for gr, d in pairs)) if pairs else 0.0
+    return autograd, narrow + (narrow - wide) / 15, noise   # Richardson: the steps' error, O(h²), taken out
+
+
+def _close(a: float, b: float, noise: float) -> bool:
+    return abs(a - b) <= 1e-2 * (abs(a) + abs(b)) + noise
 
 
 def keeps_forward_inputs(cls, name: str):

@@ -169,15 +169,16 @@ def softmax(x: torch.Tensor, kernel=softmax_kernel) -> torch.Tensor:
     x's rows may be strided (x = logits[:, :V], a slice of a wider matrix): they go to the kernel
     as they are, with their row stride; only a last axis that is not contiguous is copied. A
     checking launcher, for learning: y starts as NaN, so a row the kernel never writes shows, and
-    it has a block of NaN after its end; a kernel that stores past the last row writes there, and
-    this launcher says so.
+    it has NaN after its end, a block and as far as x's rows reach; a kernel that stores past the
+    last row writes there, and this launcher says so.
     """
     n_cols = x.shape[-1]
     x2 = x.reshape(-1, n_cols)                               # (rows, n_cols): a view whenever x's rows allow
     if x2.stride(-1) != 1:
         x2 = x2.contiguous()
     rows, block = x2.shape[0], triton.next_power_of_2(n_cols)
-    y_pad = torch.full((rows * n_cols + block,), float("nan"), dtype=x.dtype, device=x.device)
+    reach = rows * max(n_cols, x2.stride(0)) + block         # y's rows stepped by x's stride still land in it
+    y_pad = torch.full((reach,), float("nan"), dtype=x.dtype, device=x.device)
     y = y_pad[:rows * n_cols].view(rows, n_cols)             # (rows, n_cols), row stride n_cols
     kernel[(rows,)](x2, y, x2.stride(0), y.stride(0), n_cols, BLOCK=block)
     past = int((~torch.isnan(y_pad[rows * n_cols:])).sum())

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from andrea_course.grading.explain import explain
-from andrea_course.inputs import CutOffError, InPlaceError, keeps_forward_inputs, keeps_inputs, writing_line
+from andrea_course.inputs import CutOffError, GradientError, InPlaceError, keeps_forward_inputs, keeps_inputs, writing_line
 
 
 def add_in_place(tok, pos):
@@ -91,6 +91,24 @@ def test_an_output_cut_off_from_autograd_is_refused_only_when_an_input_required_
     assert torch.equal(keeps_inputs(detaches, "detaches")(table, ids), table[ids])    # nothing to cut off
     with torch.no_grad():                                                             # the caller's choice
         keeps_inputs(detaches, "detaches")(table.clone().requires_grad_(), ids)
+
+
+def divides_by_the_variance(x):
+    """A wrong LayerNorm (no square root) whose gradient autograd gets right: a steep, curved slope."""
+    xc = x - x.mean(dim=-1, keepdim=True)
+    return xc / (xc.pow(2).mean(dim=-1, keepdim=True) + 1e-5)
+
+
+def half_gradient(x):
+    """Right values, half autograd's gradient: x's slope halved behind a detached copy."""
+    return 0.5 * x.tanh() + 0.5 * x.tanh().detach()
+
+
+def test_a_wrong_gradient_is_refused_and_a_steep_slope_is_not_mistaken_for_one():
+    x = 0.05 * torch.randn(2, 3, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    keeps_inputs(divides_by_the_variance, "layer_norm")(x.clone().requires_grad_())      # curved, not wrong
+    with pytest.raises(GradientError, match="your half_gradient gives values whose gradient autograd gets wrong"):
+        keeps_inputs(half_gradient, "half_gradient")(torch.randn(3, 4, dtype=torch.float64).requires_grad_())
 
 
 class AddsInPlace(torch.nn.Module):

@@ -148,6 +148,15 @@ class ModelWithoutFinalNorm(mdl.ANDREA):
         return x @ self.output_weight().T
 
 
+class ModelScalingItsEmbeddings(mdl.ANDREA):
+    """The embeddings multiplied by sqrt(D), as the original Transformer paper does."""
+    def forward(self, ids, targets=None, caches=None):
+        x = self.embed(ids, caches[0].pos if caches else 0) * self.cfg.d_model ** 0.5
+        for i, block in enumerate(self.blocks):
+            x = block(x, caches[i] if caches else None)
+        return self.ln_f(x) @ self.output_weight().T
+
+
 class ModelIgnoringStart(mdl.ANDREA):
     def forward(self, ids, targets=None, caches=None):
         x = self.embed(ids)
@@ -378,12 +387,13 @@ def _lr(warmup_from_zero=False, to_zero=False, over_max_steps=False, no_clamp=Fa
     return lr_at
 
 
-def _adamw(correct="mv", decoupled=True, decay_times_lr=True, eps_inside=False, root=True, v_of=lambda g: g * g):
+def _adamw(correct="mv", decoupled=True, decay_times_lr=True, eps_inside=False, root=True, v_of=lambda g: g * g,
+           v_by_beta1=False):
     def adamw_step(param, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         (b1, b2) = betas
         if not decoupled:
             grad = grad + weight_decay * param
-        m, v = b1 * m + (1 - b1) * grad, b2 * v + (1 - b2) * v_of(grad)
+        m, v = b1 * m + (1 - b1) * grad, b2 * v + (1 - (b1 if v_by_beta1 else b2)) * v_of(grad)
         m_hat = m / (1 - b1 ** step) if "m" in correct else m
         v_hat = v / (1 - b2 ** step) if "v" in correct else v
         if decoupled:
@@ -608,6 +618,34 @@ def _gelu_slip(slip):
     """The exercise's gelu(x) launching the learner kernel with slip `slip` (tests/learner_kernels.py)."""
     return lambda x: importlib.import_module("solutions.kernels").gelu(
         x, kernel=importlib.import_module("learner_kernels").GeluSlip(slip))
+
+
+def _counts_across_words(words):
+    """pair_counts over every word occurrence joined into one sequence: pairs across words counted."""
+    seq = [t for word, n in words.items() for _ in range(n) for t in word]
+    counts = {}
+    for pair in zip(seq, seq[1:]):
+        counts[pair] = counts.get(pair, 0) + 1
+    return counts
+
+
+class CacheReturningTheKeysTwice(mdl.KVCache):
+    def update(self, k, v):
+        keys, _ = super().update(k, v)
+        return keys, keys
+
+
+def _flash_grid(blocks):
+    """The exercise's flash_attention launching the answer key's kernel on blocks(T, block_m) query blocks."""
+    def launch(q, k, v, start=None):
+        kernels = importlib.import_module("solutions.kernels")
+        B, H, T, _ = q.shape
+
+        class Grid:
+            def __getitem__(self, grid):
+                return kernels.flash_attention_kernel[(blocks(T, 16), grid[1])]
+        return kernels.flash_attention(q, k, v, start, kernel=Grid())
+    return launch
 
 
 def _flash_slip(slip):
@@ -1305,6 +1343,18 @@ MUTANTS = [
     ("test_block.py", "test_post_norm_block", {("block", "PostNormBlock"): PostNormMLPOfTheInput},
      "the MLP reads the block's input x"),
     ("test_model.py", "test_andrea_logits", {("model", "ANDREA"): ModelWithoutFinalNorm}, "final norm"),
+    ("test_model.py", "test_andrea_logits", {("model", "ANDREA"): ModelScalingItsEmbeddings},
+     "the embeddings multiplied by sqrt(D)"),
+    ("test_optim.py", "test_adamw_matches_torch", {("optim", "adamw_step"): _adamw(v_by_beta1=True)},
+     "v's new term weighted by 1 - beta1"),
+    ("test_bpe.py", "test_pair_counts_weights_each_word_by_its_count", {("bpe", "pair_counts"): _counts_across_words},
+     "pairs across the boundary between two words"),
+    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheReturningTheKeysTwice},
+     "the key buffer returned in the values' place"),
+    ("test_kernels.py", "test_layer_norm_kernel_steps_by_the_row_stride",
+     {("kernels", "layer_norm_kernel"): _LazyLayerNormSlip(9)}, "every program stored its row at row 0"),
+    ("test_kernels.py", "test_flash_attention_kernel_with_a_cache",
+     {("kernels", "flash_attention"): _flash_grid(lambda T, bm: T // bm)}, "T // 16 = 1 query block, which drops"),
     ("test_model.py", "test_andrea_generates_the_same_with_and_without_the_cache",
      {("model", "ANDREA"): ModelIgnoringStart}, "positions restart at 0"),
     # issue 13's eight mistakes that once got full marks

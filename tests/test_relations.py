@@ -163,7 +163,20 @@ def _causal_weights_without_keepdim(T):
     return w / w.sum(dim=-1)
 
 
+def _average_past_one_short(x):
+    """average_past with its loop over range(T - 1): the last position never averaged."""
+    return torch.stack([x[..., :i + 1, :].mean(dim=-2) for i in range(x.shape[-2] - 1)], dim=-2)
+
+
+def _mask_of_T_keys(T, S=None, device=None):
+    """causal_mask with its key positions arange(T), not arange(S): (T, T)."""
+    S = T if S is None else S
+    return torch.arange(T, device=device)[None, :] <= torch.arange(T, device=device)[:, None] + (S - T)
+
+
 UNLISTED = [  # (graded file, piece, the learner's version, words the failure must say)
+    ("test_attention.py", "attention.average_past", _average_past_one_short, "the last 1 is missing"),
+    ("test_attention.py", "attention.causal_mask", _mask_of_T_keys, "entries along axis -1 (shape (3, 3) where (3, 6)"),
     ("test_attention.py", "attention.causal_average_weights", _causal_weights_without_keepdim, "keepdim=True"),
     ("test_mlp.py", "mlp.gelu_tanh", _gelu_constant_typed_short, "slightly off"),
     ("test_block.py", "block.layer_norm", _layer_norm_over_batch, "normalises over axis -3 (the batch)"),
@@ -195,6 +208,16 @@ def test_dot_T_on_four_axes_is_explained_as_reversing_every_axis():
     said = explain(failure.value, "return q @ k.T")
     assert "`k.T` reverses every axis" in said and "k.transpose(-2, -1)" in said and "keepdim" not in said
     assert "keepdim" in explain(failure.value, "return x / x.sum(dim=-1)")      # the other cause, on its line
+
+
+def test_calling_none_names_what_the_line_calls_not_a_missing_return():
+    head = None
+    with pytest.raises(TypeError) as failure:
+        head(_randn(2))
+    said = explain(failure.value, "return model.head(model.ln_f(stream))")
+    assert "`model.head`, `model.ln_f`" in said and "tied embeddings" in said and "without `return`" not in said
+    said = explain(failure.value, "y = self.gelu(h)")
+    assert "`self.gelu`" in said and "tied" not in said
 
 
 def test_a_listed_mistake_is_not_blamed_for_an_odd_scale():

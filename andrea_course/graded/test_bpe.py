@@ -91,6 +91,26 @@ def _counts_over_keys(words):
     return counts
 
 
+def _across_words(pair_counts, *inputs) -> str | None:
+    """What the learner's counts show, when on every input they hold pairs that no word contains and
+    each such pair is a word's last token followed by a word's first: pairs across word boundaries."""
+    extra = []
+    for words in inputs:
+        try:
+            got = pair_counts(words)
+        except Exception:                                   # noqa: BLE001 - the box says what it raised
+            return None
+        inside = {pair for word in words for pair in zip(word, word[1:])}
+        ends, starts = {w[-1] for w in words}, {w[0] for w in words}
+        odd = [pair for pair in (got if isinstance(got, dict) else ()) if pair not in inside]
+        if not odd or not all(isinstance(p, tuple) and len(p) == 2 and p[0] in ends and p[1] in starts for p in odd):
+            return None
+        extra += odd
+    return (f"your counts hold pairs that no word contains ({', '.join(map(str, extra[:3]))}), each a word's last "
+            f"token followed by a word's first: pairs across the boundary between two words were counted (the words "
+            f"joined into one sequence?); a pair is counted inside a word only")
+
+
 def _counts_case(pair_counts, words):
     want = REF.pair_counts(words)
     mistakes = {EACH_WORD_ONCE: _counts(words, weighted=False), OVERLAPS_SKIPPED: _counts(words, overlapping=False),
@@ -109,9 +129,16 @@ def test_pair_counts_weights_each_word_by_its_count(student):
                 mistakes={KEYS_UNPACKED: lambda: _counts_over_keys(words)},
                 second=Second(lambda: pair_counts(words2), None, {KEYS_UNPACKED: lambda: _counts_over_keys(words2)}),
                 hint="loop over words.items(): each word with its count")
-    expect_cases(_counts_case(pair_counts, words2),                  # skipped overlaps and assigned counts differ here
-                 _counts_case(pair_counts, words), exact=True,
-                 hint="add the word's count for every neighbouring pair; a one-token word has no pair")
+    try:
+        expect_cases(_counts_case(pair_counts, words2),              # skipped overlaps and assigned counts differ here
+                     _counts_case(pair_counts, words), exact=True,
+                     hint="add the word's count for every neighbouring pair; a one-token word has no pair")
+    except Mismatch as failed:
+        seen = None if failed.mistake or failed.relation else _across_words(pair_counts, words2, words)
+        if seen is None:
+            raise
+        raise Mismatch(failed.what, failed.problem, "count the pairs inside each word, zip(word, word[1:]), "
+                       "word by word", mistake=seen, differences=failed.differences) from None
 
 
 @graded("bpe.pair_counts", points=1)

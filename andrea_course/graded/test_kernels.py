@@ -814,10 +814,29 @@ def check_layer_norm_memory(student, rows, D, stride, bias, seed, what):
                     and bool(got[1:].isnan().all()):     # x read right, no bias: gamma read past its end from row 1 on
                 raise Mismatch(exc.what, exc.problem, hint, mistake=W_BY_ROW, differences=exc.differences,
                                max_error=exc.max_error) from None
+            row = _all_at_row_zero(got, want) if not exc.mistake and part == "y" else None
+            if row is not None:
+                raise Mismatch(exc.what, exc.problem, hint, differences=exc.differences, max_error=exc.max_error,
+                               mistake=f"every program stored its row at row 0 (y_ptr + cols, without the row's "
+                                       f"offset): row 0 holds row {row}'s result and rows 1 .. {got.shape[0] - 1} were "
+                                       f"never written; store at y_ptr + row * stride + cols") from None
             if exc.mistake or not _rows_from_the_gaps(got, want) or stats_right:   # right statistics: x read right
                 raise
             raise Mismatch(exc.what, exc.problem, hint, mistake=LN_ROW_STRIDE, differences=exc.differences,
                            max_error=exc.max_error) from None
+
+
+def _all_at_row_zero(got, want) -> int | None:
+    """The row whose result row 0 of y holds, when every other row of y was never written (still 0
+    or NaN, as the checking launcher starts y) and row 0 holds some row's result; else None."""
+    got, want = got.detach().cpu().double(), want.detach().cpu().double()
+    if got.dim() != 2 or got.shape[0] < 2:
+        return None
+    rest = got[1:]
+    if not (bool(rest.isnan().all()) or bool((rest == 0).all())):
+        return None
+    return next((r for r in reversed(range(want.shape[0]))
+                 if bool(torch.allclose(got[0], want[r], atol=1e-4, rtol=1e-4))), None)
 
 
 def _rows_from_the_gaps(got, want) -> bool:
@@ -1070,6 +1089,7 @@ def _flash_cases(flash_attention, q, k, v, start, what, outs, merged):
             if "out" not in cache:
                 cache["out"] = call_flash(flash_attention, q, k, v, start)
                 _first_sequence_only(cache["out"], want_o, want_lse, what)
+                _last_rows_never_stored(cache["out"], want_o, want_lse, what)
             out = cache["out"]
             return out[i] if isinstance(out, (tuple, list)) and len(out) == 2 else out
         return got
@@ -1095,6 +1115,30 @@ def _first_sequence_only(out, want_o, want_lse, what):
     if right and bool(torch.isnan(o[1:]).all()) and bool(torch.isnan(lse[1:]).all()):
         raise Mismatch(f"{what}: o", f"sequence 0 of {B} is right; the other {B - 1} were never stored (NaN)",
                        "one program per query block and per (sequence, head): B * H of them", mistake=FIRST_SEQUENCE_ONLY)
+
+
+def _last_rows_never_stored(out, want_o, want_lse, what, block_m: int = 16):
+    """A Mismatch when o and lse are right up to a row r0 and never stored (NaN, as the checking
+    launcher starts them) from r0 on, in every head: the last query blocks' programs never ran."""
+    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
+        return
+    (o, lse), T = out, want_o.shape[2]
+    if o.shape != want_o.shape or lse.shape != want_lse.shape:
+        return
+    o, lse = o.double().cpu(), lse.double().cpu()
+    stored = ~lse.isnan().all(dim=(0, 1))                              # (T,): a row stored in some head
+    r0 = int(stored.logical_not().nonzero()[0]) if not bool(stored.all()) else T
+    if r0 in (0, T) or bool(stored[r0:].any()) or not bool(o[:, :, r0:].isnan().all()):
+        return
+    right = all(bool(torch.allclose(g[:, :, :r0], w[:, :, :r0].cpu(), atol=1e-4, rtol=1e-4))
+                for g, w in ((o, want_o), (lse, want_lse)))
+    if not right:
+        return
+    n = T // block_m
+    why = (f": the launch grid has T // {block_m} = {n} query block{'s' * (n != 1)}, which drops the ragged last one; "
+           f"launch triton.cdiv(T, block_m) of them" if r0 == T // block_m * block_m else "")
+    raise Mismatch(f"{what}: o", f"rows {r0} .. {T - 1} of every head were never stored (NaN); rows 0 .. {r0 - 1} are "
+                   f"right", "grid = (triton.cdiv(T, block_m), B * H)", mistake=f"the last query rows never computed{why}")
 
 
 def flash_inputs(T, S, K, seed=0, far_below=False):

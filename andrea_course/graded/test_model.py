@@ -101,10 +101,19 @@ def _logits_and_mistakes(ref, ids):
             x_twice = x_twice + block(x_twice)
         mistakes["each block's output added to its input, x = x + block(x): a block already returns the stream with "
                  "its sublayers added, so the residual is counted twice; x = block(x)"] = ln_f(x_twice) @ head.T
+        scale = cfg.d_model ** 0.5
+        mistakes[EMBED_SCALED] = ln_f(trunk(x0 * scale)) @ head.T
+        mistakes[TOKENS_SCALED] = ln_f(trunk(tok[ids] * scale + pos[:ids.shape[1]])) @ head.T
         if not cfg.tie_embeddings:
             mistakes["the token table used as the output head although cfg.tie_embeddings is False: "
                      "use self.output_weight()"] = ln_f(x) @ tok.T
     return want, mistakes
+
+
+EMBED_SCALED = ("the embeddings multiplied by sqrt(D) before the blocks, as the original Transformer paper does: GPT-2 "
+                "and this model start the stream with the embeddings as they are, x = self.embed(ids, start)")
+TOKENS_SCALED = ("the token vectors multiplied by sqrt(D) before the positions are added, as the original Transformer "
+                 "paper does: GPT-2 and this model add the two as they are")
 
 
 def _logits_case(m, ref, ids, what):
@@ -799,8 +808,9 @@ def _cache_expectations(run, S):
     return out
 
 
-KEYS_AS_VALUES = ("the new keys written into the value buffer (self.v[...] = k, a copied line?): self.v gets v, "
-                  "self.v[:, :, self.pos:self.pos + T] = v")
+KEYS_AS_VALUES = ("the values returned are the keys: the keys written into the value buffer (self.v[...] = k) or the "
+                  "key buffer returned in the values' place (return self.k[...], self.k[...]), a copied line?: self.v "
+                  "gets v, self.v[:, :, self.pos:self.pos + T] = v, and update returns self.v[:, :, :self.pos] second")
 POS_FIRST = ("pos moved on before the write: the new keys land T slots too far on (from pos + T) and the first "
              "slots returned are still zeros; write at self.pos .. self.pos + T - 1 first, then self.pos += T")
 NOT_ADVANCED = "pos not advanced: after writing T positions, self.pos += T"

@@ -158,7 +158,7 @@ def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct="mv",
                     decay_times_lr=True, eps_inside=False, v_of_g=False, swapped="", from_zero=False,
                     return_hats=False, root=True, m_v_returned_swapped=False, power_of_one_minus=False,
                     m_weights_swapped=False, ascent=False, times_not_power="", l2_too=False, one_behind=False,
-                    decay_after=False, eps_hat=False):
+                    decay_after=False, eps_hat=False, v_new_by_beta1=False):
     """The update as a typical mistake computes it: [(param, m, v) after each step].
 
     correct: which of the running means are bias-corrected ("mv" both, "m" or "v" one, "" neither);
@@ -170,7 +170,8 @@ def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct="mv",
     times_not_power: which corrections ("m", "mv") divide by 1 - beta·step instead of 1 - beta^step;
     l2_too: the decay added to the gradient as well as decoupled; one_behind: corrected with beta^(step - 1);
     decay_after: the weights decayed after the step, the update shrunk with them; eps_hat: the bias
-    corrections folded into the step size, eps added to sqrt(v) before v's correction divides it."""
+    corrections folded into the step size, eps added to sqrt(v) before v's correction divides it;
+    v_new_by_beta1: v's new term weighted by 1 - beta1, v = beta2·v + (1 - beta1)·g²."""
     (b1, b2), p = betas, param.clone()
     c1, c2 = b1, b2                                                   # the betas of the bias correction
     if swapped:
@@ -181,7 +182,7 @@ def _mistaken_adamw(param, grads, lr, betas, eps, weight_decay, *, correct="mv",
         if not decoupled or l2_too:
             g = g + weight_decay * p                                  # L2: Adam, not AdamW
         m, v = (b1 * g + (1 - b1) * m if m_weights_swapped else b1 * m + (1 - b1) * g,
-                b2 * v + (1 - b2) * {True: g, "abs": g.abs(), False: g * g}[v_of_g])
+                b2 * v + (1 - (b1 if v_new_by_beta1 else b2)) * {True: g, "abs": g.abs(), False: g * g}[v_of_g])
         n = t + 1 if from_zero else t - 1 if one_behind else t
         m_hat = m / (1 - (c1 * n if "m" in times_not_power else c1 ** n)) if "m" in correct else m
         v_hat = v / (1 - (c2 * n if "v" in times_not_power else c2 ** n)) if "v" in correct else v
@@ -247,6 +248,8 @@ MISTAKES = {
     "lr·sqrt(1 - beta2^step)/(1 - beta1^step)·m/(sqrt(v) + eps), the 'epsilon hat' form): against the "
     "corrected sqrt(v̂) that eps weighs 1/sqrt(1 - beta2^step) times more, so in the first steps small gradients "
     "take smaller steps; add eps to the corrected root: lr·m̂/(sqrt(v̂) + eps)": dict(eps_hat=True),
+    "v's new term weighted by 1 - beta1, v = beta2·v + (1 - beta1)·g² (the line above copied?): v's weights are "
+    "beta2 and 1 - beta2, so that they sum to 1; v = beta2·v + (1 - beta2)·g²": dict(v_new_by_beta1=True),
     "the step added instead of subtracted (param + lr·m̂/...): that is gradient ascent, uphill; the update is "
     "param - lr·m̂ / (sqrt(v̂) + eps)": dict(ascent=True),
     "m's bias correction divides by 1 - beta1·step instead of 1 - beta1^step (* for **): from step 2 on that is "
@@ -316,9 +319,11 @@ def _run_adamw(student, setup, other):
 def _tells(mistake: str, step: int, output: int) -> bool:
     """Whether the mistake can be told from the others in output `output` (0 param, 1 m, 2 v) after
     `step`: the correction one step behind divides by 0 at step 1, and its NaN, carried on, is every
-    later NaN's; the decay applied twice has the L2 mistake's m and v (and its text covers both)."""
+    later NaN's; the decay applied twice has the L2 mistake's m and v (and its text covers both); v's
+    new term by 1 - beta1 has, after step 1, the swapped betas' v (its param differs, and is checked first)."""
     how = MISTAKES[mistake]
-    return not (how.get("one_behind") and step > 1) and not (how.get("l2_too") and output > 0)
+    return (not (how.get("one_behind") and step > 1) and not (how.get("l2_too") and output > 0)
+            and not (how.get("v_new_by_beta1") and step == 1 and output == 2))
 
 
 @graded("optim.adamw_step", points=3)

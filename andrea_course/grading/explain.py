@@ -506,6 +506,14 @@ def _python(kind, text, code):
         return (f"On your line, `{holder.group(1)}` is None, so it has no `{found.group(1)}`. Look at where it "
                 f"comes from: an optional part that this configuration leaves out is None (check `is None` and "
                 f"take the other way), and a function that ends without `return` gives None.")
+    called = _called_on(code) if "'NoneType' object is not callable" in text else []
+    if called:
+        which = f"`{called[0]}`" if len(called) == 1 else "one of " + ", ".join(f"`{c}`" for c in called)
+        head = any(c.endswith("head") for c in called)
+        return (f"Your line calls something that is None: {which}. An optional part that this configuration "
+                f"leaves out is None" + (" (a model with tied embeddings has no head of its own: its output "
+                                         "weight is the token table, model.output_weight())" if head else "")
+                + ", so check `is None` and take the other way; or a name was never given a function.")
     if re.search(r"'NoneType' object (?:has no attribute|is not subscriptable|is not iterable)|"
                  r"unsupported operand type\(s\) for .*'NoneType'|NoneType' object is not callable", text):
         return ("A value is None where a tensor was expected. A function that ends without `return` gives "
@@ -514,6 +522,17 @@ def _python(kind, text, code):
         return ("A division by a Python 0: a parameter at its edge (p = 1 makes 1 - p = 0; a temperature "
                 "of 0) needs its own case before you divide.")
     return None
+
+
+def _called_on(code: str | None) -> list[str]:
+    """The names and attributes a line calls that could hold a value (not builtins, not torch's or
+    F's functions, not methods of an expression's result)."""
+    if not code:
+        return []
+    found = re.findall(r"(?<![\w.)\]])([A-Za-z_][\w.]*)\s*\(", code)
+    skip = ("torch.", "F.", "nn.", "math.", "np.", "tl.", "triton.")
+    return list(dict.fromkeys(n for n in found if not n.startswith(skip) and n not in dir(__builtins__)
+                              and n not in ("super", "self")))
 
 
 _NEXT_INDEX = re.compile(r"(\w+)\[\s*(\w+)\s*\+\s*1\s*\]")          # word[i + 1]

@@ -154,6 +154,32 @@ def sizes_reordered(got, want, inputs):
                           f"view, reshape or new tensor written in another order.")
 
 
+def part_of_an_axis(got, want, inputs):
+    """got is want with entries missing at the start or the end of one axis (every other size equal)."""
+    if not _tensors(got, want) or got.dim() != want.dim() or got.shape == want.shape:
+        return None
+    off = [a for a in range(got.dim()) if got.shape[a] != want.shape[a]]
+    if len(off) != 1 or got.shape[off[0]] >= want.shape[off[0]] or got.numel() < 4:
+        return None
+    a, n, size = off[0], got.shape[off[0]], want.shape[off[0]]
+    first, last = want.narrow(a, 0, n), want.narrow(a, size - n, n)
+    same = (lambda t: bool(torch.equal(got, t))) if not want.is_floating_point() else \
+        (lambda t: got.is_floating_point() and _near(got.to(want.dtype), t, want))
+    where = f"{_axis(a, got.dim())} (shape {tuple(got.shape)} where {tuple(want.shape)} is expected)"
+    if same(first) and not same(last):
+        return Seen(frozenset({f"first part {a - got.dim()}"}), lambda k: (
+            f"your output is the expected one's first {n} of {size} entries along {where}: the last {size - n} "
+            f"{'is' if size - n == 1 else 'are'} missing (that axis sized from another length, T where S is meant?, "
+            f"or a range or slice that stops short, range(T - 1) or [:-1]?)."),
+            exact=True)
+    if same(last) and not same(first):
+        return Seen(frozenset({f"last part {a - got.dim()}"}), lambda k: (
+            f"your output is the expected one's last {n} of {size} entries along {where}: the first {size - n} "
+            f"{'is' if size - n == 1 else 'are'} missing (that axis sized from another length, T where S is meant?, "
+            f"or a range or slice that starts late)."), exact=True)
+    return None
+
+
 def _said_permutation(perm, got, want):
     n = len(perm)
     off = [i for i in range(n) if perm[i] != i]
@@ -579,7 +605,7 @@ def _sequence_edge(got, want, inputs):
 
 # From the most particular to the most general: the first that sees something is the one said.
 RELATIONS = (all_zero, dtype_narrowing, listed_exactly, extra_or_missing_axis, swapped_axes, sizes_reordered,
-             inverted_mask, normalised_over_axis,
+             part_of_an_axis, inverted_mask, normalised_over_axis,
              shifted_by_one, constant_factor, elementwise_function, constant_offset, input_term, listed_term,
              row_against_column, slightly_off,
              _text_decoded_per_token, _sequence_edge)
