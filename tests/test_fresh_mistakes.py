@@ -9,10 +9,8 @@ import pytest
 
 from andrea_course.paths import ROOT
 
-SETS = ["fresh_mistakes", "fresh_mistakes2", "fresh_mistakes3", "fresh_mistakes4", "fresh_mistakes5", "fresh_mistakes6",
-        "fresh_mistakes7", "fresh_mistakes8", "fresh_mistakes9", "fresh_mistakes10", "fresh_mistakes11",
-        "fresh_mistakes12", "fresh_mistakes13", "fresh_mistakes14",
-        "fresh_mistakes15", "fresh_mistakes16"]
+SETS = sorted((p.parent.name for p in (ROOT / "tests").glob("fresh_mistakes*/mistakes.py")),
+              key=lambda name: int(name.removeprefix("fresh_mistakes") or 1))
 
 
 @pytest.mark.nightly
