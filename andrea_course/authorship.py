@@ -435,19 +435,45 @@ _WATCHED = frozenset({"exec", "function.__new__", "object.__setattr__", "open", 
                       "os.posix_spawn", "os.spawn", "os.system"})
 
 
+def _compiled_from_its_file(code, DENIED=frozenset(), CODE=types.CodeType, PLAIN=_PLAIN, BASE=BaseException,
+                            isinstance=isinstance, type=type, stat=os.stat, osopen=os.open, read=os.read,
+                            close=os.close, RDONLY=os.O_RDONLY, compile=compile):
+    """Whether `code` is what its own file (not one of the engine's) compiles to, every constant
+    plain. Such a module, imported from its file, is judged by the exact key only: honest code may
+    match the engine's at other lines. Self-contained like _guard_hook."""
+    name = code.co_filename
+    try:
+        st = stat(name)
+        if (st.st_dev, st.st_ino) in DENIED or st.st_size >= (16 << 20):
+            return False
+        todo = [code]
+        while todo:
+            for k in todo.pop().co_consts:
+                if isinstance(k, CODE):
+                    todo.append(k)
+                elif type(k) not in PLAIN:
+                    return False
+        fd = osopen(name, RDONLY)                      # (os.open, not io: nothing here imports)
+        try:
+            data = read(fd, st.st_size + 1)
+        finally:
+            close(fd)
+        return compile(data, name, "exec", 0, True) == code
+    except BASE:
+        return False
+
+
 def _guard_hook(event, args, WHAT="", EXACT=frozenset(), FREE=frozenset(), DENIED=frozenset(), PROTECTED=frozenset(),
-                SPAWN=None, KEYS=None, NOTES=None, WATCHED=_WATCHED, REFUSED=EngineRefused,
-                PERMISSION=PermissionError, CODE=types.CodeType, PLAIN=_PLAIN, OSERROR=OSError,
-                BASE=BaseException, VALUE=ValueError, TYPE=TypeError, isinstance=isinstance, id=id, len=len,
+                SPAWN=None, KEYS=None, NOTES=None, GENUINE=None, WATCHED=_WATCHED, REFUSED=EngineRefused,
+                PERMISSION=PermissionError, CODE=types.CodeType, OSERROR=OSError,
+                VALUE=ValueError, TYPE=TypeError, isinstance=isinstance, id=id, len=len,
                 PATHS=frozenset({pathlib.PosixPath, pathlib.PurePosixPath, pathlib.WindowsPath, pathlib.PureWindowsPath,
                                  pathlib.Path, pathlib.PurePath}),
-                type=type, str=str, bytes=bytes, int=int, stat=os.stat, fstat=os.fstat, osopen=os.open,
-                read=os.read, close=os.close, RDONLY=os.O_RDONLY, compile=compile):
-    """The worker's audit hook for one graded piece. Everything it uses is bound here as a default
-    and it reads no global name (a test checks its bytecode), so rebinding names in this module
-    or in builtins changes nothing; assigning its __code__ or __defaults__ is refused by itself.
-    (Over 80 lines for that reason: each helper it called would be one more function to bind,
-    guard and check the bytecode of, on the path of every audited event.)"""
+                type=type, str=str, bytes=bytes, int=int, stat=os.stat, fstat=os.fstat):
+    """The worker's audit hook for one graded piece. Everything it uses, its helpers included, is
+    bound here as a default and it reads no global name (a test checks its bytecode), so rebinding
+    names in this module or in builtins changes nothing; assigning its __code__ or __defaults__,
+    or its helpers', is refused by itself."""
     if event not in WATCHED:
         return
     why = (f"a copy of the engine's code for {WHAT} is not yours to hand in while {WHAT} is graded: "
@@ -483,30 +509,9 @@ def _guard_hook(event, args, WHAT="", EXACT=frozenset(), FREE=frozenset(), DENIE
     elif event == "exec":
         if not isinstance(args[0], CODE):
             return
-        codes, genuine = [args[0]], False
-        # A module imported from its own file (the learner's, a library's) is judged by the
-        # exact key only: honest code may match the engine's at other lines. Anything else (exec
-        # of a string, marshal, a file's code compiled from other text) by the free key too.
-        name = args[0].co_filename
-        try:
-            st = stat(name)
-            if (st.st_dev, st.st_ino) not in DENIED and st.st_size < (16 << 20):
-                plain, todo = True, [args[0]]
-                while todo and plain:
-                    for k in todo.pop().co_consts:
-                        if isinstance(k, CODE):
-                            todo.append(k)
-                        elif type(k) not in PLAIN:
-                            plain = False
-                if plain:                              # (os.open, not io: nothing here imports)
-                    fd = osopen(name, RDONLY)
-                    try:
-                        data = read(fd, st.st_size + 1)
-                    finally:
-                        close(fd)
-                    genuine = compile(data, name, "exec", 0, True) == args[0]
-        except BASE:
-            genuine = False
+        # anything but a module's code compiled from its own file (exec of a string, marshal) is
+        # judged by the free key too
+        codes, genuine = [args[0]], GENUINE(args[0])
     else:                                              # starting another program
         if SPAWN is None:
             return
@@ -580,11 +585,11 @@ def _private_copy(fn: types.FunctionType, defaults: tuple) -> types.FunctionType
 
 def _hook_for(what: str, exact, free, denied, protected, spawn):
     keys = _private_copy(_code_keys, _code_keys.__defaults__)
-    template = _guard_hook.__defaults__
-    hook = _private_copy(_guard_hook, (what, frozenset(exact), frozenset(free), frozenset(denied), frozenset(),
-                                       spawn, keys, _REFUSALS) + template[8:])
-    hook.__defaults__ = (what, frozenset(exact), frozenset(free), frozenset(denied),
-                         frozenset(protected) | {id(hook), id(keys)}, spawn, keys, _REFUSALS) + template[8:]
+    genuine = _private_copy(_compiled_from_its_file, (frozenset(denied),) + _compiled_from_its_file.__defaults__[1:])
+    head, tail = (what, frozenset(exact), frozenset(free), frozenset(denied)), _guard_hook.__defaults__[9:]
+    hook = _private_copy(_guard_hook, head + (frozenset(), spawn, keys, _REFUSALS, genuine) + tail)
+    hook.__defaults__ = head + (frozenset(protected) | {id(hook), id(keys), id(genuine)}, spawn, keys, _REFUSALS,
+                                genuine) + tail
     return hook
 
 

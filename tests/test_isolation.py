@@ -227,3 +227,23 @@ def test_the_container_tiers_cleanup_leaves_nothing_of_its_uid(tmp_path):
     assert not pids_of(uid) and not box.exists()
     assert not any(os.path.exists(p) for p in (f"/tmp/left-{uid}", f"/dev/shm/left-{uid}", f"/tmp/dir-{uid}"))
     assert kill_uid(uid) and sweep_uid(uid) == []
+
+
+# ----------------------------------------------------------------------------- the authorship guard
+def test_the_guard_and_every_helper_bound_in_it_read_no_global_name():
+    """The worker's audit hook calls its helpers through its defaults: each of them, as bound,
+    must read no global name either, or rebinding that name would change what the guard does."""
+    import dis
+    import types
+    from andrea_course import authorship
+    hook = authorship._hook_for("attention.softmax", set(), set(), set(), set(),
+                                authorship._spawn_rule("attention.softmax"))
+    todo, names = [hook], set()
+    while todo:
+        fn = todo.pop()
+        names.add(fn.__name__)
+        loads = [i.argval for i in dis.get_instructions(fn) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+        assert not loads and fn.__globals__ == {"__builtins__": {}}, (fn.__name__, loads)
+        todo += [d for d in fn.__defaults__ or ()         # its own helpers, not the library's (os.get_exec_path)
+                 if isinstance(d, types.FunctionType) and d.__code__.co_filename == authorship.__file__]
+    assert {"_guard_hook", "_code_keys", "_compiled_from_its_file", "_spawn_check"} <= names, names

@@ -73,9 +73,8 @@ class _Defaults(argparse.HelpFormatter):
         return text
 
 
-def parse(argv=None) -> argparse.Namespace:
-    """andrea-grade's options. (Over 80 lines: one parser, each option with its help text, read
-    top to bottom as the --help it prints.)"""
+def _parser() -> argparse.ArgumentParser:
+    """andrea-grade's options, each with its help text, in the order --help prints them."""
     p = argparse.ArgumentParser(prog="andrea-grade", description=__doc__.split("\n")[0],
                                 formatter_class=_Defaults)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -135,6 +134,12 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--reply-limit", type=int, metavar="MIB", default=Limits().reply >> 20,
                    help="the most data, in MiB, the grader reads back from one call of a learner's "
                         "code: a larger answer fails its test unread")
+    return p
+
+
+def parse(argv=None) -> argparse.Namespace:
+    """andrea-grade's options, checked together."""
+    p = _parser()
     args = p.parse_args(argv)
     if bool(args.batch) == bool(args.submission):
         p.error("give either a SUBMISSION folder or --batch FOLDER")

@@ -1,17 +1,12 @@
 """Graded tests run for the learner, in the learner's own process tree: check(), use() and
-passing() (which pieces of a learner's folder pass) read their verdicts here.
+passing() read their verdicts here.
 
     run_graded("attention.softmax", "exercises")           # a CheckResult: outcomes, status, ...
     run_graded_many(["attention.softmax", "mlp.MLP"], "exercises")   # one pytest run for several
 
-Each test runs under a time limit with the learner's code in a worker process, as the grader
-runs it (pipeline.run, the one runner of graded tests); a result is remembered while the content of the learner's files and of
-the test files stays the same (reuse=True).
-
-One verdict per piece: every graded test of a piece runs, wherever it is asked from. A notebook
-shows the tests of the ideas it has taught (CheckResult.upto, .shown), but the piece is the
-learner's only when all pass (verdict()): check()'s box, use(), passing() (model.pieces,
-learner_model) and the grader decide from the same tests.
+Every graded test of a piece runs wherever it is asked from, so check()'s box, use(), passing()
+and the grader give one verdict; a notebook only lists the tests of ideas it has taught
+(CheckResult.upto, .shown).
 """
 from __future__ import annotations
 
@@ -30,13 +25,10 @@ from .markers import LESSONS, later_or_same
 from .pipeline import Run, Spec, time_limit
 from .records import Record as Outcome, failed, syntax_error_text, timed_out
 
-TESTS_DIR = GRADED              # the graded tests, shipped with the package
-DEFAULT_IMPL = "exercises"     # in a notebook the learner's own exercises are the point
-
 
 def notebook_impl() -> str:
-    """Whose code a notebook checks: $ANDREA_IMPL if set, else the learner's exercises/: the
-    workspace's, by its path, when the notebook runs in one (paths.workspace())."""
+    """Whose code a notebook checks: $ANDREA_IMPL if set, else the learner's exercises/ (the
+    workspace's, by its path, when the notebook runs in one)."""
     chosen = impl_from_env()
     if chosen:
         return chosen
@@ -44,7 +36,7 @@ def notebook_impl() -> str:
         found = workspace()
     except WorkspaceError:                           # a bad $ANDREA_WORKSPACE: check() says so
         found = None
-    return str(found / DEFAULT_IMPL) if found is not None else DEFAULT_IMPL
+    return str(found / "exercises") if found is not None else "exercises"
 
 
 @dataclass
@@ -61,8 +53,7 @@ class CheckResult:
 
     @property
     def status(self) -> str:
-        """passed | failed | unwritten | error (no tests run, or none found): the verdict, over
-        every graded test of the piece."""
+        """passed | failed | unwritten | error, over every graded test of the piece."""
         return _status(self, self.outcomes)
 
     @property
@@ -84,7 +75,6 @@ class CheckResult:
 
     @property
     def shown_status(self) -> str:
-        """The status over the shown tests alone."""
         return _status(self, self.shown)
 
     @property
@@ -114,8 +104,7 @@ def failing(result: CheckResult, outcomes: list[Outcome] | None = None) -> list[
 
 
 def verdict(result: CheckResult) -> str:
-    """The one verdict on a piece: "yours" when every graded test passes, else "engine: <why>".
-    passing() (model.pieces, learner_model) hands it to the overlay; use() and check() follow it."""
+    """The one verdict on a piece: "yours" when every graded test passes, else "engine: <why>"."""
     if result.shortcuts and not (result.syntax or result.error):
         first = result.shortcuts[0]
         return f"engine: yours calls {first.call} (line {first.line}), which is this exercise"
@@ -128,19 +117,14 @@ def verdict(result: CheckResult) -> str:
         return f"engine: its graded tests could not run ({first})"
     if result.status == "unwritten":
         return "engine: not written yet"
-    bad = failing(result)
     total = len(result.outcomes) + result.not_run
-    return f"engine: {len(bad) + result.not_run} of its {total} graded tests fail"
-
-
-_recent: dict[tuple, tuple] = {}      # (exercise, impl, tests folder) -> (content stamps, CheckResult)
+    return f"engine: {len(failing(result)) + result.not_run} of its {total} graded tests fail"
 
 
 def graded_files(exercise: str, tests_dir: str | os.PathLike | None = None) -> list[Path]:
     """The test files holding `exercise`'s graded tests: tests/test_<activity>.py, and any other
-    tests/test_*.py with a test decorated @graded(exercise) (an activity's tests may span files,
-    e.g. the modern block's test_modules.py, test_budget.py and test_modern_model.py)."""
-    tests_dir = Path(tests_dir) if tests_dir is not None else TESTS_DIR
+    tests/test_*.py with a test decorated @graded(exercise) (an activity's tests may span files)."""
+    tests_dir = Path(tests_dir) if tests_dir is not None else GRADED
     home = tests_dir / f"test_{str(exercise).split('.')[0]}.py"
     others = [p for p in sorted(tests_dir.glob("test_*.py")) if p != home and _marks(p, exercise)]
     return ([home] if home.exists() else []) + others
@@ -166,17 +150,7 @@ def content_stamps(files) -> tuple:
     return tuple((str(f), hashlib.sha1(f.read_bytes()).hexdigest()) for f in files if f.is_file())
 
 
-def _stamps(impl_name: str, test_files: list[Path]) -> tuple:
-    """What a result depends on: the content of the learner's .py files and of the test files,
-    and the time limit each test runs under."""
-    return (time_limit(),) + content_stamps(sorted(resolve(impl_name).glob("*.py")) + list(test_files))
-
-
-def _reusable(result: CheckResult) -> bool:
-    """A result worth remembering: complete, and not cut short by the machine (a timeout or a
-    crash may not happen again)."""
-    return (result.error is None and not result.interrupted and not result.not_run
-            and not any(o.status == "timeout" for o in result.outcomes))
+_recent: dict[tuple, tuple] = {}      # (exercise, folder, tests folder) -> (stamps, CheckResult)
 
 
 def _key(exercise: str, impl_name: str, tests_dir) -> tuple:
@@ -192,25 +166,22 @@ def run_graded(exercise: str, impl: str | os.PathLike | None = None,
                tests_dir: str | os.PathLike | None = None, reuse: bool = False,
                upto: str | None = None) -> CheckResult:
     """Run every graded test of `exercise` ("activity.piece") against `impl`; never raises.
-
-    upto: the activity of the notebook asking: tests of ideas a later notebook teaches still run
-    (they are part of the verdict) and are told apart (CheckResult.later_outcomes).
-    reuse=True returns the last result for the same exercise when the learner's files and the
-    tests have the same content (use() after check() then costs nothing)."""
+    upto: the activity of the notebook asking (CheckResult.later_outcomes); reuse: the last result
+    while the learner's files, the tests and the time limit are the same."""
     return run_graded_many([exercise], impl, tests_dir, upto=upto, reuse=reuse)[exercise]
 
 
 def run_graded_many(exercises, impl: str | os.PathLike | None = None,
                     tests_dir: str | os.PathLike | None = None, upto: str | None = None,
                     reuse: bool = False) -> dict[str, CheckResult]:
-    """{exercise: CheckResult} for several exercises, in ONE pytest run (cheaper than one run
-    each: the suite checks every exercise the notebooks name this way). Never raises."""
+    """{exercise: CheckResult} for several exercises, in one pytest run. Never raises."""
     impl_name = str(impl) if impl is not None else notebook_impl()
     exercises = list(dict.fromkeys(exercises))
     stamps, out = {}, {}
     for exercise in exercises:
         try:
-            stamps[exercise] = _stamps(impl_name, graded_files(exercise, tests_dir))
+            stamps[exercise] = (time_limit(),) + content_stamps(sorted(resolve(impl_name).glob("*.py"))
+                                                                + graded_files(exercise, tests_dir))
         except Exception:                            # noqa: BLE001 - then simply do not reuse
             stamps[exercise] = None
         known = _recent.get(_key(exercise, impl_name, tests_dir))
@@ -221,7 +192,9 @@ def run_graded_many(exercises, impl: str | os.PathLike | None = None,
         return {e: CheckResult(e, impl_name, error=bad) for e in exercises}
     missing = [e for e in exercises if e not in out]
     for exercise, result in (_run_many(missing, impl_name, tests_dir).items() if missing else ()):
-        if stamps[exercise] is not None and _reusable(result):
+        complete = (result.error is None and not result.interrupted and not result.not_run
+                    and not any(o.status == "timeout" for o in result.outcomes))
+        if stamps[exercise] is not None and complete:    # a timeout or a crash may not happen again
             _recent[_key(exercise, impl_name, tests_dir)] = (stamps[exercise], result)
         out[exercise] = result
     return {e: dataclasses.replace(out[e], upto=upto) for e in exercises}
@@ -229,7 +202,7 @@ def run_graded_many(exercises, impl: str | os.PathLike | None = None,
 
 def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, CheckResult]:
     results = {e: CheckResult(e, impl_name) for e in exercises}
-    tests_dir = Path(tests_dir) if tests_dir is not None else TESTS_DIR
+    tests_dir = Path(tests_dir) if tests_dir is not None else GRADED
     files: dict[str, list[Path]] = {}
     for exercise, result in results.items():
         try:
@@ -250,7 +223,10 @@ def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, Chec
         result.syntax = _syntax_error(impl_name, activity)
         if result.syntax is None:
             files[exercise] = paths
-            result.shortcuts = _shortcuts(impl_name, activity, exercise)
+            try:
+                result.shortcuts = shortcuts.find(resolve(impl_name) / f"{activity}.py", exercise)
+            except (OSError, ValueError):
+                pass
     if not files:
         return results
     paths = list(dict.fromkeys(p for ps in files.values() for p in ps))
@@ -259,14 +235,6 @@ def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, Chec
     for exercise in files:
         _fill(results[exercise], run, files[exercise])
     return results
-
-
-def _shortcuts(impl_name: str, activity: str, exercise: str) -> list:
-    """The library calls in the learner's piece that compute the piece itself (shortcuts.py)."""
-    try:
-        return shortcuts.find(resolve(impl_name) / f"{activity}.py", exercise)
-    except (OSError, ValueError):
-        return []
 
 
 def _syntax_error(impl_name: str, activity: str) -> str | None:
@@ -317,5 +285,4 @@ def _fill(result: CheckResult, run: Run, paths: list[Path]) -> None:
 
 
 def _tail(text: str, lines: int = 12) -> str:
-    rows = [r for r in str(text).rstrip().splitlines()]
-    return "\n".join(rows[-lines:])
+    return "\n".join(str(text).rstrip().splitlines()[-lines:])

@@ -3,12 +3,8 @@
     passing("exercises", ["attention.softmax", "mlp.MLP"])   # {"attention.softmax": "yours", "mlp.MLP": "engine: ..."}
     model = learner_model("andrea-tiny", "exercises")       # overlay.build with the pieces that pass
 
-The verdict is decided here, in the grading layer, and handed down to overlay.build (which never
-runs a test): a piece is "yours" when it is written and every one of its graded tests passes,
-else the engine's, with why ("engine: not written yet", "engine: 2 of its 5 graded tests
-fail", "engine: no file"). It is local.verdict() of the same run of the same tests
-that check() and use() read (local.run_graded_many, remembered while the content of the
-learner's files and of the tests stays the same).
+The verdict is decided here, in the grading layer (local.verdict() of the same run check() and
+use() read), and handed down to overlay.build, which never runs a test.
 """
 from __future__ import annotations
 
@@ -18,18 +14,15 @@ from .. import overlay as _overlay
 from ..config import ModelConfig
 from . import local
 
+
 def passing(impl: str | os.PathLike, exercises=None) -> dict[str, str]:
     """{exercise: "yours" | "engine: <why>"} for the learner's pieces `exercises` ("activity.piece";
-    None: every piece a model can be built from, overlay.SLOTS and the steps and kernels they use),
-    by their graded tests. Any piece of the course may be asked for (optim.lr_at, bpe.encode, ...)."""
+    None: every piece a model can be built from), by their graded tests."""
     if exercises is None:
-        exercises = list(dict.fromkeys([*_overlay.SLOTS, *(s for steps in _overlay.STEPS.values() for s in steps),
-                                        *_overlay.TRITON_KERNELS.values()]))
+        exercises = [*_overlay.SLOTS, *(s for steps in _overlay.STEPS.values() for s in steps),
+                     *_overlay.TRITON_KERNELS.values()]
     exercises = list(dict.fromkeys(exercises))
-    return _run(_overlay.Overlay(impl), exercises)
-
-
-def _run(folder: "_overlay.Overlay", exercises: list[str]) -> dict[str, str]:
+    folder = _overlay.Overlay(impl)
     out, to_run = {}, []
     for exercise in exercises:
         activity, _, piece = str(exercise).partition(".")

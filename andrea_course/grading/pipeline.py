@@ -1,20 +1,13 @@
 """The one way graded tests run, for every caller: check(), use() and passing() (local.py) and
-andrea-grade, make grade (runner.py).
+andrea-grade (runner.py).
 
     got = run(Spec(tests=[...], folder=learner, isolation=iso, limit=30.0))
     got.collected, got.results         # {nodeid: records.Record}, as the plugin wrote them
     got.running, got.stopped           # the test running when the run stopped, and why
 
-Stages, each a small function: boot the worker's parent (when the caller asks: the grader
-starts it while pytest imports), start pytest with the grading plugin in a fork of this process
-(it has imported torch, pytest and the course already; elsewhere a new interpreter), read the
-records it streams over ONE channel (signed JSON lines, records.read) as they come, enforce the
-limits (each test: the worker stops the learner's code at `limit`, and this stops a grader that
-hangs `GRACE` later, its stack dumped first to name the learner's line it was in, Run.where;
-before the first test `BOOT_LIMIT`; the whole run: `total`), and end every process the run left
-behind (but the worker's parent the caller keeps for an after-test hook, Spec.keep_parent: pytest
-only closes its socket, and the parent kills what the tests left). The learner's interrupt
-(Ctrl-C, the stop button) ends the run (Run.stopped) and the caller decides what to show.
+pytest runs with the grading plugin in a fork of this process, which has imported torch and
+pytest already (a new interpreter where there is no fork). Its records are read as they come, so
+that a run stopped by a limit or an interrupt still reports every test that finished.
 """
 from __future__ import annotations
 
@@ -35,7 +28,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..paths import ROOT
 from ..worker.process import Forked
 from ..worker.tiers import DEAD, Isolation, proc_stat
 from .records import Record, read
@@ -43,7 +35,7 @@ from .records import Record, read
 LIMIT_ENV = "ANDREA_CHECK_TIMEOUT"
 DEFAULT_LIMIT = 30.0            # seconds per graded test in check(); the slowest course test takes a few
 BOOT_LIMIT = 120.0              # seconds to start pytest and import the tests (no learner code runs then)
-GRACE = 15.0                    # the worker stops the learner's code at the limit; this much later, the run
+GRACE = 15.0                    # after the worker's own limit, the run stops a grader that hangs
 
 
 def time_limit() -> float:
@@ -70,14 +62,11 @@ class Spec:
     log: Path | None = None           # pytest's output; default: a temp file
     jobs: int = 1
     collect_only: bool = False
-    hand_over: bool = False           # start the worker's parent here, before pytest
-    prepare: tuple | None = None      # with hand_over: (entry point, argument) the worker's parent runs
-                                      # before it forks any worker (the after-test hook's warm-up)
-    keep_parent: bool = False         # with hand_over: the worker's parent pytest used, alive after it
-                                      # ended and ours again (Run.parent; the caller closes it)
+    hand_over: bool = False           # start the worker's parent here, while pytest imports
+    prepare: tuple | None = None      # with hand_over: (entry point, argument) it runs before any fork
+    keep_parent: bool = False         # with hand_over: it outlives pytest, ours again (Run.parent)
     orphans: bool = False             # adopt and end the learner's orphans (no sandbox to hold them)
-    names_in_impl: bool = False       # name the learner's files relative to `folder` (the grader's staged
-                                      # copy: attention.py), not to the course (exercises/attention.py)
+    names_in_impl: bool = False       # name the learner's files relative to `folder`, not to the course
 
 
 @dataclass
@@ -108,8 +97,7 @@ class Run:
 
 
 def run(spec: Spec) -> Run:
-    """Run the graded tests of `spec`; never raises but KeyboardInterrupt's absence: an interrupt,
-    a timeout or a crash is Run.stopped."""
+    """Run the graded tests of `spec`; an interrupt, a timeout or a crash is Run.stopped."""
     got = Run()
     with tempfile.TemporaryDirectory(prefix="andrea-run-") as tmp:
         channel, log = Path(tmp) / "records.jsonl", spec.log or Path(tmp) / "pytest.log"
@@ -119,7 +107,15 @@ def run(spec: Spec) -> Run:
         os.write(key_w, key.hex().encode() + b"\n")
         os.close(key_w)
         args = arguments(spec, channel, key_r)
-        starter = _boot(spec, args) if spec.hand_over and spec.jobs <= 1 and not spec.collect_only else None
+        starter = None
+        if spec.hand_over and spec.jobs <= 1 and not spec.collect_only:
+            from ..worker.client import IsolatedStudent, LearnerCodeError
+            starter = IsolatedStudent(spec.folder, isolation=spec.isolation, prepare=spec.prepare)
+            try:
+                args += ["--worker-parent", starter.hand_over()]
+            except LearnerCodeError:     # the plugin starts it then, and the first test says why it cannot
+                starter.close()
+                starter = None
         passed = [key_r] + ([int(args[args.index("--worker-parent") + 1].split(":")[0])] if starter else [])
         before = _adopt() if spec.orphans else None
         warm(kernels=any(str(e).startswith("kernels.") for e in spec.exercises or ()),
@@ -140,8 +136,13 @@ def run(spec: Spec) -> Run:
                     got.where = _stuck_at(proc, stack, spec.folder, spec.names_in_impl)
             finally:
                 end(proc, before)
-                if starter is not None and spec.keep_parent:
-                    got.parent = _handed_back(starter, got)
+                if starter is not None and spec.keep_parent and got.stopped in (None, "crash"):
+                    try:
+                        starter.take_back()
+                    except BaseException:    # an interrupt while it drains: nothing is left running
+                        starter.close()
+                        raise
+                    got.parent = starter
                 elif starter is not None:
                     starter.close()
         got.log = log.read_bytes()[-4000:].decode("utf-8", "replace") if log.is_file() else ""
@@ -159,8 +160,7 @@ def arguments(spec: Spec, channel: Path, key_fd: int) -> list[str]:
             "--timeout-per-test", str(spec.limit), "--results-jsonl", str(channel),
             "--results-key-fd", str(key_fd), "-m", "exercise", "--continue-on-collection-errors",
             "--capture=sys", "-q", "-W", "ignore", "--color=no", "--import-mode=importlib",
-            # a failure's text is the plugin's; pytest's long form parses the test file again per
-            # failure, and its unraisable-exception hook collects garbage five times at the end
+            # a failure's text is the plugin's: pytest's own long form and unraisable hook only cost time
             "--tb=native", "-p", "no:unraisableexception"]
     if spec.exercises is not None:
         args += ["--exercises", ",".join(spec.exercises)]
@@ -171,35 +171,6 @@ def arguments(spec: Spec, channel: Path, key_fd: int) -> list[str]:
     if spec.jobs > 1:
         args += ["-p", "xdist.plugin", "-n", str(spec.jobs)]
     return args
-
-
-def _boot(spec: Spec, args: list[str]):
-    """The worker's parent, started now (importing torch while pytest does, not after it) and
-    handed to the plugin by --worker-parent; None when it cannot start (the plugin then starts
-    it, and the first test says why it cannot)."""
-    from ..worker.client import IsolatedStudent, LearnerCodeError
-    starter = IsolatedStudent(spec.folder, isolation=spec.isolation, prepare=spec.prepare)
-    try:
-        args += ["--worker-parent", starter.hand_over()]
-    except LearnerCodeError:
-        starter.close()
-        return None
-    return starter
-
-
-def _handed_back(starter, got: Run):
-    """The worker's parent pytest used, ours again once pytest ended by itself (client.take_back:
-    its answers left unread dropped, every process of its tier killed, a fresh spare); else None,
-    the parent ended."""
-    if got.stopped not in (None, "crash"):
-        starter.close()
-        return None
-    try:
-        starter.take_back()
-    except BaseException:                # an interrupt while it drains: nothing is left running
-        starter.close()
-        raise
-    return starter
 
 
 def _follow(proc, spec: Spec, channel: Path, key: bytes, got: Run) -> None:
@@ -259,11 +230,9 @@ _warmed: set = set()
 
 
 def warm(kernels: bool = False, every: bool = False) -> None:
-    """Import, once and in this process, what every forked run would otherwise import again:
-    pytest's own plugins, the grading plugin, the engine and its pieces (never the learner's
-    code); with kernels, Triton's interpreter warmed on the engine's kernels; with every (every
-    graded test runs: the grader), what the tests' first use of the meta device imports (sympy,
-    by torch.fx's symbolic shapes)."""
+    """Import, once and in this process, what every forked run would otherwise import again (never
+    the learner's code); with kernels, Triton's interpreter warmed; with every (the grader), what
+    the tests' first use of the meta device imports."""
     with _WARM:
         if every and "every" not in _warmed:
             _warmed.add("every")
@@ -292,10 +261,9 @@ def warm(kernels: bool = False, every: bool = False) -> None:
 
 
 def start(args: list[str], *, env: dict, cwd, log, pass_fds: tuple = (), stack: Path | None = None):
-    """pytest with `args` in a fork of this process (a Forked), or where there is no fork a new
-    interpreter (a Popen). The fork gets what the command would have got: its own session, `cwd`,
-    `env`, `log` as stdout and stderr, stdin at /dev/null, and no descriptor but `pass_fds`; with
-    `stack`, SIGUSR1 writes its Python stack there (faulthandler: _stuck_at)."""
+    """pytest with `args` in a fork of this process (a Forked), else a new interpreter (a Popen).
+    The fork gets what a new process would: its own session, `cwd`, `env`, `log` as stdout and
+    stderr, no descriptor but `pass_fds`; with `stack`, SIGUSR1 writes its Python stack there."""
     if not (sys.platform.startswith("linux") and hasattr(os, "fork")):
         return subprocess.Popen([sys.executable, "-s", "-m", "pytest", *args], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
@@ -349,11 +317,11 @@ def _child(args: list[str], env: dict, cwd: str, log_fd: int, keep: set[int], st
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
     sys.dont_write_bytecode = True
     tempfile.tempdir = None                                      # $TMPDIR: the run's own
-    # The run imports its test files by their names (test_attention, tests.test_attention, a
-    # conftest): a module of such a name this process imported for anything else (an outer
-    # pytest's, a previous check's) would stand in for them, and pytest would refuse the file.
-    for name in [n for n in sys.modules if _test_like(n)]:
-        del sys.modules[name]
+    # a test module this process imported before (an outer pytest's) would stand in for the run's own
+    for name in list(sys.modules):
+        parts = name.split(".")
+        if parts[0] in ("tests", "hidden") or any(p.startswith("test_") or p == "conftest" for p in parts):
+            del sys.modules[name]
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)                 # tiny expected values; no thread pool after a fork
     gc.freeze()                                                  # the grader's objects: never copied by a collection
@@ -365,9 +333,8 @@ _STACK_FILE = None
 
 
 def _stuck_at(proc, stack: Path, folder, names_in_impl: bool = False) -> str:
-    """pytest's Python stack, asked for when a test ran past its limit and the worker did not stop
-    it (faulthandler, which works inside native calls too): the learner's innermost line in it,
-    as `file, line N, in f` and the code, else ""."""
+    """The learner's innermost line in pytest's Python stack, dumped by faulthandler (which works
+    inside native calls too) when a test ran past its limit and the worker did not stop it."""
     if not isinstance(proc, Forked) or proc.poll() is not None:
         return ""
     try:
@@ -398,15 +365,10 @@ def _stuck_at(proc, stack: Path, folder, names_in_impl: bool = False) -> str:
     return ""
 
 
-def _test_like(name: str) -> bool:
-    parts = name.split(".")
-    return parts[0] in ("tests", "hidden") or any(p.startswith("test_") or p == "conftest" for p in parts)
-
-
 # ----------------------------------------------------------------------------- what it leaves behind
 def _adopt() -> set[int]:
-    """Become a subreaper (orphans of the run, a learner's double fork, reparent to us, so they
-    can be ended; a sandbox's die with its pid namespace instead); our children now."""
+    """Become a subreaper, so the run's orphans (a learner's double fork) reparent to us and can be
+    ended; returns our children now."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER
@@ -414,8 +376,7 @@ def _adopt() -> set[int]:
 
 
 def children_map(zombies: bool = False) -> dict[int, list[int]]:
-    """{ppid: [its living children]}. A zombie is left out unless asked for: it runs nothing and
-    cannot be killed (a subreaper holds the killed orphans of a run until it reaps them)."""
+    """{ppid: [its living children]}; zombies only when asked for (they cannot be killed)."""
     kids: dict[int, list[int]] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
         found = proc_stat(entry) if entry.isdigit() else None

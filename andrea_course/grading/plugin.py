@@ -1,17 +1,10 @@
-"""pytest plugin: the `student` fixture, the graded markers, and the grader's options.
+"""pytest plugin: the `student` fixture, the graded markers, partial credit and the grader's options.
 
-Loaded by pyproject.toml's addopts (plain pytest), check() and the autograder (runner.py), with:
-
-    --impl SUB             whose code to grade (solutions, exercises or a submission folder)
-    --isolation ISO        how the learner's code runs (sandbox.Isolation): "process" (the
-                           default: a worker process, forked from this one where it can be),
-                           "in-process" (the tests' own process), or the JSON the runner writes
-                           for its "sandbox" and "container" tiers
-    --timeout-per-test S   seconds of learner time per test (a worker tier)
-    --results-jsonl PATH   append one signed JSON line per event (records.Record) as it happens
-    --exercises A,B        run the graded tests of these exercises only ("activity.piece")
-
-Partial credit: a graded test that asks for the `credit` fixture splits its points into parts,
+Loaded by pyproject.toml's addopts (plain pytest) and by pipeline.run (check(), andrea-grade).
+Each event of the run is one records.Record, appended to --results-jsonl and signed with the key
+read from --results-key-fd, so that lines written by anything else (the learner's code) are
+ignored. A test that asks for the `credit` fixture scores its points by the weight of the parts
+that pass; a failed part fails the test, but the next part still runs:
 
     @graded("attention.softmax", points=3)
     def test_softmax(student, credit):
@@ -19,14 +12,6 @@ Partial credit: a graded test that asks for the `credit` fixture splits its poin
             expect_true(...)
         with credit.part(2, "equals the reference"):
             expect_close(...)
-
-and scores points × (weight of the parts that passed) / (all weight); a failed part fails the
-test (its message is reported) but the next part still runs.
-
-The lines are records.Record's kinds ("collected", "start", "result", "collect_error"); a result's
-rows are records.describe()'s, the ones check()'s box shows. With --results-key-fd the plugin reads
-a key from a pipe and signs every line (its "mac" field, HMAC-SHA256, records.sign), so that lines
-written by anything else (the learner's code, say) are recognised and ignored (pipeline.py).
 """
 from __future__ import annotations
 
@@ -44,7 +29,6 @@ from ..worker.client import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
 from ..worker.server import warm_up
 from ..worker.tiers import Isolation
 from .student import InProcessStudent
-
 
 
 def pytest_addoption(parser):
@@ -96,8 +80,8 @@ def pytest_configure(config):
 
 
 def isolation_of(config) -> Isolation:
-    """The --isolation option as an Isolation; the process tier forks its worker's parent from
-    this process where it can (Linux), which costs no interpreter start."""
+    """The --isolation option; the process tier forks its worker's parent from this process where
+    it can, which costs no interpreter start."""
     timeout = config.getoption("--timeout-per-test")
     iso = Isolation.parse(config.getoption("--isolation"), timeout=timeout)
     if config.getoption("--isolation").strip().startswith("{"):
@@ -113,8 +97,6 @@ def isolation_of(config) -> Isolation:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):          # xdist controller -> worker: the signing key
     node.workerinput["andrea_results_key"] = node.config._andrea_key.hex()
-
-
 
 
 def _is_controller(config) -> bool:
@@ -140,8 +122,7 @@ def _marker(item, name: str, default=None):
 
 
 def graded_info(item) -> dict | None:
-    """{"exercise", "points", "visibility", "taught"} of a graded test item, else None; taught:
-    the activity whose notebook teaches what it checks (@graded(taught=...), else its own)."""
+    """{"exercise", "points", "visibility", "taught"} of a graded test item, else None."""
     exercise = _marker(item, "exercise")
     if exercise is None:
         return None
@@ -165,7 +146,7 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_collection_finish(session):
-    # Every process that collects writes the list (xdist workers included): the runner dedupes.
+    # every process that collects writes the list (xdist workers included): Run.add dedupes
     graded = False
     for item in session.items:
         info = graded_info(item)
@@ -191,17 +172,12 @@ def pytest_collectreport(report):
         _write(config, Record("collect_error", name=str(report.fspath), rows=[("problem", tail)]))
 
 
-def mistake_of(exc: BaseException | None) -> str | None:
-    """The typical mistake a failure names (Mismatch.mistake), else None."""
-    return getattr(exc, "mistake", None) if isinstance(exc, Mismatch) else None
-
-
 class PartsFailed(AssertionError):
     """Some parts of a partial-credit test failed (the message lists them)."""
 
 
 class Credit:
-    """The parts of one graded test (see the module docstring)."""
+    """The parts of one graded test."""
 
     def __init__(self):
         self.parts: list[tuple[float, str, str | None]] = []     # (weight, what, failure or None)
@@ -215,8 +191,8 @@ class Credit:
             yield
         except (AssertionError, LearnerCodeError, NotImplementedError) as exc:
             self.parts.append((float(weight), what, f"{what}: {str(exc).strip() or type(exc).__name__}"))
-            if mistake_of(exc):
-                self.mistakes.append(mistake_of(exc))
+            if isinstance(exc, Mismatch) and getattr(exc, "mistake", None):
+                self.mistakes.append(exc.mistake)
         except Exception as exc:          # noqa: BLE001  (the learner's error fails this part only)
             self.parts.append((float(weight), what, f"{what}: {type(exc).__name__}: {exc}"))
         else:
@@ -233,7 +209,7 @@ class Credit:
 
 @pytest.fixture
 def credit(request):
-    """Partial credit: `with credit.part(weight, "what"): ...` (see the module docstring)."""
+    """Partial credit: `with credit.part(weight, "what"): ...`."""
     request.node._andrea_credit = Credit()
     return request.node._andrea_credit
 
@@ -272,8 +248,8 @@ def pytest_runtest_logstart(nodeid, location):
 
 
 def pytest_runtest_logreport(report):
-    """One "result" Record per graded test, at its teardown: its first failure (setup before
-    teardown), or skipped, or passed, with its partial credit."""
+    """One "result" Record per graded test, written at its teardown: its first failure, else
+    skipped or passed."""
     props = dict(report.user_properties)
     info = props.get("andrea")
     config = _CONFIG[0] if _CONFIG else None
@@ -308,10 +284,8 @@ def pytest_sessionstart(session):
 
 
 def _student_of(config, kernels: bool = True):
-    """The session's student, made once: in a worker (worker/client.py) unless --isolation in-process.
-    The engine is imported first (and Triton's interpreter warmed when kernels are graded), so
-    that nothing a learner's code writes later changes what the grader compares with, and a
-    worker forked from this process starts warm."""
+    """The session's student, made once. The engine is imported before any learner code runs, so
+    nothing the learner's code changes alters what the grader compares with."""
     if config._andrea_student is None:
         iso = config._andrea_isolation
         if iso.tier == "in-process":

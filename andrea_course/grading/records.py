@@ -1,14 +1,8 @@
-"""What a run of graded tests reports: one Record per event, and the one renderer of a failure.
+"""What a run of graded tests reports: one Record per event, and the one description of a failure.
 
-    rec = describe(item, call, rep, folder, limit)   # in the plugin: a failed test's Record
-    rec.rows      # [(label, text)]: "problem", "where", "typical mistake", "hint", ...
-    text(rec)     # the same rows as the text results.json, the CLI table and the report print
-
-A Record crosses the run's one channel (pipeline.py: signed JSON lines) as a dict. Its kinds:
-"collected" (a graded test, before the run), "start" (a test began), "result" (a test ended:
-its status, rows, partial credit, the typical mistake it named) and "collect_error" (a test file
-did not load). check()'s box prints the rows of a result; andrea-grade's results.json prints
-text(), the same rows; never a traceback through the grader.
+A Record crosses the run's channel (pipeline.py) as a signed JSON line. describe() turns a failed
+test into rows ("problem", "where", "typical mistake", "hint", ...) that check()'s box prints, and
+text() into the text results.json, the command line and the class report print.
 """
 from __future__ import annotations
 
@@ -88,14 +82,20 @@ def failed(name: str, status: str, *rows: tuple) -> Record:
     return Record(name=name, status=status, rows=list(rows))
 
 
+def timed_out(name: str, limit: float, where: str = "") -> Record:
+    """A test stopped at the time limit, with the learner's line running then when known."""
+    return failed(name, "timeout", ("problem", f"your code ran longer than {limit:g} s: an infinite loop? "
+                                               f"(the check stopped it)"),
+                  *([("where", f"{where}\n(the line running when it was stopped)")] if where else []))
+
+
 TEXT_LABELS = {"problem": "", "how it relates": "How it relates to the expected output",
                "typical mistake": "Looks like a typical mistake"}
 
 
 def text(rec: Record) -> str:
-    """A failure's rows as one text (results.json's "output"): the problem first, then each row
-    as "Label: text"; "" when it passed. A failure outside the test's body (a fixture's set-up or
-    teardown) starts with "setup: " or "teardown: "."""
+    """A failure's rows as one text: the problem first, then "Label: text" rows; "" when it
+    passed; a failure in a fixture's set-up or teardown starts with "setup: " or "teardown: "."""
     from .expect import NO_KNOWN_MISTAKE
     if rec.status == "passed":
         return ""
@@ -112,9 +112,8 @@ def text(rec: Record) -> str:
 
 # ------------------------------------------------------------------ where the learner's code is
 def _learner_path(path: str, folder: Path, base: Path | None = None) -> str | None:
-    """`path` shown relative to `base` when it is the learner's (under `folder`): relative to the
-    course by default (exercises/attention.py), else absolute; the grader passes the submission's
-    staged copy as `base` (attention.py), never naming its temporary folder."""
+    """`path` when it is the learner's (under `folder`), relative to `base` (default: the course:
+    exercises/attention.py; the grader passes its staged copy: attention.py), else None."""
     try:
         p = Path(path).resolve()
         p.relative_to(Path(folder).resolve())
@@ -140,9 +139,10 @@ def syntax_error_text(exc: SyntaxError, folder: Path | None = None, base: Path |
     return "\n".join(lines)
 
 
-def _where(tb_entries, folder: Path, base: Path | None = None) -> str:
-    """The innermost line of the learner's own code in a traceback, as `file, line N, in f: code`."""
-    for path, lineno, func, code in reversed(tb_entries):
+def _where(frames, folder: Path, base: Path | None = None) -> str:
+    """The innermost line of the learner's own code in (path, line, function, code) frames,
+    outermost first, as `file, line N, in f` and the code."""
+    for path, lineno, func, code in reversed(frames):
         shown = _learner_path(path, folder, base)
         if shown:
             return f"{shown}, line {lineno}, in {func}" + (f"\n    {code.strip()}" if code else "")
@@ -150,8 +150,8 @@ def _where(tb_entries, folder: Path, base: Path | None = None) -> str:
 
 
 def _frames(exc, call=None) -> list:
-    """(path, line, function, code) of an exception, outermost first: the learner's frames when it
-    came from the grading worker (its `frames`), else its traceback here."""
+    """An exception's frames, outermost first: the learner's when it came from the grading worker
+    (its `frames`), else its traceback here."""
     frames = getattr(exc, "frames", None)
     if isinstance(frames, list):
         return [tuple(f) for f in frames]
@@ -169,8 +169,8 @@ def _frames(exc, call=None) -> list:
 
 # ------------------------------------------------------------------ describing a failure
 def _test_advice(fn) -> tuple[list[str], list[str]]:
-    """(hints, typical mistakes) written in a graded test's expect_*() calls, read from its source
-    without running it: shown when the learner's code raises before the test can judge it."""
+    """(hints, typical mistakes) written in a graded test's expect_*() calls, read from its source:
+    shown when the learner's code raises before the test can judge it."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
@@ -199,26 +199,15 @@ def _test_advice(fn) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(h for h in hints if h)), list(dict.fromkeys(mistakes))
 
 
-def _clip(printed: str) -> str:
-    lines, chars = MAX_PRINTED
-    rows = printed.rstrip().splitlines()
-    shown = "\n".join(rows[:lines])
-    if len(shown) > chars:
-        shown = shown[:chars] + "…"
-    if len(rows) > lines:
-        shown += f"\n… ({len(rows) - lines} more lines)"
-    return shown
-
-
 def _stub_error(exc: BaseException | None) -> NotImplementedError | None:
-    """The generated exercise stub's error, when that is what raised (possibly wrapped by the
-    test, or by Triton's interpreter, whose InterpreterError carries it as its cause)."""
-    seen = 0
-    while exc is not None and seen < 5:
+    """The exercise stub's error, when that is what raised (possibly wrapped by the test, or by
+    Triton's interpreter, whose InterpreterError carries it as its cause)."""
+    for _ in range(5):
+        if exc is None:
+            return None
         if isinstance(exc, NotImplementedError) and STUB_MARK in str(exc):
             return exc
         exc = exc.__cause__ or exc.__context__
-        seen += 1
     return None
 
 
@@ -226,14 +215,7 @@ def _shape(shape) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ")" if isinstance(shape, (tuple, list)) else str(shape)
 
 
-def timed_out(name: str, limit: float, where: str = "") -> Record:
-    """A test stopped at the time limit, with the learner's line running then when known."""
-    rows = [("problem", f"your code ran longer than {limit:g} s: an infinite loop? (the check stopped it)")]
-    return failed(name, "timeout", *rows, *([("where", f"{where}\n(the line running when it was stopped)")]
-                                            if where else []))
-
-
-def _mismatch_rows(exc, folder: Path, base: Path | None = None) -> list:
+def _mismatch_rows(exc, folder: Path, base: Path | None) -> list:
     from .expect import NO_KNOWN_MISTAKE
     rows = [("problem", f"{exc.what}: {exc.problem}")]
     if exc.__cause__ is not None and exc.__cause__.__traceback__ is not None:   # expect_runs named an error
@@ -250,7 +232,7 @@ def _mismatch_rows(exc, folder: Path, base: Path | None = None) -> list:
     return rows + [(label, value) for label, value in optional if value]
 
 
-def _raised_rows(item, call, exc, folder: Path, base: Path | None = None) -> list:
+def _raised_rows(item, call, exc, folder: Path, base: Path | None) -> list:
     """The rows of an error the learner's code (or the test after it) raised."""
     from .explain import _kind_and_text, explain
     hints, mistakes = _test_advice(getattr(item, "function", None))
@@ -260,7 +242,7 @@ def _raised_rows(item, call, exc, folder: Path, base: Path | None = None) -> lis
     when = getattr(call, "when", "call")
     rows = [("problem", f"your code raised {kind}: {first}" if where else f"{kind}: {first}"),
             ("where", where or (f"in the test {item.name}, after your code returned" if when == "call"
-                                else f"in the {when} of the test {item.name}, outside its body"))]
+                             else f"in the {when} of the test {item.name}, outside its body"))]
     meaning = explain(exc, where.split("\n", 1)[1].strip() if "\n" in where else None)
     rows += [("what it means", meaning)] if meaning else []
     rows += [("hint", h) for h in hints]
@@ -270,8 +252,8 @@ def _raised_rows(item, call, exc, folder: Path, base: Path | None = None) -> lis
 
 
 def describe(item, call, rep, folder: Path, limit: float, base: Path | None = None) -> Record:
-    """The Record of a failed test from pytest's report: the rows a learner reads. The learner's
-    files are named relative to `base` (default: the course; the grader: the submission)."""
+    """The Record of a failed test from pytest's report: the rows a learner reads, the learner's
+    files named relative to `base` (default: the course; the grader: the submission)."""
     rec = _describe(item, call, rep, folder, limit, base)
     rec.when = getattr(call, "when", "call") or "call"
     return rec
@@ -289,10 +271,9 @@ def _describe(item, call, rep, folder: Path, limit: float, base: Path | None) ->
                       hint=msg.split("Hint:", 1)[1].strip() if "Hint:" in msg else "")
     if isinstance(exc, LearnerCodeError) and exc.kind != "error":     # the worker stopped or lost it
         if exc.kind == "timeout":        # the worker's stack at the limit: innermost first
-            return timed_out(name, limit, _where([tuple(f) for f in reversed(exc.frames)], folder, base)
-                             if exc.frames else "")
+            return timed_out(name, limit, _where(exc.frames[::-1], folder, base) if exc.frames else "")
         said = f"the process running your code ended abruptly: {exc}" if exc.kind == "crash" else str(exc)
-        where = _where([tuple(f) for f in exc.frames], folder, base) if exc.frames else ""   # sys.exit, memory
+        where = _where(exc.frames, folder, base) if exc.frames else ""   # sys.exit, memory
         return failed(name, "error", ("problem", said), *([("where", where)] if where else []))
     status = "error"
     if isinstance(exc, Mismatch):
@@ -308,6 +289,10 @@ def _describe(item, call, rep, folder: Path, limit: float, base: Path | None) ->
         rows = _raised_rows(item, call, exc, folder, base)
     else:
         rows = [("problem", rep.longreprtext.strip().splitlines()[-1] if rep.longreprtext else "failed")]
-    printed = _clip((getattr(rep, "capstdout", "") or "") + (getattr(rep, "capstderr", "") or ""))
-    rows += [("your prints", printed)] if printed else []
+    lines, chars = MAX_PRINTED
+    printed = ((getattr(rep, "capstdout", "") or "") + (getattr(rep, "capstderr", "") or "")).rstrip().splitlines()
+    shown = "\n".join(printed[:lines])
+    shown = shown[:chars] + "…" if len(shown) > chars else shown
+    shown += f"\n… ({len(printed) - lines} more lines)" if len(printed) > lines else ""
+    rows += [("your prints", shown)] if shown else []
     return Record(name=name, status=status, rows=rows, mistake=mistake)

@@ -1,35 +1,18 @@
-"""Grade one submission: the graded tests run by pipeline.run (pytest in a fork of the grader),
-learner code isolated.
+"""Grade one submission: the graded tests run by pipeline.run, the learner's code isolated.
 
     results = grade("path/to/submission", out="results.json")                   # the best tier here
     results = grade("exercises", isolation="process", own_work=True)            # make grade
 
-0. The submission's top-level .py files are copied (regular files only, never through a link,
-   bounded in number and size) into a private folder. The isolation tier (worker/tiers.py) is the
-   strongest this machine allows: "sandbox" (bubblewrap) where namespaces can be made, else, as
-   root, "container" (a uid of its own, seccomp, no capabilities: Docker's defaults, Gradescope);
-   where neither can hold the hidden tests and the results out of the learner's reach, nothing
-   runs and the results say why. "process" (no wall: a learner grading their own work) only when
-   asked, and as root only with own_work. As root, each run gets its own uid and, where one can
-   be made, a cgroup (memory and processes for the whole tier), emptied and removed at the end.
-1. The course's tests (and the instructor's hidden tests) are copied from a snapshot taken
-   before any learner code ran into a fresh private folder; pytest runs there with the plugin's
-   --isolation (the learner's code in its own worker process) and `-m exercise` (graded tests only).
-2. pytest streams one signed record per event (records.py); lines without the run's signature
-   (written by anything but the grader) are ignored and reported.
-3. An outer time limit stops the whole run; then every process the run left behind is killed.
-4. results.json is written ALWAYS, last, atomically: tests that never reported count as failed
-   with the reason, and a crash of the grader itself still gives a results.json that says so.
-5. Course files changed during the run (by the learner's code) are named in the report.
-6. With a leaderboard (capstone/leaderboard.py, an after-test hook: hooks.py; the hidden tests
-   folder's leaderboard.json): the tests' worker parent prepares the training before it forks a
-   worker and outlives pytest; after the tests, the learner's andrea-tiny is trained in a fresh
-   worker it forks (same tier, cgroup and limits) from the pieces that passed, and measured here
-   on held-out stories. The value goes to results.json's "leaderboard" and one line to the
-   output; never into the score.
+The submission's top-level .py files are staged (regular files only, never through a link,
+bounded) in a private folder, and the tests are materialized from a snapshot taken before any
+learner code ran, so nothing the learner's code writes changes what it is graded by. The tier is
+the strongest this machine allows (worker/tiers.py); where none keeps the hidden tests and the
+results out of the learner's reach, nothing runs and the results say why. results.json is
+written always, last, even when the grader itself fails. With a leaderboard (hooks.py), the
+learner's model is trained after the tests in the same tier, never for the score.
 
-With a sandbox or a container tier, runs in threads of one process are independent (the batch
-grades in parallel); in the process tier (orphans reparent to this process) grade one at a time.
+Runs in a sandbox or container tier are independent (the batch grades in parallel threads); in
+the process tier (orphans reparent to this process) grade one at a time.
 """
 from __future__ import annotations
 
@@ -51,7 +34,6 @@ from .pipeline import Spec
 from .records import text
 from ..worker.tiers import UID_BASE, Cgroup, Container, Isolation, Limits, probe, probe_container
 
-COURSE_TESTS = GRADED                   # the graded tests, shipped with the package
 DEFAULT_TIMEOUT_PER_TEST = 60.0
 DEFAULT_TIMEOUT_TOTAL = 1800.0
 SKIP_NAMES = {"__pycache__", ".pytest_cache", "grading_fixtures"}
@@ -71,11 +53,6 @@ def snapshot(folder: str | os.PathLike) -> dict[str, bytes]:
     return out
 
 
-def changed_files(folder: str | os.PathLike, before: dict[str, bytes]) -> list[str]:
-    now = snapshot(folder)
-    return sorted(p for p in set(now) | set(before) if now.get(p) != before.get(p))
-
-
 def materialize(files: dict[str, bytes], folder: Path) -> None:
     for rel, data in files.items():
         target = folder / rel
@@ -87,7 +64,7 @@ class Course:
     """What grading compares against, read once: the tests, the hidden tests, and fingerprints
     of the course files whose change during a run is reported."""
 
-    def __init__(self, tests: str | os.PathLike = COURSE_TESTS, hidden: str | os.PathLike | None = None,
+    def __init__(self, tests: str | os.PathLike = GRADED, hidden: str | os.PathLike | None = None,
                  guard: list[str | os.PathLike] | None = None, leaderboard: str | os.PathLike | bool | None = None):
         """leaderboard: the capstone leaderboard's settings file (an after-test hook, hooks.py); None: the
         hidden tests folder's leaderboard.json when it has one; False: no leaderboard."""
@@ -119,15 +96,15 @@ class Course:
         default_guard = [self.tests_dir, ROOT / "andrea_course", ROOT / "solutions"]
         if self.hidden_dir:
             default_guard.append(self.hidden_dir)
-        self.guard = {Path(g).resolve(): None for g in (guard if guard is not None else default_guard)}
-        for g in self.guard:
-            self.guard[g] = snapshot(g) if g.is_dir() else {}
+        guarded = [Path(g).resolve() for g in (guard if guard is not None else default_guard)]
+        self.guard = {g: snapshot(g) if g.is_dir() else {} for g in guarded}
 
     def changes(self) -> list[str]:
         """Guarded files that differ from when the Course was read."""
         out = []
         for folder, before in self.guard.items():
-            out += [str(folder / p) for p in changed_files(folder, before)] if folder.is_dir() else []
+            now = snapshot(folder) if folder.is_dir() else before
+            out += [str(folder / p) for p in sorted(set(now) | set(before)) if now.get(p) != before.get(p)]
         return out
 
 
@@ -247,8 +224,7 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
          own_work, uid, limits: Limits, log, out) -> Results:
     results = Results()
     began = time.monotonic()
-    as_root = os.geteuid() == 0
-    uid = (uid if uid is not None else sandbox_uid()) if as_root else None
+    uid = (uid if uid is not None else sandbox_uid()) if os.geteuid() == 0 else None
     with tempfile.TemporaryDirectory(prefix="andrea-grade-") as tmp:
         tmp = Path(tmp)
         os.chmod(tmp, 0o700)
@@ -257,36 +233,49 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
         if skipped:
             results.notes.append("files of the submission not graded: " + ", ".join(skipped))
         tier, refused = _choose(results, submission, staged, tmp, course, isolation, uid, limits, own_work, out)
-        cgroup = box = None
+        cgroup = box = iso = None
         if tier in ("sandbox", "container"):
             cgroup = Cgroup.make(f"andrea-grade-{os.getpid()}-{tmp.name}", limits)
         if tier == "container":
             box = Container.make_box(staged, uid)
-        iso = _isolation(results, tier, timeout_per_test, limits, uid if as_root else None, cgroup, box)
+        if tier is not None:
+            iso = Isolation(tier, timeout=timeout_per_test, limits=limits,
+                            uid=uid if tier in ("sandbox", "container") else None,
+                            cgroup={k: str(v) for k, v in cgroup.dirs.items()} if cgroup else None,
+                            box=str(box) if box else None)
+            results.isolation = iso.describe()
+            results.notes.append(results.isolation)
+            if tier == "container" and (ROOT / "solutions").is_dir():
+                results.notes.append(f"WARNING: the answer key {ROOT / 'solutions'} is readable by the learner's "
+                                     f"code in the container tier: grade from the learner's release "
+                                     f"(docs/gradescope/make_zip.sh) or make it root's only")
         if refused:
             results.notes.append(refused)
             results.refused = refused
         if refused and "no .py file" not in refused:
             return results        # nothing runs: no test is listed, the note says why
         folder = box / "submission" if box is not None else staged
-        board = None
-        ranked = course.leaderboard is not None and iso is not None and not refused
+        hook = course.leaderboard if iso is not None and not refused else None
+        parent = None
         try:
-            # the tests' worker parent prepares the hook's work before it forks any worker, and is
-            # kept for the hook after the tests (none where the submission wrote nothing it uses)
-            prepare = course.leaderboard.prepare() if ranked and course.leaderboard.wants(folder) else None
-            stopped, board = _pytest(results, tmp, folder, course, timeout_per_test, timeout_total, jobs, iso,
-                                     log, collect_only=bool(refused), prepare=prepare)
-            if ranked:
-                board, started = None, board          # after() closes it
-                _after_tests(results, course.leaderboard, folder, iso, started, stopped,
-                             timeout_total - (time.monotonic() - began))
+            # the hook's work is prepared by the tests' worker parent before it forks any worker, and
+            # that parent is kept for the hook (none where the submission wrote nothing it uses)
+            prepare = hook.prepare() if hook is not None and hook.wants(folder) else None
+            stopped, parent = _pytest(results, tmp, folder, course, timeout_per_test, timeout_total, jobs, iso,
+                                      log, collect_only=bool(refused), prepare=prepare)
+            if hook is not None and stopped:
+                results.leaderboard = hook.stopped(stopped)
+            elif hook is not None:
+                parent, started = None, parent            # after() closes it
+                results.leaderboard = hook.after(folder, results.tests, iso, started=started,
+                                                 seconds=timeout_total - (time.monotonic() - began))
+            if hook is not None:
+                results.notes.append(results.leaderboard.note)
         finally:
-            if board is not None:
-                board.close()
-            if cgroup is not None:
-                if not cgroup.kill():
-                    results.notes.append(f"WARNING: processes of the sandbox outlived it ({cgroup.describe()})")
+            if parent is not None:
+                parent.close()
+            if cgroup is not None and not cgroup.kill():
+                results.notes.append(f"WARNING: processes of the sandbox outlived it ({cgroup.describe()})")
             if tier == "container":
                 left = Container.cleanup(box, uid)
                 if left:
@@ -322,50 +311,23 @@ def _choose(results: Results, submission: Path, staged: Path, tmp: Path, course:
     return tier, None
 
 
-def _isolation(results: Results, tier: str | None, timeout_per_test, limits: Limits, uid, cgroup, box):
-    """The tier's Isolation (None without a tier), described in the results' notes."""
-    if tier is None:
-        return None
-    iso = Isolation(tier, timeout=timeout_per_test, limits=limits,
-                    uid=uid if tier in ("sandbox", "container") else None,
-                    cgroup={k: str(v) for k, v in cgroup.dirs.items()} if cgroup else None,
-                    box=str(box) if box else None)
-    results.isolation = iso.describe()
-    results.notes.append(results.isolation)
-    if tier == "container" and (ROOT / "solutions").is_dir():
-        results.notes.append(f"WARNING: the answer key {ROOT / 'solutions'} is readable by the learner's "
-                             f"code in the container tier: grade from the learner's release "
-                             f"(docs/gradescope/make_zip.sh) or make it root's only")
-    return iso
-
-
-def _after_tests(results: Results, hook, folder: Path, iso, started, stopped: str | None, seconds: float) -> None:
-    """The after-test hook's entry (hooks.py: the capstone leaderboard), with the time left; none
-    when the tests were stopped (the entry says why). `started`: the tests' worker parent, kept
-    for the hook (or None); the hook closes it."""
-    if stopped:
-        if started is not None:
-            started.close()
-        results.leaderboard = hook.stopped(stopped)
-    else:
-        results.leaderboard = hook.after(folder, results.tests, iso, started=started, seconds=seconds)
-    results.notes.append(results.leaderboard.note)
-
-
 def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_per_test, timeout_total, jobs,
             iso: Isolation | None, log, collect_only: bool, prepare: tuple | None = None) -> tuple[str | None, object]:
-    """Run the graded tests (pipeline.run); fills `results`. Returns why the run stopped early
-    (a time limit, an interrupt), else None; and with `prepare` (the after-test hook's warm-up,
-    run by the tests' worker parent before it forks a worker) that worker parent, alive and
-    the caller's to close, or None."""
+    """Run the graded tests and fill `results`; returns why the run stopped early, else None, and
+    with `prepare` the worker parent the tests used, the caller's to close."""
     tests = tmp / "tests"
     materialize(course.tests, tests)
     if course.hidden:
         materialize(course.hidden, tests / "hidden")
     iso = iso or Isolation("process", timeout=timeout_per_test)
     walled = iso.tier in ("sandbox", "container") or collect_only
+    # the grader's environment less ANDREA_, PYTEST_ and PYTHON settings; temp files in the run's folder
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDREA_", "PYTEST_", "PYTHON"))}
+    env.update(PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", TMPDIR=str(tmp / "tmp"),
+               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    (tmp / "tmp").mkdir()
     got = pipeline.run(Spec(tests=[tests], folder=staged, isolation=iso, limit=timeout_per_test,
-                            total=timeout_total, rootdir=tmp, cwd=tmp, env=_environment(tmp),
+                            total=timeout_total, rootdir=tmp, cwd=tmp, env=env,
                             log=Path(log) if log else None, jobs=jobs, collect_only=collect_only,
                             hand_over=True, prepare=prepare, keep_parent=prepare is not None,
                             orphans=not walled, names_in_impl=True))
@@ -385,27 +347,7 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
         why = f"not run: pytest stopped early (exit status {got.exit_code})"
     else:
         why = "not run: the test did not report a result"
-    _fill(results, got, why, course)
-    return stops.get(got.stopped), got.parent
-
-
-def _environment(tmp: Path) -> dict:
-    """pytest's environment: the grader's, less ANDREA_, PYTEST_ and PYTHON settings; the run's own
-    temp folder (the grader's own temp files, torch's caches, go with it)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDREA_", "PYTEST_", "PYTHON"))}
-    env["PYTHONPATH"] = str(ROOT)
-    # pytest's installed plugins (nbval, hypothesis, ...) are not the grader's: not loading them
-    # saves seconds per submission
-    env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", TMPDIR=str(tmp / "tmp"),
-               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    (tmp / "tmp").mkdir()
-    return env
-
-
-def _fill(results: Results, got: pipeline.Run, why: str, course: Course) -> None:
-    """The run's records as TestResults (a test that never reported: failed, with `why`), and its
-    notes (files that did not load, lines not written by the grader, course files changed)."""
-    for rec in got.collected.values():
+    for rec in got.collected.values():             # a test that never reported fails, with `why`
         done = got.results.get(rec.nodeid)
         passed = bool(done and done.status == "passed")
         results.tests.append(TestResult(
@@ -426,3 +368,4 @@ def _fill(results: Results, got: pipeline.Run, why: str, course: Course) -> None
         results.notes.append("WARNING: course files changed while this submission was graded "
                              "(this run used copies made before; later runs will not): "
                              + ", ".join(changes[:10]))
+    return stops.get(got.stopped), got.parent
