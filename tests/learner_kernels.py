@@ -135,6 +135,9 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
     """The learner's causal FlashAttention forward with one typical slip, chosen by SLIP (0: none)."""
     first = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
+    if SLIP == 22:                                           # 22: the grid's two axes read the other way round
+        first = tl.program_id(1) * BLOCK_M
+        bh = tl.program_id(0)
     rows = first + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     dims = tl.arange(0, BLOCK_K)

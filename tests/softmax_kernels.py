@@ -13,7 +13,7 @@ from andrea_course.grading.student import InProcessStudent
 def softmax_kernel_with(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr,
                         SHIFT: tl.constexpr, PAD_NEG_INF: tl.constexpr, NORMALISE: tl.constexpr,
                         X_STRIDE_IS_N: tl.constexpr, STORE_MASK: tl.constexpr, EXP2: tl.constexpr,
-                        RECIPROCAL: tl.constexpr, EXP2_FACTOR: tl.constexpr):
+                        RECIPROCAL: tl.constexpr, EXP2_FACTOR: tl.constexpr, SUM_OF: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
@@ -22,6 +22,7 @@ def softmax_kernel_with(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK:
         x = tl.load(x_ptr + row * step + cols, mask=mask, other=float("-inf")).to(tl.float32)
     else:
         x = tl.load(x_ptr + row * step + cols, mask=mask, other=0.0).to(tl.float32)
+    raw = x
     if SHIFT:
         x = x - tl.max(x, axis=0)
     if EXP2:
@@ -31,6 +32,10 @@ def softmax_kernel_with(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK:
     if NORMALISE:
         if RECIPROCAL:
             e = e * (1.0 / tl.sum(e, axis=0))
+        elif SUM_OF == 1:                                 # 1: the raw row x's sum, 2: x - max's
+            e = e / tl.sum(raw, axis=0)
+        elif SUM_OF == 2:
+            e = e / tl.sum(x, axis=0)
         else:
             e = e / tl.sum(e, axis=0)
     if STORE_MASK:
@@ -40,7 +45,7 @@ def softmax_kernel_with(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK:
 
 
 RIGHT = dict(SHIFT=True, PAD_NEG_INF=True, NORMALISE=True, X_STRIDE_IS_N=False, STORE_MASK=True, EXP2=False,
-             RECIPROCAL=False, EXP2_FACTOR=1.4426950408889634)
+             RECIPROCAL=False, EXP2_FACTOR=1.4426950408889634, SUM_OF=0)
 
 
 class _Switched:

@@ -458,6 +458,12 @@ def _encode_looking_once(text, merges):
     return ids
 
 
+def _encode_each_word_once(text, merges):
+    """encode over split_words(text): each distinct word once, in the order first seen."""
+    bpe, solved = pieces.module("bpe"), importlib.import_module("solutions.bpe")
+    return [i for word in bpe.split_words(text) for i in solved.encode(bytes(word).decode("utf-8"), merges)]
+
+
 def _train_bpe_counting_once(text, n_merges):
     """The pairs counted before the first merge only, each winner then dropped from that tally."""
     bpe = pieces.module("bpe")
@@ -633,6 +639,25 @@ class CacheReturningTheKeysTwice(mdl.KVCache):
     def update(self, k, v):
         keys, _ = super().update(k, v)
         return keys, keys
+
+
+def _block_reading_stale(ln2):
+    """A pre-norm Block whose MLP reads (ln2 of) ln1(x), kept from before attention."""
+    class Stale(blk.Block):
+        def forward(self, x, cache=None):
+            h = self.ln1(x)
+            x = x + self.drop(self.attn(h, cache))
+            return x + self.drop(self.mlp(self.ln2(h) if ln2 else h))
+    return Stale
+
+
+class _andrea_shifting_again(mdl.ANDREA):
+    """An ANDREA whose loss scores position t against targets[:, t + 1]: the targets shifted again."""
+    def forward(self, ids, targets=None, caches=None):
+        logits = super().forward(ids, None, caches)
+        if targets is None:
+            return logits
+        return logits, self.cross_entropy(logits[:, :-1], targets[:, 1:])
 
 
 def _flash_grid(blocks):
@@ -889,6 +914,22 @@ class CacheWritingToTheEnd(mdl.KVCache):
         return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
 
 
+class CacheWritingAlongTheLastAxis(mdl.KVCache):
+    def update(self, k, v):
+        T = k.shape[2]
+        if self.pos + T > self.k.shape[2]:
+            raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
+        self.k[..., self.pos:self.pos + T], self.v[..., self.pos:self.pos + T] = k, v
+        self.pos += T
+        return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
+
+
+class CacheWithOneBuffer(mdl.KVCache):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.v = self.k
+
+
 def _rms_by_mean_abs(x, weight, eps=1e-5):
     xw = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
     return (xw / (xw.abs().mean(dim=-1, keepdim=True) + eps) * weight).to(x.dtype)
@@ -920,13 +961,13 @@ def _rope_written_interleaved(x, cos, sin, start=0):
     return torch.stack([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).flatten(-2).to(x.dtype)
 
 
-def _rope_attention(q_from_zero=False, cat_dim=-2):
+def _rope_attention(q_from_zero=False, cat_dim=-2, new_only=False):
     def rope_attention(q, k, v, cos, sin, past_k, past_v):
         from andrea_course import ops
         rope, start = pieces.get("modern", "apply_rope"), past_k.shape[-2]
         q, k = rope(q, cos, sin, 0 if q_from_zero else start), rope(k, cos, sin, start)
         k_all, v_all = torch.cat([past_k, k], dim=cat_dim), torch.cat([past_v, v], dim=cat_dim)
-        return ops.attention(q, k_all, v_all), k_all, v_all
+        return ops.attention(q, *((k, v) if new_only else (k_all, v_all))), k_all, v_all
     return rope_attention
 
 
@@ -1328,6 +1369,9 @@ MUTANTS = [
      "sqrt(pi/2)"),
     ("test_mlp.py", "test_gelu_tanh", {("mlp", "gelu_tanh"): mlp.gelu_erf}, "exact erf form"),
     ("test_mlp.py", "test_gelu_erf", {("mlp", "gelu_erf"): mlp.gelu_tanh}, "tanh approximation"),
+    ("test_mlp.py", "test_gelu_tanh", {("mlp", "gelu_tanh"): _gelu(2 // math.pi, 0.044715)}, "the tanh term is 0"),
+    ("test_mlp.py", "test_gelu_erf", {("mlp", "gelu_erf"): lambda x: 0.5 * x * (1 + torch.erf(x * (1 // math.sqrt(2))))},
+     "the erf term is 0"),
     ("test_mlp.py", "test_mlp", {("mlp", "MLP"): type("ReluMLP", (mlp.MLP,), {
         "forward": lambda self, x: self.proj(torch.relu(self.fc(x)))})}, "ReLU"),
     ("test_block.py", "test_layer_norm", {("block", "layer_norm"): _layer_norm(unbiased=True)}, "Bessel"),
@@ -1612,6 +1656,9 @@ MUTANTS = [
      "divided by each row's sum of weights"),
     ("test_attention.py", "test_weighted_sum_of_values",
      {("attention", "weighted_sum"): lambda w, v: torch.softmax(w, dim=-1) @ v}, "a softmax applied to the weights again"),
+    ("test_attention.py", "test_weighted_sum_of_values",
+     {("attention", "weighted_sum"): lambda w, v: (w[..., :, :, None] * v[..., None, :, :]).sum(-3)},
+     "summed over the queries instead of the keys"),
     ("test_attention.py", "test_causal_attention", {("attention", "attention"): _attention_with(scale=math.sqrt)},
      "K^(1/4)"),
     ("test_attention.py", "test_attention_without_mask", {("attention", "attention"): _attention_with(scale=math.sqrt)},
@@ -1711,6 +1758,10 @@ MUTANTS = [
      {("model", "KVCache"): CacheConcatenatingIntoItsBuffer}, "the buffer replaced by the concatenation"),
     ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheWritingToTheEnd},
      "written from self.pos to the end of the buffer"),
+    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheWritingAlongTheLastAxis},
+     "written along the last axis"),
+    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheWithOneBuffer},
+     "the keys returned are the values"),
     ("test_modern.py", "test_rmsnorm_produces_unit_rms", {("modern", "rms_norm"): _rms_by_mean_abs},
      "the mean absolute value"),
     ("test_modern.py", "test_rmsnorm_eps_inside_the_sqrt", {("modern", "rms_norm"): _rms_by_mean_abs},
@@ -1736,6 +1787,8 @@ MUTANTS = [
      {("modern", "rope_attention"): _rope_attention(q_from_zero=True)}, "the queries turned from position 0"),
     ("test_modern.py", "test_rope_attention_with_and_without_a_cache",
      {("modern", "rope_attention"): _rope_attention(cat_dim=-1)}, "joined along the feature axis"),
+    ("test_modern.py", "test_rope_attention_with_and_without_a_cache",
+     {("modern", "rope_attention"): _rope_attention(new_only=True)}, "attended to the new keys and values alone"),
     ("test_inside.py", "test_residual_stream", {("inside", "residual_stream"): _stream_with_gradients},
      "the model run with gradients on"),
     ("test_inside.py", "test_attention_patterns", {("inside", "attention_patterns"): _patterns_normalised_twice},
@@ -1751,6 +1804,9 @@ MUTANTS = [
      "the token before the earlier copy"),
     ("test_inside.py", "test_induction_scores", {("inside", "induction_scores"): _induction_on(first=1)},
      "the queries started at period + 1"),
+    ("test_inside.py", "test_induction_scores",
+     {("inside", "induction_scores"): lambda w, period: w.diagonal(offset=1 - period, dim1=-2, dim2=-1).mean(dim=(1, 3))},
+     "the queries started at period - 1"),
     # the twelfth fresh set's classes: bpe, optim and kernels
     ("test_bpe.py", "test_pair_counts_weights_each_word_by_its_count",
      {("bpe", "pair_counts"): lambda words: dict(Counter(p for w, n in words.items()
@@ -1773,6 +1829,8 @@ MUTANTS = [
      "one past the largest id"),
     ("test_bpe.py", "test_encode_matches_the_library", {("bpe", "encode"): _encode_smallest_pair_first},
      "the pair with the smallest ids merged first"),
+    ("test_bpe.py", "test_encode_matches_the_library", {("bpe", "encode"): _encode_each_word_once},
+     "each distinct word encoded once"),
     ("test_bpe.py", "test_decode_inverts_encode", {("bpe", "decode"): _decode_with(errors="ignore")}, "errors='ignore'"),
     ("test_bpe.py", "test_decode_inverts_encode", {("bpe", "decode"): _decode_with(strip=True)}, "stripped"),
     ("test_bpe.py", "test_decode_inverts_encode",                 # a part's id taken as its byte
@@ -1811,6 +1869,12 @@ MUTANTS = [
      "every row NaN from the first key tile on"),
     ("test_kernels.py", "test_flash_attention_kernel_scores_far_below_zero",
      {("kernels", "flash_attention"): _flash_slip(13)}, "the running max started at 0"),
+    ("test_kernels.py", "test_flash_attention_kernel_scores_far_below_zero",
+     {("kernels", "flash_attention"): _flash_slip(22)}, "the launch grid's two axes read the other way round"),
+    ("test_kernels.py", "test_softmax_kernel_matches_torch", {("kernels", "softmax"): _softmax_kernel(SUM_OF=1)},
+     "divided by the sum of the row's x instead"),
+    ("test_kernels.py", "test_softmax_kernel_matches_torch", {("kernels", "softmax"): _softmax_kernel(SUM_OF=2)},
+     "divided by the sum of the row's x - max"),
     # the eleventh fresh set's classes
     ("test_embeddings.py", "test_cosine_similarity",
      {("embeddings", "cosine_similarity"): lambda u, v, eps=1e-8: (u * v).sum(-1) / (u.norm(dim=-1) ** 2).clamp_min(eps)},
@@ -1921,6 +1985,12 @@ MUTANTS = [
      "each angle repeated twice"),
     ("test_inside.py", "test_logit_lens", {("inside", "logit_lens"): _lens_norming_the_last_entry_only},
      "the final norm applied to the last entry of the stream only"),
+    ("test_block.py", "test_pre_norm_block", {("block", "Block"): _block_reading_stale(ln2=True)},
+     "the MLP reads ln2 of ln1(x)"),
+    ("test_block.py", "test_pre_norm_block", {("block", "Block"): _block_reading_stale(ln2=False)},
+     "the MLP reads ln1(x), the normalised input kept"),
+    ("test_model.py", "test_andrea_with_targets_gives_logits_and_the_loss", {("model", "ANDREA"): _andrea_shifting_again},
+     "shifted by one position again (logits[:, :-1] against targets[:, 1:])"),
 ]
 
 

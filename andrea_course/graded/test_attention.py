@@ -570,6 +570,11 @@ def test_softmax_is_stable_and_handles_masked_scores(student):
 ROW_SUMS_TIMES_V = ("v multiplied elementwise by each row's sum of weights: the rows sum to 1, so that gives v back "
                     "unmixed; mix the values by the weights with a matrix product, weights @ v")
 
+COLUMN_SUMS_TIMES_V = ("summed over the queries instead of the keys: each value v_j came out times its column's sum of "
+                       "weights, (Σ_i weights[i, j])·v_j (the broadcast product weights[..., :, :, None] * "
+                       "v[..., None, :, :] summed over axis -3 gives it); query i's output sums over the keys j, "
+                       "Σ_j weights[i, j]·v_j: weights @ v")
+
 
 def _weighted_sum_case(fn, w, v):
     """weights (..., T, S) whose rows sum to 1, v (..., S, K). v @ weights runs only where K = T, and
@@ -584,6 +589,7 @@ def _weighted_sum_case(fn, w, v):
                     "divided by S, the number of keys: each row of weights already sums to 1, so weights @ v is already the "
                     "average; drop the division": (w @ v) / S,
                     ROW_SUMS_TIMES_V: v * w.sum(dim=-1, keepdim=True) if T == S else None,
+                    COLUMN_SUMS_TIMES_V: v * w.sum(dim=-2).unsqueeze(-1) if T == S else None,
                     "v transposed, weights @ vᵀ: v is (S, K) and already lies the right way (only the keys are turned, "
                     "in the scores); weights @ v": w @ v.transpose(-2, -1) if S == K else None,
                     SOFTMAX_AGAIN: torch.softmax(w, dim=-1) @ v})

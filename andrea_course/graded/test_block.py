@@ -208,6 +208,8 @@ def _block_variants(ref, x, ln):
         h = x + mlp(ln(ref.ln2, x))
         mlp_first = h + attn(ln(ref.ln1, h))
         output_normalised = ln(ref.ln2, pre)
+        stale_ln2 = x + attn(a) + mlp(ln(ref.ln2, a))
+        stale = x + attn(a) + mlp(a)
     return pre, post, {
         "the MLP run before attention: the two sublayers in the wrong order; attention goes first, "
         "x = x + attn(ln1(x)), then x = x + mlp(ln2(x))": mlp_first,
@@ -222,7 +224,14 @@ def _block_variants(ref, x, ln):
             attn_on_normalised,
         "the MLP's output replaces the stream (its residual connection missing): add it, x = x + mlp(ln2(x))":
             mlp_no_residual,
+        STALE_NORMALISED.format("ln2 of "): stale_ln2,
+        STALE_NORMALISED.format(""): stale,
     }
+
+
+STALE_NORMALISED = ("the MLP reads {}ln1(x), the normalised input kept from before attention (h = ln1(x) used again): "
+                    "it reads the stream that attention has already updated, x = x + attn(ln1(x)), then "
+                    "x = x + mlp(ln2(x))")
 
 
 def _student_block(student, name, ref, *args, **kwargs):

@@ -379,16 +379,18 @@ def _latin1_words(text, how):
     return [tuple(bytes(word).decode("latin-1").encode("utf-8")) for word in REF.words_in_order(text)]
 
 
-def _encode_with(text, merges, pick="lowest", offset=256, latin1=None):
+def _encode_with(text, merges, pick="lowest", offset=256, latin1=None, distinct=False):
     """encode as the engine does, or with a typical slip: pick the latest-learned merge ("latest") or
     the leftmost applicable pair ("leftmost") or the pair of smallest ids (min(pairs): "smallest") instead of
     the lowest-ranked, stop after one merge per
     word ("single"), or merge only the pairs
     the word had before its first merge, in rank order ("once"); merged tokens numbered from
-    `offset` (0: the rank itself); the text's bytes read through Latin-1 (latin1: how, _latin1_words)."""
+    `offset` (0: the rank itself); the text's bytes read through Latin-1 (latin1: how, _latin1_words); each
+    distinct word once, in the order first seen (distinct: as iterating over split_words(text) gives them)."""
     rank = {tuple(p): r for r, p in enumerate(merges)}
     ids = []
-    for word in (REF.words_in_order(text) if latin1 is None else _latin1_words(text, latin1)):
+    words = REF.words_in_order(text) if latin1 is None else _latin1_words(text, latin1)
+    for word in (dict.fromkeys(words) if distinct else words):
         if pick == "once":
             for r in sorted(rank[p] for p in zip(word, word[1:]) if p in rank):
                 word = REF.merge_pair(word, tuple(merges[r]), offset + r)
@@ -419,6 +421,9 @@ ENCODE_MISTAKES = {"the latest-learned merge applied first: merges apply in the 
                    "each word's pairs looked up once, before its first merge: a merge makes new pairs (with the "
                    "merged token), so look again after every merge until no pair of the word has a rank":
                        dict(pick="once"),
+                   "each distinct word encoded once, in the order first seen (as iterating over split_words(text), "
+                   "a count of the words, gives them): a repeated word is left out again and again; encode every word "
+                   "of the text in its order, words_in_order(text)": dict(distinct=True),
                    "the text's UTF-8 bytes read as Latin-1 before cutting it into words, so the bytes of a non-ASCII "
                    "character were cut apart as if each were a character: cut the text itself into words "
                    "(words_in_order(text))": dict(latin1="cut"),

@@ -227,6 +227,7 @@ def _induction_mistakes(w, period):
     L, _, H, T, _ = w.shape
     t = torch.arange(period, T)
     every = torch.arange(T)                 # every query: for t < period - 1 the key index wraps round, as Python's does
+    t0 = torch.arange(period - 1, T)
     return {"key t - period (the earlier copy of the same token) instead of the token after it, t - period + 1":
                 w[..., t, t - period].mean(dim=(1, 3)),
             "averaged over every query, the first copy's too: only queries t >= period have an earlier copy":
@@ -248,6 +249,9 @@ def _induction_mistakes(w, period):
                 w[..., t, t - period + 1].mean(dim=(1, 2, 3))[:, None].expand(L, H),
             "the weight on key t - period - 1, the token before the earlier copy: an induction head attends to the "
             "token after it, w[..., t, t - period + 1]": w[..., t, t - period - 1].mean(dim=(1, 3)),
+            "the queries started at period - 1, one too early (as the diagonal at offset 1 - period does): query "
+            "period - 1 lies in the first copy, whose tokens have no earlier copy; average over t = period .. T - 1, "
+            "torch.arange(period, T)": w[..., t0, t0 - period + 1].mean(dim=(1, 3)),
             "the queries started at period + 1, so the first query of the repeat, t = period, is left out: average "
             "over t = period .. T - 1, torch.arange(period, T)":
                 w[..., t[1:], t[1:] - period + 1].mean(dim=(1, 3))}

@@ -366,6 +366,10 @@ NO_MAX = ("no max subtraction: exp of a large score overflows to inf, and inf / 
 PAD_ZERO = ("padding loaded as 0.0 instead of -inf: each padding lane adds exp(0 - max) to the row's sum (and 0 "
             "can win the max); load it as -inf, whose exp is 0")
 NOT_NORMALISED = "not normalised: divide exp(x - max) by its sum over the row"
+BY_SUM_OF_X = ("divided by the sum of the row's x instead of the sum of its exponentials: y = e / tl.sum(e, axis=0) "
+               "with e = exp(x - max)")
+BY_SUM_OF_Z = ("divided by the sum of the row's x - max instead of the sum of its exponentials: y = e / tl.sum(e, "
+               "axis=0) with e = exp(x - max)")
 ROW_STRIDE = ("x's rows stepped by n_cols instead of x_row_stride: x's rows are x_row_stride elements apart, "
               "more than n_cols when x is a slice of a wider matrix")
 
@@ -407,6 +411,7 @@ def call_softmax(softmax, x):
                        mistake=mistake) from None
 
 
+
 def softmax_mistakes(x):
     """{typical mistake: the output it gives} for x (..., n_cols), in x's dtype."""
     n = x.shape[-1]
@@ -414,6 +419,9 @@ def softmax_mistakes(x):
     e32 = x.float().exp()                                  # fp32, as the kernel computes: overflows above 88.7
     out = {NO_MAX: (e32 / e32.sum(-1, keepdim=True)).to(x.dtype),
            NOT_NORMALISED: (x64 - x64.amax(-1, keepdim=True)).exp().to(x.dtype),
+           **{name: ((x64 - x64.amax(-1, keepdim=True)).exp() / z.sum(-1, keepdim=True).double()).to(x.dtype)
+              for name, z in ((BY_SUM_OF_X, x.float()), (BY_SUM_OF_Z, x.float() - x.float().amax(-1, keepdim=True)))
+              if triton.next_power_of_2(n) == n},                 # padding: -inf in either sum, y = 0
            **{name: torch.softmax(x64 * c, -1).to(x.dtype)           # exp2 with its factor log2(e) slipped
               for name, c in ((EXP2_NO_LOG2E, math.log(2)), (EXP2_LOG2E_TWICE, math.log2(math.e)),
                               (EXP2_LOG2E_INVERTED, math.log(2) ** 2))}}
@@ -1090,6 +1098,7 @@ def _flash_cases(flash_attention, q, k, v, start, what, outs, merged):
                 cache["out"] = call_flash(flash_attention, q, k, v, start)
                 _first_sequence_only(cache["out"], want_o, want_lse, what)
                 _last_rows_never_stored(cache["out"], want_o, want_lse, what)
+                _grid_axes_swapped(cache["out"], want_o, want_lse, what)
             out = cache["out"]
             return out[i] if isinstance(out, (tuple, list)) and len(out) == 2 else out
         return got
@@ -1139,6 +1148,37 @@ def _last_rows_never_stored(out, want_o, want_lse, what, block_m: int = 16):
            f"launch triton.cdiv(T, block_m) of them" if r0 == T // block_m * block_m else "")
     raise Mismatch(f"{what}: o", f"rows {r0} .. {T - 1} of every head were never stored (NaN); rows 0 .. {r0 - 1} are "
                    f"right", "grid = (triton.cdiv(T, block_m), B * H)", mistake=f"the last query rows never computed{why}")
+
+
+GRID_AXES_SWAPPED = ("the launch grid's two axes read the other way round: program_id(0) taken as the (sequence, head) "
+                     "and program_id(1) as the query block, while the launcher lays the query blocks along axis 0 "
+                     "and the B * H heads along axis 1; so only the heads numbered below the count of query blocks "
+                     "were computed: first = tl.program_id(0) * BLOCK_M, bh = tl.program_id(1)")
+
+
+def _grid_axes_swapped(out, want_o, want_lse, what, block_m: int = 16):
+    """A Mismatch naming GRID_AXES_SWAPPED when exactly the (head bh, query block b) pairs with bh below
+    the number of query blocks and b below B * H were stored, each right, and the rest never (NaN)."""
+    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
+        return
+    (o, lse), (B, H, T, K) = out, want_o.shape
+    if o.shape != want_o.shape or lse.shape != want_lse.shape:
+        return
+    blocks = triton.cdiv(T, block_m)
+    block_of = torch.arange(T) // block_m                                         # (T,)
+    ran = (torch.arange(B * H)[:, None] < blocks) & (block_of[None, :] < B * H)   # (B·H, T)
+    if bool(ran.all()):
+        return
+    lse, o = lse.double().cpu().reshape(B * H, T), o.double().cpu().reshape(B * H, T, K)
+    stored = ~lse.isnan()
+    if not torch.equal(stored, ran) or not bool(o[~ran].isnan().all()):
+        return
+    right = (torch.allclose(o[ran], want_o.reshape(B * H, T, K)[ran].cpu(), atol=1e-4, rtol=1e-4)
+             and torch.allclose(lse[ran], want_lse.reshape(B * H, T)[ran].cpu(), atol=1e-4, rtol=1e-4))
+    if right:
+        raise Mismatch(f"{what}: o", f"{int(ran.sum())} of {B * H * T} query rows (of {B * H} heads) were stored, "
+                       f"each right; the others never (NaN)", "grid = (triton.cdiv(T, BLOCK_M), B * H): axis 0 the "
+                       "query block, axis 1 the head", mistake=GRID_AXES_SWAPPED)
 
 
 def flash_inputs(T, S, K, seed=0, far_below=False):

@@ -18,6 +18,13 @@ def _gelu_tanh(x, c=math.sqrt(2 / math.pi), a=0.044715, power=3, half=0.5, squas
     return half * x * (1 + sign * squash(c * (x + a * x ** power)))
 
 
+TANH_TERM_ZERO = ("your output is x/2 for every x: the tanh term is 0 everywhere, so a factor inside the tanh came out "
+                  "0 (2 // math.pi, a floor division, is 0; 2 / math.pi is 0.6366): "
+                  "0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))")
+ERF_TERM_ZERO = ("your output is x/2 for every x: the erf term is 0 everywhere, so a factor inside the erf came out 0 "
+                 "(1 // math.sqrt(2) or 1 // 2, floor divisions, are 0): 0.5·x·(1 + erf(x / √2))")
+
+
 def _tanh_case(fn, x):
     mistakes = {
         "the tanh form asked, but this is the exact erf form (0.5·x·(1 + erf(x/√2))); "
@@ -30,6 +37,7 @@ def _tanh_case(fn, x):
         "of the other side, x·Phi(-x), which shuts out large positive inputs; 0.5·x·(1 + tanh(√(2/π)·(x + "
         "0.044715·x³)))": _gelu_tanh(x, sign=-1),
         "the factor 0.5 is missing": _gelu_tanh(x, half=1.0),
+        TANH_TERM_ZERO: 0.5 * x,
         "sigmoid where tanh belongs: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) uses torch.tanh":
             _gelu_tanh(x, squash=torch.sigmoid),
         "the sigmoid approximation x·sigmoid(1.702·x) (\"quick GELU\"), another formula: this piece is the tanh "
@@ -71,6 +79,7 @@ def _erf_case(fn, x):
         "erf(x) / sqrt(2) instead of erf(x / sqrt(2)): the division belongs inside the erf's parentheses":
             0.5 * x * (1 + torch.erf(x) / math.sqrt(2)),
         "the factor 0.5 is missing": x * (1 + torch.erf(x / math.sqrt(2))),
+        ERF_TERM_ZERO: 0.5 * x,
         "erf(x / 2) instead of erf(x / sqrt(2)): divide x by the square root of 2, not by 2":
             0.5 * x * (1 + torch.erf(x / 2)),
         "erf(x·sqrt(2/π)), the tanh form's constant: the exact form's argument is x / sqrt(2)":

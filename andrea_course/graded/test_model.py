@@ -193,9 +193,25 @@ def test_andrea_with_targets_gives_logits_and_the_loss(student):
     (want, mistakes), (want2, mistakes2) = _logits_and_mistakes(ref, ids), _logits_and_mistakes(ref, ids2)
     expect_close(out[0], want, "ANDREA(cfg)(ids, targets)[0], the logits", mistakes=mistakes,
                  second=Second(lambda: m(ids2, targets2)[0], want2, mistakes2), hint=MODEL_HINT)
-    expect_close(out[1], F.cross_entropy(want.reshape(-1, CFG.vocab_size).float(), targets.reshape(-1)),
-                 "ANDREA(cfg)(ids, targets)[1], the loss (in fp32, as training computes it)",
+    expect_close(out[1], _loss(want, targets), "ANDREA(cfg)(ids, targets)[1], the loss (in fp32, as training computes it)",
+                 mistakes=_loss_mistakes(want, targets), second=Second(lambda: m(ids2, targets2)[1], _loss(want2, targets2),
+                                                                       _loss_mistakes(want2, targets2)),
                  hint="the mean cross-entropy of the logits against the targets: the given self.cross_entropy")
+
+
+def _loss(logits, targets):
+    """The mean cross-entropy in fp32: logits (B, T, V), targets (B, T)."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+
+
+SHIFTED_AGAIN = ("logits and targets shifted by one position again ({}): targets already hold each position's next "
+                 "token (the data loader shifted them), so position t's logits are scored against targets[:, t] as "
+                 "they are: self.cross_entropy(logits, targets)")
+
+
+def _loss_mistakes(logits, targets):
+    return {SHIFTED_AGAIN.format("logits[:, :-1] against targets[:, 1:]"): _loss(logits[:, :-1], targets[:, 1:]),
+            SHIFTED_AGAIN.format("logits[:, 1:] against targets[:, :-1]"): _loss(logits[:, 1:], targets[:, :-1])}
 
 
 @graded("model.ANDREA", points=1)
@@ -799,6 +815,7 @@ def _cache_expectations(run, S):
                     "only the new keys returned: return every key cached so far, old and new": k if len(ks) > 1 else None,
                     "every update written from position 0, over the cached ones: write at self.pos":
                         torch.cat([k, torch.zeros_like(want_k[:, :, T_:])], dim=2) if len(ks) > 1 else None,
+                    VALUES_AS_KEYS: torch.cat(vs, dim=2),
                     WHOLE_BUFFER: torch.cat([want_k, want_k.new_zeros(*want_k.shape[:2], S - pos, want_k.shape[3])],
                                             dim=2) if pos < S else None,
                     **{f"concatenated along axis {d}, not the position axis (2) of (B, G, T, K)":
@@ -811,6 +828,10 @@ def _cache_expectations(run, S):
 KEYS_AS_VALUES = ("the values returned are the keys: the keys written into the value buffer (self.v[...] = k) or the "
                   "key buffer returned in the values' place (return self.k[...], self.k[...]), a copied line?: self.v "
                   "gets v, self.v[:, :, self.pos:self.pos + T] = v, and update returns self.v[:, :, :self.pos] second")
+VALUES_AS_KEYS = ("the keys returned are the values: the values were written over the keys, as when self.k and self.v "
+                  "are one tensor (self.v = self.k gives the same buffer a second name, it copies nothing) or v is "
+                  "written into self.k; give the values a buffer of their own, self.v = torch.zeros_like(self.k), "
+                  "and write v there")
 POS_FIRST = ("pos moved on before the write: the new keys land T slots too far on (from pos + T) and the first "
              "slots returned are still zeros; write at self.pos .. self.pos + T - 1 first, then self.pos += T")
 NOT_ADVANCED = "pos not advanced: after writing T positions, self.pos += T"
@@ -872,6 +893,23 @@ def _written_to_the_end(fed, dtype):
     return buf[:, :, :pos]
 
 
+LAST_AXIS = ("the new keys written along the last axis, self.k[..., self.pos:self.pos + T]: `...` stands for every "
+             "axis before the ones named, so that slice runs along K, the head width, not the positions; "
+             "self.k[:, :, self.pos:self.pos + T] = k")
+
+
+def _written_along_the_last_axis(fed, dtype):
+    """LAST_AXIS's updates, fed (k, v) pairs, replayed on a cache's buffer (B, G, max_len, K): raises what it
+    raises."""
+    k0 = fed[0][0]
+    buf = torch.zeros(k0.shape[0], k0.shape[1], sum(k.shape[2] for k, _ in fed), k0.shape[3], dtype=dtype)
+    pos = 0
+    for k, _ in fed:
+        buf[..., pos:pos + k.shape[2]] = k
+        pos += k.shape[2]
+    return buf[:, :, :pos]
+
+
 def _check_cache(student, steps, other, what, dtype=torch.float64):
     """Feed KVCache(B=2, G=2, max_len=sum(steps), K=3) chunks of `steps` positions; after each
     update, pos and the returned keys and values must be all positions so far, in order. A mistake
@@ -892,7 +930,8 @@ def _check_cache(student, steps, other, what, dtype=torch.float64):
                            None)
             raising = lambda fed: {HEADS_AXIS: lambda: _written_along_heads(fed, dtype),        # noqa: E731
                                    SHRUNK: lambda: _concatenated_into_the_buffer(fed, dtype),
-                                   TO_THE_END: lambda: _written_to_the_end(fed, dtype)}
+                                   TO_THE_END: lambda: _written_to_the_end(fed, dtype),
+                                   LAST_AXIS: lambda: _written_along_the_last_axis(fed, dtype)}
             expect_runs(lambda: _raise(got), f"{at}: cache.update(k, v)", hint="write k at positions self.pos .. "
                         "self.pos + T - 1 of axis 2, self.k[:, :, self.pos:self.pos + T] = k",
                         mistakes=raising(_fed(steps, 50, dtype)),

@@ -827,6 +827,9 @@ def _rope_attention_mistakes(q, k, v, cos, sin, past_k, past_v):
             "their distance": ops.attention(rope(q, cos, sin, 0), cat(past_k, rope(k, cos, sin, S0)), cat(past_v, v)),
             "turned the cached keys again: they were turned when they were new; turn only the new k, then append":
                 ops.attention(rope(q, cos, sin, S0), turned_all, cat(past_v, v)),
+            "attended to the new keys and values alone: the cached past (past_k, past_v) left out of the attention; "
+            "the queries attend to every key so far, attention(q, k_all, v_all)":
+                ops.attention(rope(q, cos, sin, S0), rope(k, cos, sin, S0), v),
             "put the new keys and values before the cached ones: append them after, torch.cat([past_k, k], dim=-2) "
             "and torch.cat([past_v, v], dim=-2), so that the positions stay in order":
                 ops.attention(rope(q, cos, sin, S0), cat(rope(k, cos, sin, S0), past_k), cat(v, past_v))})
