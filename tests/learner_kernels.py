@@ -171,6 +171,8 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
         offset = 0
     for start_n in range(0, hi, BLOCK_N):
         cols = start_n + offs_n
+        if SLIP == 24:                                       # 24: the key indices never advance
+            cols = offs_n
         kv_mask = (cols[:, None] < S) & (dims[None, :] < K)
         if SLIP == 8:                                        # the tail tile's loads unmasked
             kv_mask = dims[None, :] < K
@@ -182,6 +184,8 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
         visible = (cols[None, :] < S) & (cols[None, :] <= offset + rows[:, None])
         if SLIP == 4:                                        # the diagonal masked
             visible = (cols[None, :] < S) & (cols[None, :] < offset + rows[:, None])
+        if SLIP == 23:                                       # 23: the mask from the first tile's indices
+            visible = (offs_n[None, :] < S) & (offs_n[None, :] <= offset + rows[:, None])
         s = tl.where(visible, s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, axis=1))
         alpha = tl.exp(m - m_new)

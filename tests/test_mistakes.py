@@ -132,6 +132,19 @@ def _layer_norm(center=True, unbiased=False, eps_inside=True, gamma=True, beta=T
     return layer_norm
 
 
+def _layer_norm_mean_without_first(x, weight, bias, eps=1e-5):
+    mean = x[..., 1:].sum(dim=-1, keepdim=True) / x.shape[-1]
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * weight + (bias if bias is not None else 0)
+
+
+class _block_dropping_attention(blk.Block):
+    def forward(self, x, cache=None):
+        out = x + self.drop(self.attn(self.ln1(x), cache))
+        out = x + self.drop(self.mlp(self.ln2(x)))
+        return out
+
+
 class BlockNormalisedResidual(blk.Block):
     def forward(self, x, cache=None):
         x = self.ln1(x)
@@ -361,6 +374,19 @@ def _count_with_a_position_table(cfg):
     counts = InProcessStudent("solutions").piece("model", "count_parameters")(cfg)
     table = cfg.context_length * cfg.d_model
     return dict(counts, position_table=table, total=counts["total"] - counts["position_table"] + table)
+
+
+class _embeddings_from_start_to_T(emb.Embeddings):
+    """Embeddings whose loop runs over range(start, T), position t for token t."""
+    def forward(self, ids, start=0):
+        tok = emb.embed_lookup(self.token_table, ids)
+        return self.drop(torch.stack([tok[:, t] + self.position_table[t] for t in range(start, ids.shape[1])], dim=1))
+
+
+def _count_one_block_short(cfg):
+    """The answer key's count with L - 1 blocks."""
+    counts = InProcessStudent("solutions").piece("model", "count_parameters")(cfg)
+    return dict(counts, blocks=counts["blocks"] - counts["block"], total=counts["total"] - counts["block"])
 
 
 def _kv_bytes_ignoring_seq_len(cfg, batch=1, seq_len=None, bytes_per_value=2):
@@ -731,6 +757,16 @@ def _softmax_shifted_by(stat):
     return softmax
 
 
+def _average_past_aliased(x):
+    """average_past whose running sum is one tensor changed in place and appended itself: every row
+    is the final total over i + 1."""
+    total, rows = torch.zeros_like(x[..., 0, :]), []
+    for i in range(x.shape[-2]):
+        total += x[..., i, :]
+        rows.append(total)
+    return torch.stack([r / (i + 1) for i, r in enumerate(rows)], dim=-2)
+
+
 def _softmax_divided_by(divisor):
     """softmax whose exponentials e (the row maximum subtracted) are divided by divisor(z, e)."""
     def softmax(s):
@@ -924,6 +960,17 @@ class CacheWritingAlongTheLastAxis(mdl.KVCache):
         return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
 
 
+class CacheWritingOneSlot(mdl.KVCache):
+    def update(self, k, v):
+        T = k.shape[2]
+        if self.pos + T > self.k.shape[2]:
+            raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
+        for t in range(T):
+            self.k[:, :, self.pos], self.v[:, :, self.pos] = k[:, :, t], v[:, :, t]
+        self.pos += T
+        return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
+
+
 class CacheWithOneBuffer(mdl.KVCache):
     def __init__(self, *args):
         super().__init__(*args)
@@ -1004,9 +1051,9 @@ def _patterns_normalised_twice(model, ids):
         return torch.stack([weights(b.attn, b.ln1(x), model.cfg.n_heads) for b, x in zip(model.blocks, inputs)])
 
 
-def _induction_on(key_shift=1, first=0):
+def _induction_on(key_shift=1, first=0, last=0):
     def induction_scores(patterns, period):
-        t = torch.arange(period + first, patterns.shape[-2])
+        t = torch.arange(period + first, patterns.shape[-2] + last)
         return patterns[..., t, t - period + key_shift].mean(dim=(1, 3))
     return induction_scores
 
@@ -1991,6 +2038,58 @@ MUTANTS = [
      "the MLP reads ln1(x), the normalised input kept"),
     ("test_model.py", "test_andrea_with_targets_gives_logits_and_the_loss", {("model", "ANDREA"): _andrea_shifting_again},
      "shifted by one position again (logits[:, :-1] against targets[:, 1:])"),
+    # the nineteenth fresh set's classes
+    ("test_embeddings.py", "test_embeddings_module_adds_token_and_position_vectors",
+     {("embeddings", "Embeddings"): _embeddings_from_start_to_T}, "only the tokens start .. T - 1 came out"),
+    ("test_bpe.py", "test_most_frequent_pair_breaks_ties_like_the_library",
+     {("bpe", "most_frequent_pair"): lambda counts: list(counts)[-1] if counts else None}, "the last pair of the tally"),
+    ("test_inside.py", "test_induction_scores", {("inside", "induction_scores"): _induction_on(last=-1)},
+     "the last query, T - 1, left out"),
+    ("test_kernels.py", "test_flash_attention_kernel_with_a_cache", {("kernels", "flash_attention"): _flash_slip(23)},
+     "the visibility mask built from the first key tile's indices"),
+    ("test_kernels.py", "test_flash_attention_kernel_with_a_cache", {("kernels", "flash_attention"): _flash_slip(24)},
+     "the key indices never advance"),
+    ("test_model.py", "test_count_parameters_of_andrea_120m", {("model", "count_parameters"): _count_one_block_short},
+     "one block short: L - 1 blocks counted"),
+    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheWritingOneSlot},
+     "every new position written into slot pos"),
+    ("test_block.py", "test_layer_norm", {("block", "layer_norm"): _layer_norm_mean_without_first},
+     "the mean summed without the first feature"),
+    ("test_block.py", "test_pre_norm_block", {("block", "Block"): _block_dropping_attention},
+     "attention's update thrown away"),
+    ("test_multihead.py", "test_split_heads",
+     {("multihead", "split_heads"): lambda x, H: torch.stack([x[..., h * H:(h + 1) * H] for h in range(H)], dim=1)},
+     "a slice of width H"),
+    ("test_multihead.py", "test_merge_heads",
+     {("multihead", "merge_heads"): lambda y: torch.cat([y[:, h] for h in range(y.shape[1])], dim=1)},
+     "the heads joined along the positions"),
+    ("test_attention.py", "test_causal_average_weights",
+     {("attention", "causal_average_weights"): lambda T: torch.ones(T, T).tril(-1) / torch.arange(1, T + 1.0)[:, None]},
+     "the diagonal left empty"),
+    ("test_attention.py", "test_causal_average_weights",
+     {("attention", "causal_average_weights"): lambda T: (torch.ones(T, T).tril() / torch.arange(1, T + 1.0)[:, None])
+      * (torch.arange(T) > 0)[:, None]}, "row 0 left at zero"),
+    ("test_attention.py", "test_average_past", {("attention", "average_past"): _average_past_aliased},
+     "the sum of ALL T positions divided by i + 1"),
+    ("test_attention.py", "test_softmax_over_the_keys",
+     {("attention", "softmax"): _softmax_shifted_by(lambda s: s.amax(dim=-2, keepdim=True) if s.dim() > 1 else s.amax())},
+     "each column's maximum over the queries"),
+    ("test_attention.py", "test_softmax_is_stable_and_handles_masked_scores",
+     {("attention", "softmax"): _softmax_shifted_by(lambda s: s[..., :-1].amax(dim=-1, keepdim=True))},
+     "the row maximum taken without the last key"),
+    ("test_attention.py", "test_weighted_sum_of_values",
+     {("attention", "weighted_sum"): lambda w, v: w[..., :w.shape[-2]] @ v[..., :w.shape[-2], :]},
+     "only the first T keys summed"),
+    ("test_embeddings.py", "test_embed_onehot_equals_the_lookup",
+     {("embeddings", "embed_onehot"): lambda table, ids: F.one_hot(ids, table.shape[0]).to(table.dtype)[..., :-1] @ table[:-1]},
+     "the tokens of id V - 1 came out as zero vectors"),
+    ("test_embeddings.py", "test_cosine_similarity",
+     {("embeddings", "cosine_similarity"): lambda u, v, eps=1e-8: (u * v)[..., -1] / (u.norm(dim=-1) * v.norm(dim=-1)).clamp_min(eps)},
+     "the last feature's product alone"),
+    ("test_embeddings.py", "test_nearest_tokens_by_cosine_not_by_length",
+     {("embeddings", "nearest_tokens"): _nearest(pick=lambda s, k: s.argmax().repeat(k))}, "the best row k times"),
+    ("test_embeddings.py", "test_nearest_tokens_by_cosine_not_by_length",
+     {("embeddings", "nearest_tokens"): _nearest(pick=lambda s, k: s.topk(k - 1).indices)}, "the last one missing"),
 ]
 
 

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from andrea_course.grading import Case, Mismatch, Second, expect_cases, expect_close, expect_equal
 from andrea_course.grading.explain import explain
 from andrea_course.grading.relations import inputs_of, relate, seen
+from andrea_course import pieces
 from andrea_course.grading.student import InProcessStudent
 from tests.test_mistakes import _module
 
@@ -174,6 +175,27 @@ def _mask_of_T_keys(T, S=None, device=None):
     return torch.arange(T, device=device)[None, :] <= torch.arange(T, device=device)[:, None] + (S - T)
 
 
+def _patterns_stacked_on_axis_1(model, ids):
+    """attention_patterns with the layers stacked on axis 1: (B, L, H, T, T)."""
+    return pieces.get("inside", "attention_patterns")(model, ids).transpose(0, 1)
+
+
+class _mlp_without_the_last_position(pieces.module("mlp").MLP):
+    """An MLP whose loop over the positions stops one short: the last position's output stays 0."""
+    def forward(self, x):
+        out = torch.zeros_like(x)
+        for t in range(x.shape[-2] - 1):
+            out[..., t, :] = self.proj(self.gelu(self.fc(x[..., t, :])))
+        return out
+
+
+class _swiglu_gated_by_the_first_sequence(pieces.module("modern").SwiGLU):
+    """SwiGLU whose gate is computed once from the first sequence and serves the whole batch."""
+    def forward(self, x):
+        gate = self.w_gate(x[0])
+        return torch.stack([self.w_down(self.swiglu(gate, self.w_up(x[b]))) for b in range(x.shape[0])])
+
+
 UNLISTED = [  # (graded file, piece, the learner's version, words the failure must say)
     ("test_attention.py", "attention.average_past", _average_past_one_short, "the last 1 is missing"),
     ("test_attention.py", "attention.causal_mask", _mask_of_T_keys, "entries along axis -1 (shape (3, 3) where (3, 6)"),
@@ -184,6 +206,9 @@ UNLISTED = [  # (graded file, piece, the learner's version, words the failure mu
     ("test_attention.py", "attention.apply_causal_mask", _apply_mask_inverted, "the mask is inverted"),
     ("test_modern.py", "modern.rms_norm", _rms_norm_via_float, "computes in float32 and casts back"),
     ("test_modern.py", "modern.apply_rope", _rope_turning_float32_x, "float32's precision, not float64's"),
+    ("test_inside.py", "inside.attention_patterns", _patterns_stacked_on_axis_1, "axis -5 and axis -4 swapped"),
+    ("test_mlp.py", "mlp.MLP", _mlp_without_the_last_position, "the last one, which is all zeros: never written"),
+    ("test_modern.py", "modern.SwiGLU", _swiglu_gated_by_the_first_sequence, "right at index 0 along axis -3"),
 ]
 
 

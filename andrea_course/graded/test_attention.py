@@ -151,6 +151,10 @@ CAT_NOT_STACK = ("the T means joined with torch.cat, which glues them along an e
                  "torch.stack, which puts them on a new position axis: a batch (B, T, D) comes out (B·T, D) and one "
                  "sequence (T, D) raises; torch.stack(means, dim=-2)")
 
+ALIASED_TOTAL = ("every row i is the sum of ALL T positions divided by i + 1: the running sum was kept as one tensor, "
+                 "changed in place (total += x[..., i, :]) and put in the list itself, so every entry is that one "
+                 "tensor at its final value; append a new tensor each step (total = total + ..., or total.clone())")
+
 
 def _average_case(fn, shape, dtype=torch.float64):
     x = _randn(*shape, seed=20 + len(shape)).to(dtype)
@@ -165,6 +169,7 @@ def _average_case(fn, shape, dtype=torch.float64):
         "summed the past instead of averaging it: divide the running sum at position i by i + 1, the number of "
         "positions 0..i": total,
         "the future averaged instead of the past (positions i..T-1): average 0..i": _running_mean(x.flip(-2)).flip(-2),
+        ALIASED_TOTAL: total[..., -1:, :] / torch.arange(1, T + 1, dtype=x.dtype)[:, None],
         "position i itself left out: the mean of 0..i includes i": torch.cat(
             [torch.full_like(x[..., :1, :], float("nan")), _running_mean(x)[..., :-1, :]], dim=-2)})
 
@@ -188,11 +193,19 @@ SOFTMAX_OF_ONES = ("a softmax of the 0/1 triangle: the future's zeros become exp
                    "and each past position less than 1/(i + 1); divide each row of ones by its own sum (a softmax "
                    "would need the future at -inf, not 0)")
 
+DIAGONAL_EMPTY = ("the diagonal left empty: row i holds 1/(i + 1) at j < i only, so it sums to i/(i + 1) (row 0 to 0); "
+                  "position i averages itself too, j <= i: a slice [:i + 1], or a lower triangle with its diagonal")
+ROW_0_EMPTY = ("row 0 left at zero: position 0 averages itself alone, weight 1 at j = 0 (a loop over range(1, T) "
+               "starts one row late); fill every row 0 .. T - 1")
+
 
 def _average_weights_mistakes(T):
     """{description: weights} of the mistakes of causal_average_weights alone (not of the softmax weights)."""
     ones = torch.ones(T, T).tril()
-    return {FLOOR_DIVISION: ones // ones.sum(dim=-1, keepdim=True), SOFTMAX_OF_ONES: ones.softmax(dim=-1)}
+    share = 1 / torch.arange(1, T + 1, dtype=torch.float32)[:, None]                 # (T, 1): 1/(i + 1)
+    return {FLOOR_DIVISION: ones // ones.sum(dim=-1, keepdim=True), SOFTMAX_OF_ONES: ones.softmax(dim=-1),
+            DIAGONAL_EMPTY: torch.ones(T, T).tril(-1) * share, ROW_0_EMPTY: torch.cat([torch.zeros(1, T),
+                                                                                      _causal_weights(T)[1:]])}
 
 
 FLOAT64_WEIGHTS = ("the weights are float64 (a count or a matrix made with dtype=torch.float64): W @ x then fails on "
@@ -512,6 +525,19 @@ def _row_minimum_softmax(scores):
     return e / e.sum(dim=-1, keepdim=True)
 
 
+COLUMN_MAX = ("each column's maximum over the queries (axis -2) subtracted instead of each row's over the keys: a "
+              "constant shifts a softmax harmlessly only when it is the same along the row; subtract "
+              "scores.amax(dim=-1, keepdim=True)")
+MAX_WITHOUT_LAST = ("the row maximum taken without the last key (a loop over range(S - 1), or [..., :-1]): where the "
+                    "last score is the largest, exp overflows to inf and the row is NaN; take the max over the whole "
+                    "row, scores.amax(dim=-1, keepdim=True)")
+
+
+def _shifted_softmax(scores, shift):
+    e = (scores - shift).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
 def _softmax_case(fn, scores):
     mistakes = {"not normalised: divide exp(scores) by its row sum": scores.exp(),
                 WHOLE_SUM: scores.exp() / scores.exp().sum(),
@@ -519,6 +545,7 @@ def _softmax_case(fn, scores):
     if scores.dim() > 1:
         mistakes["softmax over the wrong axis (dim=-2): each query's row of S keys must sum to 1"] = \
             torch.softmax(scores, dim=-2)
+        mistakes[COLUMN_MAX] = _shifted_softmax(scores, scores.amax(dim=-2, keepdim=True))
     return Case(f"softmax(scores of shape {tuple(scores.shape)}, {str(scores.dtype)[6:]})", lambda: fn(scores),
                 torch.softmax(scores, dim=-1), mistakes)
 
@@ -551,6 +578,7 @@ def _stable_case(fn, scores, mean_shift=True):
                  WHOLE_SUM_AFTER_MAX: _whole_sum_after_max(scores),
                  ROW_MINIMUM: _row_minimum_softmax(scores),
                  MEAN_SHIFT: _row_mean_softmax(scores) if mean_shift else None,
+                 MAX_WITHOUT_LAST: _shifted_softmax(scores, scores[..., :-1].amax(dim=-1, keepdim=True)),
                  **_normalising_mistakes(scores)})
 
 
@@ -563,7 +591,12 @@ def test_softmax_is_stable_and_handles_masked_scores(student):
     # a score 740 above the row's minimum (exp overflows past 709.8) but about 490 above its mean: the
     # row minimum subtracted overflows there, the mean does not; first and second give both the same NaN
     apart = torch.tensor([[740.0, 0.0, 0.0], [NEG_INF, 740.0, 739.0], [-800.0, -801.0, -799.0]], dtype=torch.float64)
+    # rows whose largest score, far above the others, is the last one (or the first: there the maximum left
+    # out tells itself from no maximum at all)
+    last = torch.tensor([[0.0, 1.0, 800.0], [800.0, 0.0, 1.0], [NEG_INF, -5.0, 750.0]], dtype=torch.float64)
+    last2 = torch.tensor([[3.0, -2.0, 900.0], [760.0, 0.5, -1.0], [1.0, 2.0, 0.0]], dtype=torch.float64)
     expect_cases(_stable_case(fn, apart), _stable_case(fn, first), _stable_case(fn, second, mean_shift=False),
+                 _stable_case(fn, last, mean_shift=False), _stable_case(fn, last2, mean_shift=False),
                  hint="subtract each row's own maximum before exponentiating: the weights do not change and nothing overflows")
 
 
@@ -574,6 +607,9 @@ COLUMN_SUMS_TIMES_V = ("summed over the queries instead of the keys: each value 
                        "weights, (Σ_i weights[i, j])·v_j (the broadcast product weights[..., :, :, None] * "
                        "v[..., None, :, :] summed over axis -3 gives it); query i's output sums over the keys j, "
                        "Σ_j weights[i, j]·v_j: weights @ v")
+
+FIRST_T_KEYS = ("only the first T keys summed, as many as there are queries (a loop over range(weights.shape[-2]), "
+                "the queries' axis): with a cache there are S > T keys; sum over all S, weights @ v")
 
 
 def _weighted_sum_case(fn, w, v):
@@ -590,6 +626,7 @@ def _weighted_sum_case(fn, w, v):
                     "average; drop the division": (w @ v) / S,
                     ROW_SUMS_TIMES_V: v * w.sum(dim=-1, keepdim=True) if T == S else None,
                     COLUMN_SUMS_TIMES_V: v * w.sum(dim=-2).unsqueeze(-1) if T == S else None,
+                    FIRST_T_KEYS: w[..., :T] @ v[..., :T, :] if T < S else None,
                     "v transposed, weights @ vᵀ: v is (S, K) and already lies the right way (only the keys are turned, "
                     "in the scores); weights @ v": w @ v.transpose(-2, -1) if S == K else None,
                     SOFTMAX_AGAIN: torch.softmax(w, dim=-1) @ v})
@@ -625,6 +662,7 @@ def test_weighted_sum_of_values(student):
     expect_cases(_weighted_sum_case(fn, torch.softmax(_randn(2, 4, 4, seed=12), dim=-1), _randn(2, 4, 4, seed=13)),
                  _weighted_sum_case(fn, torch.softmax(_randn(5, 5, seed=14), dim=-1).float(), _randn(5, 5, seed=15).float()),
                  _weighted_sum_case(fn, torch.softmax(_randn(2, 4, 6, seed=6), dim=-1), _randn(2, 6, 3, seed=7)),  # (B, T, S), (B, S, K)
+                 _weighted_sum_case(fn, torch.softmax(_randn(3, 5, seed=21), dim=-1), _randn(5, 2, seed=22)),  # T < S
                  _weighted_sum_case(fn, torch.softmax(_randn(5, 5, seed=8), dim=-1).float(), _randn(5, 3, seed=9).float()),  # (T, S), (S, K)
                  _weighted_sum_case(fn, torch.softmax(_randn(2, 2, 4, 4, seed=10), dim=-1).float(),
                                     _strided_heads(2, 2, 4, 3, seed=11)),                    # (B, H, T, S), strided v

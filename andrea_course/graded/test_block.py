@@ -60,7 +60,20 @@ def _layer_norm_mistakes(x, w, b, eps=1e-5):
         "beta (bias) forgotten: add bias after multiplying by weight": norm * w,
         "mean not subtracted: LayerNorm centres x before dividing": x / torch.sqrt(var + eps) * w + b,
         MEAN_NOT_SQUARED: (x - mean) / torch.sqrt(no_square + eps) * w + b,
+        **{MEAN_PART.format(which): _normed_with(x, part, w, b, eps)
+           for which, part in (("first", x[..., 1:].sum(-1, keepdim=True)),
+                               ("last", x[..., :-1].sum(-1, keepdim=True)))},
     }
+
+
+MEAN_PART = ("the mean summed without the {} feature (a loop one feature short, range(1, D) or range(D - 1)) and "
+             "divided by D: every feature counts, x.mean(dim=-1, keepdim=True)")
+
+
+def _normed_with(x, total, w, b, eps):
+    """LayerNorm with the mean total / D (the variance around it) from a sum `total` over part of D."""
+    mean = total / x.shape[-1]
+    return (x - mean) / torch.sqrt(((x - mean) ** 2).mean(-1, keepdim=True) + eps) * w + b
 
 
 def _layer_norm_case_2():
@@ -208,6 +221,7 @@ def _block_variants(ref, x, ln):
         h = x + mlp(ln(ref.ln2, x))
         mlp_first = h + attn(ln(ref.ln1, h))
         output_normalised = ln(ref.ln2, pre)
+        attention_dropped = x + mlp(ln(ref.ln2, x))
         stale_ln2 = x + attn(a) + mlp(ln(ref.ln2, a))
         stale = x + attn(a) + mlp(a)
     return pre, post, {
@@ -225,10 +239,14 @@ def _block_variants(ref, x, ln):
         "the MLP's output replaces the stream (its residual connection missing): add it, x = x + mlp(ln2(x))":
             mlp_no_residual,
         STALE_NORMALISED.format("ln2 of "): stale_ln2,
+        ATTENTION_DROPPED: attention_dropped,
         STALE_NORMALISED.format(""): stale,
     }
 
 
+ATTENTION_DROPPED = ("attention's update thrown away: your output is x + mlp(ln2(x)), the MLP's half alone on the "
+                     "block's input (each sublayer added to the original x and the result kept under another "
+                     "name); carry the stream on, x = x + attn(ln1(x)), then x = x + mlp(ln2(x))")
 STALE_NORMALISED = ("the MLP reads {}ln1(x), the normalised input kept from before attention (h = ln1(x) used again): "
                     "it reads the stream that attention has already updated, x = x + attn(ln1(x)), then "
                     "x = x + mlp(ln2(x))")

@@ -113,6 +113,16 @@ def _raising_onehots(table, ids):
             ONEHOT_MM: lambda: torch.mm(one_hot.to(table.dtype), table)}
 
 
+LAST_ID_ZERO = ("the tokens of id V - 1 came out as zero vectors: their one-hot vector has no 1 (a loop over "
+                "range(V - 1), or a width of V - 1, leaves the last id out); ids run 0 .. V - 1, F.one_hot(ids, "
+                "num_classes=V)")
+
+
+def _last_row_zero(table):
+    """The table with its last row zeroed: what a one-hot without id V - 1 reads."""
+    return torch.cat([table[:-1], torch.zeros_like(table[-1:])])
+
+
 @graded("embeddings.embed_onehot", points=1)
 def test_embed_onehot_equals_the_lookup(student):
     onehot = student.piece("embeddings", "embed_onehot")
@@ -123,10 +133,12 @@ def test_embed_onehot_equals_the_lookup(student):
                 mistakes=_raising_onehots(table, ids),
                 second=Second(lambda: onehot(table2, ids2), None, _raising_onehots(table2, ids2)),
                 hint="one-hot vectors as long as the vocabulary, (B, T, V) in the table's dtype, times the table")
-    for table, ids in inputs:
+    for i, (table, ids) in enumerate(inputs):
         what = f"embed_onehot(table ({V}, {D}) {str(table.dtype)[6:]}, ids of shape {tuple(ids.shape)})"
-        got = onehot(table, ids)
-        expect_close(got, F.embedding(ids, table), what,
+        got, (table2, ids2) = onehot(table, ids), inputs[1 - i]
+        expect_close(got, F.embedding(ids, table), what, mistakes={LAST_ID_ZERO: F.embedding(ids, _last_row_zero(table))},
+                     second=Second(lambda: onehot(table2, ids2), F.embedding(ids2, table2),
+                                   {LAST_ID_ZERO: F.embedding(ids2, _last_row_zero(table2))}),
                      hint="one-hot vectors as long as the vocabulary, (B, T, V) in the table's dtype, times the table")
         expect_true(got.dtype == table.dtype, f"{what}.dtype", f"dtype {got.dtype}, expected the table's {table.dtype}",
                     "cast the one-hot matrix to table.dtype before the product")
@@ -270,6 +282,11 @@ def _raising_cosines(u, v):
             KEEPDIM_NORMS: lambda: (u * v).sum(-1) / (u.norm(dim=-1, keepdim=True) * v.norm(dim=-1, keepdim=True))}
 
 
+LAST_FEATURE_ONLY = ("the dot product is the last feature's product alone, u[..., D-1]·v[..., D-1]: a sum written in a "
+                     "loop that assigns (dot = ...) instead of adding (dot = dot + ...), or a [-1] in place of "
+                     "the sum; u·v = Σ_d u_d·v_d, (u * v).sum(-1)")
+
+
 def _cosine_case(cosine, u, v):
     dot = (u * v).sum(-1)
     mistakes = {"raw dot product: divide by ||u||·||v||": dot,
@@ -278,7 +295,8 @@ def _cosine_case(cosine, u, v):
                 U_ONLY: dot / u.norm(dim=-1), TIMES_V: dot / u.norm(dim=-1) * v.norm(dim=-1),
                 ONE_NORM_TWICE.format(w="u"): dot / (u.norm(dim=-1) * u.norm(dim=-1)),
                 ONE_NORM_TWICE.format(w="v"): dot / (v.norm(dim=-1) * v.norm(dim=-1)),
-                L1_NORMS: dot / (u.norm(p=1, dim=-1) * v.norm(p=1, dim=-1))}
+                L1_NORMS: dot / (u.norm(p=1, dim=-1) * v.norm(p=1, dim=-1)),
+                LAST_FEATURE_ONLY: (u * v)[..., -1] / (u.norm(dim=-1) * v.norm(dim=-1))}
     if u.dim() > 1 or v.dim() > 1:
         mistakes["norms over the whole tensor: each pair of vectors needs its own two norms, taken over "
                  "the last axis (dim=-1) like the dot product"] = dot / (u.norm() * v.norm())
@@ -380,6 +398,8 @@ def _nearest_mistakes(table, query, k):
             cos.topk(k + 1).indices[1:],
         "ranked by the absolute cosine (.abs()): a row pointing the opposite way, cosine near -1, is the least "
         "similar, not among the most; rank by the cosine itself": cos.abs().topk(k).indices,
+        "the best row k times: the argmax taken again and again without setting the rows already chosen aside "
+        "(to -inf); torch.topk(scores, k) gives the k largest at once": cos.argmax().repeat(k),
     }
 
 
@@ -402,8 +422,11 @@ def _expect_ids(got, want, what, mistakes, scores, second):
     if not isinstance(got, torch.Tensor):
         raise Mismatch(what, f"expected a tensor of {len(want)} ids, got {type_name(got)}", NEAREST_HINT)
     if got.shape != want.shape:
+        short = got.dim() == 1 and len(got) == len(want) - 1 and torch.equal(got.long(), want[:-1])
         raise Mismatch(what, f"shape {tuple(got.shape)}, expected ({len(want)},): one id per neighbour",
-                       NEAREST_HINT, shape_found=tuple(got.shape), shape_expected=tuple(want.shape))
+                       NEAREST_HINT, shape_found=tuple(got.shape), shape_expected=tuple(want.shape),
+                       mistake=f"the first {len(got)} of the {len(want)} nearest ids, the last one missing: one "
+                               f"neighbour short (range(k - 1), or topk(k - 1)); torch.topk(scores, k)" if short else None)
     if got.is_floating_point():
         raise Mismatch(what, f"got {got.dtype} numbers, expected the integer ids of the rows", NEAREST_HINT,
                        mistake="the similarity scores returned (topk's .values), not the ids of their rows "
@@ -457,6 +480,11 @@ def _embeddings_case(seed=5):
     return ref, ids
 
 
+FROM_START_TO_T = ("only the tokens start .. T - 1 came out, each with the position row of its own index (a loop over "
+                   "range(start, T)): every one of the T tokens is embedded, token t at position start + t, "
+                   "position_table[start + t]")
+
+
 def _module_case(m, ref, ids, start):
     tok, pos = ref.token_table.detach(), ref.position_table.detach()
     T = ids.shape[-1]
@@ -469,6 +497,7 @@ def _module_case(m, ref, ids, start):
                  "row, position_table[start + t], for t = 0 .. T - 1"] = tok[ids] + pos[start]
     if start:
         mistakes["`start` not passed on to add_positions"] = tok[ids] + pos[:T]
+        mistakes[FROM_START_TO_T] = tok[ids[:, start:]] + pos[start:T] if start < T else None
     call = (lambda: m(ids, start)) if start else (lambda: m(ids))
     return Case(f"Embeddings(cfg)(ids of shape {tuple(ids.shape)}, start={start})", call,
                 tok[ids] + pos[start:start + T], mistakes)

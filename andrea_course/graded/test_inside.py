@@ -168,7 +168,7 @@ def _patterns_case(fn, student, cfg, B, T, seed):
 @graded("inside.attention_patterns", points=3)
 def test_attention_patterns(student):
     fn = student.piece("inside", "attention_patterns")
-    expect_cases(_patterns_case(fn, student, CFG, 2, 6, seed=3), _patterns_case(fn, student, CFG2, 1, 5, seed=4),
+    expect_cases(_patterns_case(fn, student, CFG, 2, 6, seed=3), _patterns_case(fn, student, CFG2, 2, 5, seed=4),
                  hint="pre-hooks on each block.attn record its input x; q, k from block.attn.qkv(x), split into "
                       "heads; softmax of the causally masked q·kᵀ/√K over the keys: (L, B, H, T, T)")
 
@@ -249,6 +249,8 @@ def _induction_mistakes(w, period):
                 w[..., t, t - period + 1].mean(dim=(1, 2, 3))[:, None].expand(L, H),
             "the weight on key t - period - 1, the token before the earlier copy: an induction head attends to the "
             "token after it, w[..., t, t - period + 1]": w[..., t, t - period - 1].mean(dim=(1, 3)),
+            "the last query, T - 1, left out (a loop over range(period, T - 1)): average over t = period .. T - 1, "
+            "torch.arange(period, T)": w[..., t[:-1], t[:-1] - period + 1].mean(dim=(1, 3)) if len(t) > 1 else None,
             "the queries started at period - 1, one too early (as the diagonal at offset 1 - period does): query "
             "period - 1 lies in the first copy, whose tokens have no earlier copy; average over t = period .. T - 1, "
             "torch.arange(period, T)": w[..., t0, t0 - period + 1].mean(dim=(1, 3)),

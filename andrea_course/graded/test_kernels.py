@@ -976,6 +976,12 @@ K_HEADS_BY_T = ("each head's keys found at bh·T·K, the queries' head stride (t
 V_HEADS_BY_T = ("each head's values found at bh·T·K, the queries' head stride (the keys at bh·S·K, rightly): the "
                 "values hold S positions per head, so with a cache (S > T) every head after the first (bh counts the "
                 "heads of every sequence) averaged another one's values; offset v by bh·S·K, as k")
+MASK_OF_FIRST_TILE = ("the visibility mask built from the first key tile's indices (offs_n, or a mask made once before "
+                      "the loop): every later tile is masked as if its keys were 0 .. BLOCK_N - 1, so future keys, and "
+                      "keys past S, get through; build it inside the loop from cols = start_n + offs_n")
+FIRST_TILE_EVERY_STEP = ("the key indices never advance (cols = offs_n instead of start_n + offs_n): every step loads "
+                         "and masks the first key tile again, and the later keys are never seen; "
+                         "cols = start_n + offs_n")
 FIRST_SEQUENCE_ONLY = ("only the first sequence of the batch computed: its o and lse are right and the others' were "
                        "never stored (still NaN), as when the launch grid's second axis is H instead of B * H (one "
                        "program per query block of each head of each sequence): grid = (triton.cdiv(T, BLOCK_M), B * H)")
@@ -987,7 +993,7 @@ M_FROM_ZERO = ("the running max started at 0 instead of -inf: a row whose scores
 def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"), offset=True, diagonal=True,
                 strict=False, lse_scaled=True, scale=None, scale_output=False, tail_masked=True, lse_max=True,
                 alpha_inverted=False, m_start=-math.inf, normalised=True, kv_head_rows=None, max_kept=True,
-                bound_offset=True, head_rows_of=("k", "v")):
+                bound_offset=True, head_rows_of=("k", "v"), tile_index="moving"):
     """The tiled online softmax of the kernel in float64, each typical slip switchable: the reference
     and its mistakes. q (B, H, T, K), k, v (B, H, S, K) -> (o (B, H, T, K), lse (B, H, T)).
     alpha_inverted: alpha = exp(m_new - m); m_start: the running max's first value (0 by mistake: then
@@ -995,7 +1001,9 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
     bound_offset: the key loop runs to start + first + BLOCK_M (else first + BLOCK_M); normalised: o = acc / l
     (else acc); max_kept: m = m_new after each tile (else m keeps its start); kv_head_rows: head h's keys and values read from row h·kv_head_rows
     of the flat (B·H·S, K) tensors (the kernel's bh·T·K for bh·S·K when it is T); head_rows_of: which of the two
-    ("k", "v") are read so (the other at its own head's rows)."""
+    ("k", "v") are read so (the other at its own head's rows); tile_index: "moving" (key indices
+    start_n + j), "mask" (the visibility mask from the first tile's indices j, the loads right), or "fixed"
+    (the first tile's indices for the loads and the mask at every step)."""
     B, H, T, K = q.shape
     S = k.shape[2]
     sm_scale = 1 / math.sqrt(K) if scale is None else scale
@@ -1011,19 +1019,33 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
         l, acc = torch.zeros_like(m), torch.zeros(B * H, len(rows), K, dtype=torch.float64)
         for start_n in range(0, min(S, start * bound_offset + first + block_m * diagonal), block_n):
             cols = torch.arange(start_n, min(S, start_n + block_n))
-            s = q[:, rows] @ k[:, cols].transpose(1, 2) * (1.0 if scale_output else sm_scale)
             pos = rows[:, None] + start * offset
-            s = s.masked_fill(~((cols[None, :] < pos) if strict else (cols[None, :] <= pos)), -math.inf)
+            if tile_index != "moving":
+                cols, s = _tile_scores(q[:, rows], k, v, start_n, block_n, pos, tile_index, sm_scale)
+            else:
+                s = q[:, rows] @ k[:, cols].transpose(1, 2) * (1.0 if scale_output else sm_scale)
+                s = s.masked_fill(~((cols[None, :] < pos) if strict else (cols[None, :] <= pos)), -math.inf)
             m_new = torch.maximum(m, s.amax(-1))
             alpha = fp32((m_new - m if alpha_inverted else m - m_new).exp())
             l_alpha, acc_alpha = ((alpha if name in rescale else torch.ones_like(m)) for name in ("l", "acc"))
             p = fp32((s - m_new[..., None]).exp())
-            l, acc, m = l * l_alpha + p.sum(-1), acc * acc_alpha[..., None] + p @ v[:, cols], m_new if max_kept else m
+            vals = v[:, cols] if tile_index == "moving" else F.pad(v, (0, 0, 0, block_n))[:, cols]
+            l, acc, m = l * l_alpha + p.sum(-1), acc * acc_alpha[..., None] + p @ vals, m_new if max_kept else m
             if not tail_masked and start_n + block_n > S:
                 acc[-1] = math.nan                            # the last head's tile read the NaN after v
         o[:, rows] = (acc / l[..., None] if normalised else acc) * (sm_scale if scale_output else 1.0)
         lse[:, rows] = (m / sm_scale if not lse_scaled else m) * lse_max + l.log()
     return o.reshape(B, H, T, K), lse.reshape(B, H, T)
+
+
+def _tile_scores(q, k, v, start_n, block_n, pos, tile_index, sm_scale):
+    """A key tile's (indices loaded, scores) when its indices slip: "mask", the mask built from the first
+    tile's indices 0 .. block_n - 1; "fixed", the first tile's keys loaded and masked at every step. Keys
+    past S load as 0, as a masked tl.load(other=0.0) gives them."""
+    S, j = k.shape[1], torch.arange(block_n)
+    cols = j if tile_index == "fixed" else start_n + j
+    s = q @ F.pad(k, (0, 0, 0, block_n))[:, cols].transpose(1, 2) * sm_scale
+    return cols, s.masked_fill(~((j[None, :] < S) & (j[None, :] <= pos)), -math.inf)
 
 
 def flash_mistakes(q, k, v, start):
@@ -1035,6 +1057,7 @@ def flash_mistakes(q, k, v, start):
             NO_SCALE: dict(scale=1.0), TAIL_UNMASKED: dict(tail_masked=False), ALL_NAN: dict(alpha_inverted=True),
             M_FROM_ZERO: dict(m_start=0.0), ACC_NOT_DIVIDED: dict(normalised=False), MAX_NOT_KEPT: dict(max_kept=False),
             SCALE_BY_K: dict(scale=1.0 / K), **({BOUND_WITHOUT_START: dict(bound_offset=False)} if start else {}),
+            MASK_OF_FIRST_TILE: dict(tile_index="mask"), FIRST_TILE_EVERY_STEP: dict(tile_index="fixed"),
             **({name: dict(kv_head_rows=q.shape[2], head_rows_of=which)
                 for name, which in ((KV_HEADS_BY_T, ("k", "v")), (K_HEADS_BY_T, ("k",)), (V_HEADS_BY_T, ("v",)))}
                if k.shape[2] != q.shape[2] else {})}

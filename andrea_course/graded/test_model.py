@@ -420,6 +420,10 @@ def _head_and_width_mistakes(cfg, want: dict, out: dict) -> None:
     if L > 1:
         name = "one block added to the total instead of all L: blocks = L · block, and the total counts blocks"
         total[name] = want["total"] - want["blocks"] + want["block"]
+    if L > 2:
+        name = ("one block short: L - 1 blocks counted (a loop over range(1, L) or range(L - 1)); blocks = L · block")
+        total[name] = want["total"] - want["block"]
+        out["blocks"][name] = want["blocks"] - want["block"]
     if cfg.mlp == "swiglu" and b and F_ != D:
         name = ("SwiGLU's biases counted as 3·F: w_gate and w_up have F biases each, but w_down maps F -> D and has "
                 "D, so 2·F + D in all")
@@ -804,6 +808,7 @@ def _cache_expectations(run, S):
     ks, vs, pos, out = [], [], 0, []
     early = torch.zeros(*run[0][0].shape[:2], S + sum(k.shape[2] for k, *_ in run), run[0][0].shape[3],
                         dtype=run[0][0].dtype) if run else None      # POS_FIRST's buffer, room to spare
+    one_slot = torch.zeros_like(early) if run else None                              # ONE_SLOT's buffer
     for k, v, _, _ in run:
         ks.append(k)
         vs.append(v)
@@ -811,11 +816,13 @@ def _cache_expectations(run, S):
         pos += T_
         want_k = torch.cat(ks, dim=2)                                               # (B, G, pos, K)
         early[:, :, pos:pos + T_] = k                                               # written after pos moved on
+        one_slot[:, :, pos - T_] = k[:, :, -1]                                      # every new one at slot pos
         mistakes = {POS_FIRST: early[:, :, :pos].clone() if pos + T_ <= S else None,
                     "only the new keys returned: return every key cached so far, old and new": k if len(ks) > 1 else None,
                     "every update written from position 0, over the cached ones: write at self.pos":
                         torch.cat([k, torch.zeros_like(want_k[:, :, T_:])], dim=2) if len(ks) > 1 else None,
                     VALUES_AS_KEYS: torch.cat(vs, dim=2),
+                    ONE_SLOT: one_slot[:, :, :pos].clone() if T_ > 1 else None,
                     WHOLE_BUFFER: torch.cat([want_k, want_k.new_zeros(*want_k.shape[:2], S - pos, want_k.shape[3])],
                                             dim=2) if pos < S else None,
                     **{f"concatenated along axis {d}, not the position axis (2) of (B, G, T, K)":
@@ -828,6 +835,9 @@ def _cache_expectations(run, S):
 KEYS_AS_VALUES = ("the values returned are the keys: the keys written into the value buffer (self.v[...] = k) or the "
                   "key buffer returned in the values' place (return self.k[...], self.k[...]), a copied line?: self.v "
                   "gets v, self.v[:, :, self.pos:self.pos + T] = v, and update returns self.v[:, :, :self.pos] second")
+ONE_SLOT = ("every new position written into slot pos, one after another (a loop over the T new positions that "
+            "never moves the slot on): only the last survives there and the slots after it stay zeros; write the "
+            "T of them at once, self.k[:, :, self.pos:self.pos + T] = k, or at self.pos + t in the loop")
 VALUES_AS_KEYS = ("the keys returned are the values: the values were written over the keys, as when self.k and self.v "
                   "are one tensor (self.v = self.k gives the same buffer a second name, it copies nothing) or v is "
                   "written into self.k; give the values a buffer of their own, self.v = torch.zeros_like(self.k), "

@@ -37,7 +37,13 @@ def _split_case(fn, shape, n_heads, strided=False):
                  "view(B, T, K, H), or x.split(n_heads, dim=-1), whose argument is the size of each piece, not their "
                  "number (chunk(n_heads) would cut n_heads pieces); the result is (B, K, T, H); head h owns features "
                  "h·K .. (h+1)·K - 1, so view(B, T, H, K) and then transpose(1, 2)":
-                     x.view(B_, T_, K_, n_heads).transpose(1, 2)})
+                     x.view(B_, T_, K_, n_heads).transpose(1, 2),
+                 SLICES_OF_WIDTH_H: torch.stack([x[..., h * n_heads:(h + 1) * n_heads] for h in range(n_heads)], dim=1)
+                 if n_heads != K_ and n_heads * n_heads <= D_ else None})
+
+
+SLICES_OF_WIDTH_H = ("each head cut as a slice of width H, the number of heads (x[..., h·H:(h+1)·H]), instead of K = "
+                     "D // H, the head width: head h owns features h·K .. (h+1)·K - 1")
 
 
 @graded("multihead.split_heads", points=2)
@@ -69,7 +75,12 @@ def _merge_case(fn, shape, dtype=torch.float64, strided=False):
                  "(feature 0 of every head, then feature 1, ...); each head's K features must stay side by side, "
                  "so merge from (B, T, H, K), y.transpose(1, 2)": y.permute(0, 2, 3, 1).reshape(B_, T_, H_ * K_),
                  UNPACKED_AS_BTHK: y.transpose(1, 2).reshape(B_, H_, T_ * K_) if H_ != T_ else None,
-                 HEADS_SUMMED: y.sum(dim=1)})
+                 HEADS_SUMMED: y.sum(dim=1),
+                 HEADS_ALONG_POSITIONS: y.reshape(B_, H_ * T_, K_)})
+
+
+HEADS_ALONG_POSITIONS = ("the heads joined along the positions, torch.cat(heads, dim=1) on (B, T, K) pieces, giving "
+                         "(B, H·T, K): they sit side by side along the features, torch.cat(heads, dim=-1), (B, T, H·K)")
 
 
 @graded("multihead.merge_heads", points=2)

@@ -180,6 +180,42 @@ def part_of_an_axis(got, want, inputs):
     return None
 
 
+def right_except_along(got, want, inputs):
+    """got equals want at some indices of one axis and not at the others, where either the others are
+    all zeros (never written) or only index 0 is right (the first entry's value serving every one)."""
+    if not _floats(got, want) or got.shape != want.shape:
+        return None
+    n = got.dim()
+    for a in range(n):
+        size = got.shape[a]
+        if size < 2:
+            continue
+        right = [_near(got.select(a, i).to(want.dtype), want.select(a, i), want) for i in range(size)]
+        if all(right) or not any(right):
+            continue
+        wrong = [i for i in range(size) if not right[i]]
+        where = _axis(a, n)
+        if all(bool((got.select(a, i) == 0).all()) for i in wrong):
+            end = "first" if wrong == list(range(len(wrong))) else "last" if wrong[-1] == size - 1 and \
+                wrong == list(range(size - len(wrong), size)) else None
+            if end is not None:
+                return Seen(frozenset({f"zero {end}"}), lambda k, w=wrong, e=end: (
+                    f"your output is right except at index {_indices(w)} along {where}, the {e} "
+                    f"{'one' if len(w) == 1 else len(w)}, which {'is' if len(w) == 1 else 'are'} all zeros: never "
+                    f"written (a loop over that axis that {'starts late' if e == 'first' else 'stops short'}, "
+                    f"range({'1, T' if e == 'first' else 'T - 1'})?)."))
+        if right == [True] + [False] * (size - 1):
+            return Seen(frozenset({"only first"}), lambda k: (
+                f"your output is right at index 0 along {where} and wrong at every other index: something taken "
+                f"from the first entry alone (x[0], or a value computed once before a loop over that axis) "
+                f"serves them all?"))
+    return None
+
+
+def _indices(idx: list[int]) -> str:
+    return str(idx[0]) if len(idx) == 1 else f"{idx[0]} .. {idx[-1]}"
+
+
 def _said_permutation(perm, got, want):
     n = len(perm)
     off = [i for i in range(n) if perm[i] != i]
@@ -607,7 +643,7 @@ def _sequence_edge(got, want, inputs):
 RELATIONS = (all_zero, dtype_narrowing, listed_exactly, extra_or_missing_axis, swapped_axes, sizes_reordered,
              part_of_an_axis, inverted_mask, normalised_over_axis,
              shifted_by_one, constant_factor, elementwise_function, constant_offset, input_term, listed_term,
-             row_against_column, slightly_off,
+             row_against_column, right_except_along, slightly_off,
              _text_decoded_per_token, _sequence_edge)
 
 
