@@ -408,7 +408,8 @@ def _report(events: list[dict], results) -> None:
     for one in parents.values():
         warm = ", the leaderboard's warm-up" if one["prepared"] else ""
         print(f"    one {'prepared' if one['prepared'] else 'plain'}: {one['boot'] or 0:.1f} s CPU to start (Python, "
-              f"torch, the course{warm}); {one['cpu']:.1f} s CPU in all, its workers' included")
+              f"torch, the course, PyTorch's meta-device stack{warm}); {one['cpu']:.1f} s CPU in all, "
+              f"its workers' included")
     workers = sum(one["cpu"] - (one["boot"] or 0) for one in parents.values()) - (board["cpu"] if board else 0)
     waited = min(_spans(second, "parent ready"), key=lambda span: span[0]["t"])   # the first test's wait
     _report_tests(second, workers, waited[1]["t"] - waited[0]["t"])
