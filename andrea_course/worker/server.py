@@ -311,10 +311,11 @@ def serve_worker_parent(fd: int, config: dict, missing: list) -> None:
     if config.get("preload", True):
         from .. import overlay  # noqa: F401  (imported once, here, for every worker)
         warm_up(kernels=True)
-        warm_meta()
     if config.get("prepare"):
         name, argument = config["prepare"]
         entry_point(name)(argument)                   # what every worker needs, done once before any fork
+    if config.get("preload", True):
+        warm_meta()                                   # after a prepare that imported it already: milliseconds
     _prctl(36, 1)                                     # PR_SET_CHILD_SUBREAPER: orphans come to us
     WorkerParent(fd, config, missing).serve()
 
