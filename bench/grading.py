@@ -33,7 +33,8 @@ a batch warms once): the worker parents started and their CPU (start, warm-up, w
 start and collection, the graded tests and the slowest of them, pytest's end, the leaderboard's
 training and validation, and the whole submission's wall and CPU (the grader, pytest, the sandboxes).
 
-Run it on an idle machine: every number is wall time.
+Run it on an idle machine. CPU: as root with cgroup v1, every process of the command (the
+sandboxes' included, read from a cpuacct cgroup of its own); else what the command waited for.
 """
 from __future__ import annotations
 
@@ -70,14 +71,40 @@ def _env(**extra) -> dict:
     return env
 
 
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")        # cgroup v1's CPU accounting (root only)
+
+
+def _cpuacct() -> Path | None:
+    """A fresh cpuacct cgroup below this process's own (every process started in it and below it
+    counted, the sandboxed ones too), or None where none can be made (not root, no cgroup v1)."""
+    try:
+        own = next(line.split(":", 2)[2].strip() for line in Path("/proc/self/cgroup").read_text().splitlines()
+                   if "cpuacct" in line.split(":", 2)[1].split(","))
+        group = CPUACCT / own.lstrip("/") / f"andrea-bench-{os.getpid()}-{time.monotonic_ns()}"
+        group.mkdir()
+        return group
+    except (OSError, StopIteration, IndexError):
+        return None
+
+
 def timed(cmd: list[str], env: dict) -> tuple[float, float, str]:
-    """(wall seconds, CPU seconds of it and its children, the output's last line)."""
+    """(wall seconds, CPU seconds of it and every process below it, the output's last line). The
+    CPU is a cpuacct cgroup's where one can be made (the sandboxes' processes, which the grader
+    does not wait for, included), else what the command's own waits collected."""
+    group = _cpuacct()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
+    enter = (lambda: (group / "cgroup.procs").write_text(str(os.getpid()))) if group else None
+    done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, preexec_fn=enter)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if group is not None:
+        cpu = int((group / "cpuacct.usage").read_text()) / 1e9
+        try:
+            group.rmdir()
+        except OSError:                   # a process of it still ends
+            pass
     lines = [line for line in (done.stdout + done.stderr).strip().splitlines() if line.strip()]
     if done.returncode not in (0,):
         raise SystemExit(f"{' '.join(cmd[:6])}... failed ({done.returncode}):\n" + "\n".join(lines[-15:]))
@@ -175,7 +202,8 @@ def grade_complete(n: int, jobs: int) -> None:
             each = [float(r.get("execution_time") or 0) for r in results]
             board = [float(m.group(1)) for r in results for m in [re.search(r"Leaderboard: .*; (\d+) s\)", r.get("output", ""))] if m]
             seen[label] = wall
-            print(f"{n} complete submissions {label}, --jobs {jobs}: {wall:.0f} s wall, {cpu:.0f} s CPU; "
+            print(f"{n} complete submissions {label}, --jobs {jobs}: {wall:.0f} s wall, {cpu:.0f} s CPU "
+                  f"({cpu / n:.1f} s per submission); "
                   f"{sum(each) / max(1, len(each)):.1f} s each in its own run"
                   + (f", {sum(board) / len(board):.1f} s of it the leaderboard's training and measure" if board else "")
                   + f"; 100 at this rate: {100 * wall / n:.0f} s ({last})")
@@ -380,7 +408,8 @@ def _report(events: list[dict], results) -> None:
     for one in parents.values():
         warm = ", the leaderboard's warm-up" if one["prepared"] else ""
         print(f"    one {'prepared' if one['prepared'] else 'plain'}: {one['boot'] or 0:.1f} s CPU to start (Python, "
-              f"torch, the course{warm}); {one['cpu']:.1f} s CPU in all, its workers' included")
+              f"torch, the course, PyTorch's meta-device stack{warm}); {one['cpu']:.1f} s CPU in all, "
+              f"its workers' included")
     workers = sum(one["cpu"] - (one["boot"] or 0) for one in parents.values()) - (board["cpu"] if board else 0)
     waited = min(_spans(second, "parent ready"), key=lambda span: span[0]["t"])   # the first test's wait
     _report_tests(second, workers, waited[1]["t"] - waited[0]["t"])
