@@ -189,7 +189,7 @@ TWINS = {piece: row.twins for piece, row in contracts.declared().items() if row.
 def _given(exercise: str) -> set[str]:
     names = set(GIVEN.get(exercise, ()))
     if exercise == "model.ANDREA":
-        from .model import given_model_methods
+        from .engine.model import given_model_methods
         names |= {getattr(f, "__name__", "") for f in given_model_methods()}
     return names
 
@@ -248,7 +248,7 @@ def _module_objects(module: types.ModuleType) -> list[tuple[str, object]]:
 
 
 def _twins(exercise: str, piece) -> list[tuple[str, object]]:
-    from . import backends
+    from .engine import backends
     specs = list(TWINS.get(exercise, ()))
     for slot, row in backends.TABLE.items():          # an op slot's piece: every back-end's version
         try:

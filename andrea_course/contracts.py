@@ -73,7 +73,7 @@ _ROWS = (
     Contract("block.layer_norm", slot="layer_norm", kernel="kernels.layer_norm_kernel"),
     Contract("block.Block", replaces="Block"),
     Contract("attention.softmax", kernel="kernels.softmax_kernel",
-             twins=("andrea_course.kernels.softmax",)),              # the Triton row softmax
+             twins=("andrea_course.engine.kernels.softmax",)),              # the Triton row softmax
     Contract("modern.rms_norm", slot="rms_norm"),
     Contract("modern.swiglu", slot="swiglu"),
     Contract("modern.SwiGLU", replaces="SwiGLU"),

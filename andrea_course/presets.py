@@ -8,7 +8,7 @@ A training preset names its model preset under "model"; every other key is a Tra
 """
 from __future__ import annotations
 
-# ModelConfig fields (andrea_course.config); a field not given keeps ModelConfig's default.
+# ModelConfig fields (andrea_course.engine.config); a field not given keeps ModelConfig's default.
 PRESETS: dict[str, dict] = {
     # The course's model: GPT-2 small's trunk with an 8,449-token vocabulary and an untied head.
     "andrea-120m": dict(),

@@ -3,7 +3,7 @@
 The graded tests (andrea_course/graded/test_kernels.py) check the forward kernels you write in
 exercises/kernels.py, in fp32 and fp16. With kernels="triton" your model launches them through
 the package's launchers, whose backward is the package's; this checks that path as training
-uses it: each kernel of yours launched by the package's function (andrea_course.kernels:
+uses it: each kernel of yours launched by the package's function (andrea_course.engine.kernels:
 gelu_tanh, layer_norm, softmax, with kernel= yours), its output and the gradient of every input
 against the plain PyTorch reference computed in fp32, within the tolerances of
 tests/test_kernels.py.
@@ -65,7 +65,7 @@ def compare(fn, ref, inputs, dtype, device) -> dict:
 
 
 def check(impl: Path, dtypes: list[str], device: str) -> list[dict]:
-    from andrea_course import kernels as K
+    from andrea_course.engine import kernels as K
     from andrea_course.overlay import unwritten_pieces
     path = impl / "kernels.py"
     source = path.read_text(encoding="utf-8")

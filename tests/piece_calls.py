@@ -35,7 +35,7 @@ import torch.nn as nn
 
 from andrea_course import overlay as overlay_module
 from andrea_course import pieces
-from andrea_course.config import ModelConfig
+from andrea_course.engine.config import ModelConfig
 from andrea_course.grading.student import InProcessStudent
 from andrea_course.paths import ROOT
 

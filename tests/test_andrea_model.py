@@ -1,4 +1,4 @@
-"""The engine (andrea_course/model.py): shapes of every module, causality, parameter counts
+"""The engine (andrea_course/engine/model.py): shapes of every module, causality, parameter counts
 against COURSE.md, the loss at initialisation, generation with and without the KV cache, the
 fused ops against the formulas, the answer key computing what the engine computes, dropout and
 weight tying, initialisation and slots by module type. The learner's overlay has its own tests
@@ -10,9 +10,10 @@ import re
 import pytest
 import torch
 
-from andrea_course import ANDREA, ModelConfig, backends, count_parameters, ops, pieces
-from andrea_course import model as engine
-from andrea_course.config import PRESETS
+from andrea_course import ANDREA, ModelConfig, count_parameters, pieces
+from andrea_course.engine import backends, ops
+from andrea_course.engine import model as engine
+from andrea_course.engine.config import PRESETS
 from andrea_course.grading.passing import learner_model
 from andrea_course.paths import ROOT
 
@@ -464,8 +465,8 @@ def test_rope_generation_with_cache_equals_recomputing(rope_model, sampling):
 
 
 def test_rope_config_rules_and_gpt2_refusal():
-    from andrea_course.config import ConfigError
-    from andrea_course.hf import check_gpt2_compatible
+    from andrea_course.engine.config import ConfigError
+    from andrea_course.engine.hf import check_gpt2_compatible
     with pytest.raises(ConfigError, match="position must be one of"):
         ModelConfig(position="sinusoidal")
     with pytest.raises(ConfigError, match="must be even"):
@@ -485,7 +486,7 @@ def test_rope_config_rules_and_gpt2_refusal():
 def test_rope_matches_the_complex_number_form():
     """apply_rope turns the pair (x_i, x_{i+K/2}) as the complex number x_i + i·x_{i+K/2} times
     e^(i·t·theta^(-2i/K))."""
-    from andrea_course.model import apply_rope, rope_frequencies
+    from andrea_course.engine.model import apply_rope, rope_frequencies
     K, T = 8, 6
     cos, sin = rope_frequencies(K, T, 10000.0)
     x = torch.randn(2, 3, T, K)

@@ -30,7 +30,7 @@ EXERCISES = ROOT / "exercises"
 CHEATS = {
     "imports the engine's piece": "from andrea_course.pieces.attention import softmax\n",
     "reaches the engine's piece through the package": "import andrea_course.pieces as p\nsoftmax = p.get('attention', 'softmax')\n",
-    "names it through an engine module": "import andrea_course.model as m\nsoftmax = m.MultiHeadAttention\n",
+    "names it through an engine module": "import andrea_course.engine.model as m\nsoftmax = m.MultiHeadAttention\n",
     "imports it dynamically": "softmax = __import__('andrea_course.pieces.attention').pieces.attention.softmax\n",
     "digs in sys.modules": "import sys\nsoftmax = sys.modules['andrea_course.pieces.attention'].softmax\n",
     "reads the answer key": "from solutions.attention import softmax\n",
@@ -56,7 +56,7 @@ def test_a_subclass_that_inherits_the_engines_forward_is_refused(tmp_path):
     folder = tmp_path / "sub"
     folder.mkdir()
     text = (EXERCISES / "mlp.py").read_text().replace("class MLP(nn.Module):", "class MLP(_Engine):")
-    (folder / "mlp.py").write_text("from andrea_course.model import make_mlp as _mk\n_Engine = type(_mk.__globals__['MLP'])\n" + text)
+    (folder / "mlp.py").write_text("from andrea_course.engine.model import make_mlp as _mk\n_Engine = type(_mk.__globals__['MLP'])\n" + text)
     with pytest.raises(ImplementationError):
         Overlay(folder).isolated("mlp", "MLP")
 
@@ -79,13 +79,13 @@ def test_the_engines_kv_cache_handed_in_as_ones_own_is_refused(tmp_path):
     """model.KVCache is a piece: model.py may not import the engine's (multihead.py and block.py
     are given it), nor subclass it and inherit its update."""
     exercise = (EXERCISES / "model.py").read_text()
-    imported = _model_submission(tmp_path, "from andrea_course.model import KVCache as _K\n" + exercise
+    imported = _model_submission(tmp_path, "from andrea_course.engine.model import KVCache as _K\n" + exercise
                                  + "\nKVCache = _K\n")
     with pytest.raises(ImplementationError, match="not yours to hand in"):
         imported.isolated("model", "KVCache")
     without_update = exercise[:exercise.index("    def update(")]          # update ends the file
     inherited = _model_submission(tmp_path, without_update.replace("class KVCache:", "class KVCache(_Engine):")
-                                  .replace("import torch\n", "import torch\nfrom andrea_course.model import given_model_methods as _g\n"
+                                  .replace("import torch\n", "import torch\nfrom andrea_course.engine.model import given_model_methods as _g\n"
                                            "_Engine = _g()[4]\n", 1))
     with pytest.raises(ImplementationError, match="does not define its own methods"):
         inherited.isolated("model", "KVCache")
@@ -190,11 +190,11 @@ def test_the_engine_versions_of_a_piece():
     from andrea_course.train import schedule
     assert dict(authorship.engine_versions("optim", "lr_at"))["lr_at"] is schedule.lr_at   # the trainer's own
     attention = dict(authorship.engine_versions("attention", "attention"))
-    from andrea_course import ops
+    from andrea_course.engine import ops
     assert attention["attention"] is ops.attention
     if importlib.util.find_spec("triton") is not None:                        # every back-end of its op slot
-        assert "kernels.attention.attention_reference" in attention
-        assert "kernels.softmax.softmax_reference" in _labels("attention", "softmax")
+        assert "engine.kernels.attention.attention_reference" in attention
+        assert "engine.kernels.softmax.softmax_reference" in _labels("attention", "softmax")
     assert authorship.engine_versions("kernels", "softmax") == []            # a launcher, not a piece
     assert authorship.forbid_engine("block", "KVCache") is None
 
@@ -245,7 +245,7 @@ attempt("call", lambda: engine(torch.zeros(2)))
 real = builtins.isinstance
 authorship._code_keys = lambda code: (None, None)       # rebinding names changes nothing
 builtins.isinstance = lambda *a: False
-copy = "\n\n\n" + text.replace("from .. import ops", "from andrea_course import ops")
+copy = "\n\n\n" + text.replace("from ..engine import ops", "from andrea_course.engine import ops")
 attempt("exec_shifted", lambda: exec(compile(copy, "mine.py", "exec"), {}))
 builtins.isinstance = real
 src = "def softmax(scores: torch.Tensor) -> torch.Tensor:\n    return torch.softmax(scores, dim=-1)\n"
@@ -332,7 +332,7 @@ TYPED_IN = ["embeddings.embed_lookup", "embeddings.add_positions", "embeddings.c
             "mlp.gelu_tanh", "mlp.gelu_erf", "block.layer_norm", "modern.rms_norm", "modern.swiglu",
             "modern.swiglu_hidden_dim", "modern.rope_attention"]
 PRELUDE = ("\n\n# ---- correct variants ----\nimport math\nimport torch\nimport torch.nn.functional as F\n"
-           "from andrea_course import ops\n")
+           "from andrea_course.engine import ops\n")
 
 
 @pytest.mark.slow(seconds=50)

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from andrea_course import ModelConfig, count_parameters
-from andrea_course.config import PRESETS
+from andrea_course.engine.config import PRESETS
 from andrea_course.grading import expect_equal, expect_true, graded
 from andrea_course import pieces
 

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from andrea_course import ConfigError, ModelConfig
-from andrea_course.config import PRESETS
+from andrea_course.engine.config import PRESETS
 
 
 def test_andrea_120m_is_the_course_table():

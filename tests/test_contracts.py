@@ -17,9 +17,10 @@ from types import MappingProxyType
 
 import pytest
 
-from andrea_course import authorship, backends, contracts, lessons, overlay, pieces
-from andrea_course import model as engine
-from andrea_course.config import ModelConfig
+from andrea_course import authorship, contracts, lessons, overlay, pieces
+from andrea_course.engine import backends
+from andrea_course.engine import model as engine
+from andrea_course.engine.config import ModelConfig
 from andrea_course.paths import ROOT, STUB_MARK
 
 PACKAGE = ROOT / "andrea_course"
@@ -199,13 +200,13 @@ def test_a_class_is_refused_where_the_config_asks_what_it_does_not_compute():
 # docs/architecture.md's "new model option", step by step, in a copy of the package: a toy option
 # that halves the values in the engine's MultiHeadAttention, which the answer key's does not.
 _OPTION = [
-    ("andrea_course/config.py",                  # 1. its field
+    ("andrea_course/engine/config.py",                  # 1. its field
      '    position: str = "learned"',
      '    half_values: bool = False\n    position: str = "learned"'),
-    ("andrea_course/model.py",                   # 2. where it acts
+    ("andrea_course/engine/model.py",                   # 2. where it acts
      "        self.attention = ops.attention\n",
      "        self.attention = ops.attention\n        self.half_values = cfg.half_values\n"),
-    ("andrea_course/model.py",
+    ("andrea_course/engine/model.py",
      "        v = v.view(B, T, G, K).transpose(1, 2)\n",
      "        v = v.view(B, T, G, K).transpose(1, 2)\n        v = v * 0.5 if self.half_values else v\n"),
 ]
@@ -218,8 +219,9 @@ _SUPPORTS = ("andrea_course/contracts.py",       # 4. supports= of the learner's
 _CHECK = r'''
 import sys, torch
 import test_contracts
-from andrea_course import contracts, model as engine, overlay
-from andrea_course.config import ModelConfig
+from andrea_course import contracts, overlay
+from andrea_course.engine import model as engine
+from andrea_course.engine.config import ModelConfig
 print("problems:", test_contracts.problems(contracts.declared()))
 cfg = ModelConfig(vocab_size=17, context_length=8, d_model=16, n_layers=1, n_heads=2, d_ff=32, half_values=True)
 torch.manual_seed(0)

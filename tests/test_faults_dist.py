@@ -59,7 +59,7 @@ def test_two_processes_match_one_and_resume_on_one_and_on_four(tmp_path, data_di
     _same_curve(one_process, two)
     manifest = json.loads((ckpt.find(tmp_path / "two") / "manifest.json").read_text())
     assert manifest["world_size"] == 2 and {"rng_rank0.pt", "rng_rank1.pt"} <= set(manifest["files"])
-    from andrea_course.weights import load_weights
+    from andrea_course.engine.weights import load_weights
     assert load_weights(tmp_path / "two" / "model.safetensors").cfg.d_model == 32   # whole weights
 
     on_one = _from_step_2(tmp_path / "two", tmp_path / "one")

@@ -75,7 +75,7 @@ def _last_line(err):
 
 # ----------------------------------------------------------------------------- divergence
 def test_a_diverged_run_stops_and_keeps_its_last_finite_checkpoint(tmp_path, data_dir, capsys):
-    from andrea_course.weights import load_weights
+    from andrea_course.engine.weights import load_weights
     config = _config(tmp_path, data_dir, lr=1e6, warmup_steps=1, max_steps=12, checkpoint_every=1, keep_checkpoints=2)
     assert train_main(["--config", config, "--out", str(tmp_path / "run"), "--no-progress"]) == 1
     line = _last_line(capsys.readouterr().err)

@@ -1,4 +1,4 @@
-"""andrea_course.hf: ANDREA <-> transformers GPT2LMHeadModel on small, locally built models
+"""andrea_course.engine.hf: ANDREA <-> transformers GPT2LMHeadModel on small, locally built models
 (nothing is downloaded)."""
 import builtins
 import importlib.util
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from andrea_course import ANDREA, ModelConfig
-from andrea_course import hf as hfmod
+from andrea_course.engine import hf as hfmod
 
 # Imported by the tests that need it, so that collecting this file stays cheap.
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,

@@ -544,7 +544,7 @@ def test_kernels_extra_runs_a_triton_kernel(venvs, tmp_path):
     python = python_of(venvs, "kernels")
     out = _venv_run(python, """
         import torch
-        from andrea_course import kernels as K
+        from andrea_course.engine import kernels as K
         x, w = torch.randn(4, 64), torch.rand(64)
         print(torch.allclose(K.softmax(x), K.softmax_reference(x), atol=1e-6),
               torch.allclose(K.rms_norm(x, w), K.rms_norm_reference(x, w), atol=1e-5))
@@ -588,7 +588,7 @@ def test_hf_extra_exports_to_transformers(venvs, tmp_path):
     out = _venv_run(python, """
         import torch
         from andrea_course import ANDREA
-        from andrea_course.hf import to_hf
+        from andrea_course.engine.hf import to_hf
         model = ANDREA("andrea-tiny").eval()
         ids = torch.randint(0, 8449, (1, 8))
         with torch.no_grad():

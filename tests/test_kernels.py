@@ -1,4 +1,4 @@
-"""The package's Triton kernels (andrea_course.kernels) against their PyTorch references: forward
+"""The package's Triton kernels (andrea_course.engine.kernels) against their PyTorch references: forward
 and every gradient, at small awkward shapes (D = 769, T = 17 and 100, V = 8,449), in fp32 and
 fp16, and in bf16 where a GPU compiles them (the interpreter gets bf16 wrong); and a training
 step of a tiny ANDREA with kernels="triton" against kernels="torch". (The learner's kernels have
@@ -15,8 +15,9 @@ import torch
 triton = pytest.importorskip("triton")
 import triton.language as tl                             # noqa: E402
 
-from andrea_course import ANDREA, ModelConfig, backends  # noqa: E402
-from andrea_course import kernels as K                   # noqa: E402
+from andrea_course import ANDREA, ModelConfig  # noqa: E402
+from andrea_course.engine import backends     # noqa: E402
+from andrea_course.engine import kernels as K  # noqa: E402
 from andrea_course.grading import Mismatch, expect_close, expect_equal, expect_true, graded  # noqa: E402
 
 CUDA = torch.cuda.is_available()
@@ -180,7 +181,7 @@ def test_the_launchers_launch_the_forward_kernel_they_are_given():
                   [x], torch.float32)
     assert not torch.allclose(K.softmax(x, kernel=_Switched(NORMALISE=False)), K.softmax(x))
     assert not K.gelu_tanh(x, kernel=_zeros_kernel).any() and K.gelu_tanh(x).any()
-    from andrea_course.kernels.layernorm import layer_norm_kernel
+    from andrea_course.engine.kernels.layernorm import layer_norm_kernel
     w, b = torch.randn(100), torch.randn(100)
     check_fwd_bwd(lambda t, w, b: K.layer_norm(t, w, b, 1e-5, kernel=layer_norm_kernel),
                   lambda t, w, b: K.layer_norm_reference(t, w, b, 1e-5), [torch.randn(3, 100), w, b], torch.float32)
@@ -188,7 +189,7 @@ def test_the_launchers_launch_the_forward_kernel_they_are_given():
 
 def test_every_op_slot_has_a_triton_kernel():
     """backends.TABLE names a Triton function for every op slot, and each imports."""
-    from andrea_course import backends
+    from andrea_course.engine import backends
     for slot in backends.TABLE:
         assert callable(backends.op(slot, "triton")), slot
 

@@ -24,7 +24,7 @@ from andrea_course.grading.gradescope import Results, TestResult, to_gradescope
 from andrea_course.grading.runner import Course, grade
 from andrea_course.worker.tiers import Isolation
 from andrea_course.graded import GRADED
-from andrea_course.model import ANDREA
+from andrea_course.engine.model import ANDREA
 from andrea_course.paths import ROOT
 
 from grading_helpers import sandboxed  # noqa: F401  (a fixture)

@@ -963,7 +963,7 @@ def _rope_written_interleaved(x, cos, sin, start=0):
 
 def _rope_attention(q_from_zero=False, cat_dim=-2, new_only=False):
     def rope_attention(q, k, v, cos, sin, past_k, past_v):
-        from andrea_course import ops
+        from andrea_course.engine import ops
         rope, start = pieces.get("modern", "apply_rope"), past_k.shape[-2]
         q, k = rope(q, cos, sin, 0 if q_from_zero else start), rope(k, cos, sin, start)
         k_all, v_all = torch.cat([past_k, k], dim=cat_dim), torch.cat([past_v, v], dim=cat_dim)
@@ -973,7 +973,7 @@ def _rope_attention(q_from_zero=False, cat_dim=-2, new_only=False):
 
 def _rope_attention_turning_all_keys(q, k, v, cos, sin, past_k, past_v):
     """Every key turned inside the attention call, the cache's again; the new keys kept unturned."""
-    from andrea_course import ops
+    from andrea_course.engine import ops
     rope, start = pieces.get("modern", "apply_rope"), past_k.shape[-2]
     k_all, v_all = torch.cat([past_k, k], dim=-2), torch.cat([past_v, v], dim=-2)
     return ops.attention(rope(q, cos, sin, start), rope(k_all, cos, sin, 0), v_all), k_all, v_all
@@ -1194,7 +1194,7 @@ def _count_summing_every_entry(cfg):
 
 
 def _rope_attention_from_the_batch(q, k, v, cos, sin, past_k, past_v):
-    from andrea_course import ops
+    from andrea_course.engine import ops
     rope, start = pieces.get("modern", "apply_rope"), past_k.shape[0]
     q, k = rope(q, cos, sin, start), rope(k, cos, sin, start)
     k_all, v_all = torch.cat([past_k, k], dim=-2), torch.cat([past_v, v], dim=-2)

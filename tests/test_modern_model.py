@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from andrea_course import ANDREA, ModelConfig, count_parameters, pieces
-from andrea_course.model import KVCache
+from andrea_course.engine.model import KVCache
 from andrea_course.grading import expect_equal, graded
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import andrea_course.model as engine
+import andrea_course.engine.model as engine
 from andrea_course import ANDREA, ModelConfig
 from andrea_course.grading.passing import learner_model
 from andrea_course.overlay import TRITON_KERNELS, build, model_pieces

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 import andrea_course
-from andrea_course import ANDREA, ModelConfig, backends, ops, pieces
+from andrea_course import ANDREA, ModelConfig, pieces
+from andrea_course.engine import backends, ops
 from andrea_course.grading.passing import learner_model, passing
-from andrea_course.model import MODULE_SLOTS
+from andrea_course.engine.model import MODULE_SLOTS
 from andrea_course.overlay import (SLOTS, STEPS, TRITON_KERNELS, ImplementationError, Overlay, build, impl_from_env,
                                    model_pieces, resolve)
 from andrea_course.paths import ROOT, STUB_MARK
@@ -191,7 +192,7 @@ def test_a_written_but_failing_piece_is_reported_and_never_used(tmp_path):
     cfg = ModelConfig.preset("andrea-tiny-modern", n_layers=1)
     model = learner_model(cfg, folder)
     assert re.fullmatch(r"engine: \d+ of its \d+ graded tests fail", model.pieces["modern.SwiGLU"])
-    assert type(model.blocks[0].mlp) is andrea_course.model.SwiGLU
+    assert type(model.blocks[0].mlp) is andrea_course.engine.model.SwiGLU
     assert model(_ids(cfg)).shape == (2, 5, cfg.vocab_size)
 
 
@@ -288,7 +289,7 @@ def test_every_slot_names_an_engine_class_or_function_or_a_slot():
     for exercise, target in SLOTS.items():
         activity, piece = exercise.split(".")
         assert piece in andrea_course.pieces.names(activity), exercise
-        assert target in module_slots if isinstance(target, str) else target.__module__ == "andrea_course.model"
+        assert target in module_slots if isinstance(target, str) else target.__module__ == "andrea_course.engine.model"
     for exercise in {s for steps in STEPS.values() for s in steps} | set(TRITON_KERNELS) | set(TRITON_KERNELS.values()):
         activity, piece = exercise.split(".")
         assert piece in andrea_course.pieces.names(activity), exercise
@@ -300,7 +301,7 @@ def test_the_model_builds_the_learners_kv_cache_once_it_passes():
     model = learner_model(CFG, "solutions").eval()
     assert model.pieces["model.KVCache"] == "yours"
     assert type(model.new_caches(1)[0]).__module__.startswith("_andrea_learner_")
-    assert learner_model(CFG, "exercises").kv_cache is andrea_course.model.KVCache
+    assert learner_model(CFG, "exercises").kv_cache is andrea_course.engine.model.KVCache
     ids = _ids(CFG)[:, :2]
     torch.testing.assert_close(model.generate(ids, 3, temperature=0), model.generate(ids, 3, temperature=0, use_cache=False))
 
@@ -312,7 +313,7 @@ def test_generate_draws_with_the_learners_sample_next_once_it_passes():
     model = learner_model(CFG, "solutions").eval()
     assert model.pieces["model.sample_next"] == "yours"
     assert model.sampler.__module__.startswith("_andrea_learner_")
-    assert learner_model(CFG, "exercises").sampler is andrea_course.model.sample_next
+    assert learner_model(CFG, "exercises").sampler is andrea_course.engine.model.sample_next
     calls = []
     mine = model.sampler
     model.sampler = lambda *args: calls.append(args[1:3]) or mine(*args)
@@ -368,7 +369,7 @@ def test_without_a_learners_kernel_the_packages_run(tmp_path):
     assert {model.slots[s] for s in ("attention", "layer_norm", "gelu", "cross_entropy")} == {"Triton kernel"}
     assert model.pieces["mlp.gelu_tanh"] == "engine: kernels='triton' computes it with the package's Triton kernel"
     assert model.pieces["kernels.gelu_kernel"] == "engine: no file"
-    from andrea_course.kernels.attention import attention
+    from andrea_course.engine.kernels.attention import attention
     assert model.blocks[0].attn.attention is attention
 
 
@@ -380,7 +381,7 @@ def test_use_hands_back_a_learners_passing_triton_kernel(tmp_path, capsys):
     import shutil
 
     from andrea_course import authorship
-    from andrea_course.kernels.gelu import gelu_kernel as package_kernel
+    from andrea_course.engine.kernels.gelu import gelu_kernel as package_kernel
     from andrea_course.notebook import use
     folder = shutil.copytree(ROOT / "solutions", tmp_path / "mine")
     chosen = use("kernels", "gelu_kernel", impl=folder)

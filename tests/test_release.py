@@ -17,7 +17,7 @@ def release(tmp_path_factory):
 
 
 def test_the_release_has_the_learners_files_and_no_answer_key(release):
-    for kept in ("andrea_course/model.py", "andrea_course/graded/test_attention.py", "notebooks/01_embeddings.ipynb",
+    for kept in ("andrea_course/engine/model.py", "andrea_course/graded/test_attention.py", "notebooks/01_embeddings.ipynb",
                  "exercises/attention.py", "README.md", "pyproject.toml", "Makefile"):
         assert (release / kept).is_file(), kept
     for gone in ("solutions", "instructor", "tests", ".ci", "docs/instructors.md", "docs/notebooks.md", "docs/gradescope"):

@@ -109,7 +109,7 @@ def test_flops_per_token_counts_matmul_weights_and_attention():
 def test_run_time_switches_are_listed_once():
     """config.RUN_SWITCHES (how a model runs) is the one list: TrainConfig has a setting for each,
     which may change on resume, and load_weights lets its caller choose each."""
-    from andrea_course.config import RUN_SWITCHES
+    from andrea_course.engine.config import RUN_SWITCHES
     from andrea_course.train.settings import RUN_TIME, SCHEDULE, model_switches
     assert set(RUN_SWITCHES) <= set(RUN_TIME) and not set(RUN_TIME) & set(SCHEDULE)
     assert model_switches(TrainConfig(dropout=0.1)) == {"kernels": "torch", "dropout": 0.1, "init_std": None}
@@ -117,7 +117,7 @@ def test_run_time_switches_are_listed_once():
 
 
 def test_a_runs_own_tokenizer_sets_the_vocabulary_and_refuses_other_data(tmp_path, data_dir):
-    from andrea_course.config import ConfigError
+    from andrea_course.engine.config import ConfigError
     from andrea_course.train.data import DataError
     from andrea_course.train.settings import model_config
     assert model_config(TrainConfig(model="andrea-tiny", bpe_merges=100)).vocab_size == 357

@@ -1,11 +1,11 @@
-"""andrea_course.weights: save and load ANDREA with its config inside a safetensors file."""
+"""andrea_course.engine.weights: save and load ANDREA with its config inside a safetensors file."""
 import json
 
 import pytest
 import torch
 
 from andrea_course import ANDREA, ModelConfig
-from andrea_course.weights import WeightsError, load_weights, read_config, read_metadata, save_weights
+from andrea_course.engine.weights import WeightsError, load_weights, read_config, read_metadata, save_weights
 
 SMALL = dict(vocab_size=97, context_length=16, d_model=32, n_layers=2, n_heads=4, d_ff=64)
 

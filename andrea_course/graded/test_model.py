@@ -11,8 +11,8 @@ from andrea_course.grading import (type_name, Case, Mismatch, Second, expect_cas
                                    expect_true, graded, load_weights)
 from andrea_course import pieces
 from andrea_course.graded import expect_slot_called, parameter_shapes, transposed_shapes
-from andrea_course.model import check_inputs
-from andrea_course.params import count_parameters
+from andrea_course.engine.model import check_inputs
+from andrea_course.engine.params import count_parameters
 
 CFG = ModelConfig(vocab_size=19, context_length=8, d_model=16, n_layers=2, n_heads=4, d_ff=32)
 CFG2 = ModelConfig(vocab_size=23, context_length=8, d_model=8, n_layers=3, n_heads=2, d_ff=16)
@@ -341,7 +341,7 @@ ANDREA_120M = dict(token_table=6_488_832, position_table=786_432, attention=2_36
 
 def _count_mistakes(cfg) -> dict:
     """{key: {typical mistake: the count it gives}} for count_parameters(cfg), from the sizes."""
-    from andrea_course.params import count_parameters as counted
+    from andrea_course.engine.params import count_parameters as counted
     want = counted(cfg)
     T, D, L = cfg.context_length, cfg.d_model, cfg.n_layers
     H, G, K, F_ = cfg.n_heads, cfg.kv_heads, cfg.d_head, cfg.d_ff
@@ -442,7 +442,7 @@ def _check_counts(fn, cfg, cfg2, what, want=None):
     """count_parameters(cfg) against `want` (default: the engine's count of the tensors), key by
     key, the total first; a mistake named is confirmed on cfg2 (None: cfg with one block more and a
     larger vocabulary)."""
-    from andrea_course.params import count_parameters as counted
+    from andrea_course.engine.params import count_parameters as counted
     cfg2 = cfg2 or cfg.replace(n_layers=cfg.n_layers + 1, vocab_size=cfg.vocab_size + 7)
     want, want2 = want or counted(cfg), counted(cfg2)
     got = fn(cfg)

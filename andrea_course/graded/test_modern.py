@@ -802,7 +802,7 @@ CAT_FEATURES = ("the cached and the new keys joined along the feature axis (dim=
 
 
 def _rope_attention_mistakes(q, k, v, cos, sin, past_k, past_v):
-    from andrea_course import ops
+    from andrea_course.engine import ops
     S0, rope = past_k.shape[-2], pieces.module("modern").apply_rope
     cat = lambda a, b: torch.cat([a, b], dim=-2)
     turned_all = rope(cat(past_k, k), cos, sin, 0)

@@ -9,7 +9,8 @@ import torch.nn.functional as F
 
 from andrea_course import ModelConfig
 from andrea_course.grading import Case, Mismatch, Second, expect_cases, expect_close, expect_runs, graded, load_weights
-from andrea_course import ops, pieces
+from andrea_course import pieces
+from andrea_course.engine import ops
 from andrea_course.graded import expect_slot_called, expect_trainable, randn64, layer_mixups
 
 B, T, H, K = 2, 5, 3, 4

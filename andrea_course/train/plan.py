@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from .. import gpus
-from ..config import ModelConfig
+from ..engine.config import ModelConfig
 from .cli import UsageError
 from .schedule import flops_per_token
 from .settings import model_config, step_shape
@@ -67,7 +67,7 @@ class Memory:
 @functools.lru_cache(maxsize=32)
 def _sizes(cfg: ModelConfig) -> dict:
     """Parameter counts the memory model needs (from the public count_parameters)."""
-    from ..params import count_parameters
+    from ..engine.params import count_parameters
     c = count_parameters(cfg)
     linear_per_block = c["block"] - c["norms"]                     # qkv, W_O and the MLP, with biases
     head = cfg.vocab_size * cfg.d_model                            # the head, or the tied table used as it

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from ..config import ModelConfig
+from ..engine.config import ModelConfig
 
 
 def lr_at(step: int, lr: float, min_lr: float, warmup_steps: int, max_steps: int) -> float:

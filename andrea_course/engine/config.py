@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .presets import PRESETS
+from ..presets import PRESETS
 
 NORMS = ("layernorm", "rmsnorm")
 MLPS = ("gelu", "swiglu")

@@ -46,7 +46,7 @@ def _transformers():
     try:
         import transformers
     except ImportError as exc:
-        raise ImportError("andrea_course.hf needs the transformers package: "
+        raise ImportError("andrea_course.engine.hf needs the transformers package: "
                           "install the `hf` extra with  pip install -e '.[hf]'") from exc
     return transformers
 

@@ -80,7 +80,7 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
                            f"{type(exc).__name__}: {exc}") from exc
     if CONFIG_KEY not in meta:
         raise WeightsError(f"{path} holds no ANDREA config (metadata key {CONFIG_KEY!r}); "
-                           f"was it written by andrea_course.weights.save_weights?")
+                           f"was it written by andrea_course.engine.weights.save_weights?")
     return dict(meta)
 
 

@@ -32,12 +32,12 @@ WHO = (ENGINE, YOURS, TRITON, YOURS_IN_TRITON)
 #  slot            torch: PyTorch's fused op           triton: the course's kernel (a slot without
 #                                                       one runs its torch function under both)
 TABLE: dict[str, dict[str, str]] = {
-    "attention":     {"torch": "andrea_course.ops:attention",     "triton": "andrea_course.kernels.attention:attention"},
-    "layer_norm":    {"torch": "andrea_course.ops:layer_norm",    "triton": "andrea_course.kernels.layernorm:layer_norm"},
-    "rms_norm":      {"torch": "andrea_course.ops:rms_norm",      "triton": "andrea_course.kernels.rmsnorm:rms_norm"},
-    "gelu":          {"torch": "andrea_course.ops:gelu",          "triton": "andrea_course.kernels.gelu:gelu_tanh"},
-    "swiglu":        {"torch": "andrea_course.ops:swiglu",        "triton": "andrea_course.kernels.swiglu:swiglu"},
-    "cross_entropy": {"torch": "andrea_course.ops:cross_entropy", "triton": "andrea_course.kernels.cross_entropy:cross_entropy"},
+    "attention":     {"torch": "andrea_course.engine.ops:attention",     "triton": "andrea_course.engine.kernels.attention:attention"},
+    "layer_norm":    {"torch": "andrea_course.engine.ops:layer_norm",    "triton": "andrea_course.engine.kernels.layernorm:layer_norm"},
+    "rms_norm":      {"torch": "andrea_course.engine.ops:rms_norm",      "triton": "andrea_course.engine.kernels.rmsnorm:rms_norm"},
+    "gelu":          {"torch": "andrea_course.engine.ops:gelu",          "triton": "andrea_course.engine.kernels.gelu:gelu_tanh"},
+    "swiglu":        {"torch": "andrea_course.engine.ops:swiglu",        "triton": "andrea_course.engine.kernels.swiglu:swiglu"},
+    "cross_entropy": {"torch": "andrea_course.engine.ops:cross_entropy", "triton": "andrea_course.engine.kernels.cross_entropy:cross_entropy"},
 }
 
 
