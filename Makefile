@@ -79,7 +79,7 @@ release_in_nbval = cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY):$(ab
 	$(abspath $(BIN))/python -m pytest -n 2 --dist loadscope -p no:cacheprovider -p plot_outputs --nbval-lax --nbval-current-env notebooks
 ifneq ($(wildcard solutions),)
 test: $(ALL_STAMP)
-	$(call stage,unit and graded tests,ANDREA_IMPL=solutions $(PYTEST) --no-loadscope-reorder -m "not browser and not nightly" --durations=15 tests andrea_course/graded instructor/hidden_tests)
+	$(call stage,unit and graded tests,ANDREA_IMPL=solutions $(PYTEST) --no-loadscope-reorder -m "not browser and not nightly" --durations=15 tests andrea_course/activity_tests instructor/hidden_tests)
 	$(call stage,notebooks with the answer key,ANDREA_IMPL=solutions PYTHONPATH=tests $(PYTEST) -p piece_calls -p plot_outputs --nbval-lax --nbval-current-env notebooks)
 	$(call stage,the learner's release: every notebook $(if $(CHROMIUM),in JupyterLab in Chromium,under nbval (no Chromium)),$(BIN)/andrea-release --force $(NOKEY) >/dev/null && $(if $(CHROMIUM),$(release_in_browser),$(release_in_nbval)))
 else

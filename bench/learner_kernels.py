@@ -1,6 +1,6 @@
 """Your Triton kernels inside the package's autograd: forward and gradients, fp32 and bf16.
 
-The graded tests (andrea_course/graded/test_kernels.py) check the forward kernels you write in
+The graded tests (andrea_course/activity_tests/test_kernels.py) check the forward kernels you write in
 exercises/kernels.py, in fp32 and fp16. With kernels="triton" your model launches them through
 the package's launchers, whose backward is the package's; this checks that path as training
 uses it: each kernel of yours launched by the package's function (andrea_course.engine.kernels:

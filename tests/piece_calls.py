@@ -181,9 +181,9 @@ class RecordingStudent(InProcessStudent):
 # ----------------------------------------------------------------------------- the graded tests
 def graded_tests():
     """(activity file, name, function) of every graded test shipped with the package."""
-    from andrea_course.graded import GRADED
+    from andrea_course.paths import ACTIVITY_TESTS
     out = []
-    for path in sorted(GRADED.glob("test_*.py")):
+    for path in sorted(ACTIVITY_TESTS.glob("test_*.py")):
         if path.stem == "test_kernels" and importlib.util.find_spec("triton") is None:
             continue
         spec = importlib.util.spec_from_file_location(f"_calls_{path.stem}", path)

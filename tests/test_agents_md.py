@@ -26,7 +26,7 @@ def test_claude_md_imports_agents_md_and_the_package_carries_both():
 
 def test_the_guide_names_only_paths_functions_and_commands_the_course_has():
     paths = [p.rstrip("/") for c in CODE for p in re.findall(r"(?<![\w/])(?:andrea_course|notebooks|exercises)/[\w./<>]*", c)]
-    assert "andrea_course/graded/test_attention.py" in paths and "andrea_course/data/hints.json" in paths
+    assert "andrea_course/activity_tests/test_attention.py" in paths and "andrea_course/data/hints.json" in paths
     for path in paths:
         if "<activity>" in path:
             assert (ROOT / path.replace("<activity>", "attention")).is_file(), path

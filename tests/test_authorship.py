@@ -20,7 +20,7 @@ from andrea_course.exercises import SOLUTIONS
 from andrea_course.grading import cli
 from andrea_course.grading.runner import Course
 from andrea_course.grading.student import InProcessStudent
-from andrea_course.graded import GRADED
+from andrea_course.paths import ACTIVITY_TESTS
 from andrea_course.paths import ROOT
 from andrea_course.overlay import ImplementationError, Overlay
 from grading_helpers import sandboxed  # noqa: F401  (the fixture: skip without a sandbox, check nothing is left)
@@ -281,7 +281,7 @@ def test_the_worker_guard_cannot_be_undone_from_python(tmp_path):
 def _course(tmp: Path, files) -> Course:
     (tmp / "course").mkdir()
     for name in files:
-        shutil.copy(GRADED / name, tmp / "course" / name)
+        shutil.copy(ACTIVITY_TESTS / name, tmp / "course" / name)
     return Course(tmp / "course")
 
 

@@ -14,12 +14,12 @@ import pytest
 
 from andrea_course.exercises import RegionError, exercise_pieces, generate, hints_text, regions
 from andrea_course.exercises import EXERCISES, HINTS, SOLUTIONS
-from andrea_course.graded import GRADED
+from andrea_course.paths import ACTIVITY_TESTS
 from andrea_course.paths import ROOT, STUB_MARK
 from andrea_course.overlay import Overlay, unwritten_pieces
 
 TESTS = Path(__file__).resolve().parent
-GRADED_TEST_DIRS = [GRADED, ROOT / "instructor" / "hidden_tests"]   # every graded test, hidden ones too
+GRADED_TEST_DIRS = [ACTIVITY_TESTS, ROOT / "instructor" / "hidden_tests"]   # every graded test, hidden ones too
 ACTIVITIES = sorted(p.stem for p in SOLUTIONS.glob("*.py") if p.stem != "__init__")
 
 

@@ -53,7 +53,7 @@ def test_a_wrong_command_fails_the_dry_run(tmp_path):
     made["kernels-yours"].command.append("--no-such-flag")
     made["torchrun"].command[made["torchrun"].command.index("--max-steps") + 1] = "zero"
     made["kernels-engine"].modules = ("no_such_module",)
-    conftest = made["kernels-reference"].command.index("andrea_course/graded/test_kernels.py")
+    conftest = made["kernels-reference"].command.index("andrea_course/activity_tests/test_kernels.py")
     made["kernels-reference"].command[conftest] = "tests/conftest.py"                  # a file without tests
     for name in ("gpu-check", "bench", "kernels-yours", "torchrun", "kernels-engine", "kernels-reference"):
         assert gpu_day.problems(made[name]), name

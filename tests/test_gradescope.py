@@ -58,7 +58,7 @@ def _build_bundle(top: Path, scratch: Path) -> dict:
         z.extractall(autograder / "source")
     source = autograder / "source"
     for name in ("setup.sh", "run_autograder", "pyproject.toml", "andrea_course/__init__.py",
-                 "andrea_course/graded/test_attention.py", "hidden_tests/test_hidden_rms.py",
+                 "andrea_course/activity_tests/test_attention.py", "hidden_tests/test_hidden_rms.py",
                  "hidden_tests/leaderboard.json"):
         assert (source / name).is_file(), name
     for name in ("solutions", "instructor", "tests"):

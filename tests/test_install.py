@@ -605,7 +605,7 @@ def test_test_extra_runs_graded_tests(venvs, tmp_path):
     (for `make test`'s workers, properties and notebook runs) are there."""
     python = python_of(venvs, "test")
     src = python.parent.parent.parent / "test-src"
-    out = _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "andrea_course/graded/test_embeddings.py"],
+    out = _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "andrea_course/activity_tests/test_embeddings.py"],
                cwd=src, env=_env(ANDREA_IMPL="solutions")).stdout
     assert re.search(r"\b\d+ passed", out) and " failed" not in out, out
     _venv_run(python, "import hypothesis, nbval, xdist", tmp_path)
@@ -730,7 +730,7 @@ def test_torch_range_runs_the_graded_tests_and_a_notebook(end, origin, tmp_path,
                                       "triton.__version__)", tmp_path).split()
     print(f"{end}: Python {versions[0]}, torch {versions[1]}, Triton {versions[2]}")     # pytest -s shows it
 
-    graded = _run([venv_python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "andrea_course/graded"], cwd=src,
+    graded = _run([venv_python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "andrea_course/activity_tests"], cwd=src,
                   env=_env(ANDREA_IMPL="solutions", TRITON_INTERPRET="1"), check=False)
     tail = graded.stdout[-3000:]
     assert graded.returncode == 0 and re.search(r"\b\d+ passed", tail) and " failed" not in tail, (versions, tail)

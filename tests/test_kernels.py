@@ -2,7 +2,7 @@
 and every gradient, at small awkward shapes (D = 769, T = 17 and 100, V = 8,449), in fp32 and
 fp16, and in bf16 where a GPU compiles them (the interpreter gets bf16 wrong); and a training
 step of a tiny ANDREA with kernels="triton" against kernels="torch". (The learner's kernels have
-their graded tests in andrea_course/graded/test_kernels.py.)
+their graded tests in andrea_course/activity_tests/test_kernels.py.)
 
 Without a GPU the kernels run in Triton's interpreter (tests/conftest.py sets TRITON_INTERPRET),
 which costs about 3 ms per program: the shapes keep the number of programs small.

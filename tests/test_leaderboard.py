@@ -23,7 +23,7 @@ from andrea_course.capstone import leaderboard as lb
 from andrea_course.grading.gradescope import Results, TestResult, to_gradescope
 from andrea_course.grading.runner import Course, grade
 from andrea_course.worker.tiers import Isolation
-from andrea_course.graded import GRADED
+from andrea_course.paths import ACTIVITY_TESTS
 from andrea_course.engine.model import ANDREA
 from andrea_course.paths import ROOT
 
@@ -200,7 +200,7 @@ def _reduced_course(tmp_path):
     tests.mkdir()
     hidden.mkdir()
     for name in ("__init__.py", "test_optim.py"):
-        shutil.copy(GRADED / name, tests / name)
+        shutil.copy(ACTIVITY_TESTS / name, tests / name)
     (hidden / lb.SETTINGS_FILE).write_text(json.dumps(SMALL))
     return tests, hidden
 

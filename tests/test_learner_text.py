@@ -235,9 +235,9 @@ def test_the_making_of_rule_catches_what_was_found_in_learner_text():
 
 def _taught_later() -> set[tuple[str, str]]:
     """(exercise, activity) of every graded test that a later notebook teaches (taught=...)."""
-    from andrea_course.graded import GRADED
+    from andrea_course.paths import ACTIVITY_TESTS
     found = set()
-    for path in GRADED.glob("test_*.py"):
+    for path in ACTIVITY_TESTS.glob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "graded" and node.args:
                 taught = [k.value.value for k in node.keywords if k.arg == "taught" and isinstance(k.value, ast.Constant)]

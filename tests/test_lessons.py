@@ -38,7 +38,7 @@ def test_the_table_follows_the_notebooks():
 def test_every_activity_has_its_files():
     for lesson in LESSONS:
         a = lesson.activity
-        for path in (ROOT / "exercises" / f"{a}.py", PACKAGE / "pieces" / f"{a}.py", PACKAGE / "graded" / f"test_{a}.py"):
+        for path in (ROOT / "exercises" / f"{a}.py", PACKAGE / "pieces" / f"{a}.py", PACKAGE / "activity_tests" / f"test_{a}.py"):
             assert path.is_file(), path
 
 
@@ -67,7 +67,7 @@ def test_activity_numbers_are_the_tables_everywhere():
         files += [SOLUTIONS / f"{a}.py"] if SOLUTIONS.is_dir() else []
         for path in files:
             assert _docstring(path).startswith(f"Activity {n} · "), f"{path}: {_docstring(path)[:60]!r}"
-        graded = PACKAGE / "graded" / f"test_{a}.py"
+        graded = PACKAGE / "activity_tests" / f"test_{a}.py"
         assert _docstring(graded).startswith(f"Graded tests, activity {n} · "), f"{graded}: {_docstring(graded)[:60]!r}"
         cells = json.loads((ROOT / "notebooks" / f"{lesson.notebook}.ipynb").read_text(encoding="utf-8"))["cells"]
         title = "".join(cells[0]["source"]).splitlines()[0]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from andrea_course.grading import cli
-from andrea_course.graded import GRADED
+from andrea_course.paths import ACTIVITY_TESTS
 from andrea_course.paths import ROOT
 
 
@@ -38,7 +38,7 @@ def _collected(folders: dict[str, Path], tmp_path: Path) -> dict[str, tuple[int,
 @pytest.fixture(scope="module")
 def counted(tmp_path_factory) -> dict[str, tuple[int, float]]:
     """_collected() of the suite and the hidden tests, collected once for this module's tests."""
-    folders = {tag: folder for tag, folder in (("suite", GRADED), ("hidden", ROOT / "instructor" / "hidden_tests"))
+    folders = {tag: folder for tag, folder in (("suite", ACTIVITY_TESTS), ("hidden", ROOT / "instructor" / "hidden_tests"))
                if folder.is_dir()}                            # a learner's release has no hidden tests
     return _collected(folders, tmp_path_factory.mktemp("collected"))
 
@@ -59,7 +59,7 @@ def test_the_help_says_the_defaults():
     with pytest.raises(SystemExit), contextlib.redirect_stdout(out):
         cli.parse(["--help"])
     text = " ".join(out.getvalue().split())
-    assert "andrea_course/graded/" in text and "course's tests/" not in text
+    assert "andrea_course/activity_tests/" in text and "course's tests/" not in text
     for words in ("--isolation", "auto", "sandbox", "container", "--own-work", "(default: 60.0)"):
         assert words in text, words
 

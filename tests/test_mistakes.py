@@ -22,12 +22,12 @@ from andrea_course.grading import Mismatch
 from andrea_course.grading.student import InProcessStudent
 from andrea_course.exercises import exercise_pieces
 from andrea_course import pieces
-from andrea_course.graded import GRADED
+from andrea_course.paths import ACTIVITY_TESTS
 from andrea_course.paths import ROOT, STUB_MARK
 
 GRADED_FILES = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_mlp.py",
                 "test_block.py", "test_model.py", "test_modern.py", "test_optim.py", "test_inside.py"]
-TESTS = GRADED
+TESTS = ACTIVITY_TESTS
 emb, att, mh, mlp, blk, mdl = (pieces.module(a) for a in ("embeddings", "attention", "multihead", "mlp", "block", "model"))
 NEG_INF = float("-inf")
 
@@ -2186,7 +2186,7 @@ def test_every_named_mistake_can_be_confirmed_on_a_second_input(file, monkeypatc
     """Every typical mistake a graded test lists, where it gives a wrong answer on the test's input,
     gives a wrong answer on a second input too (so that the judge can tell it from a mistake that
     agrees with it on one input), and no two mistakes agree on both."""
-    import andrea_course.graded.test_multihead as shared            # test_modern imports its check_with_cache
+    import andrea_course.activity_tests.test_multihead as shared            # test_modern imports its check_with_cache
     catalogue = _Catalogue()
     module = _module(file)
     tests = [(name, fn) for name, fn in vars(module).items()
@@ -2299,7 +2299,7 @@ def reports(learners_folder, tmp_path_factory):
     """{test name: the grader's output for it} from pytest with the grading plugin (make grade's path)."""
     import json
     jsonl = tmp_path_factory.mktemp("grade") / "results.jsonl"
-    files = [str(GRADED / f"test_{a}.py") for a in sorted({e.split(".")[0] for e in EXERCISES})]
+    files = [str(ACTIVITY_TESTS / f"test_{a}.py") for a in sorted({e.split(".")[0] for e in EXERCISES})]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
     env.update(OMP_NUM_THREADS="1")
     subprocess.run([sys.executable, "-m", "pytest", "-q", "--tb=native", "-p", "no:cacheprovider", "-p", "no:xdist",

@@ -1,4 +1,4 @@
-"""Mutation tests of the modern block's graded tests (andrea_course/graded/test_modern.py): each
+"""Mutation tests of the modern block's graded tests (andrea_course/activity_tests/test_modern.py): each
 typical mistake, written as a small wrong implementation, must fail its graded test with a
 Mismatch that names it."""
 import pytest
@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import pieces
-from andrea_course.graded import test_modern as graded
+from andrea_course.activity_tests import test_modern as graded
 
 swiglu_hidden_dim = pieces.module("modern").swiglu_hidden_dim
 (_bf16_norm, _centred, _ms, _rms_over, _swish, ref_rms_norm) = (

@@ -11,7 +11,7 @@ import pytest
 from andrea_course.grading import cli, pipeline
 from andrea_course.grading.runner import Course
 from andrea_course.worker.tiers import Limits
-from andrea_course.graded import GRADED
+from andrea_course.paths import ACTIVITY_TESTS
 
 from grading_helpers import by_test, make_submission, sandboxed  # noqa: F401  (sandboxed: a fixture)
 
@@ -58,7 +58,7 @@ def _pytest_verdicts(impl: Path, isolation: str) -> dict:
     its command line (the plugin with its own defaults, none of a runner's options), run as
     `python -m pytest` runs it, pytest.main in a process of its own: a fork of this one
     (pipeline.start, which has imported torch and Triton already), not a new interpreter."""
-    args = [str(GRADED / "test_block.py"), str(GRADED / "test_kernels.py"), "-q", "-rA", "-p", "no:cacheprovider",
+    args = [str(ACTIVITY_TESTS / "test_block.py"), str(ACTIVITY_TESTS / "test_kernels.py"), "-q", "-rA", "-p", "no:cacheprovider",
             "-k", "dropout or softmax_kernel", "--impl", str(impl), "--isolation", isolation,
             "-o", "addopts=", "-p", "andrea_course.grading.plugin", "--rootdir", str(impl)]
     log = impl.parent.parent / f"{impl.name}.{isolation}.log"
@@ -86,10 +86,10 @@ def test_one_verdict_in_every_runner(tmp_path, sandboxed):
     from andrea_course.notebook import run_graded_many
     subs = {name: _mistaken(tmp_path / "class" / name, *spec) for name, spec in ONE_VERDICT.items()}
     subs["reference"] = make_submission(tmp_path / "class" / "reference")
-    tests = tmp_path / "graded"
+    tests = tmp_path / "activity_tests"
     tests.mkdir()
     for name in ("test_block.py", "test_kernels.py"):
-        shutil.copy(GRADED / name, tests / name)
+        shutil.copy(ACTIVITY_TESTS / name, tests / name)
     out = tmp_path / "results"
     options = dict(timeout_per_test=60, timeout_total=900, isolation="auto", own_work=False, uid=None, limits=Limits())
     assert cli.batch(tmp_path / "class", tmp_path / "book.csv", out, Course(tests, guard=[]), options,

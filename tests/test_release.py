@@ -17,7 +17,7 @@ def release(tmp_path_factory):
 
 
 def test_the_release_has_the_learners_files_and_no_answer_key(release):
-    for kept in ("andrea_course/engine/model.py", "andrea_course/graded/test_attention.py", "notebooks/01_embeddings.ipynb",
+    for kept in ("andrea_course/engine/model.py", "andrea_course/activity_tests/test_attention.py", "notebooks/01_embeddings.ipynb",
                  "exercises/attention.py", "README.md", "pyproject.toml", "Makefile"):
         assert (release / kept).is_file(), kept
     for gone in ("solutions", "instructor", "tests", ".ci", "docs/instructors.md", "docs/notebooks.md", "docs/gradescope"):
@@ -31,7 +31,7 @@ def test_the_release_has_the_learners_files_and_no_answer_key(release):
 def test_verify_refuses_a_leak(release, tmp_path):
     leak = release / "andrea_course" / "leak.py"
     leak.write_text("def f():\n    ### BEGIN SOLUTION\n    ### HINT: x\n    return 1\n    ### END SOLUTION\n")
-    hidden = release / "andrea_course" / "graded" / "test_leak.py"
+    hidden = release / "andrea_course" / "activity_tests" / "test_leak.py"
     hidden.write_text('@graded("attention.softmax", points=1, visibility="hidden")\ndef test_x(student):\n    pass\n')
     try:
         with pytest.raises(ReleaseError, match=r"leak\.py holds a solution region.*test_leak\.py holds tests "

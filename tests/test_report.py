@@ -12,7 +12,7 @@ import pytest
 from andrea_course.exercises import EXERCISES, SOLUTIONS
 from andrea_course.grading import cli, report
 from andrea_course.grading.similarity import Pair, Report as SimilarityReport
-from andrea_course.graded import GRADED
+from andrea_course.paths import ACTIVITY_TESTS
 from grading_helpers import sandboxed  # noqa: F401  (the fixture: skip without a sandbox)
 import test_mistakes
 
@@ -124,7 +124,7 @@ def test_andrea_grade_batch_writes_the_class_report(tmp_path, sandboxed):
         with open(students / name / "attention.py", "a") as f:
             f.write("\n\n" + "\n\n".join(texts))
     (tmp_path / "tests").mkdir()
-    shutil.copy(GRADED / "test_attention.py", tmp_path / "tests" / "test_attention.py")
+    shutil.copy(ACTIVITY_TESTS / "test_attention.py", tmp_path / "tests" / "test_attention.py")
     csv, html, out = tmp_path / "gradebook.csv", tmp_path / "class.html", tmp_path / "results"
     assert cli.main(["--batch", str(students), "--csv", str(csv), "--out", str(out), "--tests",
                      str(tmp_path / "tests"), "--jobs", "2", "--quiet", "--similarity", "--report", str(html)]) == 0

@@ -114,11 +114,11 @@ def test_andrea_grade_applies_the_policy(tmp_path):
     import json
     from andrea_course.grading import cli
     from andrea_course.grading.local import graded_files
-    from andrea_course.graded import GRADED
+    from andrea_course.paths import ACTIVITY_TESTS
     folder = _folder(tmp_path, "attention.softmax", WRITTEN_AS_THE_LIBRARY[0][1])
     tests = tmp_path / "tests"
     tests.mkdir()
-    for path in [*graded_files("attention.softmax"), GRADED / "test_embeddings.py"]:
+    for path in [*graded_files("attention.softmax"), ACTIVITY_TESTS / "test_embeddings.py"]:
         shutil.copy(path, tests / path.name)
     scores = {}
     for policy in ("refuse", "warn"):

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import pieces
-from andrea_course.graded import GRADED
+from andrea_course.paths import ACTIVITY_TESTS
 from andrea_course.grading.student import InProcessStudent
 
 FILES = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_mlp.py", "test_block.py",
@@ -26,7 +26,7 @@ FILES = ["test_embeddings.py", "test_attention.py", "test_multihead.py", "test_m
 
 
 def _load(file):
-    spec = importlib.util.spec_from_file_location(f"_variants_{file[:-3]}", GRADED / file)
+    spec = importlib.util.spec_from_file_location(f"_variants_{file[:-3]}", ACTIVITY_TESTS / file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

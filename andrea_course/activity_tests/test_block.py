@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ModelConfig
-from andrea_course.graded import expect_trainable, randn64
+from andrea_course.activity_tests import expect_trainable, randn64
 from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
                                    expect_unchanged, graded, load_weights)
 from andrea_course import pieces

@@ -1,5 +1,6 @@
 """The graded tests, one file per activity (test_<activity>.py), shipped with the package so that
-check() in a notebook and andrea-grade work from any install.
+check() in a notebook and andrea-grade work from any install. (The framework that runs and
+marks them is grading/; these are the tests of the activities, paths.ACTIVITY_TESTS.)
 
 Each test carries @graded("activity.piece", points=...), asks the `student` fixture for the
 learner's piece (isolated: the engine stands in for every other piece it calls), and judges
@@ -12,12 +13,11 @@ Hidden and after-the-due-date tests are not here: they live in the instructor's 
 """
 from pathlib import Path
 
-GRADED = Path(__file__).resolve().parent
-
 
 def graded_file(activity: str) -> Path:
-    """The graded tests of one activity."""
-    return GRADED / f"test_{activity}.py"
+    """The graded tests of one activity, beside this file (the package's paths.ACTIVITY_TESTS, or
+    the copy a grader staged: this module imports nothing of the package when it loads)."""
+    return Path(__file__).resolve().parent / f"test_{activity}.py"
 
 
 def expect_trainable(fn, args: tuple, what: str) -> None:

@@ -4,7 +4,7 @@ with RMSNorm, the KV cache's memory with grouped key/value heads, and RoPE.
     RMSNorm(x) = x / sqrt(mean(x²) + eps) ⊙ gamma                 over D, in fp32, no centring
     SwiGLU(x)  = (x·w_up ⊙ Swish(x·w_gate))·w_down,  Swish(z) = z·sigmoid(z)
 
-Run them from a terminal:  ANDREA_IMPL=exercises .venv/bin/pytest andrea_course/graded/test_modern.py -k "rmsnorm or swiglu" -v
+Run them from a terminal:  ANDREA_IMPL=exercises .venv/bin/pytest andrea_course/activity_tests/test_modern.py -k "rmsnorm or swiglu" -v
 """
 import torch
 import torch.nn.functional as F
@@ -13,7 +13,7 @@ from andrea_course import ANDREA, ModelConfig
 from andrea_course.grading import (type_name, Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
-from andrea_course.graded import expect_trainable, randn64, expect_slot_called, layer_mixups
+from andrea_course.activity_tests import expect_trainable, randn64, expect_slot_called, layer_mixups
 
 ref_rms_norm = pieces.module("modern").rms_norm
 
@@ -548,7 +548,7 @@ def test_kv_cache_bytes_for_every_G(student):
 def test_grouped_kv_heads_with_a_kv_cache(student):
     """H = 4 query heads, G = 2 key/value heads: the cache stores the G heads; each serves H/G
     query heads (query head h uses key/value head h // (H/G))."""
-    from andrea_course.graded.test_multihead import check_with_cache
+    from andrea_course.activity_tests.test_multihead import check_with_cache
     cfg = ModelConfig(vocab_size=16, context_length=8, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=32)
     check_with_cache(student, cfg, "MultiHeadAttention(D=16, H=4, G=2) fed 3 positions, then 2, through a KV cache")
 

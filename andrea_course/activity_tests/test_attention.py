@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from andrea_course.grading import (Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
-from andrea_course.graded import expect_trainable, randn64, layer_mixups, parameter_shapes
+from andrea_course.activity_tests import expect_trainable, randn64, layer_mixups, parameter_shapes
 
 NEG_INF = float("-inf")
 ATTENTION_HINT = ("in this order: scores q·kᵀ, divided by sqrt(K); the future (j > i + S - T) set to -inf; a softmax "

@@ -15,7 +15,7 @@ if not torch.cuda.is_available():          # Triton reads it when it is first im
 triton = pytest.importorskip("triton")
 import torch.nn.functional as F                                                                 # noqa: E402
 
-from andrea_course.graded import add_fitted_gelu  # noqa: E402
+from andrea_course.activity_tests import add_fitted_gelu  # noqa: E402
 from andrea_course.grading import (Case, Mismatch, expect_cases, expect_close, expect_equal, expect_true,  # noqa: E402
                                    graded)
 from andrea_course.grading.expect import _first_differences  # noqa: E402

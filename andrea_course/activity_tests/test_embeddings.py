@@ -10,7 +10,7 @@ from andrea_course import ModelConfig
 from andrea_course.grading import (type_name, Case, Mismatch, Second, expect_cases, expect_close, expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
-from andrea_course.graded import expect_trainable, randn64
+from andrea_course.activity_tests import expect_trainable, randn64
 
 V, D = 11, 6
 CFG = ModelConfig(vocab_size=13, context_length=8, d_model=6, n_layers=1, n_heads=2, d_ff=24)

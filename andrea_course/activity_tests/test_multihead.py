@@ -11,7 +11,7 @@ from andrea_course import ModelConfig
 from andrea_course.grading import Case, Mismatch, Second, expect_cases, expect_close, expect_runs, graded, load_weights
 from andrea_course import pieces
 from andrea_course.engine import ops
-from andrea_course.graded import expect_slot_called, expect_trainable, randn64, layer_mixups
+from andrea_course.activity_tests import expect_slot_called, expect_trainable, randn64, layer_mixups
 
 B, T, H, K = 2, 5, 3, 4
 D = H * K

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from andrea_course import ModelConfig
 from andrea_course.grading import Case, Second, expect_cases, expect_runs, graded, load_weights
 from andrea_course import pieces
-from andrea_course.graded import expect_trainable, add_fitted_gelu, expect_slot_called, parameter_shapes
+from andrea_course.activity_tests import expect_trainable, add_fitted_gelu, expect_slot_called, parameter_shapes
 
 X = torch.linspace(-6, 6, 241, dtype=torch.float64)          # where the GELU forms differ most: |x| ~ 2
 X2 = (torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(5)) * 2.5).float()    # (B, T, F) float32

@@ -8,7 +8,7 @@ import torch
 
 from andrea_course import ANDREA, ModelConfig
 from andrea_course import pieces
-from andrea_course.graded import expect_trainable, layer_mixups
+from andrea_course.activity_tests import expect_trainable, layer_mixups
 from andrea_course.grading import Case, expect_cases, expect_runs, expect_true, graded, load_weights
 
 CFG = ModelConfig(vocab_size=19, context_length=12, d_model=12, n_layers=2, n_heads=3, d_ff=24)

@@ -10,7 +10,7 @@ from andrea_course import ANDREA, ModelConfig
 from andrea_course.grading import (type_name, Case, Mismatch, Second, expect_cases, expect_close, expect_equal, expect_runs,
                                    expect_true, graded, load_weights)
 from andrea_course import pieces
-from andrea_course.graded import expect_slot_called, parameter_shapes, transposed_shapes
+from andrea_course.activity_tests import expect_slot_called, parameter_shapes, transposed_shapes
 from andrea_course.engine.model import check_inputs
 from andrea_course.engine.params import count_parameters
 
