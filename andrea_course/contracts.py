@@ -22,7 +22,7 @@ A row says, for one piece of lessons.LESSONS ("activity.piece"):
   given      methods of the engine's class that the exercise gives rather than asks for
 
 Every piece of the lessons has a row (most fill nothing: they are graded on their own);
-tests/test_contracts.py checks each row's parts against the engine, the overlay and authorship.
+tests/overlay/test_contracts.py checks each row's parts against the engine, the overlay and authorship.
 A leaf module: it names the engine's things, it does not import them.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ notebook's title says "Activity 7", part 1 of 3), the notebook that teaches it a
 learner writes there, in the order of the exercise file.
 
 A leaf module: it imports nothing of the package, so the engine's pieces, the overlay, the
-grader and the notebooks all read the same table (tests/test_lessons.py checks it against the
+grader and the notebooks all read the same table (tests/course/test_lessons.py checks it against the
 files it names).
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@ which passes every graded test) and by the graded tests; and the check that ever
 makes is one a graded test of that piece makes too.
 
 Two ways to run a notebook and record its calls:
-- in this process, its code cells one after the other (run_notebook: tests/test_notebook_calls.py
+- in this process, its code cells one after the other (run_notebook: tests/notebook/test_notebook_calls.py
   does it for the notebooks that run in a few seconds);
 - in nbval's own run of every notebook (`make test`'s stage "notebooks with the answer key" loads
   this file as a pytest plugin, `-p piece_calls`): an IPython start-up file makes each kernel

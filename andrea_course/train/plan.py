@@ -8,7 +8,7 @@ micro-batch, with and without activation checkpointing), whether it fits, the mi
 accumulation, FLOPs per token, tokens/s and hours over an assumed MFU range, and the cost.
 
 The memory model counts, tensor by tensor, what PyTorch keeps for the backward with the ops
-ANDREA runs (SDPA, fused LayerNorm, GELU, SwiGLU, cross-entropy); tests/test_plan.py holds it
+ANDREA runs (SDPA, fused LayerNorm, GELU, SwiGLU, cross-entropy); tests/train/test_plan.py holds it
 against PyTorch's memory profiler on the CPU. A step's peak is the larger of two moments:
 the start of the backward (activations and the loss's gradient at their widest, no gradients
 yet unless accumulating) and the optimizer step (all gradients, no activations).
