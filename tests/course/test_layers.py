@@ -7,6 +7,7 @@ and checked again by importing in a fresh interpreter and looking at sys.modules
 """
 import ast
 import json
+import re
 import subprocess
 import sys
 
@@ -45,6 +46,38 @@ PIECES_MAY_IMPORT_OF_TRAIN = {"train.schedule", "train.tokenizer"}
 # Imports that still run up, each named so that no other can join it (and checked to exist, so
 # that each line goes once its import does):
 KNOWN_UPWARD: set[tuple[str, str]] = set()
+
+
+# docs/architecture.md's names of the layers that LAYERS names otherwise
+DOC_NAMES = {"leaves": "leaf", "training": "train", "notebooks": "notebook"}
+
+
+def _table() -> dict[str, tuple[tuple[str, ...], list[str]]]:
+    """docs/architecture.md's layer table: {layer: (its files as LAYERS names them, the tests/ paths
+    its tests column names)}. A file is a backquoted name outside parentheses: `engine/` is the
+    package engine., `overlay.py` the module overlay."""
+    rows = {}
+    for line in (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) != 4 or cells[0] in ("layer", "---"):
+            continue
+        files = re.findall(r"`([^`]+)`", re.sub(r"\([^()]*\)", "", cells[1]))
+        rows[DOC_NAMES.get(cells[0], cells[0])] = (tuple(f.removesuffix(".py").replace("/", ".") for f in files),
+                                                   re.findall(r"`(tests/[^`]*)`", cells[2]))
+    return rows
+
+
+def test_the_table_in_the_docs_is_the_one_enforced_here():
+    """The layer table's files are LAYERS; each layer names its tests, which exist; every folder of
+    tests/ that holds tests is named in some row."""
+    table = _table()
+    assert {layer: files for layer, (files, _) in table.items()} == LAYERS
+    for layer, (_, tests) in table.items():
+        missing = [path for path in tests if not (ROOT / path).exists()]
+        assert tests and not missing, f"docs/architecture.md: the {layer} layer's tests {missing or '(none named)'}"
+    named = {path.split("/")[1] for _, tests in table.values() for path in tests}
+    groups = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
+    assert groups <= named, f"tests/{sorted(groups - named)} is in no row of docs/architecture.md's layer table"
 
 
 def _modules() -> dict[str, object]:
