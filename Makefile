@@ -57,7 +57,7 @@ lab: $(LAB_STAMP)
 # learner's piece; tests/plot_outputs.py that every cell meant to show a plot shows one); then
 # the learner's release (andrea-release: no solutions/, no hidden tests, the untouched
 # exercises), whose every notebook must still run: in a real JupyterLab in headless
-# Chromium (tests/test_browser.py: two JupyterLabs and browsers side by side), or under nbval where
+# Chromium (tests/notebook/test_browser.py: two JupyterLabs and browsers side by side), or under nbval where
 # Chromium is absent. Each stage prints its time. Tests marked `nightly` (fresh virtual
 # environments for each extra, the larger memory profiles: minutes each) run with
 # `make test-nightly`, not here. A learner's release (no solutions/) has its own `make test`, below.
@@ -74,12 +74,12 @@ CHROMIUM ?= $(or $(shell command -v chromium 2>/dev/null),$(shell command -v chr
 stage = @start=$$(date +%s); echo "== stage $(1)"; $(2); rc=$$?; \
 	echo "== stage $(1): $$(( $$(date +%s) - start )) s$$( [ $$rc = 0 ] || echo ", FAILED (exit $$rc)")"; exit $$rc
 # (the browser test without loadscope: each notebook is a test of its own, shared out one by one)
-release_in_browser = CHROMIUM=$(CHROMIUM) ANDREA_RELEASE=$(NOKEY) OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 -m browser tests/test_browser.py
+release_in_browser = CHROMIUM=$(CHROMIUM) ANDREA_RELEASE=$(NOKEY) OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 -m browser tests/notebook/test_browser.py
 release_in_nbval = cd $(NOKEY) && ANDREA_IMPL=exercises PYTHONPATH=$(NOKEY):$(abspath tests) OMP_NUM_THREADS=1 \
 	$(abspath $(BIN))/python -m pytest -n 2 --dist loadscope -p no:cacheprovider -p plot_outputs --nbval-lax --nbval-current-env notebooks
 ifneq ($(wildcard solutions),)
 test: $(ALL_STAMP)
-	$(call stage,unit and graded tests,ANDREA_IMPL=solutions $(PYTEST) --no-loadscope-reorder -m "not browser and not nightly" --durations=15 tests andrea_course/graded instructor/hidden_tests)
+	$(call stage,unit and graded tests,ANDREA_IMPL=solutions $(PYTEST) --no-loadscope-reorder -m "not browser and not nightly" --durations=15 tests andrea_course/activity_tests instructor/hidden_tests)
 	$(call stage,notebooks with the answer key,ANDREA_IMPL=solutions PYTHONPATH=tests $(PYTEST) -p piece_calls -p plot_outputs --nbval-lax --nbval-current-env notebooks)
 	$(call stage,the learner's release: every notebook $(if $(CHROMIUM),in JupyterLab in Chromium,under nbval (no Chromium)),$(BIN)/andrea-release --force $(NOKEY) >/dev/null && $(if $(CHROMIUM),$(release_in_browser),$(release_in_nbval)))
 else

@@ -6,7 +6,7 @@
     mine.pieces["attention.softmax"]                       # "yours", or why the engine's runs
     count_parameters("andrea-120m")["total"]               # 98820096
 
-Layers (docs/architecture.md): config, ops, backends, model, kernels (the engine) <- pieces <-
+Layers (docs/architecture.md): engine/ (config, ops, backends, model, kernels) <- pieces <-
 overlay (a learner's code put in the engine: overlay.build) <- grading (which pieces pass:
 grading.passing) <- notebook; train sits on the engine. The names below load on first use
 (PEP 562), so `import andrea_course` imports neither torch nor a learner's code.
@@ -19,10 +19,10 @@ __version__ = "0.1.0"
 
 # name -> the module that defines it, imported when the name is first read
 _LAZY = {
-    "ANDREA": "model",
-    "ModelConfig": "config",
-    "ConfigError": "config",
-    "count_parameters": "params",
+    "ANDREA": "engine.model",
+    "ModelConfig": "engine.config",
+    "ConfigError": "engine.config",
+    "count_parameters": "engine.params",
     "Overlay": "overlay",
     "ImplementationError": "overlay",
     "build": "overlay",

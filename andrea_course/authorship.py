@@ -57,7 +57,7 @@ from pathlib import Path
 
 from . import contracts, pieces
 
-INNER = ("andrea_course.pieces", "andrea_course.overlay", "andrea_course.graded", "andrea_course.grading",
+INNER = ("andrea_course.pieces", "andrea_course.overlay", "andrea_course.activity_tests", "andrea_course.grading",
          "andrea_course.notebook", "andrea_course.authorship", "solutions")
 REACHING = ("importlib", "gc", "inspect", "ctypes")
 DUNDERS = {"__import__", "__builtins__", "__subclasses__", "__globals__", "__loader__", "__spec__"}
@@ -118,7 +118,7 @@ def check_source(source: str, path: Path) -> None:
                 problems.append(f"line {node.lineno} imports from {node.module}")
             elif node.module.split(".")[0] == "andrea_course":
                 for a in node.names:
-                    if ({a.name, a.asname} & own) or a.name.startswith(("pieces", "overlay", "graded", "grading")):
+                    if ({a.name, a.asname} & own) or a.name.startswith(("pieces", "overlay", "activity_tests", "grading")):
                         problems.append(f"line {node.lineno} imports {a.name} from {node.module} "
                                         f"(the engine's, not yours)")
                     course_aliases.add(a.asname or a.name)
@@ -189,7 +189,7 @@ TWINS = {piece: row.twins for piece, row in contracts.declared().items() if row.
 def _given(exercise: str) -> set[str]:
     names = set(GIVEN.get(exercise, ()))
     if exercise == "model.ANDREA":
-        from .model import given_model_methods
+        from .engine.model import given_model_methods
         names |= {getattr(f, "__name__", "") for f in given_model_methods()}
     return names
 
@@ -248,7 +248,7 @@ def _module_objects(module: types.ModuleType) -> list[tuple[str, object]]:
 
 
 def _twins(exercise: str, piece) -> list[tuple[str, object]]:
-    from . import backends
+    from .engine import backends
     specs = list(TWINS.get(exercise, ()))
     for slot, row in backends.TABLE.items():          # an op slot's piece: every back-end's version
         try:

@@ -22,7 +22,7 @@ A row says, for one piece of lessons.LESSONS ("activity.piece"):
   given      methods of the engine's class that the exercise gives rather than asks for
 
 Every piece of the lessons has a row (most fill nothing: they are graded on their own);
-tests/test_contracts.py checks each row's parts against the engine, the overlay and authorship.
+tests/overlay/test_contracts.py checks each row's parts against the engine, the overlay and authorship.
 A leaf module: it names the engine's things, it does not import them.
 """
 from __future__ import annotations
@@ -73,7 +73,7 @@ _ROWS = (
     Contract("block.layer_norm", slot="layer_norm", kernel="kernels.layer_norm_kernel"),
     Contract("block.Block", replaces="Block"),
     Contract("attention.softmax", kernel="kernels.softmax_kernel",
-             twins=("andrea_course.kernels.softmax",)),              # the Triton row softmax
+             twins=("andrea_course.engine.kernels.softmax",)),              # the Triton row softmax
     Contract("modern.rms_norm", slot="rms_norm"),
     Contract("modern.swiglu", slot="swiglu"),
     Contract("modern.SwiGLU", replaces="SwiGLU"),

@@ -10,7 +10,7 @@ In a solution file a region carries a one-line summary and three levels of hint,
         <reference code>
         ### END SOLUTION
 
-Each "`EXPR` gives `VALUE`" in an API line is run by tests/test_exercises.py and must come out as
+Each "`EXPR` gives `VALUE`" in an API line is run by tests/course/test_exercises.py and must come out as
 VALUE, e.g. `torch.tensor([[1., 3.], [2., 2.]]).amax(dim=-1, keepdim=True)` gives `[[3.], [2.]]`.
 The region becomes, in the exercise file, a stub that gives the summary only:
 

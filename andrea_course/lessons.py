@@ -1,13 +1,13 @@
 """The course's lessons, in the order the notebooks teach them: one table, read by every layer.
 
 Each row is one activity: its name (the file a learner writes, exercises/<activity>.py, with the
-engine's versions in pieces/<activity>.py and the graded tests in graded/test_<activity>.py), its
+engine's versions in pieces/<activity>.py and the graded tests in activity_tests/test_<activity>.py), its
 number ("Activity 7.1 · ..." as solutions/, pieces/, the graded tests and the README say it; the
 notebook's title says "Activity 7", part 1 of 3), the notebook that teaches it and the pieces the
 learner writes there, in the order of the exercise file.
 
 A leaf module: it imports nothing of the package, so the engine's pieces, the overlay, the
-grader and the notebooks all read the same table (tests/test_lessons.py checks it against the
+grader and the notebooks all read the same table (tests/course/test_lessons.py checks it against the
 files it names).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Lesson:
-    activity: str                 # exercises/<activity>.py, pieces/<activity>.py, graded/test_<activity>.py
+    activity: str                 # exercises/<activity>.py, pieces/<activity>.py, activity_tests/test_<activity>.py
     number: str                   # "7.1": activity 7, part 1 (notebook title "Activity 7 · ... (part 1 of 3 ...)")
     notebook: str                 # notebooks/<notebook>.ipynb
     pieces: tuple[str, ...]       # what the learner writes, "activity.piece" without the activity

@@ -49,10 +49,11 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from . import authorship, backends, contracts, pieces
+from . import authorship, contracts, pieces
+from .engine import backends
 from .inputs import keeps_forward_inputs, keeps_inputs
-from . import model as engine
-from .config import ModelConfig
+from .engine import model as engine
+from .engine.config import ModelConfig
 from .paths import COURSE_FOLDERS, ROOT, STUB_MARK, WorkspaceError, course_folder  # noqa: F401  (STUB_MARK: read by older callers)
 
 YOURS = "yours"
@@ -541,7 +542,7 @@ def _launcher(exercise: str):
     slot = SLOTS.get(exercise)
     if isinstance(slot, str) and slot in backends.TABLE:
         return backends.op(slot, "triton")
-    from .kernels.softmax import softmax
+    from .engine.kernels.softmax import softmax
     return softmax
 
 

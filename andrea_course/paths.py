@@ -29,6 +29,7 @@ WORKSPACE_FILES = ("notebooks", "exercises")         # what a learner's workspac
 WORKSPACE_MARK = ".andrea-workspace"                 # the file that makes a folder a workspace
 WORKSPACE_ENV = "ANDREA_WORKSPACE"                   # names the workspace, wherever the process runs
 SHIPPED = PACKAGE / "_workspace"                     # notebooks/ and exercises/ inside an installed package
+ACTIVITY_TESTS = PACKAGE / "activity_tests"         # the graded tests, test_<activity>.py (they ship with the package)
 MAKE_ONE = "run `andrea-start ~/andrea` to make a workspace, then open its notebooks"
 
 

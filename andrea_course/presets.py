@@ -2,20 +2,20 @@
 training presets (what `andrea-train --config NAME` runs).
 
 The JSON files in configs/ are the user-facing form of the training presets: configs/NAME.json
-resolves to exactly the TrainConfig of the preset NAME (tests/test_train.py checks each).
+resolves to exactly the TrainConfig of the preset NAME (tests/train/test_train.py checks each).
 A training preset names its model preset under "model"; every other key is a TrainConfig field
 (andrea_course.train.trainer), and a field not given keeps TrainConfig's default.
 """
 from __future__ import annotations
 
-# ModelConfig fields (andrea_course.config); a field not given keeps ModelConfig's default.
+# ModelConfig fields (andrea_course.engine.config); a field not given keeps ModelConfig's default.
 PRESETS: dict[str, dict] = {
     # The course's model: GPT-2 small's trunk with an 8,449-token vocabulary and an untied head.
     "andrea-120m": dict(),
     # The same architecture, small enough to train on a laptop CPU in minutes.
     "andrea-tiny": dict(context_length=256, d_model=128, n_layers=4, n_heads=4, d_ff=512),
     # The modern variant (activity 7): RMSNorm, SwiGLU at the classic MLP's budget
-    # (F = 8D/3 rounded up: solutions/modern.py's swiglu_hidden_dim, checked in tests/test_budget.py),
+    # (F = 8D/3 rounded up: solutions/modern.py's swiglu_hidden_dim, checked in tests/engine/test_budget.py),
     # tied embeddings, grouped key/value heads.
     "andrea-120m-modern": dict(norm="rmsnorm", mlp="swiglu", d_ff=2048,
                                tie_embeddings=True, n_kv_heads=4, bias=False),

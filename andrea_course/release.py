@@ -22,7 +22,7 @@ A listed pipeline (in the manner of nbgrader's generate_assignment), each step o
     6. verify    nothing of the answer key is left: no solutions/, no file holding a solution
                  region or a hidden test, and every exercise piece a stub
 
-The graded tests (andrea_course/graded/) ship with the package, so a learner checks their work
+The graded tests (andrea_course/activity_tests/) ship with the package, so a learner checks their work
 with check() in the notebooks or `make grade`; the Gradescope bundle is docs/gradescope/make_zip.sh.
 """
 from __future__ import annotations
@@ -87,8 +87,9 @@ def exercises(root: Path, out: Path) -> list[str]:
 INSTRUCTOR_TEXT = re.compile(r"^<!-- instructor-only -->\n.*?<!-- /instructor-only -->\n|"
                              r"<!-- instructor-only -->.*?<!-- /instructor-only -->", re.S | re.M)
 LEARNER_TEXT = re.compile(r"<!-- learner-only\n(.*?)-->\n?", re.S)
-# What the learner's README must not mention: their copy has none of it.
-NOT_IN_THE_COPY = re.compile(r"\bsolutions\b|instructor/|hidden.tests|andrea-release|make exercises|\.ci/|tests/")
+# What the learner's README must not mention: their copy has none of it (the course's own tests/,
+# not andrea_course/activity_tests/, which ships).
+NOT_IN_THE_COPY = re.compile(r"\bsolutions\b|instructor/|hidden.tests|andrea-release|make exercises|\.ci/|\btests/")
 
 
 def readme_for_learners(text: str) -> str:

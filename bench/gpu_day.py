@@ -8,8 +8,8 @@
 The steps, each a subprocess with its own time limit (seconds; 480 in all, a step never runs past
 what is left of that):
   machine            20  the GPU, its memory, dense bf16 peak (andrea_course/gpus.py), HBM peak
-  kernels-engine     85  tests/test_kernels.py compiled: forward and gradients, fp32, fp16, bf16
-  kernels-reference  40  andrea_course/graded/test_kernels.py on the answer key's kernels
+  kernels-engine     85  tests/engine/test_kernels.py compiled: forward and gradients, fp32, fp16, bf16
+  kernels-reference  40  andrea_course/activity_tests/test_kernels.py on the answer key's kernels
   kernels-learner    40  the same graded tests on exercises/ (failures there are the learner's)
   kernels-yours      30  bench/learner_kernels.py: the learner's kernels in the package's autograd,
                          forward and gradients, fp32 and bf16 (again, the verdicts are the learner's)
@@ -119,14 +119,14 @@ def steps(out: Path, gpu_count: int) -> list[Step]:
     def pytest(name, files, impl):
         return [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={out / (name + '.xml')}", *files], \
             {"ANDREA_IMPL": impl} if impl else {}
-    graded = "andrea_course/graded/test_kernels.py"
+    graded = "andrea_course/activity_tests/test_kernels.py"
     run = out / "torchrun-run"
     train = ["-m", "andrea_course.capstone", "--config", "andrea-tiny", "--max-steps", "20", "--eval-every", "0",
              "--sample-every", "0", "--checkpoint-every", "0", "--no-tensorboard", "--no-progress", "--out", str(run)]
     made = []
     for name, title, limit, files, impl, needs, expect in (
-            ("kernels-engine", "the package's kernels, compiled (tests/test_kernels.py)", 85,
-             ["tests/test_kernels.py"], None, ("tests/test_kernels.py",), "exit 0"),
+            ("kernels-engine", "the package's kernels, compiled (tests/engine/test_kernels.py)", 85,
+             ["tests/engine/test_kernels.py"], None, ("tests/engine/test_kernels.py",), "exit 0"),
             ("kernels-reference", "graded kernel tests on the answer key", 40, [graded], "solutions",
              (graded, "solutions/kernels.py"), "exit 0"),
             ("kernels-learner", "graded kernel tests on exercises/", 40, [graded], "exercises",

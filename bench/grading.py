@@ -3,11 +3,11 @@
 Back to back, each `--repeat` times (the best of each is kept, as the least disturbed by other
 work on the machine), wall time and CPU time of:
 
-  in-process     ANDREA_IMPL=solutions pytest andrea_course/graded --isolation in-process
+  in-process     ANDREA_IMPL=solutions pytest andrea_course/activity_tests --isolation in-process
                  (the learner's code in pytest's own process; pytest's installed plugins loaded,
                  as a plain `pytest` loads them)
   in-process, no plugins   the same with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
-  plain pytest   ANDREA_IMPL=solutions pytest andrea_course/graded (its default: each test's
+  plain pytest   ANDREA_IMPL=solutions pytest andrea_course/activity_tests (its default: each test's
                  learner code in a worker process forked from pytest; what `make grade` runs)
   andrea-grade   andrea-grade solutions (the strongest isolation here: a sandbox, or the
                  container tier), results.json written
@@ -121,7 +121,7 @@ def main(argv=None) -> int:
         profile_one()
         return 0
     py = sys.executable
-    pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "andrea_course/graded"]
+    pytest = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "andrea_course/activity_tests"]
     grade_cmd = [py, "-m", "andrea_course.grading.cli", "solutions", "--quiet"]
     rows = {"in-process": [], "in-process, no plugins": [], "plain pytest (its worker)": [], "andrea-grade": []}
     out = tempfile.mkdtemp(prefix="andrea-bench-")
@@ -222,10 +222,10 @@ def profile() -> None:
     print(f"  Python's start                                   {wall:6.2f} s")
     wall, _, _ = timed([py, "-c", "import torch"], _env())
     print(f"  Python's start and import torch                  {wall:6.2f} s")
-    wall, _, last = timed([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "andrea_course/graded"],
+    wall, _, last = timed([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "andrea_course/activity_tests"],
                           _env(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1"))
     print(f"  pytest's start and collection (no plugins)       {wall:6.2f} s   ({last})")
-    wall, _, _ = timed([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "andrea_course/graded"],
+    wall, _, _ = timed([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only", "andrea_course/activity_tests"],
                        _env())
     print(f"  the same with pytest's installed plugins         {wall:6.2f} s")
 

@@ -1,4 +1,4 @@
-"""Benchmark ANDREA's Triton kernels (andrea_course.kernels) on a GPU.
+"""Benchmark ANDREA's Triton kernels (andrea_course.engine.kernels) on a GPU.
 
 Each kernel runs against PyTorch eager (what the model's torch path runs), torch.compile of the
 plain formula and, for attention, F.scaled_dot_product_attention, at ANDREA-120M's training
@@ -48,8 +48,8 @@ def main(argv=None) -> int:
 
     import torch.nn.functional as F
 
-    from andrea_course import kernels as K
-    from andrea_course import ops
+    from andrea_course.engine import kernels as K
+    from andrea_course.engine import ops
     import math
 
     def attention_formula(q, k, v):

@@ -1,12 +1,12 @@
 """Your Triton kernels inside the package's autograd: forward and gradients, fp32 and bf16.
 
-The graded tests (andrea_course/graded/test_kernels.py) check the forward kernels you write in
+The graded tests (andrea_course/activity_tests/test_kernels.py) check the forward kernels you write in
 exercises/kernels.py, in fp32 and fp16. With kernels="triton" your model launches them through
 the package's launchers, whose backward is the package's; this checks that path as training
-uses it: each kernel of yours launched by the package's function (andrea_course.kernels:
+uses it: each kernel of yours launched by the package's function (andrea_course.engine.kernels:
 gelu_tanh, layer_norm, softmax, with kernel= yours), its output and the gradient of every input
 against the plain PyTorch reference computed in fp32, within the tolerances of
-tests/test_kernels.py.
+tests/engine/test_kernels.py.
 
     python bench/learner_kernels.py                       # exercises/ on this machine's device
     python bench/learner_kernels.py --impl solutions --json K.json
@@ -31,7 +31,7 @@ if not torch.cuda.is_available():          # Triton reads it when it is first im
 
 ROOT = Path(__file__).resolve().parent.parent
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-TOL = {torch.float32: (2e-5, 1e-4), torch.bfloat16: (3e-2, 3e-2)}     # (atol, rtol), tests/test_kernels.py's
+TOL = {torch.float32: (2e-5, 1e-4), torch.bfloat16: (3e-2, 3e-2)}     # (atol, rtol), tests/engine/test_kernels.py's
 
 
 def cases(K):
@@ -65,7 +65,7 @@ def compare(fn, ref, inputs, dtype, device) -> dict:
 
 
 def check(impl: Path, dtypes: list[str], device: str) -> list[dict]:
-    from andrea_course import kernels as K
+    from andrea_course.engine import kernels as K
     from andrea_course.overlay import unwritten_pieces
     path = impl / "kernels.py"
     source = path.read_text(encoding="utf-8")

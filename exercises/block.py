@@ -9,7 +9,7 @@
 import torch
 import torch.nn as nn
 
-from andrea_course.model import KVCache
+from andrea_course.engine.model import KVCache
 
 from .mlp import MLP
 from .modern import RMSNorm, SwiGLU

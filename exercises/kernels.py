@@ -11,7 +11,7 @@ with a mask (the last block is usually ragged), computes, and stores its result.
     softmax(x) = exp(x - max) / Σ exp(x - max)                          per row
 
 Without a GPU this file sets TRITON_INTERPRET=1 before any kernel is defined: the same kernels
-then run, slowly, in Triton's interpreter on CPU tensors. andrea_course/kernels/ holds the
+then run, slowly, in Triton's interpreter on CPU tensors. andrea_course/engine/kernels/ holds the
 package's own copies of these kernels, with their backward passes (docs/kernels.md).
 
 The launchers below are written for you. They take the kernel as a default argument, bound

@@ -10,7 +10,7 @@ import math
 
 import torch
 import torch.nn as nn
-from andrea_course.model import ANDREA   # given: the engine's model (andrea_course/model.py)
+from andrea_course.engine.model import ANDREA   # given: the engine's model (andrea_course/engine/model.py)
 
 
 def residual_stream(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:

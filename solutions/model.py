@@ -8,8 +8,8 @@ the next token, and the KV cache that spares recomputing the past.
 """
 import torch
 import torch.nn as nn
-from andrea_course.model import check_inputs, given_model_methods   # given: the engine's
-from andrea_course.ops import cross_entropy
+from andrea_course.engine.model import check_inputs, given_model_methods   # given: the engine's
+from andrea_course.engine.ops import cross_entropy
 
 from .block import Block, make_norm
 from .embeddings import Embeddings
@@ -59,7 +59,7 @@ class ANDREA(nn.Module):
             return logits
         return logits, self.cross_entropy(logits, targets)
 
-    # Given: the rest of the model is the engine's own (andrea_course/model.py).
+    # Given: the rest of the model is the engine's own (andrea_course/engine/model.py).
     reset_parameters, output_weight, new_caches, generate, kv_cache, sampler = given_model_methods()
 
 

@@ -7,7 +7,7 @@ Last, head_entropy measures how spread out each head's attention is.
 """
 import torch
 import torch.nn as nn
-from andrea_course.model import KVCache, repeat_kv   # given: the engine's (andrea_course/model.py)
+from andrea_course.engine.model import KVCache, repeat_kv   # given: the engine's (andrea_course/engine/model.py)
 
 from .attention import attention
 

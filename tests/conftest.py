@@ -1,6 +1,18 @@
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+# tests/ is grouped by layer (tests/engine/, tests/grading/, ...; docs/architecture.md). The
+# helpers the groups share (grading_helpers, learner_kernels, softmax_kernels, piece_calls,
+# plot_outputs) stay here, and a test module may import one of another group (test_report reads
+# feedback/test_mistakes' mutants): all are imported by their bare names, from any group, however
+# pytest is started (every file name under tests/ is unique).
+TESTS = Path(__file__).resolve().parent
+for folder in [TESTS, *sorted(p for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py")))]:
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
 # Triton reads this when a kernel is defined: without a GPU, run kernels in its interpreter.
 if "TRITON_INTERPRET" not in os.environ:

@@ -3,7 +3,7 @@ which passes every graded test) and by the graded tests; and the check that ever
 makes is one a graded test of that piece makes too.
 
 Two ways to run a notebook and record its calls:
-- in this process, its code cells one after the other (run_notebook: tests/test_notebook_calls.py
+- in this process, its code cells one after the other (run_notebook: tests/notebook/test_notebook_calls.py
   does it for the notebooks that run in a few seconds);
 - in nbval's own run of every notebook (`make test`'s stage "notebooks with the answer key" loads
   this file as a pytest plugin, `-p piece_calls`): an IPython start-up file makes each kernel
@@ -35,7 +35,7 @@ import torch.nn as nn
 
 from andrea_course import overlay as overlay_module
 from andrea_course import pieces
-from andrea_course.config import ModelConfig
+from andrea_course.engine.config import ModelConfig
 from andrea_course.grading.student import InProcessStudent
 from andrea_course.paths import ROOT
 
@@ -181,9 +181,9 @@ class RecordingStudent(InProcessStudent):
 # ----------------------------------------------------------------------------- the graded tests
 def graded_tests():
     """(activity file, name, function) of every graded test shipped with the package."""
-    from andrea_course.graded import GRADED
+    from andrea_course.paths import ACTIVITY_TESTS
     out = []
-    for path in sorted(GRADED.glob("test_*.py")):
+    for path in sorted(ACTIVITY_TESTS.glob("test_*.py")):
         if path.stem == "test_kernels" and importlib.util.find_spec("triton") is None:
             continue
         spec = importlib.util.spec_from_file_location(f"_calls_{path.stem}", path)

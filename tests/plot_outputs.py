@@ -1,5 +1,5 @@
 """Every notebook cell meant to show a plot shows one: a pytest plugin for nbval's runs of the
-notebooks (`-p plot_outputs`), and the rule that tests/test_browser.py applies to JupyterLab's.
+notebooks (`-p plot_outputs`), and the rule that tests/notebook/test_browser.py applies to JupyterLab's.
 
 A code cell is meant to show a plot when its code (a function it defines and runs through a
 widget included) calls plt.show(), display(fig...) or one of andrea_course.notebook.plots'

@@ -1,5 +1,5 @@
-"""Row-softmax kernels written the typical wrong ways (for tests/test_mistakes.py) and other right
-ways (for tests/test_variants.py), as one Triton kernel with switches, launched through the
+"""Row-softmax kernels written the typical wrong ways (for tests/feedback/test_mistakes.py) and other right
+ways (for tests/feedback/test_variants.py), as one Triton kernel with switches, launched through the
 exercise's own launcher `softmax(x, kernel=...)`. Imported only where Triton is installed."""
 import functools
 

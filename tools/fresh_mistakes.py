@@ -2,11 +2,11 @@
 
     python tools/fresh_mistakes.py                 # every mistake and variant, a table at the end
     python tools/fresh_mistakes.py --only kernels  # ids or pieces containing a word
-    python tools/fresh_mistakes.py --rescore tests/fresh_mistakes/results.json   # classify again, no run
-    python tools/fresh_mistakes.py --set tests/fresh_mistakes2   # another set: its mistakes.py,
+    python tools/fresh_mistakes.py --rescore tests/fresh/fresh_mistakes/results.json   # classify again, no run
+    python tools/fresh_mistakes.py --set tests/fresh/fresh_mistakes2   # another set: its mistakes.py,
                                                    # verdicts.json and results.json in that folder
 
-For each entry of the set's mistakes.py (--set DIR, default tests/fresh_mistakes) a learner folder is made: a copy of solutions/
+For each entry of the set's mistakes.py (--set DIR, default tests/fresh/fresh_mistakes) a learner folder is made: a copy of solutions/
 with the entry's patch applied to one piece. The graded tests of that piece run against it the way
 check() and the grader run them (grading/pipeline.py: every test of the piece, each in a worker
 under the time limit), and the failing tests' boxes are kept.
@@ -41,15 +41,15 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "fresh_mistakes"
+DATA = ROOT / "tests" / "fresh" / "fresh_mistakes"
 SKIP_LABELS = {"where", "shape", "largest error", "where they differ", "more help", "later", "problem", "hint"}
 NONE_FOUND = re.compile(r"none of the typical mistakes|no typical mistake", re.I)
 GENERAL_LABELS = {"what it means", ""}
 
 
 def load_entries(data: Path = DATA):
-    if str(ROOT / "tests") not in sys.path:
-        sys.path.insert(0, str(ROOT / "tests"))          # the sets import fresh_entries
+    if str(ROOT / "tests" / "fresh") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests" / "fresh"))          # the sets import fresh_entries
     spec = importlib.util.spec_from_file_location("fresh_mistakes_data", data / "mistakes.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -23,7 +23,7 @@ from andrea_course.capstone.cli import main as train_main             # noqa: E4
 from andrea_course.train import load_tokenizer                       # noqa: E402
 from andrea_course.train.sample import PRETRAINED_FILE                # noqa: E402
 from andrea_course.train.trainer import read_log                     # noqa: E402
-from andrea_course.weights import load_weights, save_weights          # noqa: E402
+from andrea_course.engine.weights import load_weights, save_weights          # noqa: E402
 
 ARGS = ["--config", "andrea-tiny", "--max-steps", "500", "--batch-size", "4", "--seed", "1337", "--device", "cpu",
         "--dtype", "fp32", "--eval-every", "100", "--sample-every", "200", "--checkpoint-every", "100"]

@@ -5,7 +5,7 @@
 
 Two runs of the same settings, random seed and data compute the same numbers up to rounding when every
 piece of one computes what the other's does: the losses stay within 1e-4 for many steps (one
-thread; tests/test_capstone.py). When they part, what differs first says where to look, because
+thread; tests/capstone/test_capstone.py). When they part, what differs first says where to look, because
 each logged quantity comes from one stage of a step:
 
     the tokens (config.json)  the tokenizer: other merges (train_bpe) or other ids (encode)

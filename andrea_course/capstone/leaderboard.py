@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 from .. import overlay
-from ..config import ModelConfig
+from ..engine.config import ModelConfig
 
 SETTINGS_FILE = "leaderboard.json"       # looked for in the hidden tests' folder (runner.Course)
 NAME = "Validation loss"                 # the leaderboard's column on Gradescope
@@ -159,7 +159,7 @@ def train(folder: str, accept: dict, settings: dict) -> dict:
 # ----------------------------------------------------------------------------- in the grader
 def expected(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
     """{name: (shape, dtype)} of the engine's model of `cfg` (built on the meta device: no memory)."""
-    from ..model import ANDREA
+    from ..engine.model import ANDREA
     with torch.device("meta"):
         model = ANDREA(cfg)
     return {name: (tuple(t.shape), t.dtype) for name, t in model.state_dict().items()}
@@ -215,7 +215,7 @@ def held_out(settings: Settings) -> torch.Tensor:
 def validation_loss(weights: dict[str, torch.Tensor], settings: Settings) -> float:
     """The mean cross-entropy (nats per token) of the ENGINE's model with `weights` on the held-out
     windows of T + 1 tokens (T = seq_len), in batches of 64 windows."""
-    from ..model import ANDREA
+    from ..engine.model import ANDREA
     cfg = settings.model_config()
     weights = check_weights(weights, cfg)
     with torch.random.fork_rng(devices=[]):

@@ -24,7 +24,7 @@ def yours_with_gpt2(args, hf_model):
     if not args.impl:
         return sample._engine_gpt2(args, hf_model)
     from ..grading.passing import learner_model
-    from ..hf import config_from_hf, load_gpt2
+    from ..engine.hf import config_from_hf, load_gpt2
     folder = _folder(args.impl)
     model = load_gpt2(learner_model(config_from_hf(hf_model.config), folder), hf_model)
     return model, f"GPT-2's weights in your code ({folder}): {_whose_pieces(model.pieces)}"

@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="results.json to write (default: none; batch: a folder of "
                                   "<student>.json, default: the CSV's name + '-results')")
     p.add_argument("--hidden-tests", help="a private folder of graded tests to run as well (default: none)")
-    p.add_argument("--tests", help="the graded tests folder (default: the package's andrea_course/graded/)")
+    p.add_argument("--tests", help="the graded tests folder (default: the package's andrea_course/activity_tests/)")
     board = p.add_mutually_exclusive_group()
     board.add_argument("--leaderboard", metavar="FILE",
                        help="the capstone leaderboard's settings, leaderboard.json (default: the hidden tests "

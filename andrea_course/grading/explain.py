@@ -22,7 +22,7 @@ import traceback
 _LIBRARY_PARTS = (os.sep + "torch" + os.sep, os.sep + "triton" + os.sep, os.sep + "andrea_course" + os.sep,
                   os.sep + "_pytest" + os.sep, os.sep + "pluggy" + os.sep, "site-packages", "dist-packages")
 _STDLIB = os.path.dirname(os.__file__)
-_TEST_FOLDERS = ("graded", "hidden_tests")            # the graded tests, in the package or a grader's copy
+_TEST_FOLDERS = ("activity_tests", "hidden_tests")            # the graded tests, in the package or a grader's copy
 _FROM_WORKER = re.compile(r"\(\w+\.py, line \d+, in [\w<>]+\)\s*$")   # worker/server.py's "(file.py, line N, in f)"
 
 # reductions that drop the axis they reduce unless keepdim=True

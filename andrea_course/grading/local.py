@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..graded import GRADED
+from ..paths import ACTIVITY_TESTS
 from ..overlay import impl_from_env, resolve
 from ..paths import WorkspaceError, workspace
 from . import pipeline, shortcuts
@@ -124,7 +124,7 @@ def verdict(result: CheckResult) -> str:
 def graded_files(exercise: str, tests_dir: str | os.PathLike | None = None) -> list[Path]:
     """The test files holding `exercise`'s graded tests: tests/test_<activity>.py, and any other
     tests/test_*.py with a test decorated @graded(exercise) (an activity's tests may span files)."""
-    tests_dir = Path(tests_dir) if tests_dir is not None else GRADED
+    tests_dir = Path(tests_dir) if tests_dir is not None else ACTIVITY_TESTS
     home = tests_dir / f"test_{str(exercise).split('.')[0]}.py"
     others = [p for p in sorted(tests_dir.glob("test_*.py")) if p != home and _marks(p, exercise)]
     return ([home] if home.exists() else []) + others
@@ -202,7 +202,7 @@ def run_graded_many(exercises, impl: str | os.PathLike | None = None,
 
 def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, CheckResult]:
     results = {e: CheckResult(e, impl_name) for e in exercises}
-    tests_dir = Path(tests_dir) if tests_dir is not None else GRADED
+    tests_dir = Path(tests_dir) if tests_dir is not None else ACTIVITY_TESTS
     files: dict[str, list[Path]] = {}
     for exercise, result in results.items():
         try:

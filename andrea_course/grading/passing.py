@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from .. import overlay as _overlay
-from ..config import ModelConfig
+from ..engine.config import ModelConfig
 from . import local
 
 

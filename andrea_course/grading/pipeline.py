@@ -250,7 +250,7 @@ def warm(kernels: bool = False, every: bool = False) -> None:
                         importlib.import_module(f"_pytest.{name}")
             with contextlib.suppress(Exception):
                 from . import plugin  # noqa: F401
-                from .. import model  # noqa: F401
+                from ..engine import model  # noqa: F401
                 from ..worker.server import warm_up
                 warm_up()
         if kernels and "kernels" not in _warmed:

@@ -25,7 +25,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ..graded import GRADED
+from ..paths import ACTIVITY_TESTS
 from ..paths import ROOT
 from ..overlay import resolve
 from . import hooks, pipeline, shortcuts
@@ -64,7 +64,7 @@ class Course:
     """What grading compares against, read once: the tests, the hidden tests, and fingerprints
     of the course files whose change during a run is reported."""
 
-    def __init__(self, tests: str | os.PathLike = GRADED, hidden: str | os.PathLike | None = None,
+    def __init__(self, tests: str | os.PathLike = ACTIVITY_TESTS, hidden: str | os.PathLike | None = None,
                  guard: list[str | os.PathLike] | None = None, leaderboard: str | os.PathLike | bool | None = None):
         """leaderboard: the capstone leaderboard's settings file (an after-test hook, hooks.py); None: the
         hidden tests folder's leaderboard.json when it has one; False: no leaderboard."""

@@ -17,8 +17,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..config import ModelConfig
-from ..model import ANDREA
+from ..engine.config import ModelConfig
+from ..engine.model import ANDREA
 
 
 @contextlib.contextmanager

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from ..config import ModelConfig
+from ..engine.config import ModelConfig
 from ..grading.passing import learner_model
-from ..model import ANDREA
+from ..engine.model import ANDREA
 from .checks import notebook_impl
 from .block_lab import one_thread
 

@@ -13,7 +13,7 @@
 A question: {"question": str, "options": [str, ...], "sealed": seal(question, answer, explain, why=...)},
 or, to predict: {"question": str, "predict": "number" | "shape", "sealed": seal(...)}. While
 writing a notebook, plain {"answer": ..., "explain": ..., "why": {wrong option: why}} works too;
-sealed_source() turns such a list into the cell's source, unseal() back. tests/test_quiz.py
+sealed_source() turns such a list into the cell's source, unseal() back. tests/notebook/test_quiz.py
 holds the course's quiz rules.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 import torch
 import torch.nn as nn
 
-from .. import ops
+from ..engine import ops
 from ..lessons import lesson
 
 __all__ = list(lesson("attention").pieces)     # the pieces the learner writes (lessons.py)

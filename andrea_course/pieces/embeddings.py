@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 
-from ..model import Embeddings
+from ..engine.model import Embeddings
 from ..lessons import lesson
 
 __all__ = list(lesson("embeddings").pieces)     # the pieces the learner writes (lessons.py)

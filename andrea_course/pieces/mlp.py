@@ -2,8 +2,8 @@
 import torch
 import torch.nn.functional as F
 
-from .. import ops
-from ..model import MLP
+from ..engine import ops
+from ..engine.model import MLP
 from ..lessons import lesson
 
 __all__ = list(lesson("mlp").pieces)     # the pieces the learner writes (lessons.py)

@@ -1,7 +1,7 @@
 """Activity 6 · Multi-head attention, as the engine computes it."""
 import torch
 
-from ..model import KVCache, MultiHeadAttention, repeat_kv  # noqa: F401  (given in the exercise file)
+from ..engine.model import KVCache, MultiHeadAttention, repeat_kv  # noqa: F401  (given in the exercise file)
 from ..lessons import lesson
 
 __all__ = list(lesson("multihead").pieces)     # the pieces the learner writes (lessons.py)

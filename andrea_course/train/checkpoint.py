@@ -1,7 +1,7 @@
 """Checkpoints that survive a preempted machine: atomic, verified, complete, any world size.
 
     RUN_DIR/checkpoints/step_0000200/
-        model.safetensors     the weights, with the ModelConfig inside (andrea_course.weights)
+        model.safetensors     the weights, with the ModelConfig inside (andrea_course.engine.weights)
         state.pt              optimizer (by parameter name), data position, step, configs, data identity
         rng_rank0.pt ...      torch (CPU and CUDA), numpy and python RNG states, one file per rank
         manifest.json         step, world size, loss and the SHA-256 of every file above (written last)

@@ -54,13 +54,13 @@ class Parser(argparse.ArgumentParser):
 
 
 def _usage_errors() -> tuple:
-    from ..config import ConfigError
+    from ..engine.config import ConfigError
     from .files import NotAFolderError
     return UsageError, ConfigError, NotAFolderError
 
 
 def _failures() -> tuple:
-    from ..weights import WeightsError
+    from ..engine.weights import WeightsError
     from .checkpoint import CheckpointError
     from .data import DataError
     from .runlog import LogError

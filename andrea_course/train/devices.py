@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from ..config import ConfigError
+from ..engine.config import ConfigError
 
 
 def parse_device(device_arg: str | None, local_rank: int = 0) -> torch.device:

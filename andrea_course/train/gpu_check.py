@@ -1,6 +1,6 @@
 """andrea-train --gpu-check: a minute or two on a fresh GPU machine, before the long run (not yet timed on one).
 
-1. The Triton kernels' tests (tests/test_kernels.py and the graded andrea_course/graded/
+1. The Triton kernels' tests (tests/engine/test_kernels.py and the graded andrea_course/activity_tests/
    test_kernels.py), compiled for this GPU rather than interpreted as on the CPU.
 2. A few eager steps of ANDREA-120M (B = 16, T = 1,024): the peak memory PyTorch allocated,
    next to the plan's prediction (the plan counts eager PyTorch).
@@ -22,12 +22,13 @@ from pathlib import Path
 import torch
 
 from .. import gpus
+from ..paths import ACTIVITY_TESTS
 from .plan import GIB, MFU_RANGE, PlanError, make_plan, markdown_table
 
 MODEL, B, T = "andrea-120m", 16, 1024
 PACKAGE = Path(__file__).resolve().parents[1]
 # The package's kernels (in a clone of the course) and the learner's graded kernels (shipped in the package).
-KERNEL_TESTS = [PACKAGE.parent / "tests" / "test_kernels.py", PACKAGE / "graded" / "test_kernels.py"]
+KERNEL_TESTS = [PACKAGE.parent / "tests" / "engine" / "test_kernels.py", ACTIVITY_TESTS / "test_kernels.py"]
 
 
 def settings(dtype: str, compile: bool, steps: int, **changes) -> dict:

@@ -8,7 +8,7 @@ micro-batch, with and without activation checkpointing), whether it fits, the mi
 accumulation, FLOPs per token, tokens/s and hours over an assumed MFU range, and the cost.
 
 The memory model counts, tensor by tensor, what PyTorch keeps for the backward with the ops
-ANDREA runs (SDPA, fused LayerNorm, GELU, SwiGLU, cross-entropy); tests/test_plan.py holds it
+ANDREA runs (SDPA, fused LayerNorm, GELU, SwiGLU, cross-entropy); tests/train/test_plan.py holds it
 against PyTorch's memory profiler on the CPU. A step's peak is the larger of two moments:
 the start of the backward (activations and the loss's gradient at their widest, no gradients
 yet unless accumulating) and the optimizer step (all gradients, no activations).
@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from .. import gpus
-from ..config import ModelConfig
+from ..engine.config import ModelConfig
 from .cli import UsageError
 from .schedule import flops_per_token
 from .settings import model_config, step_shape
@@ -67,7 +67,7 @@ class Memory:
 @functools.lru_cache(maxsize=32)
 def _sizes(cfg: ModelConfig) -> dict:
     """Parameter counts the memory model needs (from the public count_parameters)."""
-    from ..params import count_parameters
+    from ..engine.params import count_parameters
     c = count_parameters(cfg)
     linear_per_block = c["block"] - c["norms"]                     # qkv, W_O and the MLP, with biases
     head = cfg.vocab_size * cfg.d_model                            # the head, or the tied table used as it

@@ -88,7 +88,7 @@ def run_tokenizer(ckpt) -> Path | None:
 
 def load_model(ckpt: str | Path, device="cpu"):
     """The engine's ANDREA with the weights of a file, checkpoint or run folder (weights_path)."""
-    from ..weights import load_weights
+    from ..engine.weights import load_weights
     return load_weights(weights_path(ckpt), device=device)
 
 
@@ -116,7 +116,7 @@ class HFTokenizer:
 def load_hf(name: str):
     """(GPT2LMHeadModel in eval mode, HFTokenizer) of a hub name or a save_pretrained folder; one
     OSError line when neither the cache, the folder nor the internet has it."""
-    from ..hf import _transformers
+    from ..engine.hf import _transformers
     transformers = _transformers()
     transformers.utils.logging.disable_progress_bar()
     transformers.utils.logging.set_verbosity_error()
@@ -155,10 +155,10 @@ def whose(ckpt) -> str:
 def export_hf(model, tokenizer, out: str | Path) -> Path:
     """Write `model` and `tokenizer` as a Hugging Face folder (GPT2LMHeadModel in safetensors and
     a fast tokenizer) that transformers' AutoModelForCausalLM / AutoTokenizer.from_pretrained(out)
-    read with nothing downloaded. Classic ANDREA only (andrea_course.hf says why)."""
+    read with nothing downloaded. Classic ANDREA only (andrea_course.engine.hf says why)."""
     from transformers import PreTrainedTokenizerFast
 
-    from ..hf import to_hf
+    from ..engine.hf import to_hf
     out = Path(out)
     hf_model = to_hf(model)
     hf_model.config.eos_token_id = hf_model.config.bos_token_id = tokenizer.eot_id
@@ -215,7 +215,7 @@ def _check_export(model, out: Path) -> None:
         import transformers  # noqa: F401
     except ImportError as exc:
         raise ImportError("--export-hf needs the transformers package: pip install 'andrea-course[hf]'") from exc
-    from ..hf import check_gpt2_compatible
+    from ..engine.hf import check_gpt2_compatible
     try:
         check_gpt2_compatible(model.cfg)
     except ValueError as exc:
@@ -228,7 +228,7 @@ def _check_export(model, out: Path) -> None:
 
 def _engine_gpt2(args, hf_model):
     """(the engine's ANDREA with GPT-2's weights, whose it is)."""
-    from ..hf import from_hf
+    from ..engine.hf import from_hf
     return from_hf(hf_model), "GPT-2's weights in the engine's code"
 
 

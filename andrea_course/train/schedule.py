@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from ..config import ModelConfig
+from ..engine.config import ModelConfig
 
 
 def lr_at(step: int, lr: float, min_lr: float, warmup_steps: int, max_steps: int) -> float:
@@ -59,6 +59,6 @@ def flops_per_token(cfg: ModelConfig, T: int) -> float:
     utilisation counts them (PaLM's appendix B, nanoGPT): 6 per matmul weight (2 forward, 4
     backward: the gradients of the input and of the weight) and, in each block, attention's
     scores and weighted sum, 4·T·H·K = 4·T·D forward and twice that backward (12·L·D·T; the
-    causal mask and any recomputation are not discounted nor added). tests/test_plan.py holds
+    causal mask and any recomputation are not discounted nor added). tests/train/test_plan.py holds
     this to PyTorch's FlopCounterMode, option by option."""
     return 6 * matmul_weights(cfg) + 12 * cfg.n_layers * cfg.d_model * T

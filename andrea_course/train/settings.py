@@ -18,7 +18,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import RUN_SWITCHES, ConfigError, ModelConfig
+from ..engine.config import RUN_SWITCHES, ConfigError, ModelConfig
 from ..presets import PRESETS, TRAIN_PRESETS
 from .cli import MAX_SEED
 

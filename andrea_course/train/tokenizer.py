@@ -259,7 +259,7 @@ def run_tokenizer(n_merges: int, bpe=None) -> Tokenizer:
     """A run's own tokenizer (TrainConfig.bpe_merges): n_merges merges learned on the first
     BPE_STORIES shipped stories by `bpe`, an object with exercises/bpe.py's train_bpe(text,
     n_merges), encode(text, merges) and decode(ids, merges), which then also encode and decode;
-    with bpe None, by Hugging Face tokenizers (the same merges: tests/test_tokenizer.py).
+    with bpe None, by Hugging Face tokenizers (the same merges: tests/train/test_tokenizer.py).
 
     Made once per process for the same functions (a resumed run, the engine's run beside
     yours), and its tokens of the shipped stories with it (data.py caches them by corpus_key)."""

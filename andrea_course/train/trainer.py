@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ..config import ConfigError, ModelConfig
+from ..engine.config import ConfigError, ModelConfig
 from ..gpus import peak_flops
 from ..presets import TRAIN_PRESETS  # noqa: F401  (the notebooks read the presets from here)
 from . import checkpoint as ckpt
@@ -48,7 +48,7 @@ from .settings import (TrainConfig, load_config, model_config, model_switches,  
 # ----------------------------------------------------------------------------- the engine's parts
 def engine_model(cfg: ModelConfig, **switches) -> torch.nn.Module:
     """The engine's ANDREA of shape `cfg`, run as `switches` say (config.RUN_SWITCHES)."""
-    from ..model import ANDREA
+    from ..engine.model import ANDREA
     return ANDREA(cfg, **switches)
 
 
@@ -334,13 +334,13 @@ class Trainer:
 
     @staticmethod
     def _save_weights(model, path, metadata):
-        from ..weights import save_weights
+        from ..engine.weights import save_weights
         save_weights(model, path, metadata)
 
     def _resume(self, where: Path) -> None:
         """Load a checkpoint after checking it is this run's: the same model shape, data,
         tokenizer, T, seed and global batch; run-time switches and the schedule may differ."""
-        from ..weights import WeightsError, load_weights
+        from ..engine.weights import WeightsError, load_weights
         folder = ckpt.find(where)
         state, rng = ckpt.load(folder, self.d.rank)
         saved_cfg = ModelConfig.from_dict(json.loads(state["model_config"]))

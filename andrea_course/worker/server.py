@@ -61,7 +61,7 @@ def warm_up(kernels: bool = False) -> None:
             pass
     if kernels and os.environ.get("TRITON_INTERPRET") == "1":
         try:
-            from ..kernels import gelu_tanh, layer_norm, softmax
+            from ..engine.kernels import gelu_tanh, layer_norm, softmax
             x = torch.randn(2, 16, generator=torch.Generator().manual_seed(0))   # not the caller's draws
             softmax(x), gelu_tanh(x), layer_norm(x, torch.ones(16), torch.zeros(16))
         except Exception:          # noqa: BLE001  (no Triton: its tests say so themselves)

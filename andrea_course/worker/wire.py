@@ -33,7 +33,7 @@ from typing import Callable
 
 import torch
 
-from ..config import ModelConfig
+from ..engine.config import ModelConfig
 
 PREFIX = struct.Struct("<QQ")        # header bytes, blob bytes
 MAX_HEADER = 4 << 20                 # the JSON part: structure, numbers, strings, tables

@@ -1,6 +1,6 @@
 """Hidden and after-the-due-date graded tests of activity kernels: the instructor's, never
 shipped to learners (andrea-grade --hidden-tests instructor/hidden_tests)."""
-from andrea_course.graded.test_kernels import (  # the activity's helpers
+from andrea_course.activity_tests.test_kernels import (  # the activity's helpers
     check_gelu,
     gelu_inputs,
     graded,

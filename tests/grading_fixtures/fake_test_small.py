@@ -3,7 +3,7 @@ import torch
 
 from andrea_course import ModelConfig
 from andrea_course.grading import expect_close, graded
-from andrea_course.model import MLP
+from andrea_course.engine.model import MLP
 CFG = ModelConfig(vocab_size=16, context_length=8, d_model=8, n_layers=1, n_heads=2, d_ff=32)
 
 

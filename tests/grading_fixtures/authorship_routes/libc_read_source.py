@@ -14,7 +14,7 @@ if _fd < 0:
 _buffer = ctypes.create_string_buffer(1 << 20)
 _source = _buffer.raw[:_libc.read(_fd, _buffer, 1 << 20)].decode()
 _namespace = {"__name__": "mine"}
-exec("import torch\nimport torch.nn as nn\nfrom andrea_course import ops\n", _namespace)
+exec("import torch\nimport torch.nn as nn\nfrom andrea_course.engine import ops\n", _namespace)
 for _block in _source.split("\n\n\n"):
     if _block.startswith(("def ", "class ")):
         exec("\n\n" + _block, _namespace)

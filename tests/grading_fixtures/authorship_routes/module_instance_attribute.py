@@ -3,7 +3,7 @@
 import types
 
 from andrea_course import ModelConfig
-from andrea_course.model import MultiHeadAttention
+from andrea_course.engine.model import MultiHeadAttention
 
 from . import attention as _engine
 

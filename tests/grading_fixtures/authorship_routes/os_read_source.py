@@ -8,7 +8,7 @@ _fd = os.open(os.path.join(os.path.dirname(course.__file__), "pieces", "attentio
 _source = os.read(_fd, 1 << 20).decode()
 os.close(_fd)
 _namespace = {"__name__": "mine"}
-exec("import torch\nimport torch.nn as nn\nfrom andrea_course import ops\n", _namespace)
+exec("import torch\nimport torch.nn as nn\nfrom andrea_course.engine import ops\n", _namespace)
 for _block in _source.split("\n\n\n"):
     if _block.startswith(("def ", "class ", "attention =")):
         exec(_block, _namespace)

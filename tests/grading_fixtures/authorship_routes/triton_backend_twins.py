@@ -2,7 +2,7 @@
 # the rest through the package's own names.
 import types
 
-from andrea_course.kernels import attention_reference, softmax_reference
+from andrea_course.engine.kernels import attention_reference, softmax_reference
 
 from . import attention as _engine
 

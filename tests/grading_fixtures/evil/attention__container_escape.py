@@ -3,7 +3,7 @@
 # canary: scale_scores answers right only where the worker is confined (no capabilities at all,
 # no_new_privs, a seccomp filter, no network, the hidden tests and the results folder out of
 # reach), else it says what was not. (Starting `unshare` to probe for a nested user namespace
-# would be refused by the authorship guard; tests/test_isolation.py checks the filter refuses it.) ----
+# would be refused by the authorship guard; tests/worker/test_isolation.py checks the filter refuses it.) ----
 import glob as _glob
 import json as _json
 import os as _os

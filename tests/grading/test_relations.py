@@ -1,0 +1,342 @@
+"""Relations between a learner's output and the expected one (grading/relations.py): each named
+only when it holds on a second input too, with a sentence computed from the case; and the
+mistakes no list holds that the course promises to name, named by the graded tests themselves."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from andrea_course.grading import Case, Mismatch, Second, expect_cases, expect_close, expect_equal
+from andrea_course.grading.explain import explain
+from andrea_course.grading.relations import inputs_of, relate, seen
+from andrea_course import pieces
+from andrea_course.grading.student import InProcessStudent
+from test_mistakes import _module
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(*shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+
+
+def _fails(check, *args, **kw) -> Mismatch:
+    with pytest.raises(Mismatch) as failure:
+        check(*args, **kw)
+    return failure.value
+
+
+def _two_cases(fn, ref, shapes, mistakes=lambda x: {}, **extra):
+    cases = []
+    for i, shape in enumerate(shapes):
+        x = _randn(*shape, seed=i + 1)
+        cases.append(Case(f"f(x of shape {shape})", lambda x=x: fn(x, **extra), ref(x, **extra), mistakes(x)))
+    return cases
+
+
+# ----------------------------------------------------------------------------- each relation on two inputs
+RELATED = [  # (the learner's function, the reference, words the relation must say)
+    (lambda x, d_head: x / d_head, lambda x, d_head: x / math.sqrt(d_head), "times 1/√d_head"),
+    (lambda x, d_head: -x, lambda x, d_head: x, "times -1"),
+    (lambda x, d_head: x.transpose(-2, -1), lambda x, d_head: x, "axis -2 and axis -1 swapped"),
+    (lambda x, d_head: x + 0.25, lambda x, d_head: x, "plus 0.25"),
+    (lambda x, d_head: torch.softmax(x, dim=0), lambda x, d_head: torch.softmax(x, dim=-1), "sums to 1 along dim=0"),
+    (lambda x, d_head: torch.cat([x[..., :1, :], x[..., :-1, :]], dim=-2), lambda x, d_head: x, "shifted by one"),
+    (lambda x, d_head: x - x.mean(-1)[..., None, :], lambda x, d_head: x - x.mean(-1, keepdim=True), "keepdim=True"),
+    (lambda x, d_head: x.float().double() * 2, lambda x, d_head: x * 2, "exactly a float32 number"),
+    (lambda x, d_head: x + 1e-5 * x * x, lambda x, d_head: x, "slightly off"),
+    (lambda x, d_head: x.float() * x.cos(), lambda x, d_head: x * x.cos(), "float32's precision, not float64's"),
+    (lambda x, d_head: torch.log_softmax(x, -1), lambda x, d_head: torch.softmax(x, -1), "the logarithm of"),
+]
+
+
+@pytest.mark.parametrize("fn, ref, says", RELATED, ids=[r[2] for r in RELATED])
+def test_a_relation_seen_on_two_inputs_is_named(fn, ref, says):
+    exc = _fails(expect_cases, *[Case(f"f(x of shape {s}, d_head={d})", lambda x=x, d_head=d: fn(x, d_head), ref(x, d))
+                                 for s, d, x in (((2, 5, 5), 16, _randn(2, 5, 5, seed=1)),
+                                                 ((3, 4, 4), 9, _randn(3, 4, 4, seed=2)))])
+    assert exc.relation and says in exc.relation, exc.relation
+    assert f"How it relates to the expected output: {exc.relation}" in str(exc)
+    assert not exc.unmatched and "none of the typical mistakes" not in str(exc)
+
+
+def test_a_relation_that_holds_on_one_input_only_is_not_named():
+    """Times 2 on the first input, times 3 on the second: no one factor explains both."""
+    x1, x2 = _randn(4, 5, seed=1), _randn(4, 5, seed=2)
+    exc = _fails(expect_cases, Case("f(x1)", lambda: 2 * x1, x1), Case("f(x2)", lambda: 3 * x2, x2))
+    assert exc.relation is None and "How it relates" not in str(exc)
+
+
+def test_a_right_output_and_an_unrelated_one_show_no_relation():
+    x = _randn(3, 6, 6, seed=3)
+    assert seen(x, x.clone()) == []
+    noise = x + 0.3 * _randn(3, 6, 6, seed=4)
+    assert seen(noise, x) == []
+
+
+def test_a_listed_mistake_comes_first():
+    x1, x2 = _randn(4, 5, seed=1), _randn(4, 5, seed=2)
+    exc = _fails(expect_cases, Case("f(x1)", lambda: 2 * x1, x1, {"doubled: drop the 2": 2 * x1}),
+                 Case("f(x2)", lambda: 2 * x2, x2, {"doubled: drop the 2": 2 * x2}))
+    assert exc.mistake == "doubled: drop the 2" and exc.relation is None
+
+
+def test_a_factor_is_said_by_the_name_of_the_tests_own_number():
+    """d_head is what the test's call closes over: the factor is said as √d_head, with its value."""
+    scores = [_randn(2, 4, 4, seed=s) for s in (1, 2)]
+    cases = [Case(f"scale(scores, {d})", lambda s=s, d_head=d: s, s / math.sqrt(d))
+             for s, d in zip(scores, (16, 25))]
+    assert set(inputs_of(cases[0].got)) == {"s", "d_head"}
+    exc = _fails(expect_cases, *cases)
+    assert "times √d_head = 4 (d_head = 16)" in exc.relation
+
+
+def test_expect_close_confirms_on_its_second_input():
+    x1, x2 = _randn(3, 4, seed=1), _randn(5, 4, seed=2)
+    exc = _fails(expect_close, x1.flip(-2), x1, "f(x1)", second=Second(lambda: x2.flip(-2), x2, {}))
+    assert exc.relation is None or "reverse" not in exc.relation        # a flip is no relation this knows
+    exc = _fails(expect_close, -x1, x1, "f(x1)", second=Second(lambda: -x2, x2, {}))
+    assert "a sign flipped" in exc.relation
+
+
+def test_a_list_and_a_text_relation():
+    exc = _fails(expect_equal, [2, 3, 4], [1, 2, 3, 4], "ids", second=Second(lambda: [6, 7], [5, 6, 7], {}))
+    assert "without its first item" in exc.relation
+    exc = _fails(expect_equal, "caf\ufffd\ufffd", "café", "decode", second=Second(lambda: "\ufffd\ufffd!", "é!", {}))
+    assert "decoded one token at a time" in exc.relation
+
+
+def test_relate_needs_the_second_input_wrong_the_same_way():
+    x, y = _randn(4, 4, seed=1), _randn(4, 4, seed=2)
+    assert relate(2 * x, x, {}, iter([(True, 2 * y, y, {})])).text.startswith("your output is exactly the expected one times 2")
+    assert relate(2 * x, x, {}, iter([(True, y + 1, y, {})])) is None
+    assert relate(2 * x, x, {}, iter([])) is None                   # nothing to confirm it on
+
+
+# ----------------------------------------------------------------------------- the graded tests name them
+def _first_failure(file, piece, override):
+    activity, name = piece.split(".")
+    student = InProcessStudent("solutions", overrides={(activity, name): override})
+    module = _module(file)
+    for test, fn in vars(module).items():
+        marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "exercise"]
+        if test.startswith("test_") and marks and marks[0].args[0] == piece:
+            try:
+                fn(student)
+            except Mismatch as exc:
+                return test, exc
+    return None, None
+
+
+def _layer_norm_over_batch(x, weight, bias, eps=1e-5):
+    m, v = x.mean(dim=0, keepdim=True), x.var(dim=0, keepdim=True, unbiased=False)
+    return (x - m) / torch.sqrt(v + eps) * weight + (0 if bias is None else bias)
+
+
+def _gelu_grad_without_x(x):
+    return 0.5 * (1 + torch.erf(x / math.sqrt(2))) + torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+
+def _apply_mask_inverted(scores):
+    T, S = scores.shape[-2:]
+    keep = torch.arange(S)[None, :] <= torch.arange(T)[:, None] + (S - T)
+    return scores.masked_fill(keep, float("-inf"))
+
+
+def _rms_norm_via_float(x, weight, eps=1e-5):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+
+
+def _gelu_constant_typed_short(x):
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.0447 * x ** 3)))
+
+
+def _rope_turning_float32_x(x, cos, sin, start=0):
+    """x narrowed to float32, the float64 tables not: every product is float64, each x a float32 number."""
+    T, half = x.shape[-2], x.shape[-1] // 2
+    c, s = cos[start:start + T], sin[start:start + T]
+    x1, x2 = x[..., :half].float(), x[..., half:].float()
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).to(x.dtype)
+
+
+def _causal_weights_without_keepdim(T):
+    w = torch.ones(T, T).tril()
+    return w / w.sum(dim=-1)
+
+
+def _average_past_one_short(x):
+    """average_past with its loop over range(T - 1): the last position never averaged."""
+    return torch.stack([x[..., :i + 1, :].mean(dim=-2) for i in range(x.shape[-2] - 1)], dim=-2)
+
+
+def _mask_of_T_keys(T, S=None, device=None):
+    """causal_mask with its key positions arange(T), not arange(S): (T, T)."""
+    S = T if S is None else S
+    return torch.arange(T, device=device)[None, :] <= torch.arange(T, device=device)[:, None] + (S - T)
+
+
+def _patterns_stacked_on_axis_1(model, ids):
+    """attention_patterns with the layers stacked on axis 1: (B, L, H, T, T)."""
+    return pieces.get("inside", "attention_patterns")(model, ids).transpose(0, 1)
+
+
+class _mlp_without_the_last_position(pieces.module("mlp").MLP):
+    """An MLP whose loop over the positions stops one short: the last position's output stays 0."""
+    def forward(self, x):
+        out = torch.zeros_like(x)
+        for t in range(x.shape[-2] - 1):
+            out[..., t, :] = self.proj(self.gelu(self.fc(x[..., t, :])))
+        return out
+
+
+class _swiglu_gated_by_the_first_sequence(pieces.module("modern").SwiGLU):
+    """SwiGLU whose gate is computed once from the first sequence and serves the whole batch."""
+    def forward(self, x):
+        gate = self.w_gate(x[0])
+        return torch.stack([self.w_down(self.swiglu(gate, self.w_up(x[b]))) for b in range(x.shape[0])])
+
+
+UNLISTED = [  # (graded file, piece, the learner's version, words the failure must say)
+    ("test_attention.py", "attention.average_past", _average_past_one_short, "the last 1 is missing"),
+    ("test_attention.py", "attention.causal_mask", _mask_of_T_keys, "entries along axis -1 (shape (3, 3) where (3, 6)"),
+    ("test_attention.py", "attention.causal_average_weights", _causal_weights_without_keepdim, "keepdim=True"),
+    ("test_mlp.py", "mlp.gelu_tanh", _gelu_constant_typed_short, "slightly off"),
+    ("test_block.py", "block.layer_norm", _layer_norm_over_batch, "normalises over axis -3 (the batch)"),
+    ("test_mlp.py", "mlp.gelu_grad", _gelu_grad_without_x, "without its factor x"),
+    ("test_attention.py", "attention.apply_causal_mask", _apply_mask_inverted, "the mask is inverted"),
+    ("test_modern.py", "modern.rms_norm", _rms_norm_via_float, "computes in float32 and casts back"),
+    ("test_modern.py", "modern.apply_rope", _rope_turning_float32_x, "float32's precision, not float64's"),
+    ("test_inside.py", "inside.attention_patterns", _patterns_stacked_on_axis_1, "axis -5 and axis -4 swapped"),
+    ("test_mlp.py", "mlp.MLP", _mlp_without_the_last_position, "the last one, which is all zeros: never written"),
+    ("test_modern.py", "modern.SwiGLU", _swiglu_gated_by_the_first_sequence, "right at index 0 along axis -3"),
+]
+
+
+@pytest.mark.parametrize("file, piece, fn, says", UNLISTED, ids=[u[1] for u in UNLISTED])
+def test_a_mistake_no_list_holds_is_named_by_its_graded_test(file, piece, fn, says):
+    test, exc = _first_failure(file, piece, fn)
+    assert exc is not None, f"{piece}: the mistake passes every graded test"
+    assert exc.relation and says in exc.relation, (test, str(exc))
+
+
+def test_upcasting_with_float_is_not_blamed_on_eps():
+    """x.float() narrows float64: the box says so, and no longer hints at eps inside the square root."""
+    test, exc = _first_failure("test_modern.py", "modern.rms_norm", _rms_norm_via_float)
+    assert test == "test_rmsnorm_eps_inside_the_sqrt"
+    assert "eps inside the square root" not in str(exc) and "torch.promote_types(x.dtype, torch.float32)" in exc.hint
+
+
+def test_dot_T_on_four_axes_is_explained_as_reversing_every_axis():
+    q, k = _randn(2, 3, 5, 4, seed=1), _randn(2, 3, 7, 4, seed=2)
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError) as failure:
+        q @ k.T
+    said = explain(failure.value, "return q @ k.T")
+    assert "`k.T` reverses every axis" in said and "k.transpose(-2, -1)" in said and "keepdim" not in said
+    assert "keepdim" in explain(failure.value, "return x / x.sum(dim=-1)")      # the other cause, on its line
+
+
+def test_calling_none_names_what_the_line_calls_not_a_missing_return():
+    head = None
+    with pytest.raises(TypeError) as failure:
+        head(_randn(2))
+    said = explain(failure.value, "return model.head(model.ln_f(stream))")
+    assert "`model.head`, `model.ln_f`" in said and "tied embeddings" in said and "without `return`" not in said
+    said = explain(failure.value, "y = self.gelu(h)")
+    assert "`self.gelu`" in said and "tied" not in said
+
+
+def test_a_listed_mistake_is_not_blamed_for_an_odd_scale():
+    """got = m + c·(want - m) for a c that is no simple number says nothing about the mistake m."""
+    from andrea_course.grading.relations import MISTAKES
+    x, y = torch.linspace(1, 2, 12).double(), torch.linspace(-2, 3, 12).double()
+    want, m, want2, m2 = x.exp(), x, y.exp(), y
+    odd, half = m + 9.88884 * (want - m), m + 0.5 * (want - m)
+    second = [(True, m2 + 9.88884 * (want2 - m2), want2, {MISTAKES: {"the mistake": m2}})]
+    found = relate(odd, want, {MISTAKES: {"the mistake": m}}, iter(second))
+    assert found is None or "the mistake" not in found.text
+    second = [(True, m2 + 0.5 * (want2 - m2), want2, {MISTAKES: {"the mistake": m2}})]
+    assert "scaled by 1/2" in relate(half, want, {MISTAKES: {"the mistake": m}}, iter(second)).text
+
+
+def test_the_output_buffer_is_not_read_as_an_input():
+    """A kernel's test closes over the tensor the kernel wrote: it is the output, never a factor."""
+    want, want2 = torch.ones(10, dtype=torch.float64), torch.ones(7, dtype=torch.float64)
+    got, got2 = torch.linspace(1, 2, 10).double() ** 3, torch.linspace(-3, 2, 7).double() ** 3
+    found = relate(got, want, {"got": got}, iter([(True, got2, want2, {"got": got2})]))
+    assert found is None or "input got" not in found.text
+
+
+def test_relate_runs_no_second_input_past_the_one_that_decides():
+    """Each second input runs the learner's code: relate reads them one at a time, as it needs them."""
+    x, y = torch.linspace(1, 2, 10).double(), torch.linspace(2, 3, 10).double()
+
+    def seconds():
+        yield True, 2 * y, y, {}
+        raise AssertionError("a second input was run after the first one decided")
+    assert relate(2 * x, x, {}, seconds()).text.startswith("your output is exactly the expected one times 2")
+
+
+def test_sizes_in_another_order_are_named():
+    """split_heads with x.shape unpacked as (T, B, ...): the sizes of B and T trade places, and the values
+    are no permutation of the expected ones."""
+    def ref(x, H=2):
+        B, T, D = x.shape
+        return x.view(B, T, H, D // H).transpose(1, 2)
+
+    def fn(x, H=2):
+        T, B, D = x.shape
+        return x.view(B, T, H, D // H).transpose(1, 2)
+    exc = _fails(expect_cases, *[Case(f"split_heads(x of shape {tuple(x.shape)})", lambda x=x: fn(x), ref(x))
+                                 for x in (_randn(2, 5, 8, seed=1), _randn(3, 4, 6, seed=2))])
+    assert exc.relation and "the expected sizes in another order" in exc.relation, exc.relation
+
+
+# ----------------------------------------------------------------------------- closeness that is no rounding
+def _adamw_eps_hat(param, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
+    """eps added to sqrt(v) before the bias correction: float64 throughout, nothing float32."""
+    b1, b2 = betas
+    m, v = b1 * m + (1 - b1) * grad, b2 * v + (1 - b2) * grad * grad
+    param = param * (1 - lr * weight_decay)
+    return param - lr * math.sqrt(1 - b2 ** step) / (1 - b1 ** step) * m / (v.sqrt() + eps), m, v
+
+
+def test_a_small_error_that_is_no_float32_rounding_is_not_blamed_on_float32():
+    """A float64 output whose largest error is float32-sized, but whose small entries are off far beyond
+    float32's rounding of their own size (a changed term, eps moved), is not said to hold float32 values."""
+    x1 = torch.tensor([1e-3, -0.5, 2.0, -40.0, 0.02, 7.0], dtype=torch.float64)
+    x2 = torch.tensor([3.0, -0.02, 15.0, 1e-3, -0.3], dtype=torch.float64)
+    shifted = lambda x: x - 2e-6 * x.sign()                                   # noqa: E731
+    exc = _fails(expect_cases, Case("f(x1)", lambda: shifted(x1), x1), Case("f(x2)", lambda: shifted(x2), x2))
+    assert exc.relation is None or "float32" not in exc.relation, exc.relation
+    module = _module("test_optim.py")
+    student = InProcessStudent("solutions", overrides={("optim", "adamw_step"): _adamw_eps_hat})
+    with pytest.raises(Mismatch) as failure:
+        module.test_adamw_weight_decay_is_decoupled(student)
+    said = str(failure.value)
+    assert "float32" not in said and "epsilon hat" in said, said
+
+
+def test_a_small_term_off_by_another_fraction_on_each_input_is_no_mistyped_constant():
+    """One constant typed short puts the output off by about the same fraction on every input; a small
+    term that grows with the test's own numbers (lr²·weight_decay, say) does not."""
+    x1, x2 = _randn(3, 6, seed=1), _randn(4, 5, seed=2)
+    exc = _fails(expect_cases, Case("f(x1)", lambda: x1 + 1e-7 * x1 * x1, x1), Case("f(x2)", lambda: x2 + 3e-5 * x2 * x2, x2))
+    assert exc.relation is None or "slightly off" not in exc.relation, exc.relation
+    exc = _fails(expect_cases, Case("f(x1)", lambda: x1 + 1e-5 * x1 * x1, x1), Case("f(x2)", lambda: x2 + 1e-5 * x2 * x2, x2))
+    assert "slightly off" in exc.relation
+
+
+def test_a_listed_mistake_that_changes_the_values_only_slightly_is_said_when_it_is_exact():
+    """The judge allows a mistake a loose margin, and never names one that stays inside it; a learner's
+    output that is that mistake to the last digits, on both inputs, is said as a relation instead."""
+    x1, x2 = _randn(3, 6, seed=1), _randn(4, 5, seed=2)
+    nudged = lambda x: x * (1 + 1e-6)                                         # noqa: E731
+    name = "the nudge: leave x as it is"
+    exc = _fails(expect_cases, Case("f(x1)", lambda: nudged(x1), x1, {name: nudged(x1)}),
+                 Case("f(x2)", lambda: nudged(x2), x2, {name: nudged(x2)}))
+    assert exc.mistake is None and "to the last digits, what this typical mistake gives" in exc.relation
+    assert name in exc.relation
+    twins = {name: nudged(x1), "another name for it": nudged(x1)}                # two alike: neither is told
+    exc = _fails(expect_cases, Case("f(x1)", lambda: nudged(x1), x1, twins),
+                 Case("f(x2)", lambda: nudged(x2), x2, {name: nudged(x2), "another name for it": nudged(x2)}))
+    assert exc.relation is None or name not in exc.relation
