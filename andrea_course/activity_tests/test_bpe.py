@@ -513,11 +513,29 @@ STRIPPED = ("the decoded text stripped (.strip()): its leading and trailing spac
 IGNORED = ("errors='ignore' dropped the broken character silently: with errors='replace' each broken byte sequence "
            "becomes U+FFFD (the replacement character), as the library's decode does")
 
+BASE_OF_255 = ("the table of bytes built over range(255), one short: byte 255 is missing, so every merged token sits "
+               "one place early and a merge whose part is a later token finds no entry; the 256 bytes are "
+               "range(256), then table[a] + table[b] per merge")
+
+
+def _short_tables(ids, merges):
+    """{typical mistake: a function that raises as it does} for decode(ids, merges)."""
+    def base_of_255():
+        table = [bytes([b]) for b in range(255)]
+        for a, b in merges:
+            table.append(table[a] + table[b])
+        return b"".join(table[i] for i in ids).decode("utf-8", errors="replace")
+    return {BASE_OF_255: base_of_255}
+
 
 @graded("bpe.decode", points=2)
 def test_decode_inverts_encode(student):
     decode = student.piece("bpe", "decode")
     merges = REF.train_bpe(TEXT, 120)
+    ids, ids2 = REF.encode(TEXT, merges), REF.encode("Tom found a red ball.", merges)
+    expect_runs(lambda: decode(ids, merges), f"decode(encode({TEXT[:30]!r}))", mistakes=_short_tables(ids, merges),
+                second=Second(lambda: decode(ids2, merges), None, _short_tables(ids2, merges)),
+                hint="build the table of every token's bytes: the 256 bytes, then table[a] + table[b] per merge")
 
     def case(text):
         ids = REF.encode(text, merges)

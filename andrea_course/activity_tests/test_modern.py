@@ -748,8 +748,17 @@ def test_apply_rope_after_cached_positions(student):
     apply_rope = student.piece("modern", "apply_rope")
     K = 8
     a = _angles(K, 12, 100.0)
-    expect_cases(_rope_case(apply_rope, _randn(1, 2, 2, K, seed=21), a, 3),
-                 _rope_case(apply_rope, _randn(2, 1, 3, K, seed=31), a, 5))
+    (x, start), (x2, start2) = (_randn(1, 2, 2, K, seed=21), 3), (_randn(2, 1, 3, K, seed=31), 5)
+    raising = lambda x_, s_: {START_TO_T: lambda: _turn(x_, a[s_:x_.shape[-2]])}          # noqa: E731
+    expect_runs(lambda: apply_rope(x, a.cos(), a.sin(), start), f"apply_rope(x of shape {tuple(x.shape)}, cos, sin, "
+                f"start={start})", mistakes=raising(x, start),
+                second=Second(lambda: apply_rope(x2, a.cos(), a.sin(), start2), None, raising(x2, start2)))
+    expect_cases(_rope_case(apply_rope, x, a, start), _rope_case(apply_rope, x2, a, start2))
+
+
+START_TO_T = ("the tables sliced cos[start:T] instead of cos[start:start + T]: that slice ends at row T, so it holds "
+              "T - start rows (none once start >= T); the T positions of x are start .. start + T - 1, "
+              "cos[start:start + T]")
 
 
 @graded("modern.apply_rope", points=1)

@@ -245,9 +245,15 @@ def _matmul_shapes(kind, text, code):
     found = re.search(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", text)
     if found:
         r1, c1, r2, c2 = found.groups()
-        return (f"A matrix product needs the inner sizes to agree: ({r1}×{c1}) @ ({r2}×{c2}) would need "
-                f"{c1} = {r2}. Check which axis each factor should contract: a missing .T or "
-                f".transpose(-2, -1), swapped factors, or a width that is not the one you meant.")
+        said = (f"A matrix product needs the inner sizes to agree: ({r1}×{c1}) @ ({r2}×{c2}) would need "
+                f"{c1} = {r2}. ")
+        if "merge_heads(" in code:
+            return said + (f"On your line, merge_heads gave rows of {c1} features where the layer takes {r2}: the "
+                           f"tensor it merged was not (B, H, T, K) (its heads on another axis, as a stack of the "
+                           f"heads on dim=2 gives (B, T, H, K), or a transpose too many): merge_heads reads axis 1 "
+                           f"as the heads.")
+        return said + ("Check which axis each factor should contract: a missing .T or .transpose(-2, -1), "
+                       "swapped factors, or a width that is not the one you meant.")
     if re.search(r"batch1 must be a 3D tensor|batch2 must be a 3D tensor", text) and "bmm" in code:
         return ("torch.bmm multiplies batches of matrices of exactly 3 axes, (N, T, S) @ (N, S, K); these "
                 "tensors have another number. The @ operator (torch.matmul) takes any number of leading axes: "

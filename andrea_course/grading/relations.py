@@ -203,7 +203,7 @@ def right_except_along(got, want, inputs):
                     f"your output is right except at index {_indices(w)} along {where}, the {e} "
                     f"{'one' if len(w) == 1 else len(w)}, which {'is' if len(w) == 1 else 'are'} all zeros: never "
                     f"written (a loop over that axis that {'starts late' if e == 'first' else 'stops short'}, "
-                    f"range({'1, T' if e == 'first' else 'T - 1'})?)."))
+                    f"range({'1, T' if e == 'first' else 'T - 1'})?)."), exact=True)
         if right == [True] + [False] * (size - 1):
             return Seen(frozenset({"only first"}), lambda k: (
                 f"your output is right at index 0 along {where} and wrong at every other index: something taken "

@@ -41,3 +41,20 @@ def test_commit_subjects_are_short():
         pytest.skip("not a git checkout with its history")
     long = [s for s in done.stdout.splitlines() if len(s) >= SUBJECT]
     assert not long, f"commit subjects of {SUBJECT} characters or more (the detail goes in the body): {long}"
+
+
+def test_no_module_binds_a_name_twice():
+    """A module-level name (a constant, a function, a class) is bound once in each module: a second
+    binding silently replaces the first for every use above it (two typical mistakes' texts under one
+    name made one graded test name the other's mistake)."""
+    twice = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        bound = {}
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            names = ([t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign)
+                     else [node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else [])
+            for name in names:
+                if name in bound:
+                    twice.append(f"{path.relative_to(ROOT)}: {name} at lines {bound[name]} and {node.lineno}")
+                bound[name] = node.lineno
+    assert not twice, "\n".join(twice)

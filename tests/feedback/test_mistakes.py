@@ -1001,6 +1001,13 @@ def _rope_cos_sin_swapped(x, cos, sin, start=0):
     return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).to(x.dtype)
 
 
+def _rope_sliced_start_to_T(x, cos, sin, start=0):
+    """apply_rope with the tables cut at row T: cos[start:T]."""
+    T, half = x.shape[-2], x.shape[-1] // 2
+    x1, x2, c, s = x[..., :half], x[..., half:], cos[start:T], sin[start:T]
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).to(x.dtype)
+
+
 def _rope_written_interleaved(x, cos, sin, start=0):
     T, half = x.shape[-2], x.shape[-1] // 2
     c, s = cos[start:start + T], sin[start:start + T]
@@ -1147,10 +1154,11 @@ def _encode_smallest_pair_first(text, merges):
     return ids
 
 
-def _decode_with(errors="replace", strip=False, part=lambda table, i: table[i]):
-    """decode with the errors mode, stripped or not, each merge's part i taken as part(table, i)."""
+def _decode_with(errors="replace", strip=False, part=lambda table, i: table[i], base=256):
+    """decode with the errors mode, stripped or not, each merge's part i taken as part(table, i), the
+    table's first `base` bytes."""
     def decode(ids, merges):
-        table = [bytes([b]) for b in range(256)]
+        table = [bytes([b]) for b in range(base)]
         for a, b in merges:
             table.append(part(table, a) + part(table, b))
         text = b"".join(table[i] for i in ids).decode("utf-8", errors=errors)
@@ -2039,6 +2047,9 @@ MUTANTS = [
     ("test_model.py", "test_andrea_with_targets_gives_logits_and_the_loss", {("model", "ANDREA"): _andrea_shifting_again},
      "shifted by one position again (logits[:, :-1] against targets[:, 1:])"),
     # the nineteenth fresh set's classes
+    ("test_bpe.py", "test_decode_inverts_encode", {("bpe", "decode"): _decode_with(base=255)}, "built over range(255)"),
+    ("test_modern.py", "test_apply_rope_after_cached_positions", {("modern", "apply_rope"): _rope_sliced_start_to_T},
+     "the tables sliced cos[start:T]"),
     ("test_embeddings.py", "test_embeddings_module_adds_token_and_position_vectors",
      {("embeddings", "Embeddings"): _embeddings_from_start_to_T}, "only the tokens start .. T - 1 came out"),
     ("test_bpe.py", "test_most_frequent_pair_breaks_ties_like_the_library",

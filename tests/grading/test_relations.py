@@ -235,6 +235,15 @@ def test_dot_T_on_four_axes_is_explained_as_reversing_every_axis():
     assert "keepdim" in explain(failure.value, "return x / x.sum(dim=-1)")      # the other cause, on its line
 
 
+def test_a_wrong_width_after_merge_heads_says_what_merge_heads_read():
+    proj, y = torch.nn.Linear(12, 12).double(), _randn(2, 5, 3, 4, seed=3)  # (B, T, H, K): heads on axis 2
+    with pytest.raises(RuntimeError) as failure:
+        proj(y.transpose(1, 2).reshape(2, 3, 20))
+    said = explain(failure.value, "return self.proj(merge_heads(y))")
+    assert "merge_heads gave rows of 20 features where the layer takes 12" in said and "(B, H, T, K)" in said
+    assert "merge_heads" not in explain(failure.value, "return self.proj(y)")
+
+
 def test_calling_none_names_what_the_line_calls_not_a_missing_return():
     head = None
     with pytest.raises(TypeError) as failure:
