@@ -136,7 +136,8 @@ def test_embed_onehot_equals_the_lookup(student):
     for i, (table, ids) in enumerate(inputs):
         what = f"embed_onehot(table ({V}, {D}) {str(table.dtype)[6:]}, ids of shape {tuple(ids.shape)})"
         got, (table2, ids2) = onehot(table, ids), inputs[1 - i]
-        expect_close(got, F.embedding(ids, table), what, mistakes={LAST_ID_ZERO: F.embedding(ids, _last_row_zero(table))},
+        expect_close(got, F.embedding(ids, table), what,
+                     mistakes={LAST_ID_ZERO: F.embedding(ids, _last_row_zero(table))},
                      second=Second(lambda: onehot(table2, ids2), F.embedding(ids2, table2),
                                    {LAST_ID_ZERO: F.embedding(ids2, _last_row_zero(table2))}),
                      hint="one-hot vectors as long as the vocabulary, (B, T, V) in the table's dtype, times the table")
@@ -282,9 +283,9 @@ def _raising_cosines(u, v):
             KEEPDIM_NORMS: lambda: (u * v).sum(-1) / (u.norm(dim=-1, keepdim=True) * v.norm(dim=-1, keepdim=True))}
 
 
-LAST_FEATURE_ONLY = ("the dot product is the last feature's product alone, u[..., D-1]·v[..., D-1]: a sum written in a "
-                     "loop that assigns (dot = ...) instead of adding (dot = dot + ...), or a [-1] in place of "
-                     "the sum; u·v = Σ_d u_d·v_d, (u * v).sum(-1)")
+LAST_FEATURE_ONLY = ("the dot product is the last feature's product alone, u[..., D-1]·v[..., D-1]: a sum written "
+                     "in a loop that assigns (dot = ...) instead of adding (dot = dot + ...), or a [-1] in place "
+                     "of the sum; u·v = Σ_d u_d·v_d, (u * v).sum(-1)")
 
 
 def _cosine_case(cosine, u, v):
@@ -425,8 +426,9 @@ def _expect_ids(got, want, what, mistakes, scores, second):
         short = got.dim() == 1 and len(got) == len(want) - 1 and torch.equal(got.long(), want[:-1])
         raise Mismatch(what, f"shape {tuple(got.shape)}, expected ({len(want)},): one id per neighbour",
                        NEAREST_HINT, shape_found=tuple(got.shape), shape_expected=tuple(want.shape),
-                       mistake=f"the first {len(got)} of the {len(want)} nearest ids, the last one missing: one "
-                               f"neighbour short (range(k - 1), or topk(k - 1)); torch.topk(scores, k)" if short else None)
+                       mistake=f"the first {len(got)} of the {len(want)} nearest ids, the last one missing: "
+                               f"one neighbour short (range(k - 1), or topk(k - 1)); torch.topk(scores, k)"
+                       if short else None)
     if got.is_floating_point():
         raise Mismatch(what, f"got {got.dtype} numbers, expected the integer ids of the rows", NEAREST_HINT,
                        mistake="the similarity scores returned (topk's .values), not the ids of their rows "

@@ -193,9 +193,10 @@ def test_andrea_with_targets_gives_logits_and_the_loss(student):
     (want, mistakes), (want2, mistakes2) = _logits_and_mistakes(ref, ids), _logits_and_mistakes(ref, ids2)
     expect_close(out[0], want, "ANDREA(cfg)(ids, targets)[0], the logits", mistakes=mistakes,
                  second=Second(lambda: m(ids2, targets2)[0], want2, mistakes2), hint=MODEL_HINT)
-    expect_close(out[1], _loss(want, targets), "ANDREA(cfg)(ids, targets)[1], the loss (in fp32, as training computes it)",
-                 mistakes=_loss_mistakes(want, targets), second=Second(lambda: m(ids2, targets2)[1], _loss(want2, targets2),
-                                                                       _loss_mistakes(want2, targets2)),
+    expect_close(out[1], _loss(want, targets),
+                 "ANDREA(cfg)(ids, targets)[1], the loss (in fp32, as training computes it)",
+                 mistakes=_loss_mistakes(want, targets),
+                 second=Second(lambda: m(ids2, targets2)[1], _loss(want2, targets2), _loss_mistakes(want2, targets2)),
                  hint="the mean cross-entropy of the logits against the targets: the given self.cross_entropy")
 
 

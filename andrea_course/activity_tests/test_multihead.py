@@ -80,8 +80,9 @@ def _merge_case(fn, shape, dtype=torch.float64, strided=False):
                  HEADS_ALONG_POSITIONS: y.reshape(B_, H_ * T_, K_)})
 
 
-HEADS_ALONG_POSITIONS = ("the heads joined along the positions, torch.cat(heads, dim=1) on (B, T, K) pieces, giving "
-                         "(B, H·T, K): they sit side by side along the features, torch.cat(heads, dim=-1), (B, T, H·K)")
+HEADS_ALONG_POSITIONS = ("the heads joined along the positions, torch.cat(heads, dim=1) on (B, T, K) pieces, "
+                         "giving (B, H·T, K): they sit side by side along the features, torch.cat(heads, dim=-1), "
+                         "(B, T, H·K)")
 
 
 @graded("multihead.merge_heads", points=2)

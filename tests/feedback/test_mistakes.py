@@ -940,35 +940,32 @@ class CacheConcatenatingIntoItsBuffer(mdl.KVCache):
         return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
 
 
-class CacheWritingToTheEnd(mdl.KVCache):
-    def update(self, k, v):
-        T = k.shape[2]
-        if self.pos + T > self.k.shape[2]:
-            raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
-        self.k[:, :, self.pos:], self.v[:, :, self.pos:] = k, v
-        self.pos += T
-        return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
+def _cache_writing(write):
+    """A KVCache whose update writes the T new keys and values with write(buffer, pos, new) (the full-cache
+    check and the rest as the answer key has them)."""
+    class Cache(mdl.KVCache):
+        def update(self, k, v):
+            T = k.shape[2]
+            if self.pos + T > self.k.shape[2]:
+                raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
+            write(self.k, self.pos, k)
+            write(self.v, self.pos, v)
+            self.pos += T
+            return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
+    return Cache
 
 
-class CacheWritingAlongTheLastAxis(mdl.KVCache):
-    def update(self, k, v):
-        T = k.shape[2]
-        if self.pos + T > self.k.shape[2]:
-            raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
-        self.k[..., self.pos:self.pos + T], self.v[..., self.pos:self.pos + T] = k, v
-        self.pos += T
-        return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
+def _to_the_end(buf, pos, new):
+    buf[:, :, pos:] = new
 
 
-class CacheWritingOneSlot(mdl.KVCache):
-    def update(self, k, v):
-        T = k.shape[2]
-        if self.pos + T > self.k.shape[2]:
-            raise ValueError(f"KV cache full: {self.pos} cached + {T} new > {self.k.shape[2]} positions")
-        for t in range(T):
-            self.k[:, :, self.pos], self.v[:, :, self.pos] = k[:, :, t], v[:, :, t]
-        self.pos += T
-        return self.k[:, :, :self.pos], self.v[:, :, :self.pos]
+def _along_the_last_axis(buf, pos, new):
+    buf[..., pos:pos + new.shape[2]] = new
+
+
+def _into_one_slot(buf, pos, new):
+    for t in range(new.shape[2]):
+        buf[:, :, pos] = new[:, :, t]
 
 
 class CacheWithOneBuffer(mdl.KVCache):
@@ -1811,9 +1808,9 @@ MUTANTS = [
      "the buffer replaced by the concatenation"),
     ("test_model.py", "test_kv_cache_prefill_then_one_token_at_a_time",
      {("model", "KVCache"): CacheConcatenatingIntoItsBuffer}, "the buffer replaced by the concatenation"),
-    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheWritingToTheEnd},
+    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): _cache_writing(_to_the_end)},
      "written from self.pos to the end of the buffer"),
-    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheWritingAlongTheLastAxis},
+    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): _cache_writing(_along_the_last_axis)},
      "written along the last axis"),
     ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheWithOneBuffer},
      "the keys returned are the values"),
@@ -2062,7 +2059,7 @@ MUTANTS = [
      "the key indices never advance"),
     ("test_model.py", "test_count_parameters_of_andrea_120m", {("model", "count_parameters"): _count_one_block_short},
      "one block short: L - 1 blocks counted"),
-    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): CacheWritingOneSlot},
+    ("test_model.py", "test_kv_cache_appends_each_update", {("model", "KVCache"): _cache_writing(_into_one_slot)},
      "every new position written into slot pos"),
     ("test_block.py", "test_layer_norm", {("block", "layer_norm"): _layer_norm_mean_without_first},
      "the mean summed without the first feature"),
