@@ -533,12 +533,15 @@ def _draws(fn, logits, temperature, top_k, seed):
 
 
 def _sample(logits, seed, *, scale=None, temperature=None, keep=None, fill=NEG_INF, from_logits=False,
-            exactly_k=False, dim=-1):
+            exactly_k=False, dim=-1, row=None):
     """What torch.multinomial draws (generator seeded `seed`) from logits * scale (or logits / temperature)
     with only the `keep` largest kept (the others set to `fill`; exactly_k: ties at the k-th broken, k
-    kept), softmaxed over `dim` unless from_logits. The switches are the typical mistakes."""
+    kept; row: the k-th largest of that row is every row's threshold), softmaxed over `dim` unless
+    from_logits. The switches are the typical mistakes."""
     z = logits * scale if temperature is None else logits / temperature
-    if keep is not None and exactly_k:
+    if keep is not None and row is not None:
+        z = z.masked_fill(z < z[row].topk(keep).values[-1], fill)
+    elif keep is not None and exactly_k:
         kept = torch.zeros_like(z, dtype=torch.bool).scatter(-1, z.topk(keep, dim=-1).indices, True)
         z = z.masked_fill(~kept, fill)
     elif keep is not None:
@@ -549,6 +552,9 @@ def _sample(logits, seed, *, scale=None, temperature=None, keep=None, fill=NEG_I
 
 NO_GENERATOR = ("the generator ignored: torch.multinomial(probs, 1) draws from PyTorch's global generator; pass "
                 "generator=generator so that equal seeds give equal draws")
+ONE_ROWS_THRESHOLD = ("one row's k-th largest logit used as every row's threshold (logits[0]): a row whose logits "
+                      "all lie below it keeps no token and its softmax is NaN; take the k-th largest of each row, "
+                      "torch.topk(logits, k, dim=-1).values[:, -1:], shape (B, 1)")
 FROM_LOGITS = "sampled from the logits, not from probabilities: softmax first, then torch.multinomial"
 SOFTMAX_DIM_0 = ("the softmax taken over the batch axis (dim=0): each row's probabilities come from its own "
                  "logits, torch.softmax(logits, dim=-1), over the vocabulary")
@@ -641,12 +647,25 @@ def _engine_case(fn, logits, temperature, top_k, seed, extra=None):
     return Case(what, lambda: _draws(fn, logits, temperature, top_k, seed=seed), want, mistakes)
 
 
+def _one_rows_threshold(fn):
+    """Logits whose row 0 lies above every other row: a threshold taken from row 0 alone hides every
+    token of the other rows, and their draw raises."""
+    raised = lambda B, V, seed: _positive_logits(B, V, seed).index_add(0, torch.tensor([0]), torch.full((1, V), 4.0))
+    lg, lg2 = raised(16, 12, 46), raised(24, 9, 47)                                      # (B, V)
+    row_0 = lambda z, seed: {ONE_ROWS_THRESHOLD: lambda: _sample(z, seed, temperature=1.5, keep=4, row=0)}
+    expect_runs(lambda: _draws(fn, lg, 1.5, 4, 5), "sample_next(logits of shape (16, 12), temperature=1.5, top_k=4)",
+                mistakes=row_0(lg, 5), second=Second(lambda: _draws(fn, lg2, 1.5, 4, 6), None, row_0(lg2, 6)),
+                hint=SAMPLE_HINT)
+
+
 @graded("model.sample_next", points=3)
 def test_sample_next_draws_what_the_engine_draws(student):
     """With equal generators, equal draws: the same probabilities and one torch.multinomial call."""
     fn = student.piece("model", "sample_next")
     logits, logits2 = _positive_logits(64, 12, seed=41), _positive_logits(96, 9, seed=43)     # (B, V)
     for temperature, top_k, temperature2 in ((0.7, None, 0.35), (1.5, 4, 3.0)):
+        if top_k is not None:                   # after top_k=None, which names the mistakes that raise anyway
+            _one_rows_threshold(fn)
         _unless_the_generator_is_ignored(lambda: expect_cases(_engine_case(fn, logits, temperature, top_k, 5),
                                                               _engine_case(fn, logits2, temperature2, top_k, 6),
                                                               exact=True, hint=SAMPLE_HINT),

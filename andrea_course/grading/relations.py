@@ -124,6 +124,19 @@ def extra_or_missing_axis(got, want, inputs):
                           f"where {tuple(want.shape)} is expected: reshape (or view) to the expected shape.")
 
 
+def diagonal_only(got, want, inputs):
+    """got is the diagonal of want's last two axes: row i met row i only, not every row."""
+    if not _tensors(got, want) or want.dim() < 2 or got.dim() != want.dim() - 1:
+        return None
+    diagonal = want.diagonal(dim1=-2, dim2=-1)
+    if got.shape != diagonal.shape or not _near(got.to(want.dtype), diagonal, want):
+        return None
+    return Seen(frozenset({"diagonal"}), lambda k: (
+        f"your output is only the diagonal of the expected {tuple(want.shape)}: entry i pairs row i of one "
+        f"operand with row i of the other alone, where each row of the one with every row of the other was "
+        f"expected (a product row by row where a matrix product was meant)."), exact=True)
+
+
 def swapped_axes(got, want, inputs):
     """got is want with its axes permuted (two swapped, or every axis reversed, as .T does)."""
     if not _tensors(got, want) or got.dim() != want.dim() or got.dim() < 2 or got.dim() > 5:
@@ -640,7 +653,7 @@ def _sequence_edge(got, want, inputs):
 
 
 # From the most particular to the most general: the first that sees something is the one said.
-RELATIONS = (all_zero, dtype_narrowing, listed_exactly, extra_or_missing_axis, swapped_axes, sizes_reordered,
+RELATIONS = (all_zero, dtype_narrowing, listed_exactly, extra_or_missing_axis, diagonal_only, swapped_axes, sizes_reordered,
              part_of_an_axis, inverted_mask, normalised_over_axis,
              shifted_by_one, constant_factor, elementwise_function, constant_offset, input_term, listed_term,
              row_against_column, right_except_along, slightly_off,

@@ -439,7 +439,7 @@ def _softmax_of_zeros(fill=NEG_INF, hide=lambda T: torch.ones(T, T, dtype=torch.
 
 
 def _sampler(multiply=False, greedy_at_zero=True, keep=lambda k: k, below="<", fill=NEG_INF,
-             exactly_k=False, from_logits=False, always_argmax=False):
+             exactly_k=False, from_logits=False, always_argmax=False, row_0=False):
     """A sample_next written with one typical mistake, chosen by the switches."""
     def sample_next(logits, temperature, top_k, generator=None):
         if always_argmax or (temperature == 0 and greedy_at_zero):
@@ -450,7 +450,7 @@ def _sampler(multiply=False, greedy_at_zero=True, keep=lambda k: k, below="<", f
             if exactly_k:
                 z = z.masked_fill(~torch.zeros_like(z, dtype=torch.bool).scatter(-1, top.indices, True), fill)
             else:
-                kth = top.values[:, -1:]
+                kth = top.values[:1, -1:] if row_0 else top.values[:, -1:]
                 z = z.masked_fill(z < kth if below == "<" else z <= kth, fill)
         return torch.multinomial(z if from_logits else torch.softmax(z, dim=-1), 1, generator=generator)
     return sample_next
@@ -2098,6 +2098,8 @@ MUTANTS = [
      {("embeddings", "nearest_tokens"): _nearest(pick=lambda s, k: s.argmax().repeat(k))}, "the best row k times"),
     ("test_embeddings.py", "test_nearest_tokens_by_cosine_not_by_length",
      {("embeddings", "nearest_tokens"): _nearest(pick=lambda s, k: s.topk(k - 1).indices)}, "the last one missing"),
+    ("test_model.py", "test_sample_next_draws_what_the_engine_draws", {("model", "sample_next"): _sampler(row_0=True)},
+     "one row's k-th largest logit used as every row's threshold"),
 ]
 
 
