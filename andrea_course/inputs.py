@@ -12,8 +12,9 @@ write their output through a pointer by design) are not wrapped.
 
 Training goes through the pieces too: where an argument requires grad, a piece whose output is cut
 off from autograd raises CutOffError, and one whose gradient is not the slope of its own values
-(part of it hidden from autograd: a detached statistic, padding_idx) raises GradientError; both
-name the first line of the piece that can do that.
+(part of it hidden from autograd: a detached statistic, padding_idx) raises GradientError; a module
+whose output on the graph never reaches one of its own parameters (.data on a table) raises
+CutOffError too; each names the first line of the piece that can do that.
 """
 from __future__ import annotations
 
@@ -107,6 +108,38 @@ def _check_graph(fn, tracked: list, out, name: str) -> None:
                           f"no gradient can flow back through it ("
                           + (f"the first line that can do that: {line}" if line else
                              "a .detach(), .data, torch.no_grad() or a trip through NumPy on the way") + ")")
+
+
+def _check_parameters(fn, bound: dict, out, name: str) -> None:
+    """CutOffError when a module's forward gives an output on autograd's graph that one of the
+    module's own trainable parameters never reaches, and the forward's source has a line that can
+    cut it off (.data or .detach() on it): it would never learn. A parameter the forward never uses
+    changes its values, which the tests compare."""
+    module = next(iter(bound.values()), None)
+    outs = [t for t in _float_tensors(out) if t.requires_grad]
+    if not isinstance(module, torch.nn.Module) or not outs or not torch.is_grad_enabled():
+        return
+    reached = _leaves_reached(outs)
+    cut = [n for n, p in module.named_parameters() if p.requires_grad and id(p) not in reached]
+    line = cutting_line(fn) if cut else None
+    if line:
+        raise CutOffError(f"your {name}'s output does not reach its parameter {cut[0]!r} through autograd: no "
+                          f"gradient flows back to it, so it never learns (the first line that can do that: {line})")
+
+
+def _leaves_reached(outs: list) -> set[int]:
+    """ids of the leaf tensors (parameters) autograd's graph of outs accumulates gradients into."""
+    found, seen = {id(t) for t in outs if t.is_leaf}, set()
+    stack = [t.grad_fn for t in outs if t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if hasattr(node, "variable"):
+            found.add(id(node.variable))
+        stack.extend(n for n, _ in node.next_functions)
+    return found
 
 
 def _float_tensors(out) -> list:
@@ -257,6 +290,7 @@ def keeps_inputs(fn, name: str, tensors_only: bool = False):
                                    + (f" ({line})" if line else "")
                                    + ": it must leave its inputs as they were and return a new value")
         _check_graph(fn, tracked, out, name)
+        _check_parameters(fn, bound, out, name)
         if rng is not None and torch.is_grad_enabled() and not any(isinstance(v, torch.Generator) for v in bound.values()):
             _check_gradient(fn, bound, tracked, out, name, rng)
         return out

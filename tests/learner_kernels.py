@@ -198,6 +198,9 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
             p = tl.exp((s - m_new[:, None]) * scale)
         else:
             p = tl.exp(s - m_new[:, None])
+        if SLIP == 25:                                       # 25: base 2 where e is meant
+            alpha = tl.exp2(m - m_new)
+            p = tl.exp2(s - m_new[:, None])
         if SLIP == 9:                                        # 9: acc rescaled, l not
             l = l + tl.sum(p, axis=1)
         else:
@@ -267,7 +270,8 @@ def layer_norm_kernel_slipping(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, s
     and rstd stored at row * stride; 3, the raw x scaled (x * rstd), not the centred xc; 4, rstd as the
     standard deviation, not its reciprocal; 5, the mean never stored; 6, the saved mean taken over the
     centred row; 7, the variance taken over the raw row, not the centred one; 8, beta added before the
-    multiplication by gamma; 9, y stored at y_ptr + cols, every row at row 0."""
+    multiplication by gamma; 9, y stored at y_ptr + cols, every row at row 0; 10, the variance divided by
+    BLOCK_D, not D."""
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK_D)
     mask = cols < D
@@ -275,6 +279,8 @@ def layer_norm_kernel_slipping(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, s
     mean = tl.sum(x, axis=0) / D
     xc = tl.where(mask, x - mean, 0.0)
     rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / D + eps)
+    if SLIP == 10:
+        rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / BLOCK_D + eps)
     if SLIP == 4:
         rstd = tl.sqrt(tl.sum(xc * xc, axis=0) / D + eps)
     if SLIP == 7:

@@ -115,11 +115,23 @@ def _attention_mistakes(q, k, v):
         "no causal mask: hide future keys (j > i) with -inf before the softmax (apply_causal_mask returns a new "
         "tensor: scores = apply_causal_mask(scores))": _attend(q, k, v),
         **_by_sqrt_positions(q, k, v, allowed=lower),
+        **_implicit_softmax_dim(q, k, v, allowed=lower),
     }
     if S != T:
         out["mask aligned to the top-left corner: with S - T cached keys query i sits at position "
             "i + S - T and may see keys j <= i + S - T"] = _attend(q, k, v, allowed=_allowed(T, S, offset=False))
     return out
+
+
+def _implicit_softmax_dim(q, k, v, allowed=None):
+    """The softmax without dim=: PyTorch then picks axis 0 of a tensor of 0, 1 or 3 axes and axis 1 of
+    any other (its legacy rule), not the keys."""
+    n = q.dim()
+    if n < 3:
+        return {}                                           # (T, S) scores: axis 1 is the keys, right by chance
+    dim = 0 if n == 3 else 1
+    return {f"the softmax without dim=: on {n}-D scores PyTorch picks axis {dim} ({'the batch' if dim == 0 else 'the heads'}), "
+            f"not the keys; give it dim=-1": _attend(q, k, v, allowed=allowed, dim=dim)}
 
 
 # ----- averaging the past: attention before queries and keys -----
@@ -170,6 +182,8 @@ def _average_case(fn, shape, dtype=torch.float64):
         "positions 0..i": total,
         "the future averaged instead of the past (positions i..T-1): average 0..i": _running_mean(x.flip(-2)).flip(-2),
         ALIASED_TOTAL: total[..., -1:, :] / torch.arange(1, T + 1, dtype=x.dtype)[:, None],
+        "the running sum taken along the features (dim=-1), not the positions: cumsum along dim=-2, then divide "
+        "position i by i + 1": x.cumsum(dim=-1) / torch.arange(1, T + 1, dtype=x.dtype)[:, None],
         "position i itself left out: the mean of 0..i includes i": torch.cat(
             [torch.full_like(x[..., :1, :], float("nan")), _running_mean(x)[..., :-1, :]], dim=-2)})
 
@@ -692,7 +706,7 @@ def _attention_case(fn, q, k, v, **kwargs):
         mistakes = {"masked although causal=False: apply the mask only when causal is True":
                         F.scaled_dot_product_attention(q, k, v, attn_mask=_allowed(T, S)),
                     "scores not divided by sqrt(K)": _attend(q, k, v, scale=1.0),
-                    **_by_sqrt_positions(q, k, v), **_fourth_root_and_keys(q, k, v)}
+                    **_by_sqrt_positions(q, k, v), **_fourth_root_and_keys(q, k, v), **_implicit_softmax_dim(q, k, v)}
     return Case(what, lambda: fn(q, k, v, **kwargs), want, mistakes)
 
 

@@ -1,5 +1,7 @@
 """Graded tests, activity 7.2 · The transformer block: LayerNorm from its formula, the pre-norm
 block x = x + Attn(LN(x)); x = x + MLP(LN(x)), and the 2017 post-norm block."""
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -445,6 +447,11 @@ def _dropout_mistakes(name, ref, x):
                     _one_sublayer_dropped(name, ref, "attn")(x)}
 
 
+EVAL_DROPOUT = ("dropout still applied in eval mode: F.dropout(x, p) drops whatever the mode (its training argument "
+                "defaults to True); self.drop, the block's nn.Dropout, follows model.train() and model.eval() (or pass "
+                "training=self.training)")
+
+
 def check_block_dropout(student, name, seed):
     """The block `name` (Block or PostNormBlock) built with dropout=p: in training mode each sublayer's output is dropped out (two calls
     differ), and p = 1 drops it whole (the block then gives what it gives with both sublayers'
@@ -468,9 +475,15 @@ def check_block_dropout(student, name, seed):
     m.eval()
     plain.eval()
     with torch.no_grad():
-        expect_close(m(x), plain(x), f"{name}(cfg, dropout=0.5) in eval mode against {name}(cfg) (no dropout), same weights",
-                     hint="dropout is off in eval mode: use the module self.drop (an nn.Dropout), not "
-                          "torch.nn.functional.dropout with training=True")
+        evaluated, again = m(x), m(x)
+        expect_true(not isinstance(evaluated, torch.Tensor) or torch.equal(evaluated, again),
+                    f"{name}(cfg, dropout=0.5) in eval mode, called twice on the same x",
+                    "the two calls gave different outputs: something still drops at random in eval mode",
+                    "use the module self.drop (an nn.Dropout), which model.eval() switches off",
+                    mistake=EVAL_DROPOUT)
+        expect_close(evaluated, plain(x), f"{name}(cfg, dropout=0.5) in eval mode against {name}(cfg) (no dropout), "
+                     "same weights", hint="dropout is off in eval mode: use the module self.drop (an nn.Dropout), not "
+                     "torch.nn.functional.dropout with training=True")
     silent = {k: (torch.zeros_like(v) if k.startswith(("attn.proj.", "mlp.proj.")) else v)
               for k, v in ref.state_dict().items()}                   # both sublayers' outputs zeroed
     without = student.piece("block", name)(CFG)
@@ -624,14 +637,22 @@ def test_dropout_zeroes_or_scales_each_element(student):
                      "dropout(x of shape (4, 8), p=0.1, training=True)")
 
 
+NORMAL_COINS = ("the random numbers drawn with torch.randn (normal, mostly between -3 and 3) where torch.rand "
+                "(uniform on [0, 1)) was meant: a normal number falls below p about half the time, so the fraction "
+                "dropped is far from p; compare torch.rand's numbers with p")
+
+
 def _fraction(got):
     return (got == 0).double().mean() if isinstance(got, torch.Tensor) else got
 
 
 def _fraction_case(student, p, seed):
     got, _ = _dropped(student, _drop_input(seed), p, seed=1)
+    normal_below_p = 0.5 * (1 + math.erf(p / math.sqrt(2)))             # P(z < p) for z ~ N(0, 1)
     return (lambda: _fraction(got)), torch.tensor(p, dtype=torch.float64), {
-        KEPT_WITH_P: torch.tensor(1 - p, dtype=torch.float64), _not_dropping(student): torch.tensor(0.0, dtype=torch.float64)}
+        KEPT_WITH_P: torch.tensor(1 - p, dtype=torch.float64), _not_dropping(student): torch.tensor(0.0, dtype=torch.float64),
+        NORMAL_COINS: torch.tensor(normal_below_p, dtype=torch.float64),
+        NORMAL_COINS + " (here the numbers above p were dropped)": torch.tensor(1 - normal_below_p, dtype=torch.float64)}
 
 
 @graded("block.dropout", points=2)

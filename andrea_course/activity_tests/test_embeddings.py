@@ -288,6 +288,10 @@ LAST_FEATURE_ONLY = ("the dot product is the last feature's product alone, u[...
                      "of the sum; u·v = Σ_d u_d·v_d, (u * v).sum(-1)")
 
 
+CAPPED = ("the lengths' product capped at eps (clamp(max=eps), or torch.min) instead of held at least eps: every "
+          "cosine is then divided by eps; clamp_min(eps), or clamp(min=eps), puts the floor under it")
+
+
 def _cosine_case(cosine, u, v):
     dot = (u * v).sum(-1)
     mistakes = {"raw dot product: divide by ||u||·||v||": dot,
@@ -297,7 +301,8 @@ def _cosine_case(cosine, u, v):
                 ONE_NORM_TWICE.format(w="u"): dot / (u.norm(dim=-1) * u.norm(dim=-1)),
                 ONE_NORM_TWICE.format(w="v"): dot / (v.norm(dim=-1) * v.norm(dim=-1)),
                 L1_NORMS: dot / (u.norm(p=1, dim=-1) * v.norm(p=1, dim=-1)),
-                LAST_FEATURE_ONLY: (u * v)[..., -1] / (u.norm(dim=-1) * v.norm(dim=-1))}
+                LAST_FEATURE_ONLY: (u * v)[..., -1] / (u.norm(dim=-1) * v.norm(dim=-1)),
+                CAPPED: dot / (u.norm(dim=-1) * v.norm(dim=-1)).clamp(max=1e-8)}
     if u.dim() > 1 or v.dim() > 1:
         mistakes["norms over the whole tensor: each pair of vectors needs its own two norms, taken over "
                  "the last axis (dim=-1) like the dot product"] = dot / (u.norm() * v.norm())
@@ -338,6 +343,7 @@ def _zero_case(cosine, u, v):
     eps = 1e-8                                          # the signature's
     return Case(what, lambda: cosine(u, v), F.cosine_similarity(u, v, dim=-1),
                 {NO_EPS: raw, U_ONLY: (u * v).sum(-1) / u.norm(dim=-1).clamp_min(eps),
+                 CAPPED: (u * v).sum(-1) / (u.norm(dim=-1) * v.norm(dim=-1)).clamp(max=eps),
                  ONE_NORM_TWICE.format(w="u"): (u * v).sum(-1) / (u.norm(dim=-1) * u.norm(dim=-1)).clamp_min(eps),
                  TIMES_V: (u * v).sum(-1) / u.norm(dim=-1).clamp_min(eps) * v.norm(dim=-1).clamp_min(eps),
                  SUM_ALL: (u * v).sum() / (u.norm(dim=-1) * v.norm(dim=-1)).clamp_min(eps),

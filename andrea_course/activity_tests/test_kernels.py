@@ -229,6 +229,9 @@ def ln_mistakes(x, w, b, eps):
             ln_with(x, w, b, eps, divisor=block, padding=0),
         "the mean divided by BLOCK_D, the block's width, instead of D: only D lanes hold data, so the mean is "
         "tl.sum(x, axis=0) / D": ln_with(x, w, b, eps, mean_divisor=block),
+        **({"the variance divided by BLOCK_D, the block's width, instead of D (the mean by D): only D lanes hold "
+            "data, so var = tl.sum(xc * xc, axis=0) / D": ln_with(x, w, b, eps, divisor=block, mean_divisor=D)}
+           if block != D else {}),
         "unbiased variance (D - 1): LayerNorm divides by D": ln_with(x, w, b, eps, ddof=1),
         "eps outside the square root: use 1 / tl.sqrt(var + eps)": ln_with(x, w, b, eps, eps_outside=True),
         "forgot beta (the bias)": ln_with(x, w, None, eps),
@@ -993,7 +996,7 @@ M_FROM_ZERO = ("the running max started at 0 instead of -inf: a row whose scores
 def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"), offset=True, diagonal=True,
                 strict=False, lse_scaled=True, scale=None, scale_output=False, tail_masked=True, lse_max=True,
                 alpha_inverted=False, m_start=-math.inf, normalised=True, kv_head_rows=None, max_kept=True,
-                bound_offset=True, head_rows_of=("k", "v"), tile_index="moving"):
+                bound_offset=True, head_rows_of=("k", "v"), tile_index="moving", base2=False):
     """The tiled online softmax of the kernel in float64, each typical slip switchable: the reference
     and its mistakes. q (B, H, T, K), k, v (B, H, S, K) -> (o (B, H, T, K), lse (B, H, T)).
     alpha_inverted: alpha = exp(m_new - m); m_start: the running max's first value (0 by mistake: then
@@ -1003,7 +1006,8 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
     of the flat (B·H·S, K) tensors (the kernel's bh·T·K for bh·S·K when it is T); head_rows_of: which of the two
     ("k", "v") are read so (the other at its own head's rows); tile_index: "moving" (key indices
     start_n + j), "mask" (the visibility mask from the first tile's indices j, the loads right), or "fixed"
-    (the first tile's indices for the loads and the mask at every step)."""
+    (the first tile's indices for the loads and the mask at every step); base2: the exponentials of base 2
+    (tl.exp2) where e is meant, the scores not multiplied by log2(e)."""
     B, H, T, K = q.shape
     S = k.shape[2]
     sm_scale = 1 / math.sqrt(K) if scale is None else scale
@@ -1026,9 +1030,10 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
                 s = q[:, rows] @ k[:, cols].transpose(1, 2) * (1.0 if scale_output else sm_scale)
                 s = s.masked_fill(~((cols[None, :] < pos) if strict else (cols[None, :] <= pos)), -math.inf)
             m_new = torch.maximum(m, s.amax(-1))
-            alpha = fp32((m_new - m if alpha_inverted else m - m_new).exp())
+            ex = torch.exp2 if base2 else torch.exp
+            alpha = fp32(ex(m_new - m if alpha_inverted else m - m_new))
             l_alpha, acc_alpha = ((alpha if name in rescale else torch.ones_like(m)) for name in ("l", "acc"))
-            p = fp32((s - m_new[..., None]).exp())
+            p = fp32(ex(s - m_new[..., None]))
             vals = v[:, cols] if tile_index == "moving" else F.pad(v, (0, 0, 0, block_n))[:, cols]
             l, acc, m = l * l_alpha + p.sum(-1), acc * acc_alpha[..., None] + p @ vals, m_new if max_kept else m
             if not tail_masked and start_n + block_n > S:
@@ -1048,6 +1053,11 @@ def _tile_scores(q, k, v, start_n, block_n, pos, tile_index, sm_scale):
     return cols, s.masked_fill(~((j[None, :] < S) & (j[None, :] <= pos)), -math.inf)
 
 
+BASE_2 = ("the exponentials taken in base 2 (tl.exp2) on scores in base e: 2^(s - m) is e^((s - m)·ln 2), a flatter "
+          "softmax; tl.exp(x) is tl.exp2(x · log2(e)): multiply the scores (and m) by log2(e) = 1.4427 first, or use "
+          "tl.exp")
+
+
 def flash_mistakes(q, k, v, start):
     K = q.shape[-1]
     return {NO_RESCALE: dict(rescale=()), ACC_ONLY_RESCALED: dict(rescale=("acc",)),
@@ -1056,7 +1066,7 @@ def flash_mistakes(q, k, v, start):
             SCALE_ON_OUTPUT: dict(scale_output=True), SCALE_BLOCK_K: dict(scale=max(16, 1 << (K - 1).bit_length()) ** -0.5),
             NO_SCALE: dict(scale=1.0), TAIL_UNMASKED: dict(tail_masked=False), ALL_NAN: dict(alpha_inverted=True),
             M_FROM_ZERO: dict(m_start=0.0), ACC_NOT_DIVIDED: dict(normalised=False), MAX_NOT_KEPT: dict(max_kept=False),
-            SCALE_BY_K: dict(scale=1.0 / K), **({BOUND_WITHOUT_START: dict(bound_offset=False)} if start else {}),
+            SCALE_BY_K: dict(scale=1.0 / K), BASE_2: dict(base2=True), **({BOUND_WITHOUT_START: dict(bound_offset=False)} if start else {}),
             MASK_OF_FIRST_TILE: dict(tile_index="mask"), FIRST_TILE_EVERY_STEP: dict(tile_index="fixed"),
             **({name: dict(kv_head_rows=q.shape[2], head_rows_of=which)
                 for name, which in ((KV_HEADS_BY_T, ("k", "v")), (K_HEADS_BY_T, ("k",)), (V_HEADS_BY_T, ("v",)))}

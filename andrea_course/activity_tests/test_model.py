@@ -410,6 +410,10 @@ def _head_and_width_mistakes(cfg, want: dict, out: dict) -> None:
     b, total = (1 if cfg.bias else 0), out["total"]
     if not cfg.tie_embeddings:
         total["the head counted as tied: this model's head is a separate V·D matrix"] = want["total"] - want["head"]
+        head_bias = ("a bias of V counted in the head: nn.Linear has one by default, but the head is built with "
+                     "bias=False, V·D weights alone")
+        total[head_bias] = want["total"] + V
+        out["head"] = {head_bias: want["head"] + V}
     else:
         total["the tied head counted twice: a shared table counts once"] = want["total"] + V * D
         out["head"] = {"the tied head counted: the token table is the output projection, head = 0": V * D}

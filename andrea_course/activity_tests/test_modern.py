@@ -626,6 +626,10 @@ def _frequency_cases(fn, K, T, theta):
         "frequency exponent i/K instead of 2i/K: pair i turns at theta^(-2i/K), i = 0 .. K/2 - 1":
             wrong(_angles(K, T, theta, exponent=1.0)),
         "positions counted from 1: the first position is 0 and is not turned": wrong(_angles(K, T, theta, first=1)),
+        "the exponents from torch.linspace(0, K, K/2), which includes its end: they run 0 .. K in steps of "
+        "K/(K/2 - 1), so the last pair turns at 1/theta; torch.arange(0, K, 2) / K gives 0, 2/K, .., (K - 2)/K":
+            wrong(torch.outer(torch.arange(T, dtype=torch.float64),
+                              theta ** (-torch.linspace(0, K, K // 2, dtype=torch.float64) / K))),
         "one frequency per feature (K of them): features turn in pairs, so there are K/2":
             wrong(torch.outer(torch.arange(T, dtype=torch.float64), theta ** (-torch.arange(K, dtype=torch.float64) / K))),
         "frequencies grow with i: theta^(-2i/K), the minus sign makes the last pairs slow":

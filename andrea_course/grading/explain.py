@@ -195,6 +195,11 @@ def _broadcast(kind, text, code):
     said = (f"Two tensors in one elementwise operation have shapes that do not broadcast: sizes {a} and {b} "
             f"meet at the same axis (axis {dim} of the result). Shapes line up from the right, and only a "
             f"size of 1 stretches to fit. ")
+    arange = _ARANGE.search(code)
+    if arange and abs(int(a) - int(b)) == 1:
+        return said + (f"On your line, `{arange.group(0)}` stops before its end: torch.arange(start, end) "
+                       f"gives end - start numbers, start .. end - 1, so one too few here. Count to the end "
+                       f"you mean plus one (torch.arange(1, T + 1) gives 1 .. T).")
     reduction = _reduction_without_keepdim(code)
     if reduction:
         return said + (f"On your line, `{reduction}` has no keepdim=True: it drops the axis it reduces, so "
@@ -212,6 +217,9 @@ def _broadcast(kind, text, code):
                    "without keepdim=True, x.sum(dim=-1), .mean, .amax, or an index [:, -1]; keepdim=True or a "
                    "slice [:, -1:] keeps it as (..., 1)), or its axes are in another order (a .T on more than "
                    "two axes, a transpose missing).")
+
+
+_ARANGE = re.compile(r"torch\.arange\([^()]*(?:\([^()]*\)[^()]*)*\)")
 
 
 def _reduction_without_keepdim(code: str) -> str | None:
@@ -361,7 +369,8 @@ def _rank(kind, text, code):
     found = re.search(r"Sizes of tensors must match except in dimension (\d+)\. Expected size (\d+) but got size (\d+)",
                       text)
     if found:
-        return (f"torch.cat along axis {found.group(1)} needs every other axis to agree; one tensor has "
+        bare = " (a torch.cat without dim= joins along axis 0)" if _cat_without_dim(code) else ""
+        return (f"torch.cat along axis {found.group(1)}{bare} needs every other axis to agree; one tensor has "
                 f"{found.group(2)} where another has {found.group(3)}. Check the axis you join along.")
     return None
 
@@ -377,6 +386,16 @@ def _reshape(kind, text, code):
         return (f"The sizes given to split must add up to the size of the axis split ({found.group(1)}): with "
                 f"grouped heads the queries take H·K and the keys and values G·K each.")
     return None
+
+
+def _cat_without_dim(code: str) -> bool:
+    """Whether the line calls torch.cat (or .cat) with its tensors alone: no dim, by keyword or position."""
+    try:
+        tree = ast.parse(code.strip())
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("cat", "concat")
+               and len(n.args) == 1 and not any(k.arg == "dim" for k in n.keywords) for n in ast.walk(tree))
 
 
 def _sampling(kind, text, code):
@@ -528,6 +547,29 @@ def _python(kind, text, code):
         return ("A division by a Python 0: a parameter at its edge (p = 1 makes 1 - p = 0; a temperature "
                 "of 0) needs its own case before you divide.")
     return None
+
+
+def _argument_types(kind, text, code):
+    """torch's own refusal of an argument of the wrong type, read back as the function's signature."""
+    found = re.search(r"(\w+)\(\): argument '(\w+)' \(position (\d+)\) must be ([\w.]+), not ([\w.]+)", text)
+    if not found:
+        return None
+    fn, name, position, want, given = found.groups()
+    given = given.rsplit(".", 1)[-1]
+    if name == "input" and want == "Tensor" and given in ("int", "float"):
+        root = " (or ** 0.5)" if fn == "sqrt" else ""
+        return (f"torch.{fn} works on tensors only, and it was given a Python {given}. For a plain number use "
+                f"math.{fn}{root}; torch.{fn} is for a tensor of values.")
+    return (f"{fn}()'s argument in position {position} is `{name}`, which takes a {want}; your call puts a {given} "
+            f"there. Check the function's signature (its parameters and their order) and pass the others by "
+            f"keyword ({name}=...).")
+
+
+def _slice_bounds(kind, text, code):
+    if "slice indices must be integers" not in text:
+        return None
+    return ("A bound of a slice on your line is not an integer: a float, most often from `/`, which always gives "
+            "a float in Python 3 (8 / 2 is 4.0). Use `//` for a whole number (K // 2), or int(...).")
 
 
 def _called_on(code: str | None) -> list[str]:
@@ -841,5 +883,5 @@ def _fresh(value) -> bool:
             and value.func.id in ("list", "dict", "set", "deque", "defaultdict", "OrderedDict"))
 
 
-_RULES = (_in_place, _slips, _view, _copied_layer, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
+_RULES = (_in_place, _slips, _argument_types, _slice_bounds, _view, _copied_layer, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
           _ids, _autograd, _state_dict, _sequences, _unicode, _python, _devices, _triton)

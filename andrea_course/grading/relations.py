@@ -119,9 +119,20 @@ def extra_or_missing_axis(got, want, inputs):
         return Seen(frozenset({"extra axis" if more else "missing axis"}),
                     lambda k: f"your output holds the right values with {text}: shape {tuple(got.shape)} where "
                               f"{tuple(want.shape)} is expected.")
+    merged = _merged_axes(got.shape, want.shape)
     return Seen(frozenset({"reshaped"}),
                 lambda k: f"your output holds the right values in the right order, in shape {tuple(got.shape)} "
-                          f"where {tuple(want.shape)} is expected: reshape (or view) to the expected shape.")
+                          f"where {tuple(want.shape)} is expected: {merged or 'reshape (or view) to the expected shape.'}")
+
+
+def _merged_axes(got: torch.Size, want: torch.Size) -> str | None:
+    """got is want with its last axes merged into one: a flatten that starts one axis too early."""
+    k = len(got) - 1
+    if k < 1 or len(want) <= len(got) or tuple(got[:k]) != tuple(want[:k]):
+        return None
+    return (f"its last {len(want) - k} axes, {tuple(want[k:])}, are merged into one of {got[-1]}: flatten(start_dim) "
+            f"merges every axis from start_dim on, so start it at the first axis to merge (flatten(-2) merges only "
+            f"the last two), or reshape to the expected shape.")
 
 
 def diagonal_only(got, want, inputs):
@@ -135,6 +146,40 @@ def diagonal_only(got, want, inputs):
         f"your output is only the diagonal of the expected {tuple(want.shape)}: entry i pairs row i of one "
         f"operand with row i of the other alone, where each row of the one with every row of the other was "
         f"expected (a product row by row where a matrix product was meant)."), exact=True)
+
+
+def elementwise_product(got, want, inputs):
+    """got is the product of two of the test's inputs entry by entry, where want sums over an axis."""
+    if not _floats(got, want) or got.shape != want.shape:
+        return None
+    tensors = [(n, x) for n, x in inputs.items() if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    for (a, x), (b, y) in itertools.combinations(tensors, 2):
+        try:
+            product = x.detach().double() * y.detach().double()
+        except RuntimeError:
+            continue
+        if product.shape == want.shape and _near(got.double(), product, want):
+            return Seen(frozenset({"elementwise"}), lambda k, a=a, b=b: (
+                f"your output is {a} * {b} entry by entry: nothing is summed. A matrix product (@) pairs each row "
+                f"of the one with each column of the other and sums the products."), exact=True)
+    return None
+
+
+def joined_on_a_new_axis(got, want, inputs):
+    """got has one axis more than want and holds its values once two neighbouring axes are merged in
+    another order: parts stacked on a new axis where they should be joined along an existing one."""
+    if not _tensors(got, want) or got.dim() != want.dim() + 1 or got.numel() != want.numel() or got.dim() > 5:
+        return None
+    n = got.dim()
+    for a in range(n - 1):
+        moved = got.transpose(a, a + 1)
+        merged = tuple(moved.shape[:a]) + (moved.shape[a] * moved.shape[a + 1],) + tuple(moved.shape[a + 2:])
+        if merged == tuple(want.shape) and _near(moved.reshape(want.shape).to(want.dtype), want, want):
+            return Seen(frozenset({"stacked"}), lambda k, a=a: (
+                f"your output holds the expected values on one axis too many: shape {tuple(got.shape)} where "
+                f"{tuple(want.shape)} is expected. Its parts were stacked on a new {_axis(a + 1, n)} (torch.stack) "
+                f"where they should be joined along an existing axis (torch.cat(..., dim=...))."), exact=True)
+    return None
 
 
 def swapped_axes(got, want, inputs):
@@ -217,12 +262,17 @@ def right_except_along(got, want, inputs):
                     f"{'one' if len(w) == 1 else len(w)}, which {'is' if len(w) == 1 else 'are'} all zeros: never "
                     f"written (a loop over that axis that {'starts late' if e == 'first' else 'stops short'}, "
                     f"range({'1, T' if e == 'first' else 'T - 1'})?)."), exact=True)
-        if right == [True] + [False] * (size - 1):
+        if right == [True] + [False] * (size - 1) and not _constant(want.select(a, 0)):
             return Seen(frozenset({"only first"}), lambda k: (
                 f"your output is right at index 0 along {where} and wrong at every other index: something taken "
                 f"from the first entry alone (x[0], or a value computed once before a loop over that axis) "
                 f"serves them all?"))
     return None
+
+
+def _constant(t: torch.Tensor) -> bool:
+    """Every entry alike (cos at position 0 is 1 whatever the frequency): right there by chance."""
+    return t.numel() > 1 and bool((t == t.flatten()[0]).all())
 
 
 def _indices(idx: list[int]) -> str:
@@ -264,7 +314,8 @@ def inverted_mask(got, want, inputs):
     return Seen(frozenset({"inverted"}),
                 lambda k: f"your output hides exactly the entries the expected one keeps, and keeps the ones it "
                           f"hides{diagonal}: the mask is inverted (a comparison the wrong way round, j < i for "
-                          f"j > i, triu for tril, or ~ on the wrong mask).")
+                          f"j > i, triu for tril, ~ on the wrong mask, or torch.where's two values swapped: "
+                          f"torch.where(cond, a, b) takes a where cond is True).")
 
 
 def normalised_over_axis(got, want, inputs):
@@ -653,7 +704,8 @@ def _sequence_edge(got, want, inputs):
 
 
 # From the most particular to the most general: the first that sees something is the one said.
-RELATIONS = (all_zero, dtype_narrowing, listed_exactly, extra_or_missing_axis, diagonal_only, swapped_axes, sizes_reordered,
+RELATIONS = (all_zero, dtype_narrowing, listed_exactly, extra_or_missing_axis, diagonal_only, joined_on_a_new_axis,
+             elementwise_product, swapped_axes, sizes_reordered,
              part_of_an_axis, inverted_mask, normalised_over_axis,
              shifted_by_one, constant_factor, elementwise_function, constant_offset, input_term, listed_term,
              row_against_column, right_except_along, slightly_off,

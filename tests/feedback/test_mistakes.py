@@ -1282,6 +1282,45 @@ def _layer_norm_launching(slip):
 
 
 
+# ----- the twentieth fresh set's mutants -----
+def _attention_softmax_without_dim(q, k, v, causal=True):
+    """attention with F.softmax given no dim: PyTorch's legacy choice, axis 0 or 1, not the keys."""
+    T, S = q.shape[-2], k.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        allowed = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.softmax(scores, dim=0 if scores.dim() in (0, 1, 3) else 1) @ v
+
+
+def _dropout_with_normal_coins(x, p, training, generator=None):
+    """dropout comparing torch.randn's numbers with p where torch.rand's were meant."""
+    if not training or p == 0:
+        return x
+    keep = torch.randn(x.shape, generator=generator) >= p
+    return x * keep / (1 - p)
+
+
+def _count_with_head_bias(cfg):
+    """The answer key's count with a bias of V in the untied head."""
+    counts = InProcessStudent("solutions").piece("model", "count_parameters")(cfg)
+    extra = 0 if cfg.tie_embeddings else cfg.vocab_size
+    return dict(counts, head=counts["head"] + extra, total=counts["total"] + extra)
+
+
+def _rope_frequencies_by_linspace(d_head, T, theta=10000.0):
+    inv_freq = theta ** (-torch.linspace(0, d_head, d_head // 2) / d_head)
+    angles = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
+    return angles.cos(), angles.sin()
+
+
+class _BlockDroppingInEval(blk.Block):
+    """F.dropout(..., p) on each sublayer's output: its training argument defaults to True."""
+    def forward(self, x, cache=None):
+        x = x + F.dropout(self.attn(self.ln1(x), cache), self.drop.p)
+        return x + F.dropout(self.mlp(self.ln2(x)), self.drop.p)
+
+
 # ----- the sixteenth fresh set's mutants: optim, modern and inside -----
 
 def _adamw_decay_after(param, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
@@ -2100,6 +2139,27 @@ MUTANTS = [
      {("embeddings", "nearest_tokens"): _nearest(pick=lambda s, k: s.topk(k - 1).indices)}, "the last one missing"),
     ("test_model.py", "test_sample_next_draws_what_the_engine_draws", {("model", "sample_next"): _sampler(row_0=True)},
      "one row's k-th largest logit used as every row's threshold"),
+    # the twentieth fresh set's classes
+    ("test_attention.py", "test_average_past",
+     {("attention", "average_past"): lambda x: x.cumsum(-1) / torch.arange(1, x.shape[-2] + 1, dtype=x.dtype)[:, None]},
+     "the running sum taken along the features"),
+    ("test_attention.py", "test_causal_attention", {("attention", "attention"): _attention_softmax_without_dim},
+     "the softmax without dim="),
+    ("test_block.py", "test_dropout_zeroes_a_fraction_p", {("block", "dropout"): _dropout_with_normal_coins},
+     "drawn with torch.randn"),
+    ("test_block.py", "test_block_applies_dropout_while_training", {("block", "Block"): _BlockDroppingInEval},
+     "dropout still applied in eval mode"),
+    ("test_embeddings.py", "test_cosine_similarity",
+     {("embeddings", "cosine_similarity"): lambda u, v, eps=1e-8: (u * v).sum(-1) / (u.norm(dim=-1) * v.norm(dim=-1)).clamp(max=eps)},
+     "capped at eps"),
+    ("test_model.py", "test_count_parameters_of_andrea_120m", {("model", "count_parameters"): _count_with_head_bias},
+     "a bias of V counted in the head"),
+    ("test_modern.py", "test_rope_frequencies", {("modern", "rope_frequencies"): _rope_frequencies_by_linspace},
+     "torch.linspace(0, K, K/2)"),
+    ("test_kernels.py", "test_layer_norm_kernel_ragged_width", {("kernels", "layer_norm"): _layer_norm_launching(10)},
+     "the variance divided by BLOCK_D"),
+    ("test_kernels.py", "test_flash_attention_kernel_with_a_cache", {("kernels", "flash_attention"): _flash_slip(25)},
+     "taken in base 2"),
 ]
 
 

@@ -175,6 +175,15 @@ def _scores_by_each_leading_row(q, k):
     return torch.stack([q[b] @ k[b].T for b in range(q.shape[0])])
 
 
+def _rope_stacked(x, cos, sin, start=0):
+    """apply_rope joining the two turned halves with torch.stack: (..., T, K/2, 2)."""
+    T, half = x.shape[-2], x.shape[-1] // 2
+    c, s = cos[start:start + T], sin[start:start + T]
+    wide = torch.promote_types(x.dtype, torch.float32)
+    x1, x2 = x[..., :half].to(wide), x[..., half:].to(wide)
+    return torch.stack([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).to(x.dtype)
+
+
 def _mask_of_T_keys(T, S=None, device=None):
     """causal_mask with its key positions arange(T), not arange(S): (T, T)."""
     S = T if S is None else S
@@ -216,6 +225,10 @@ UNLISTED = [  # (graded file, piece, the learner's version, words the failure mu
     ("test_mlp.py", "mlp.MLP", _mlp_without_the_last_position, "the last one, which is all zeros: never written"),
     ("test_modern.py", "modern.SwiGLU", _swiglu_gated_by_the_first_sequence, "right at index 0 along axis -3"),
     ("test_attention.py", "attention.attention_scores", _scores_by_each_leading_row, "only the diagonal of the expected"),
+    ("test_attention.py", "attention.weighted_sum", lambda weights, v: weights * v, "entry by entry: nothing is summed"),
+    ("test_modern.py", "modern.apply_rope", _rope_stacked, "stacked on a new axis -1 (torch.stack)"),
+    ("test_multihead.py", "multihead.merge_heads", lambda y: y.transpose(1, 2).flatten(1),
+     "its last 2 axes, (5, 12), are merged into one of 60: flatten(start_dim)"),
 ]
 
 
@@ -357,3 +370,32 @@ def test_a_listed_mistake_that_changes_the_values_only_slightly_is_said_when_it_
     exc = _fails(expect_cases, Case("f(x1)", lambda: nudged(x1), x1, twins),
                  Case("f(x2)", lambda: nudged(x2), x2, {name: nudged(x2), "another name for it": nudged(x2)}))
     assert exc.relation is None or name not in exc.relation
+
+
+def _said(call, code):
+    with pytest.raises(Exception) as failure:
+        call()
+    return explain(failure.value, code)
+
+
+def test_errors_read_from_the_signature_and_the_line():
+    assert "math.sqrt (or ** 0.5)" in _said(lambda: torch.sqrt(16), "return scores / torch.sqrt(d_head)")
+    assert "math.cos;" in _said(lambda: torch.cos(0.5), "return 1 + torch.cos(math.pi * progress)")
+    said = _said(lambda: F.dropout(torch.ones(3), 0.1, torch.Generator()), "return F.dropout(x, p, generator)")
+    assert "position 3 is `train`, which takes a bool; your call puts a Generator there" in said
+    assert "`//`" in _said(lambda: torch.ones(8)[:8 / 2], "x1 = x[..., :half]")
+    x = torch.ones(2, 5, 3)
+    said = _said(lambda: x.cumsum(-2) / torch.arange(1, 5)[:, None], "return x.cumsum(-2) / torch.arange(1, T)[:, None]")
+    assert "`torch.arange(1, T)` stops before its end" in said
+    assert "arange" not in _said(lambda: x.cumsum(-2) / torch.ones(3)[:, None], "return x / n[:, None]")
+    past, new = torch.ones(2, 2, 0, 4), torch.ones(2, 2, 5, 4)
+    assert "without dim= joins along axis 0" in _said(lambda: torch.cat([past, new]), "k = torch.cat([past_k, k])")
+    assert "without dim" not in _said(lambda: torch.cat([past, new], 0), "k = torch.cat([past_k, k], 0)")
+
+
+def test_a_first_row_right_by_chance_is_not_taken_for_a_value_serving_every_row():
+    """cos of every frequency is 1 at position 0: a table wrong at every later position says nothing of row 0."""
+    t = torch.arange(6, dtype=torch.float64)[:, None]
+    want, got = (torch.outer(t[:, 0], 10000.0 ** -torch.linspace(0, 1, 4, dtype=torch.float64) * step).cos()
+                 for step in (0.5, 1.0))
+    assert not any(check.__name__ == "right_except_along" for check, _ in seen(got, want, {}))

@@ -165,3 +165,28 @@ def test_the_graded_tests_catch_a_learner_add_positions_that_adds_in_place(tmp_p
     rows = " | ".join(v for o in result.outcomes for _, v in o.rows)
     assert "your add_positions changed its argument 'tok' in place (embeddings.py, line" in rows, rows
     assert "LearnerCodeError" not in rows
+
+
+class TwoTables(torch.nn.Module):
+    def __init__(self, detach_second: bool):
+        super().__init__()
+        self.first, self.second = torch.nn.Parameter(torch.randn(5, 3)), torch.nn.Parameter(torch.randn(8, 3))
+        self.detach_second = detach_second
+
+    def forward(self, ids):
+        second = self.second.data if self.detach_second else self.second
+        return self.first[ids] + second[:ids.shape[-1]]
+
+
+def test_a_module_whose_output_never_reaches_one_of_its_parameters_is_refused():
+    wrapped = lambda detach: keeps_forward_inputs(type("Copy", (TwoTables,), dict(vars(TwoTables))), "TwoTables")(detach)
+    ids = torch.tensor([[1, 4, 2]])
+    assert wrapped(False)(ids).requires_grad
+    with pytest.raises(CutOffError, match=r"does not reach its parameter 'second' through autograd.*"
+                                          r"test_inputs\.py, line \d+: second = self\.second\.data"):
+        wrapped(True)(ids)
+    with torch.no_grad():                                                             # the caller's choice
+        wrapped(True)(ids)
+    frozen = wrapped(True)
+    frozen.second.requires_grad_(False)                                               # not trained: not asked
+    frozen(ids)
