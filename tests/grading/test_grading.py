@@ -285,7 +285,7 @@ def _line_of(path: Path, needle: str) -> int:
 class TestTotalTimeLimit:
     def test_total_time_limit_still_writes_results(self, tmp_path, sandboxed):
         """softmax loops forever and the per-test limit is longer than the total: the total ends it."""
-        from andrea_course.grading.pipeline import children_map
+        from andrea_course.worker.process import children_map
         before = set(children_map().get(os.getpid(), ()))   # another test's (check()'s worker parent, say)
         course = make_course(tmp_path)
         sub = make_submission(tmp_path / "looper", ["attention__sleeps_forever"])
