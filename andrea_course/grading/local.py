@@ -10,18 +10,16 @@ and the grader give one verdict; a notebook only lists the tests of ideas it has
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..paths import ACTIVITY_TESTS
 from ..overlay import impl_from_env, resolve
-from ..paths import WorkspaceError, workspace
+from ..paths import ACTIVITY_TESTS, WorkspaceError, workspace
 from . import pipeline, shortcuts
-from .markers import LESSONS, later_or_same
+from .markers import LESSONS, graded_files, later_or_same
 from .pipeline import Run, Spec, time_limit
 from .records import Record as Outcome, failed, syntax_error_text, timed_out
 
@@ -119,29 +117,6 @@ def verdict(result: CheckResult) -> str:
         return "engine: not written yet"
     total = len(result.outcomes) + result.not_run
     return f"engine: {len(failing(result)) + result.not_run} of its {total} graded tests fail"
-
-
-def graded_files(exercise: str, tests_dir: str | os.PathLike | None = None) -> list[Path]:
-    """The test files holding `exercise`'s graded tests: tests/test_<activity>.py, and any other
-    tests/test_*.py with a test decorated @graded(exercise) (an activity's tests may span files)."""
-    tests_dir = Path(tests_dir) if tests_dir is not None else ACTIVITY_TESTS
-    home = tests_dir / f"test_{str(exercise).split('.')[0]}.py"
-    others = [p for p in sorted(tests_dir.glob("test_*.py")) if p != home and _marks(p, exercise)]
-    return ([home] if home.exists() else []) + others
-
-
-def _marks(path: Path, exercise: str) -> bool:
-    """Whether a test function in `path` is decorated @graded(exercise, ...) (not just mentions it)."""
-    text = path.read_text(encoding="utf-8")
-    if exercise not in text:
-        return False
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return False
-    return any(isinstance(d, ast.Call) and getattr(d.func, "id", None) == "graded" and d.args
-               and isinstance(d.args[0], ast.Constant) and d.args[0].value == exercise
-               for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) for d in node.decorator_list)
 
 
 def content_stamps(files) -> tuple:

@@ -1,33 +1,24 @@
-"""pytest plugin: the `student` fixture, the graded markers, partial credit and the grader's options.
+"""pytest plugin: the `student` and `credit` fixtures, the graded markers and the grader's options.
 
 Loaded by pyproject.toml's addopts (plain pytest) and by pipeline.run (check(), andrea-grade).
 Each event of the run is one records.Record, appended to --results-jsonl and signed with the key
 read from --results-key-fd, so that lines written by anything else (the learner's code) are
-ignored. A test that asks for the `credit` fixture scores its points by the weight of the parts
-that pass; a failed part fails the test, but the next part still runs:
-
-    @graded("attention.softmax", points=3)
-    def test_softmax(student, credit):
-        with credit.part(1, "rows sum to one"):
-            expect_true(...)
-        with credit.part(2, "equals the reference"):
-            expect_close(...)
+ignored.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 
 import pytest
 
-from .expect import Mismatch
 from .records import Record, describe, sign
 from ..overlay import impl_from_env, resolve
 from ..worker.client import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
 from ..worker.server import warm_up
 from ..worker.tiers import Isolation
+from .markers import Credit, PartsFailed
 from .student import InProcessStudent
 
 
@@ -170,41 +161,6 @@ def pytest_collectreport(report):
     if report.failed and config is not None:
         tail = "\n".join(str(report.longreprtext).rstrip().splitlines()[-12:])
         _write(config, Record("collect_error", name=str(report.fspath), rows=[("problem", tail)]))
-
-
-class PartsFailed(AssertionError):
-    """Some parts of a partial-credit test failed (the message lists them)."""
-
-
-class Credit:
-    """The parts of one graded test."""
-
-    def __init__(self):
-        self.parts: list[tuple[float, str, str | None]] = []     # (weight, what, failure or None)
-        self.mistakes: list[str] = []                            # typical mistakes the failed parts named
-
-    @contextlib.contextmanager
-    def part(self, weight: float, what: str):
-        if weight <= 0:
-            raise ValueError(f"a part's weight must be > 0, got {weight}")
-        try:
-            yield
-        except (AssertionError, LearnerCodeError, NotImplementedError) as exc:
-            self.parts.append((float(weight), what, f"{what}: {str(exc).strip() or type(exc).__name__}"))
-            if isinstance(exc, Mismatch) and getattr(exc, "mistake", None):
-                self.mistakes.append(exc.mistake)
-        except Exception as exc:          # noqa: BLE001  (the learner's error fails this part only)
-            self.parts.append((float(weight), what, f"{what}: {type(exc).__name__}: {exc}"))
-        else:
-            self.parts.append((float(weight), what, None))
-
-    @property
-    def fraction(self) -> float | None:
-        total = sum(w for w, _, _ in self.parts)
-        return None if not total else sum(w for w, _, f in self.parts if f is None) / total
-
-    def failures(self) -> list[str]:
-        return [f for _, _, f in self.parts if f is not None]
 
 
 @pytest.fixture
