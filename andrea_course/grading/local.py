@@ -1,12 +1,8 @@
-"""Graded tests run for the learner, in the learner's own process tree: check(), use() and
-passing() read their verdicts here.
+"""Graded tests run for the learner, in the learner's own process tree (pipeline.run): check(),
+use() and passing() read their one verdict here.
 
     run_graded("attention.softmax", "exercises")           # a CheckResult: outcomes, status, ...
     run_graded_many(["attention.softmax", "mlp.MLP"], "exercises")   # one pytest run for several
-
-Every graded test of a piece runs wherever it is asked from, so check()'s box, use(), passing()
-and the grader give one verdict; a notebook only lists the tests of ideas it has taught
-(CheckResult.upto, .shown).
 """
 from __future__ import annotations
 

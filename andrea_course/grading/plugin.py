@@ -52,16 +52,13 @@ def pytest_configure(config):
                  "taught(activity): the later notebook that teaches the idea a graded test checks"):
         config.addinivalue_line("markers", line)
     config._andrea_impl = config.getoption("--impl") or impl_from_env("solutions")
-    workerinput = getattr(config, "workerinput", None)         # an xdist worker
-    if workerinput is not None:
-        key = workerinput.get("andrea_results_key")
-    elif config.getoption("--results-key-fd") is not None:
-        fd = config.getoption("--results-key-fd")
-        key = os.read(fd, 256).strip()
+    key, fd = "", config.getoption("--results-key-fd")
+    if not _is_controller(config):                             # an xdist worker: the controller's key
+        key = config.workerinput.get("andrea_results_key") or ""
+    elif fd is not None:
+        key = os.read(fd, 256).strip().decode()
         os.close(fd)
-    else:
-        key = None
-    config._andrea_key = bytes.fromhex(key.decode() if isinstance(key, bytes) else key) if key else b""
+    config._andrea_key = bytes.fromhex(key)
     config._andrea_outcomes = {}
     config._andrea_student = None
     try:

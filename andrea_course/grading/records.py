@@ -1,18 +1,13 @@
-"""What a run of graded tests reports: one Record per event, and the one description of a failure.
-
-A Record crosses the run's channel (pipeline.py) as a signed JSON line. describe() turns a failed
-test into rows ("problem", "where", "typical mistake", "hint", ...) that check()'s box prints, and
-text() into the text results.json, the command line and the class report print.
+"""What a run of graded tests reports: one Record per event (a signed JSON line on pipeline.py's
+channel), and the one description of a failure: describe()'s rows for check()'s box, text()'s
+text for results.json, the command line and the class report.
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import hashlib
 import hmac
-import inspect
 import json
-import textwrap
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,37 +163,6 @@ def _frames(exc, call=None) -> list:
 
 
 # ------------------------------------------------------------------ describing a failure
-def _test_advice(fn) -> tuple[list[str], list[str]]:
-    """(hints, typical mistakes) written in a graded test's expect_*() calls, read from its source:
-    shown when the learner's code raises before the test can judge it."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
-        return [], []
-    glob = getattr(fn, "__globals__", {})
-
-    def text_of(node):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
-        return glob[node.id] if isinstance(node, ast.Name) and isinstance(glob.get(node.id), str) else None
-
-    hints, mistakes = [], []
-    for call in ast.walk(tree):
-        name = isinstance(call, ast.Call) and (getattr(call.func, "id", None) or getattr(call.func, "attr", None))
-        if name not in ("expect_close", "expect_equal", "expect_true", "expect_runs"):
-            continue
-        kws = {k.arg: k.value for k in call.keywords if k.arg}
-        hint = kws.get("hint") or (call.args[3] if name in ("expect_equal", "expect_true") and len(call.args) > 3
-                                   else None)
-        if hint is not None and text_of(hint):
-            hints.append(text_of(hint))
-        if isinstance(kws.get("mistakes"), ast.Dict):
-            mistakes += [t for t in map(text_of, kws["mistakes"].keys) if t]
-        if kws.get("mistake") is not None and text_of(kws["mistake"]):
-            mistakes.append(text_of(kws["mistake"]))
-    return list(dict.fromkeys(h for h in hints if h)), list(dict.fromkeys(mistakes))
-
-
 def _stub_error(exc: BaseException | None) -> NotImplementedError | None:
     """The exercise stub's error, when that is what raised (possibly wrapped by the test, or by
     Triton's interpreter, whose InterpreterError carries it as its cause)."""
@@ -234,8 +198,9 @@ def _mismatch_rows(exc, folder: Path, base: Path | None) -> list:
 
 def _raised_rows(item, call, exc, folder: Path, base: Path | None) -> list:
     """The rows of an error the learner's code (or the test after it) raised."""
+    from .expect import advice_in
     from .explain import _kind_and_text, explain
-    hints, mistakes = _test_advice(getattr(item, "function", None))
+    hints, mistakes = advice_in(getattr(item, "function", None))
     at = where(_frames(exc, call), folder, base)
     kind, said = _kind_and_text(exc)          # a worker's LearnerCodeError: the learner's own error
     first = "\n".join((said.strip() or kind).splitlines()[:4])
@@ -261,7 +226,7 @@ def describe(item, call, rep, folder: Path, limit: float, base: Path | None = No
 
 def _describe(item, call, rep, folder: Path, limit: float, base: Path | None) -> Record:
     from ..worker.client import LearnerCodeError
-    from .expect import Mismatch
+    from .expect import Mismatch, advice_in
     exc = call.excinfo.value if call.excinfo is not None else None
     name, mistake = item.name, getattr(exc, "mistake", None) if isinstance(exc, AssertionError) else None
     stub = _stub_error(exc)
@@ -284,7 +249,7 @@ def _describe(item, call, rep, folder: Path, limit: float, base: Path | None) ->
         msg = str(exc).strip().split("\nassert ")[0].strip() or "an assertion failed"
         whole = "parts failed" in msg.split("\n")[0]        # markers.PartsFailed: every part named
         rows, status = [("problem", msg if whole else "\n".join(msg.splitlines()[:6]))], "failed"
-        rows += [("hint", h) for h in _test_advice(getattr(item, "function", None))[0] if h not in msg]
+        rows += [("hint", h) for h in advice_in(getattr(item, "function", None))[0] if h not in msg]
     elif exc is not None:
         rows = _raised_rows(item, call, exc, folder, base)
     else:

@@ -3,15 +3,12 @@
     results = grade("path/to/submission", out="results.json")                   # the best tier here
     results = grade("exercises", isolation="process", own_work=True)            # make grade
 
-The submission is staged in a private folder and the tests materialized from a snapshot taken
-before any learner code ran, in the strongest tier this machine allows (staging.py); where none
-keeps the hidden tests and the results out of the learner's reach, nothing runs and the results
-say why. results.json is
+The submission is staged and the tier chosen by staging.py; where no tier keeps the hidden tests
+and the results out of the learner's reach, nothing runs and the results say why. results.json is
 written always, last, even when the grader itself fails. With a leaderboard (hooks.py), the
-learner's model is trained after the tests in the same tier, never for the score.
-
-Runs in a sandbox or container tier are independent (the batch grades in parallel threads); in
-the process tier (orphans reparent to this process) grade one at a time.
+learner's model is trained after the tests in the same tier, never for the score. Runs in a
+sandbox or container tier are independent (a batch grades in parallel threads); in the process
+tier (orphans reparent to this process), one at a time.
 """
 from __future__ import annotations
 
