@@ -100,18 +100,17 @@ def run(spec: Spec) -> Run:
         key_r, key_w = os.pipe()              # the key travels by a pipe: not argv, not environ
         os.write(key_w, key.hex().encode() + b"\n")
         os.close(key_w)
-        args, passed, starter = arguments(spec, channel, key_r), [key_r], None
+        args = arguments(spec, channel, key_r)
+        starter = None
         if spec.hand_over and spec.jobs <= 1 and not spec.collect_only:
             from ..worker.client import IsolatedStudent, LearnerCodeError
             starter = IsolatedStudent(spec.folder, isolation=spec.isolation, prepare=spec.prepare)
             try:
-                handle = starter.hand_over()
+                args += ["--worker-parent", starter.hand_over()]
             except LearnerCodeError:     # the plugin starts it then, and the first test says why it cannot
                 starter.close()
                 starter = None
-            else:
-                args += ["--worker-parent", handle]
-                passed.append(int(handle.split(":")[0]))
+        passed = [key_r] + ([int(args[args.index("--worker-parent") + 1].split(":")[0])] if starter else [])
         before = adopt() if spec.orphans else None
         warm(kernels=any(str(e).startswith("kernels.") for e in spec.exercises or ()),
              every=spec.exercises is None)

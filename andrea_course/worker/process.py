@@ -5,10 +5,7 @@ returncode, poll(), wait(timeout), kill()):
   pytest forked from the grader);
 - Adopted: a worker parent another process started and handed over (client.hand_over), alive
   while its pid is, and ended by the process that started it, never by the one that adopted it;
-- WorkerChild: a worker forked by the worker parent, which reaps it and says how it ended;
-
-and what a run leaves behind: `adopt()` makes this process a subreaper (a learner's double fork
-reparents to it), `end()` kills a process's tree and those orphans, then reaps them.
+- WorkerChild: a worker forked by the worker parent, which reaps it and says how it ended.
 """
 from __future__ import annotations
 
