@@ -124,15 +124,6 @@ def content_stamps(files) -> tuple:
 _recent: dict[tuple, tuple] = {}      # (exercise, folder, tests folder) -> (stamps, CheckResult)
 
 
-def _key(exercise: str, impl_name: str, tests_dir) -> tuple:
-    """One memory per piece of one folder, however the folder is named ("exercises" or its path)."""
-    try:
-        folder = str(resolve(impl_name))
-    except Exception:                                # noqa: BLE001 - a bad name: its result says so
-        folder = impl_name
-    return exercise, folder, str(Path(tests_dir).resolve()) if tests_dir is not None else None
-
-
 def run_graded(exercise: str, impl: str | os.PathLike | None = None,
                tests_dir: str | os.PathLike | None = None, reuse: bool = False,
                upto: str | None = None) -> CheckResult:
@@ -148,25 +139,30 @@ def run_graded_many(exercises, impl: str | os.PathLike | None = None,
     """{exercise: CheckResult} for several exercises, in one pytest run. Never raises."""
     impl_name = str(impl) if impl is not None else notebook_impl()
     exercises = list(dict.fromkeys(exercises))
-    stamps, out = {}, {}
-    for exercise in exercises:
-        try:
-            stamps[exercise] = (time_limit(),) + content_stamps(sorted(resolve(impl_name).glob("*.py"))
-                                                                + graded_files(exercise, tests_dir))
-        except Exception:                            # noqa: BLE001 - then simply do not reuse
-            stamps[exercise] = None
-        known = _recent.get(_key(exercise, impl_name, tests_dir))
-        if reuse and stamps[exercise] is not None and known is not None and known[0] == stamps[exercise]:
-            out[exercise] = known[1]
     if upto is not None and upto not in LESSONS:
         bad = f"upto={upto!r} is not an activity of the course: one of {', '.join(LESSONS)}"
         return {e: CheckResult(e, impl_name, error=bad) for e in exercises}
+    try:                                             # one memory per folder, however it is named
+        folder = resolve(impl_name)
+    except Exception:                                # noqa: BLE001 - a bad name: its result says so
+        folder = None
+    where = (str(folder or impl_name), str(Path(tests_dir).resolve()) if tests_dir is not None else None)
+    stamps, out = {}, {}
+    for exercise in exercises:
+        try:
+            stamps[exercise] = (time_limit(),) + content_stamps(sorted(folder.glob("*.py"))
+                                                                + graded_files(exercise, tests_dir))
+        except Exception:                            # noqa: BLE001 - then simply do not reuse
+            stamps[exercise] = None
+        known = _recent.get((exercise, *where))
+        if reuse and stamps[exercise] is not None and known is not None and known[0] == stamps[exercise]:
+            out[exercise] = known[1]
     missing = [e for e in exercises if e not in out]
     for exercise, result in (_run_many(missing, impl_name, tests_dir).items() if missing else ()):
         complete = (result.error is None and not result.interrupted and not result.not_run
                     and not any(o.status == "timeout" for o in result.outcomes))
         if stamps[exercise] is not None and complete:    # a timeout or a crash may not happen again
-            _recent[_key(exercise, impl_name, tests_dir)] = (stamps[exercise], result)
+            _recent[(exercise, *where)] = (stamps[exercise], result)
         out[exercise] = result
     return {e: dataclasses.replace(out[e], upto=upto) for e in exercises}
 
