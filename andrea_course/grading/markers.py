@@ -111,3 +111,11 @@ class Credit:
 
     def failures(self) -> list[str]:
         return [f for _, _, f in self.parts if f is not None]
+
+    def settle(self) -> None:
+        """After the test: PartsFailed naming every failed part (and the first typical mistake one named)."""
+        if self.failures():
+            failed = PartsFailed(f"{len(self.failures())} of {len(self.parts)} parts failed (partial credit "
+                                 f"{self.fraction:.0%}):\n" + "\n".join(self.failures()))
+            failed.mistake = self.mistakes[0] if self.mistakes else None
+            raise failed

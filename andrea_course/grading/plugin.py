@@ -18,7 +18,7 @@ from ..overlay import impl_from_env, resolve
 from ..worker.client import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
 from ..worker.server import warm_up
 from ..worker.tiers import Isolation
-from .markers import Credit, PartsFailed
+from .markers import Credit
 from .student import InProcessStudent
 
 
@@ -135,16 +135,12 @@ def pytest_collection_modifyitems(session, config, items):
 
 def pytest_collection_finish(session):
     # every process that collects writes the list (xdist workers included): Run.add dedupes
-    graded = False
-    for item in session.items:
-        info = graded_info(item)
-        if info is not None:
-            graded = True
-            _write(session.config, Record("collected", nodeid=item.nodeid, name=item.name, **info))
-    config = session.config
+    config, graded = session.config, [(i, info) for i in session.items if (info := graded_info(i)) is not None]
+    for item, info in graded:
+        _write(config, Record("collected", nodeid=item.nodeid, name=item.name, **info))
     runs_tests = not config.option.collectonly and not config.pluginmanager.hasplugin("dsession")
     if graded and runs_tests and any("student" in getattr(i, "fixturenames", ()) for i in session.items):
-        kernels = any((graded_info(i) or {}).get("exercise", "").startswith("kernels.") for i in session.items)
+        kernels = any(info["exercise"].startswith("kernels.") for _, info in graded)
         student = _student_of(config, kernels)
         if isinstance(student, IsolatedStudent):
             try:
@@ -170,13 +166,8 @@ def credit(request):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     result = yield
-    credit = getattr(item, "_andrea_credit", None)
-    if credit is not None and credit.failures():
-        n, total = len(credit.failures()), len(credit.parts)
-        failed = PartsFailed(f"{n} of {total} parts failed (partial credit {credit.fraction:.0%}):\n"
-                             + "\n".join(credit.failures()))
-        failed.mistake = credit.mistakes[0] if credit.mistakes else None
-        raise failed
+    if getattr(item, "_andrea_credit", None) is not None:
+        item._andrea_credit.settle()          # PartsFailed, naming every failed part
     return result
 
 
