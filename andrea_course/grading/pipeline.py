@@ -10,7 +10,6 @@ import contextlib
 import faulthandler
 import gc
 import io
-import linecache
 import os
 import re
 import secrets
@@ -336,7 +335,11 @@ def _stuck_at(proc, stack: Path, folder, names_in_impl: bool = False) -> str:
         folder = resolve(folder)
     except Exception:                    # noqa: BLE001 - a bad name: nothing to name
         return ""
-    linecache.clearcache()               # the learner's file as it is now
-    frames = [(path, int(n), func, linecache.getline(path, int(n)))          # dumped innermost first
+
+    def code(path: str, lineno: int) -> str:           # the line as the file is now
+        with contextlib.suppress(OSError, IndexError, UnicodeDecodeError):
+            return Path(path).read_text(encoding="utf-8").splitlines()[lineno - 1]
+        return ""
+    frames = [(path, int(n), func, code(path, int(n)))                       # dumped innermost first
               for path, n, func in reversed(re.findall(r'File "([^"]+)", line (\d+) in (\S+)', text))]
     return where(frames, folder, folder if names_in_impl else None)
