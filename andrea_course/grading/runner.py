@@ -24,7 +24,7 @@ from . import pipeline, shortcuts
 from .gradescope import Results, TestResult, to_gradescope, write_json
 from .pipeline import Spec
 from .records import text
-from .staging import ISOLATIONS, Course, choose, materialize, sandbox_uid, stage_submission  # noqa: F401
+from .staging import ISOLATIONS, Course, choose, materialize, sandbox_uid, stage_submission
 from ..worker.tiers import Cgroup, Container, Isolation, Limits
 
 DEFAULT_TIMEOUT_PER_TEST = 60.0
