@@ -13,6 +13,7 @@ from pathlib import Path
 from ..paths import ACTIVITY_TESTS, ROOT
 from ..worker.tiers import UID_BASE, Limits, probe, probe_container
 from . import hooks
+from .gradescope import Results
 
 SKIP_NAMES = {"__pycache__", ".pytest_cache", "grading_fixtures"}
 
