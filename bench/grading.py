@@ -231,7 +231,7 @@ def profile() -> None:
 
     import torch
 
-    from andrea_course.grading.runner import choose_tier, sandbox_uid
+    from andrea_course.grading.staging import choose_tier, sandbox_uid
     from andrea_course.worker import wire
     from andrea_course.worker.client import IsolatedStudent
     from andrea_course.worker.server import warm_up
@@ -328,7 +328,7 @@ def _instrument(ev: _Events) -> None:
     """Wrap the grading's stages so that each says when it began and ended (and the CPU of the
     worker parents: their whole process tree, read before they are stopped)."""
     from andrea_course.capstone import leaderboard
-    from andrea_course.grading import pipeline, runner
+    from andrea_course.grading import pipeline, runner, staging
     from andrea_course.worker.client import IsolatedStudent
 
     def wrap(owner, name, label, cpu=None):
@@ -346,7 +346,7 @@ def _instrument(ev: _Events) -> None:
         parent = student._parent
         return {"tier": _tree_cpu(parent.pid) if parent is not None else None,
                 "prepared": bool(student._prepare), "parent": parent.pid if parent is not None else None}
-    wrap(runner, "probe", "probe")
+    wrap(staging, "probe", "probe")
     wrap(pipeline, "warm", "warm")
     wrap(pipeline, "start", "pytest start")
     wrap(pipeline, "run", "pipeline", cpu=lambda *_: {"self": _cpu_self(), "children": _cpu_children()})

@@ -80,7 +80,7 @@ def sandboxed(tmp_path, monkeypatch):
 
 
 def our_uids() -> range:
-    """The sandbox uids grade() gives this process's runs (runner.sandbox_uid)."""
+    """The sandbox uids grade() gives this process's runs (staging.sandbox_uid)."""
     low = UID_BASE + (os.getpid() % 1_000_000) * 100
     return range(low, low + 100)
 

@@ -1144,39 +1144,45 @@ def _flash_cases(flash_attention, q, k, v, start, what, outs, merged):
             Case(f"{what}: lse", part(1), want_lse.float(), differing(1, want_lse)))
 
 
-def _first_sequence_only(out, want_o, want_lse, what):
-    """A Mismatch naming FIRST_SEQUENCE_ONLY when o and lse are right for the batch's first sequence and
-    never stored (NaN, as the checking launcher starts them) for every other one."""
+def _stored_only(out, want_o, want_lse, ran):
+    """`ran` (the (B, H, T) rows whose programs ran, or a function of the rows stored giving them) when
+    out is (o, lse) of the expected shapes, right in those rows and never stored (NaN, as the checking
+    launcher starts them) in the others, and some but not all ran; else None."""
     if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
-        return
-    (o, lse), B = out, want_o.shape[0]
-    if o.shape != want_o.shape or lse.shape != want_lse.shape or B < 2:
-        return
-    right = all(bool(torch.allclose(g[0].double().cpu(), w[0].cpu(), atol=1e-4, rtol=1e-4))
-                for g, w in ((o, want_o), (lse, want_lse)))
-    if right and bool(torch.isnan(o[1:]).all()) and bool(torch.isnan(lse[1:]).all()):
+        return None
+    o, lse = out
+    if o.shape != want_o.shape or lse.shape != want_lse.shape:
+        return None
+    o, lse = o.double().cpu(), lse.double().cpu()
+    ran = ran(~lse.isnan()) if callable(ran) else ran
+    if bool(ran.all()) or not bool(ran.any()) or not torch.equal(~lse.isnan(), ran) or not bool(o[~ran].isnan().all()):
+        return None
+    right = (torch.allclose(o[ran], want_o.double().cpu()[ran], atol=1e-4, rtol=1e-4)
+             and torch.allclose(lse[ran], want_lse.double().cpu()[ran], atol=1e-4, rtol=1e-4))
+    return ran if right else None
+
+
+def _first_sequence_only(out, want_o, want_lse, what):
+    """A Mismatch naming FIRST_SEQUENCE_ONLY when only the batch's first sequence was stored, right."""
+    B = want_o.shape[0]
+    if _stored_only(out, want_o, want_lse, (torch.arange(B) == 0)[:, None, None].expand(want_lse.shape)) is not None:
         raise Mismatch(f"{what}: o", f"sequence 0 of {B} is right; the other {B - 1} were never stored (NaN)",
                        "one program per query block and per (sequence, head): B * H of them", mistake=FIRST_SEQUENCE_ONLY)
 
 
 def _last_rows_never_stored(out, want_o, want_lse, what, block_m: int = 16):
-    """A Mismatch when o and lse are right up to a row r0 and never stored (NaN, as the checking
-    launcher starts them) from r0 on, in every head: the last query blocks' programs never ran."""
-    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
+    """A Mismatch when the rows up to some r0 were stored in every head, right, and none from r0 on: the
+    last query blocks' programs never ran."""
+    T = want_o.shape[2]
+
+    def before_first_gap(stored):                    # the rows before the first one no head stored
+        rows = stored.any(dim=0).any(dim=0)
+        r0 = int(rows.logical_not().nonzero()[0]) if not bool(rows.all()) else T
+        return (torch.arange(T) < r0).expand(stored.shape)
+    ran = _stored_only(out, want_o, want_lse, before_first_gap)
+    if ran is None:
         return
-    (o, lse), T = out, want_o.shape[2]
-    if o.shape != want_o.shape or lse.shape != want_lse.shape:
-        return
-    o, lse = o.double().cpu(), lse.double().cpu()
-    stored = ~lse.isnan().all(dim=(0, 1))                              # (T,): a row stored in some head
-    r0 = int(stored.logical_not().nonzero()[0]) if not bool(stored.all()) else T
-    if r0 in (0, T) or bool(stored[r0:].any()) or not bool(o[:, :, r0:].isnan().all()):
-        return
-    right = all(bool(torch.allclose(g[:, :, :r0], w[:, :, :r0].cpu(), atol=1e-4, rtol=1e-4))
-                for g, w in ((o, want_o), (lse, want_lse)))
-    if not right:
-        return
-    n = T // block_m
+    r0, n = int(ran[0, 0].sum()), T // block_m
     why = (f": the launch grid has T // {block_m} = {n} query block{'s' * (n != 1)}, which drops the ragged last one; "
            f"launch triton.cdiv(T, block_m) of them" if r0 == T // block_m * block_m else "")
     raise Mismatch(f"{what}: o", f"rows {r0} .. {T - 1} of every head were never stored (NaN); rows 0 .. {r0 - 1} are "
@@ -1192,23 +1198,10 @@ GRID_AXES_SWAPPED = ("the launch grid's two axes read the other way round: progr
 def _grid_axes_swapped(out, want_o, want_lse, what, block_m: int = 16):
     """A Mismatch naming GRID_AXES_SWAPPED when exactly the (head bh, query block b) pairs with bh below
     the number of query blocks and b below B * H were stored, each right, and the rest never (NaN)."""
-    if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
-        return
-    (o, lse), (B, H, T, K) = out, want_o.shape
-    if o.shape != want_o.shape or lse.shape != want_lse.shape:
-        return
-    blocks = triton.cdiv(T, block_m)
-    block_of = torch.arange(T) // block_m                                         # (T,)
-    ran = (torch.arange(B * H)[:, None] < blocks) & (block_of[None, :] < B * H)   # (B·H, T)
-    if bool(ran.all()):
-        return
-    lse, o = lse.double().cpu().reshape(B * H, T), o.double().cpu().reshape(B * H, T, K)
-    stored = ~lse.isnan()
-    if not torch.equal(stored, ran) or not bool(o[~ran].isnan().all()):
-        return
-    right = (torch.allclose(o[ran], want_o.reshape(B * H, T, K)[ran].cpu(), atol=1e-4, rtol=1e-4)
-             and torch.allclose(lse[ran], want_lse.reshape(B * H, T)[ran].cpu(), atol=1e-4, rtol=1e-4))
-    if right:
+    B, H, T, K = want_o.shape
+    block_of = torch.arange(T) // block_m                                                   # (T,)
+    ran = (torch.arange(B * H)[:, None] < triton.cdiv(T, block_m)) & (block_of[None, :] < B * H)   # (B·H, T)
+    if _stored_only(out, want_o, want_lse, ran.reshape(B, H, T)) is not None:
         raise Mismatch(f"{what}: o", f"{int(ran.sum())} of {B * H * T} query rows (of {B * H} heads) were stored, "
                        f"each right; the others never (NaN)", "grid = (triton.cdiv(T, BLOCK_M), B * H): axis 0 the "
                        "query block, axis 1 the head", mistake=GRID_AXES_SWAPPED)

@@ -40,7 +40,7 @@ class TestResult:
     passed: bool = False
     skipped: bool = False
     output: str = ""
-    fraction: float = 0.0            # partial credit of a failed test with parts (plugin.Credit)
+    fraction: float = 0.0            # partial credit of a failed test with parts (markers.Credit)
     mistake: str | None = None       # the typical mistake its failure names (Mismatch.mistake)
 
     @property

@@ -1,27 +1,21 @@
-"""Graded tests run for the learner, in the learner's own process tree: check(), use() and
-passing() read their verdicts here.
+"""Graded tests run for the learner, in the learner's own process tree (pipeline.run): check(),
+use() and passing() read their one verdict here.
 
     run_graded("attention.softmax", "exercises")           # a CheckResult: outcomes, status, ...
     run_graded_many(["attention.softmax", "mlp.MLP"], "exercises")   # one pytest run for several
-
-Every graded test of a piece runs wherever it is asked from, so check()'s box, use(), passing()
-and the grader give one verdict; a notebook only lists the tests of ideas it has taught
-(CheckResult.upto, .shown).
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..paths import ACTIVITY_TESTS
 from ..overlay import impl_from_env, resolve
-from ..paths import WorkspaceError, workspace
+from ..paths import ACTIVITY_TESTS, WorkspaceError, workspace
 from . import pipeline, shortcuts
-from .markers import LESSONS, later_or_same
+from .markers import LESSONS, graded_files, later_or_same
 from .pipeline import Run, Spec, time_limit
 from .records import Record as Outcome, failed, syntax_error_text, timed_out
 
@@ -121,29 +115,6 @@ def verdict(result: CheckResult) -> str:
     return f"engine: {len(failing(result)) + result.not_run} of its {total} graded tests fail"
 
 
-def graded_files(exercise: str, tests_dir: str | os.PathLike | None = None) -> list[Path]:
-    """The test files holding `exercise`'s graded tests: tests/test_<activity>.py, and any other
-    tests/test_*.py with a test decorated @graded(exercise) (an activity's tests may span files)."""
-    tests_dir = Path(tests_dir) if tests_dir is not None else ACTIVITY_TESTS
-    home = tests_dir / f"test_{str(exercise).split('.')[0]}.py"
-    others = [p for p in sorted(tests_dir.glob("test_*.py")) if p != home and _marks(p, exercise)]
-    return ([home] if home.exists() else []) + others
-
-
-def _marks(path: Path, exercise: str) -> bool:
-    """Whether a test function in `path` is decorated @graded(exercise, ...) (not just mentions it)."""
-    text = path.read_text(encoding="utf-8")
-    if exercise not in text:
-        return False
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return False
-    return any(isinstance(d, ast.Call) and getattr(d.func, "id", None) == "graded" and d.args
-               and isinstance(d.args[0], ast.Constant) and d.args[0].value == exercise
-               for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) for d in node.decorator_list)
-
-
 def content_stamps(files) -> tuple:
     """(path, digest of its bytes) of each file that exists: equal while no content changes (an
     edit that keeps the size and the modification time included)."""
@@ -151,15 +122,6 @@ def content_stamps(files) -> tuple:
 
 
 _recent: dict[tuple, tuple] = {}      # (exercise, folder, tests folder) -> (stamps, CheckResult)
-
-
-def _key(exercise: str, impl_name: str, tests_dir) -> tuple:
-    """One memory per piece of one folder, however the folder is named ("exercises" or its path)."""
-    try:
-        folder = str(resolve(impl_name))
-    except Exception:                                # noqa: BLE001 - a bad name: its result says so
-        folder = impl_name
-    return exercise, folder, str(Path(tests_dir).resolve()) if tests_dir is not None else None
 
 
 def run_graded(exercise: str, impl: str | os.PathLike | None = None,
@@ -177,25 +139,30 @@ def run_graded_many(exercises, impl: str | os.PathLike | None = None,
     """{exercise: CheckResult} for several exercises, in one pytest run. Never raises."""
     impl_name = str(impl) if impl is not None else notebook_impl()
     exercises = list(dict.fromkeys(exercises))
-    stamps, out = {}, {}
-    for exercise in exercises:
-        try:
-            stamps[exercise] = (time_limit(),) + content_stamps(sorted(resolve(impl_name).glob("*.py"))
-                                                                + graded_files(exercise, tests_dir))
-        except Exception:                            # noqa: BLE001 - then simply do not reuse
-            stamps[exercise] = None
-        known = _recent.get(_key(exercise, impl_name, tests_dir))
-        if reuse and stamps[exercise] is not None and known is not None and known[0] == stamps[exercise]:
-            out[exercise] = known[1]
     if upto is not None and upto not in LESSONS:
         bad = f"upto={upto!r} is not an activity of the course: one of {', '.join(LESSONS)}"
         return {e: CheckResult(e, impl_name, error=bad) for e in exercises}
+    try:                                             # one memory per folder, however it is named
+        folder = resolve(impl_name)
+    except Exception:                                # noqa: BLE001 - a bad name: its result says so
+        folder = None
+    where = (str(folder or impl_name), str(Path(tests_dir).resolve()) if tests_dir is not None else None)
+    stamps, out = {}, {}
+    for exercise in exercises:
+        try:
+            stamps[exercise] = (time_limit(),) + content_stamps(sorted(folder.glob("*.py"))
+                                                                + graded_files(exercise, tests_dir))
+        except Exception:                            # noqa: BLE001 - then simply do not reuse
+            stamps[exercise] = None
+        known = _recent.get((exercise, *where))
+        if reuse and stamps[exercise] is not None and known is not None and known[0] == stamps[exercise]:
+            out[exercise] = known[1]
     missing = [e for e in exercises if e not in out]
     for exercise, result in (_run_many(missing, impl_name, tests_dir).items() if missing else ()):
         complete = (result.error is None and not result.interrupted and not result.not_run
                     and not any(o.status == "timeout" for o in result.outcomes))
         if stamps[exercise] is not None and complete:    # a timeout or a crash may not happen again
-            _recent[_key(exercise, impl_name, tests_dir)] = (stamps[exercise], result)
+            _recent[(exercise, *where)] = (stamps[exercise], result)
         out[exercise] = result
     return {e: dataclasses.replace(out[e], upto=upto) for e in exercises}
 

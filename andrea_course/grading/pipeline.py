@@ -1,18 +1,12 @@
-"""The one way graded tests run, for every caller: check(), use() and passing() (local.py) and
-andrea-grade (runner.py).
+"""The one way graded tests run, for every caller (docs/architecture.md, "Running graded tests"):
 
     got = run(Spec(tests=[...], folder=learner, isolation=iso, limit=30.0))
     got.collected, got.results         # {nodeid: records.Record}, as the plugin wrote them
     got.running, got.stopped           # the test running when the run stopped, and why
-
-pytest runs with the grading plugin in a fork of this process, which has imported torch and
-pytest already (a new interpreter where there is no fork). Its records are read as they come, so
-that a run stopped by a limit or an interrupt still reports every test that finished.
 """
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import faulthandler
 import gc
 import io
@@ -28,9 +22,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..worker.process import Forked
-from ..worker.tiers import DEAD, Isolation, proc_stat
-from .records import Record, read
+from ..worker.process import Forked, adopt, end
+from ..worker.tiers import Isolation
+from .records import Record, read, where
 
 LIMIT_ENV = "ANDREA_CHECK_TIMEOUT"
 DEFAULT_LIMIT = 30.0            # seconds per graded test in check(); the slowest course test takes a few
@@ -100,8 +94,7 @@ def run(spec: Spec) -> Run:
     """Run the graded tests of `spec`; an interrupt, a timeout or a crash is Run.stopped."""
     got = Run()
     with tempfile.TemporaryDirectory(prefix="andrea-run-") as tmp:
-        channel, log = Path(tmp) / "records.jsonl", spec.log or Path(tmp) / "pytest.log"
-        stack = Path(tmp) / "stack.txt"
+        channel, stack, log = Path(tmp) / "records.jsonl", Path(tmp) / "stack.txt", spec.log or Path(tmp) / "pytest.log"
         key = secrets.token_bytes(32)
         key_r, key_w = os.pipe()              # the key travels by a pipe: not argv, not environ
         os.write(key_w, key.hex().encode() + b"\n")
@@ -117,7 +110,7 @@ def run(spec: Spec) -> Run:
                 starter.close()
                 starter = None
         passed = [key_r] + ([int(args[args.index("--worker-parent") + 1].split(":")[0])] if starter else [])
-        before = _adopt() if spec.orphans else None
+        before = adopt() if spec.orphans else None
         warm(kernels=any(str(e).startswith("kernels.") for e in spec.exercises or ()),
              every=spec.exercises is None)
         with open(log, "wb") as log_file, _interruptible():
@@ -210,10 +203,7 @@ def _follow(proc, spec: Spec, channel: Path, key: bytes, got: Run) -> None:
 def _interruptible():
     """While a run goes, SIGINT raises KeyboardInterrupt in the main thread, whatever the process
     inherited (a background job of a non-interactive shell starts with SIGINT ignored)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.getsignal(signal.SIGINT)
+    old = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else "-"
     swap = old in (signal.SIG_IGN, signal.SIG_DFL, None)
     if swap:
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -233,31 +223,23 @@ def warm(kernels: bool = False, every: bool = False) -> None:
     """Import, once and in this process, what every forked run would otherwise import again (never
     the learner's code); with kernels, Triton's interpreter warmed; with every (the grader), what
     the tests' first use of the meta device imports."""
+    import importlib
     with _WARM:
-        if every and "every" not in _warmed:
-            _warmed.add("every")
+        todo = [w for w, wanted in (("every", every), ("imports", True), ("kernels", kernels))
+                if wanted and w not in _warmed]
+        _warmed.update(todo)
+        names = ["torch.fx.experimental.symbolic_shapes"] if "every" in todo else []
+        if "imports" in todo:
+            from _pytest.config import default_plugins
+            names += ["pytest", *(f"_pytest.{name}" for name in default_plugins),
+                      "andrea_course.grading.plugin", "andrea_course.engine.model"]
+        for name in names:
             with contextlib.suppress(Exception):
-                import torch.fx.experimental.symbolic_shapes  # noqa: F401
-        if "imports" not in _warmed:
-            _warmed.add("imports")
-            import importlib
-
-            import pytest  # noqa: F401
-            with contextlib.suppress(Exception):
-                from _pytest.config import default_plugins
-                for name in default_plugins:
-                    with contextlib.suppress(Exception):
-                        importlib.import_module(f"_pytest.{name}")
-            with contextlib.suppress(Exception):
-                from . import plugin  # noqa: F401
-                from ..engine import model  # noqa: F401
-                from ..worker.server import warm_up
-                warm_up()
-        if kernels and "kernels" not in _warmed:
-            _warmed.add("kernels")
+                importlib.import_module(name)
+        if "imports" in todo or "kernels" in todo:
             with contextlib.suppress(Exception):
                 from ..worker.server import warm_up
-                warm_up(kernels=True)
+                warm_up(kernels="kernels" in todo)
 
 
 def start(args: list[str], *, env: dict, cwd, log, pass_fds: tuple = (), stack: Path | None = None):
@@ -349,65 +331,15 @@ def _stuck_at(proc, stack: Path, folder, names_in_impl: bool = False) -> str:
         if "File " in text:
             break
     from ..overlay import resolve
-    from .records import _learner_path
     try:
         folder = resolve(folder)
     except Exception:                    # noqa: BLE001 - a bad name: nothing to name
         return ""
-    for path, lineno, func in re.findall(r'File "([^"]+)", line (\d+) in (\S+)', text):   # innermost first
-        shown = _learner_path(path, folder, folder if names_in_impl else None)
-        if shown:
-            try:
-                code = Path(path).read_text(encoding="utf-8").splitlines()[int(lineno) - 1].strip()
-            except (OSError, IndexError, UnicodeDecodeError):
-                code = ""
-            return f"{shown}, line {lineno}, in {func}" + (f"\n    {code}" if code else "")
-    return ""
 
-
-# ----------------------------------------------------------------------------- what it leaves behind
-def _adopt() -> set[int]:
-    """Become a subreaper, so the run's orphans (a learner's double fork) reparent to us and can be
-    ended; returns our children now."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER
-    return set(children_map(zombies=True).get(os.getpid(), []))
-
-
-def children_map(zombies: bool = False) -> dict[int, list[int]]:
-    """{ppid: [its living children]}; zombies only when asked for (they cannot be killed)."""
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        found = proc_stat(entry) if entry.isdigit() else None
-        if found is not None and (zombies or found[0] not in DEAD):
-            kids.setdefault(found[1], []).append(int(entry))
-    return kids
-
-
-def end(proc, orphans_since: set[int] | None, rounds: int = 20) -> None:
-    """SIGKILL pytest and every process below it; with `orphans_since` also our children that were
-    not there when the run began (orphans reparented to us), then reap them."""
-    if proc is None:
-        return
-    me = os.getpid()
-    for _ in range(rounds):
-        kids = children_map()
-        new = [c for c in kids.get(me, []) if c not in orphans_since] if orphans_since is not None else []
-        todo, found = new + [proc.pid], set(new) | ({proc.pid} if proc.poll() is None else set())
-        while todo:
-            for child in kids.get(todo.pop(), []):
-                found.add(child)
-                todo.append(child)
-        if not found:
-            break
-        for pid in found:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        proc.poll()
-        time.sleep(0.05)
-    proc.wait()
-    for pid in children_map(zombies=True).get(me, []) if orphans_since is not None else ():
-        if pid not in orphans_since and pid != proc.pid:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
+    def code(path: str, lineno: int) -> str:           # the line as the file is now
+        with contextlib.suppress(OSError, IndexError, UnicodeDecodeError):
+            return Path(path).read_text(encoding="utf-8").splitlines()[lineno - 1]
+        return ""
+    frames = [(path, int(n), func, code(path, int(n)))                       # dumped innermost first
+              for path, n, func in reversed(re.findall(r'File "([^"]+)", line (\d+) in (\S+)', text))]
+    return where(frames, folder, folder if names_in_impl else None)

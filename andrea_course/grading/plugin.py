@@ -1,33 +1,24 @@
-"""pytest plugin: the `student` fixture, the graded markers, partial credit and the grader's options.
+"""pytest plugin: the `student` and `credit` fixtures, the graded markers and the grader's options.
 
 Loaded by pyproject.toml's addopts (plain pytest) and by pipeline.run (check(), andrea-grade).
 Each event of the run is one records.Record, appended to --results-jsonl and signed with the key
 read from --results-key-fd, so that lines written by anything else (the learner's code) are
-ignored. A test that asks for the `credit` fixture scores its points by the weight of the parts
-that pass; a failed part fails the test, but the next part still runs:
-
-    @graded("attention.softmax", points=3)
-    def test_softmax(student, credit):
-        with credit.part(1, "rows sum to one"):
-            expect_true(...)
-        with credit.part(2, "equals the reference"):
-            expect_close(...)
+ignored.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 
 import pytest
 
-from .expect import Mismatch
 from .records import Record, describe, sign
 from ..overlay import impl_from_env, resolve
 from ..worker.client import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
 from ..worker.server import warm_up
 from ..worker.tiers import Isolation
+from .markers import Credit
 from .student import InProcessStudent
 
 
@@ -61,16 +52,13 @@ def pytest_configure(config):
                  "taught(activity): the later notebook that teaches the idea a graded test checks"):
         config.addinivalue_line("markers", line)
     config._andrea_impl = config.getoption("--impl") or impl_from_env("solutions")
-    workerinput = getattr(config, "workerinput", None)         # an xdist worker
-    if workerinput is not None:
-        key = workerinput.get("andrea_results_key")
-    elif config.getoption("--results-key-fd") is not None:
-        fd = config.getoption("--results-key-fd")
-        key = os.read(fd, 256).strip()
+    key, fd = "", config.getoption("--results-key-fd")
+    if not _is_controller(config):                             # an xdist worker: the controller's key
+        key = config.workerinput.get("andrea_results_key") or ""
+    elif fd is not None:
+        key = os.read(fd, 256).strip().decode()
         os.close(fd)
-    else:
-        key = None
-    config._andrea_key = bytes.fromhex(key.decode() if isinstance(key, bytes) else key) if key else b""
+    config._andrea_key = bytes.fromhex(key)
     config._andrea_outcomes = {}
     config._andrea_student = None
     try:
@@ -147,16 +135,12 @@ def pytest_collection_modifyitems(session, config, items):
 
 def pytest_collection_finish(session):
     # every process that collects writes the list (xdist workers included): Run.add dedupes
-    graded = False
-    for item in session.items:
-        info = graded_info(item)
-        if info is not None:
-            graded = True
-            _write(session.config, Record("collected", nodeid=item.nodeid, name=item.name, **info))
-    config = session.config
+    config, graded = session.config, [(i, info) for i in session.items if (info := graded_info(i)) is not None]
+    for item, info in graded:
+        _write(config, Record("collected", nodeid=item.nodeid, name=item.name, **info))
     runs_tests = not config.option.collectonly and not config.pluginmanager.hasplugin("dsession")
     if graded and runs_tests and any("student" in getattr(i, "fixturenames", ()) for i in session.items):
-        kernels = any((graded_info(i) or {}).get("exercise", "").startswith("kernels.") for i in session.items)
+        kernels = any(info["exercise"].startswith("kernels.") for _, info in graded)
         student = _student_of(config, kernels)
         if isinstance(student, IsolatedStudent):
             try:
@@ -172,41 +156,6 @@ def pytest_collectreport(report):
         _write(config, Record("collect_error", name=str(report.fspath), rows=[("problem", tail)]))
 
 
-class PartsFailed(AssertionError):
-    """Some parts of a partial-credit test failed (the message lists them)."""
-
-
-class Credit:
-    """The parts of one graded test."""
-
-    def __init__(self):
-        self.parts: list[tuple[float, str, str | None]] = []     # (weight, what, failure or None)
-        self.mistakes: list[str] = []                            # typical mistakes the failed parts named
-
-    @contextlib.contextmanager
-    def part(self, weight: float, what: str):
-        if weight <= 0:
-            raise ValueError(f"a part's weight must be > 0, got {weight}")
-        try:
-            yield
-        except (AssertionError, LearnerCodeError, NotImplementedError) as exc:
-            self.parts.append((float(weight), what, f"{what}: {str(exc).strip() or type(exc).__name__}"))
-            if isinstance(exc, Mismatch) and getattr(exc, "mistake", None):
-                self.mistakes.append(exc.mistake)
-        except Exception as exc:          # noqa: BLE001  (the learner's error fails this part only)
-            self.parts.append((float(weight), what, f"{what}: {type(exc).__name__}: {exc}"))
-        else:
-            self.parts.append((float(weight), what, None))
-
-    @property
-    def fraction(self) -> float | None:
-        total = sum(w for w, _, _ in self.parts)
-        return None if not total else sum(w for w, _, f in self.parts if f is None) / total
-
-    def failures(self) -> list[str]:
-        return [f for _, _, f in self.parts if f is not None]
-
-
 @pytest.fixture
 def credit(request):
     """Partial credit: `with credit.part(weight, "what"): ...`."""
@@ -217,13 +166,8 @@ def credit(request):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
     result = yield
-    credit = getattr(item, "_andrea_credit", None)
-    if credit is not None and credit.failures():
-        n, total = len(credit.failures()), len(credit.parts)
-        failed = PartsFailed(f"{n} of {total} parts failed (partial credit {credit.fraction:.0%}):\n"
-                             + "\n".join(credit.failures()))
-        failed.mistake = credit.mistakes[0] if credit.mistakes else None
-        raise failed
+    if getattr(item, "_andrea_credit", None) is not None:
+        item._andrea_credit.settle()          # PartsFailed, naming every failed part
     return result
 
 

@@ -1,18 +1,13 @@
-"""What a run of graded tests reports: one Record per event, and the one description of a failure.
-
-A Record crosses the run's channel (pipeline.py) as a signed JSON line. describe() turns a failed
-test into rows ("problem", "where", "typical mistake", "hint", ...) that check()'s box prints, and
-text() into the text results.json, the command line and the class report print.
+"""What a run of graded tests reports: one Record per event (a signed JSON line on pipeline.py's
+channel), and the one description of a failure: describe()'s rows for check()'s box, text()'s
+text for results.json, the command line and the class report.
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import hashlib
 import hmac
-import inspect
 import json
-import textwrap
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +31,7 @@ class Record:
     taught: str = ""                 # the activity whose notebook teaches what it checks
     points: float = 1.0
     visibility: str = "visible"
-    fraction: float = 0.0            # partial credit of a failed test with parts (plugin.Credit)
+    fraction: float = 0.0            # partial credit of a failed test with parts (markers.Credit)
     mistake: str | None = None       # the typical mistake its failure names (Mismatch.mistake)
     when: str = "call"               # the phase it failed in: "setup" and "teardown" prefix text()
 
@@ -111,7 +106,7 @@ def text(rec: Record) -> str:
 
 
 # ------------------------------------------------------------------ where the learner's code is
-def _learner_path(path: str, folder: Path, base: Path | None = None) -> str | None:
+def learner_path(path: str, folder: Path, base: Path | None = None) -> str | None:
     """`path` when it is the learner's (under `folder`), relative to `base` (default: the course:
     exercises/attention.py; the grader passes its staged copy: attention.py), else None."""
     try:
@@ -127,7 +122,7 @@ def _learner_path(path: str, folder: Path, base: Path | None = None) -> str | No
 
 def syntax_error_text(exc: SyntaxError, folder: Path | None = None, base: Path | None = None) -> str:
     """`exercises/attention.py, line 12` then the line and a caret under the column."""
-    shown = (_learner_path(exc.filename, folder, base) if folder is not None and exc.filename else None) \
+    shown = (learner_path(exc.filename, folder, base) if folder is not None and exc.filename else None) \
         or exc.filename or "your file"
     lines = [f"{shown}, line {exc.lineno}"]
     if exc.text:
@@ -139,13 +134,13 @@ def syntax_error_text(exc: SyntaxError, folder: Path | None = None, base: Path |
     return "\n".join(lines)
 
 
-def _where(frames, folder: Path, base: Path | None = None) -> str:
+def where(frames, folder: Path, base: Path | None = None) -> str:
     """The innermost line of the learner's own code in (path, line, function, code) frames,
     outermost first, as `file, line N, in f` and the code."""
     for path, lineno, func, code in reversed(frames):
-        shown = _learner_path(path, folder, base)
+        shown, code = learner_path(path, folder, base), (code or "").strip()
         if shown:
-            return f"{shown}, line {lineno}, in {func}" + (f"\n    {code.strip()}" if code else "")
+            return f"{shown}, line {lineno}, in {func}" + (f"\n    {code}" if code else "")
     return ""
 
 
@@ -168,37 +163,6 @@ def _frames(exc, call=None) -> list:
 
 
 # ------------------------------------------------------------------ describing a failure
-def _test_advice(fn) -> tuple[list[str], list[str]]:
-    """(hints, typical mistakes) written in a graded test's expect_*() calls, read from its source:
-    shown when the learner's code raises before the test can judge it."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):
-        return [], []
-    glob = getattr(fn, "__globals__", {})
-
-    def text_of(node):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
-        return glob[node.id] if isinstance(node, ast.Name) and isinstance(glob.get(node.id), str) else None
-
-    hints, mistakes = [], []
-    for call in ast.walk(tree):
-        name = isinstance(call, ast.Call) and (getattr(call.func, "id", None) or getattr(call.func, "attr", None))
-        if name not in ("expect_close", "expect_equal", "expect_true", "expect_runs"):
-            continue
-        kws = {k.arg: k.value for k in call.keywords if k.arg}
-        hint = kws.get("hint") or (call.args[3] if name in ("expect_equal", "expect_true") and len(call.args) > 3
-                                   else None)
-        if hint is not None and text_of(hint):
-            hints.append(text_of(hint))
-        if isinstance(kws.get("mistakes"), ast.Dict):
-            mistakes += [t for t in map(text_of, kws["mistakes"].keys) if t]
-        if kws.get("mistake") is not None and text_of(kws["mistake"]):
-            mistakes.append(text_of(kws["mistake"]))
-    return list(dict.fromkeys(h for h in hints if h)), list(dict.fromkeys(mistakes))
-
-
 def _stub_error(exc: BaseException | None) -> NotImplementedError | None:
     """The exercise stub's error, when that is what raised (possibly wrapped by the test, or by
     Triton's interpreter, whose InterpreterError carries it as its cause)."""
@@ -219,8 +183,8 @@ def _mismatch_rows(exc, folder: Path, base: Path | None) -> list:
     from .expect import NO_KNOWN_MISTAKE
     rows = [("problem", f"{exc.what}: {exc.problem}")]
     if exc.__cause__ is not None and exc.__cause__.__traceback__ is not None:   # expect_runs named an error
-        where = _where(_frames(exc.__cause__), folder, base)
-        rows += [("where", where)] if where else []
+        at = where(_frames(exc.__cause__), folder, base)
+        rows += [("where", at)] if at else []
     optional = [("what it means", getattr(exc, "meaning", None)),
                 ("largest error", f"{exc.max_error:.3g}" if exc.max_error is not None else None),
                 ("shape", f"found {_shape(exc.shape_found)}, expected {_shape(exc.shape_expected)}"
@@ -234,16 +198,17 @@ def _mismatch_rows(exc, folder: Path, base: Path | None) -> list:
 
 def _raised_rows(item, call, exc, folder: Path, base: Path | None) -> list:
     """The rows of an error the learner's code (or the test after it) raised."""
+    from .expect import advice_in
     from .explain import _kind_and_text, explain
-    hints, mistakes = _test_advice(getattr(item, "function", None))
-    where = _where(_frames(exc, call), folder, base)
+    hints, mistakes = advice_in(getattr(item, "function", None))
+    at = where(_frames(exc, call), folder, base)
     kind, said = _kind_and_text(exc)          # a worker's LearnerCodeError: the learner's own error
     first = "\n".join((said.strip() or kind).splitlines()[:4])
     when = getattr(call, "when", "call")
-    rows = [("problem", f"your code raised {kind}: {first}" if where else f"{kind}: {first}"),
-            ("where", where or (f"in the test {item.name}, after your code returned" if when == "call"
+    rows = [("problem", f"your code raised {kind}: {first}" if at else f"{kind}: {first}"),
+            ("where", at or (f"in the test {item.name}, after your code returned" if when == "call"
                              else f"in the {when} of the test {item.name}, outside its body"))]
-    meaning = explain(exc, where.split("\n", 1)[1].strip() if "\n" in where else None)
+    meaning = explain(exc, at.split("\n", 1)[1].strip() if "\n" in at else None)
     rows += [("what it means", meaning)] if meaning else []
     rows += [("hint", h) for h in hints]
     if mistakes and not meaning:
@@ -261,7 +226,7 @@ def describe(item, call, rep, folder: Path, limit: float, base: Path | None = No
 
 def _describe(item, call, rep, folder: Path, limit: float, base: Path | None) -> Record:
     from ..worker.client import LearnerCodeError
-    from .expect import Mismatch
+    from .expect import Mismatch, advice_in
     exc = call.excinfo.value if call.excinfo is not None else None
     name, mistake = item.name, getattr(exc, "mistake", None) if isinstance(exc, AssertionError) else None
     stub = _stub_error(exc)
@@ -271,10 +236,10 @@ def _describe(item, call, rep, folder: Path, limit: float, base: Path | None) ->
                       hint=msg.split("Hint:", 1)[1].strip() if "Hint:" in msg else "")
     if isinstance(exc, LearnerCodeError) and exc.kind != "error":     # the worker stopped or lost it
         if exc.kind == "timeout":        # the worker's stack at the limit: innermost first
-            return timed_out(name, limit, _where(exc.frames[::-1], folder, base) if exc.frames else "")
+            return timed_out(name, limit, where(exc.frames[::-1], folder, base) if exc.frames else "")
         said = f"the process running your code ended abruptly: {exc}" if exc.kind == "crash" else str(exc)
-        where = _where(exc.frames, folder, base) if exc.frames else ""   # sys.exit, memory
-        return failed(name, "error", ("problem", said), *([("where", where)] if where else []))
+        at = where(exc.frames, folder, base) if exc.frames else ""   # sys.exit, memory
+        return failed(name, "error", ("problem", said), *([("where", at)] if at else []))
     status = "error"
     if isinstance(exc, Mismatch):
         rows, status = _mismatch_rows(exc, folder, base), "failed"
@@ -282,9 +247,9 @@ def _describe(item, call, rep, folder: Path, limit: float, base: Path | None) ->
         rows = [("problem", f"SyntaxError: {exc.msg}"), ("where", syntax_error_text(exc, folder, base))]
     elif isinstance(exc, AssertionError):
         msg = str(exc).strip().split("\nassert ")[0].strip() or "an assertion failed"
-        whole = "parts failed" in msg.split("\n")[0]        # plugin.PartsFailed: every part named
+        whole = "parts failed" in msg.split("\n")[0]        # markers.PartsFailed: every part named
         rows, status = [("problem", msg if whole else "\n".join(msg.splitlines()[:6]))], "failed"
-        rows += [("hint", h) for h in _test_advice(getattr(item, "function", None))[0] if h not in msg]
+        rows += [("hint", h) for h in advice_in(getattr(item, "function", None))[0] if h not in msg]
     elif exc is not None:
         rows = _raised_rows(item, call, exc, folder, base)
     else:

@@ -254,8 +254,8 @@ def right_except_along(got, want, inputs):
         wrong = [i for i in range(size) if not right[i]]
         where = _axis(a, n)
         if all(bool((got.select(a, i) == 0).all()) for i in wrong):
-            end = "first" if wrong == list(range(len(wrong))) else "last" if wrong[-1] == size - 1 and \
-                wrong == list(range(size - len(wrong), size)) else None
+            end = ("first" if wrong == list(range(len(wrong)))
+                   else "last" if wrong == list(range(size - len(wrong), size)) else None)
             if end is not None:
                 return Seen(frozenset({f"zero {end}"}), lambda k, w=wrong, e=end: (
                     f"your output is right except at index {_indices(w)} along {where}, the {e} "

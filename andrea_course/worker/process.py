@@ -9,10 +9,15 @@ returncode, poll(), wait(timeout), kill()):
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import time
+
+from .tiers import DEAD, proc_stat
 
 
 class Forked:
@@ -108,3 +113,50 @@ class WorkerChild:
                 return None
             time.sleep(0.005)
         return self.returncode
+
+
+def adopt() -> set[int]:
+    """Become a subreaper, so the run's orphans (a learner's double fork) reparent to us and can be
+    ended; returns our children now."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER
+    return set(children_map(zombies=True).get(os.getpid(), []))
+
+
+def children_map(zombies: bool = False) -> dict[int, list[int]]:
+    """{ppid: [its living children]}; zombies only when asked for (they cannot be killed)."""
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        found = proc_stat(entry) if entry.isdigit() else None
+        if found is not None and (zombies or found[0] not in DEAD):
+            kids.setdefault(found[1], []).append(int(entry))
+    return kids
+
+
+def end(proc, orphans_since: set[int] | None, rounds: int = 20) -> None:
+    """SIGKILL `proc` and every process below it; with `orphans_since` (adopt()'s) also our
+    children that were not there then (orphans reparented to us), then reap them."""
+    if proc is None:
+        return
+    me = os.getpid()
+    for _ in range(rounds):
+        kids = children_map()
+        new = [c for c in kids.get(me, []) if c not in orphans_since] if orphans_since is not None else []
+        todo, found = new + [proc.pid], set(new) | ({proc.pid} if proc.poll() is None else set())
+        while todo:
+            for child in kids.get(todo.pop(), []):
+                found.add(child)
+                todo.append(child)
+        if not found:
+            break
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        proc.poll()
+        time.sleep(0.05)
+    proc.wait()
+    for pid in children_map(zombies=True).get(me, []) if orphans_since is not None else ():
+        if pid not in orphans_since and pid != proc.pid:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from andrea_course.grading.runner import snapshot
+from andrea_course.grading.staging import snapshot
 from andrea_course.worker.tiers import UID_BASE
 from andrea_course.exercises import EXERCISES, SOLUTIONS
 from andrea_course.paths import ROOT

@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from andrea_course.grading import cli, pipeline, runner
+from andrea_course.grading import cli, pipeline, runner, staging
 from andrea_course.grading.gradescope import Results, TestResult, to_gradescope, write_json
 from andrea_course.grading.gradescope import table as runner_table
-from andrea_course.grading.plugin import Credit
+from andrea_course.grading.markers import Credit
 from andrea_course.grading.records import read, sign, text
-from andrea_course.grading.runner import Course, grade, snapshot
+from andrea_course.grading.runner import Course, grade
+from andrea_course.grading.staging import snapshot
 from andrea_course.worker.tiers import Limits
 from andrea_course.exercises import EXERCISES, SOLUTIONS
 from andrea_course.paths import ROOT
@@ -149,8 +150,8 @@ def test_no_isolation_means_nothing_is_run(tmp_path, monkeypatch):
     course = make_course(tmp_path)
     sub = make_submission(tmp_path / "sub")
     out = tmp_path / "results.json"
-    monkeypatch.setattr(runner, "probe", lambda *a: "bubblewrap is not installed")
-    monkeypatch.setattr(runner, "probe_container", lambda *a: "the learner's code could reach /hidden (read as uid 7)")
+    monkeypatch.setattr(staging, "probe", lambda *a: "bubblewrap is not installed")
+    monkeypatch.setattr(staging, "probe_container", lambda *a: "the learner's code could reach /hidden (read as uid 7)")
     assert cli.main([str(sub), "--out", str(out), "--tests", str(course / "tests"), "--quiet"]) == 2
     data = json.loads(out.read_text())
     assert data["score"] == 0 and "REFUSED: no isolation" in data["output"] and data["tests"] == []
@@ -285,7 +286,7 @@ def _line_of(path: Path, needle: str) -> int:
 class TestTotalTimeLimit:
     def test_total_time_limit_still_writes_results(self, tmp_path, sandboxed):
         """softmax loops forever and the per-test limit is longer than the total: the total ends it."""
-        from andrea_course.grading.pipeline import children_map
+        from andrea_course.worker.process import children_map
         before = set(children_map().get(os.getpid(), ()))   # another test's (check()'s worker parent, say)
         course = make_course(tmp_path)
         sub = make_submission(tmp_path / "looper", ["attention__sleeps_forever"])

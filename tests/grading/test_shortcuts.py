@@ -113,7 +113,7 @@ def test_andrea_grade_applies_the_policy(tmp_path):
     per test, from the test's exercise.)"""
     import json
     from andrea_course.grading import cli
-    from andrea_course.grading.local import graded_files
+    from andrea_course.grading.markers import graded_files
     from andrea_course.paths import ACTIVITY_TESTS
     folder = _folder(tmp_path, "attention.softmax", WRITTEN_AS_THE_LIBRARY[0][1])
     tests = tmp_path / "tests"

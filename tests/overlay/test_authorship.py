@@ -359,9 +359,9 @@ def test_honest_work_keeps_full_marks_under_the_guard(tmp_path, sandboxed):
              "test_modern.py"]
     # variants_0 holds a variant of every piece: graded on every file. The others hold the second
     # variants of a few pieces, the rest of their files the answer key's: graded on the files
-    # holding those pieces' graded tests (local.graded_files), in a batch of their own, at once.
+    # holding those pieces' graded tests (markers.graded_files), in a batch of their own, at once.
     from concurrent.futures import ThreadPoolExecutor
-    from andrea_course.grading.local import graded_files
+    from andrea_course.grading.markers import graded_files
     batches: dict[tuple, list[str]] = {}
     for student, exercises in taken.items():
         mine = files if student == "variants_0" else [f for f in files if f in

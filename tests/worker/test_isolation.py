@@ -21,7 +21,7 @@ import time
 import pytest
 import torch
 
-from andrea_course.grading import runner
+from andrea_course.grading import staging
 from andrea_course.worker import seccomp
 from andrea_course.worker.client import IsolatedStudent
 from andrea_course.worker.tiers import UID_BASE, Container, Isolation, Limits, kill_uid, pids_of, sweep_uid
@@ -166,20 +166,20 @@ def test_the_sandboxed_worker_has_no_capabilities_no_new_privileges_and_the_filt
 def test_the_runner_chooses_the_strongest_tier_and_refuses_only_where_nothing_holds(monkeypatch, tmp_path):
     as_root = os.geteuid() == 0
     args = ("auto", tmp_path, UID_BASE if as_root else None, {}, Limits(), False)
-    monkeypatch.setattr(runner, "probe", lambda *a: None)
-    assert runner.choose_tier(*args) == ("sandbox", [])
-    monkeypatch.setattr(runner, "probe", lambda *a: "bwrap: Creating new namespace failed: Operation not permitted")
-    monkeypatch.setattr(runner, "probe_container", lambda *a: None)
-    tier, why = runner.choose_tier(*args)
+    monkeypatch.setattr(staging, "probe", lambda *a: None)
+    assert staging.choose_tier(*args) == ("sandbox", [])
+    monkeypatch.setattr(staging, "probe", lambda *a: "bwrap: Creating new namespace failed: Operation not permitted")
+    monkeypatch.setattr(staging, "probe_container", lambda *a: None)
+    tier, why = staging.choose_tier(*args)
     assert tier == ("container" if as_root else None) and "Creating new namespace failed" in why[0]
-    monkeypatch.setattr(runner, "probe_container", lambda *a: "the learner's code could reach /hidden")
-    tier, why = runner.choose_tier(*args)
+    monkeypatch.setattr(staging, "probe_container", lambda *a: "the learner's code could reach /hidden")
+    tier, why = staging.choose_tier(*args)
     assert tier is None and len(why) == 2
-    assert runner.choose_tier("process", *args[1:]) == ((None if as_root else "process"),
+    assert staging.choose_tier("process", *args[1:]) == ((None if as_root else "process"),
                                                           (["--isolation process as root would run the learner's "
                                                             "code as root (a learner grading their own work passes "
                                                             "--own-work)"] if as_root else []))
-    assert runner.choose_tier("process", *args[1:5], True) == ("process", [])
+    assert staging.choose_tier("process", *args[1:5], True) == ("process", [])
 
 
 def test_isolation_is_one_configuration():
