@@ -503,19 +503,30 @@ def _venv_run(python: Path, code: str, cwd: Path, **env) -> str:
 
 
 def _notebook_imports() -> set[str]:
-    """Top-level modules the notebooks' code cells import (besides the standard library)."""
+    """Top-level modules the notebooks' code cells import (besides the standard library), except
+    those imported under a `try` that catches ImportError (an optional part, skipped without them)."""
     found = set()
     for path in NOTEBOOKS:
         for cell in _nb(path)["cells"]:
             if cell["cell_type"] != "code":
                 continue
             src = "\n".join(r for r in "".join(cell["source"]).splitlines() if not r.lstrip().startswith(("!", "%")))
-            for node in ast.walk(ast.parse(src)):
+            tree = ast.parse(src)
+            optional = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try) and _catches_import_error(t)
+                        for stmt in t.body for n in ast.walk(stmt)}
+            for node in ast.walk(tree):
+                if id(node) in optional:
+                    continue
                 if isinstance(node, ast.Import):
                     found.update(a.name.split(".")[0] for a in node.names)
                 elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                     found.add(node.module.split(".")[0])
     return found - set(sys.stdlib_module_names) - {"google"}
+
+
+def _catches_import_error(node: ast.Try) -> bool:
+    names = {n.id for h in node.handlers if h.type is not None for n in ast.walk(h.type) if isinstance(n, ast.Name)}
+    return bool(names & {"ImportError", "ModuleNotFoundError"})
 
 
 @pytest.mark.slow
