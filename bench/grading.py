@@ -383,7 +383,7 @@ def profile_one() -> None:
     twice, as one batch would, instrumented; print where the second one's time went."""
     from andrea_course.exercises import SOLUTIONS
     from andrea_course.grading import runner
-    from andrea_course.worker.zygote import WarmStart
+    from andrea_course.worker.warm import WarmStart
     hidden = ROOT / "instructor" / "hidden_tests"
     with tempfile.TemporaryDirectory(prefix="andrea-bench-profile-") as top:
         ev = _Events(Path(top) / "events.jsonl")

@@ -10,7 +10,7 @@ A submission is a folder shaped like exercises/ (one .py file per activity). In 
 subfolder of FOLDER is one student, graded in a tier of their own that shows only their own
 files, --jobs students at a time (as root, each student's worker parent is forked from one warm
 process of the batch that imported torch and the course once, and only then confined:
-worker/zygote.py); each gets RESULTS_DIR/<student>.json (default: the CSV's
+worker/warm.py); each gets RESULTS_DIR/<student>.json (default: the CSV's
 name without .csv, plus "-results") and a row in the CSV: student, total, one column per test.
 --similarity adds a last column, "similar": the pieces that look copied from the engine, the
 answer key or a classmate (similarity.py; listed, never zeroed). --report writes the class
@@ -61,7 +61,7 @@ from .gradescope import Results, table, to_gradescope
 from .report import summarize, write_report
 from .runner import DEFAULT_TIMEOUT_PER_TEST, DEFAULT_TIMEOUT_TOTAL, ISOLATIONS, Course, grade
 from ..worker.tiers import Limits, default_memory
-from ..worker.zygote import WarmStart
+from ..worker.warm import WarmStart
 
 
 LOSS_COLUMN = "validation loss"          # the gradebook's leaderboard column (empty: no value)

@@ -67,7 +67,7 @@ class Spec:
     keep_parent: bool = False         # with hand_over: it outlives pytest, ours again (Run.parent)
     orphans: bool = False             # adopt and end the learner's orphans (no sandbox to hold them)
     names_in_impl: bool = False       # name the learner's files relative to `folder`, not to the course
-    warm: object = None               # with hand_over: a batch's worker.zygote.WarmStart to fork the parent from
+    warm: object = None               # with hand_over: a batch's worker.warm.WarmStart to fork the parent from
 
 
 @dataclass

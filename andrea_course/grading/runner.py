@@ -169,7 +169,7 @@ def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *
     (`make grade`): the process tier is allowed as root too. leaderboard (without `course`): the
     leaderboard's settings file; default: the hidden tests folder's leaderboard.json, if any.
     library_shortcuts: what a piece written as the library call that is the piece gets
-    (shortcuts.POLICIES: refuse, warn, allow). warm: a batch's worker.zygote.WarmStart (a root
+    (shortcuts.POLICIES: refuse, warn, allow). warm: a batch's worker.warm.WarmStart (a root
     grader's sandbox and container worker parents are forked from it, then confined)."""
     start = time.monotonic()
     results = Results()

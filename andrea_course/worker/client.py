@@ -193,7 +193,7 @@ class IsolatedStudent:
         self._hint = None                    # the activity the next test loads (begin_test)
         self._limit = iso.limits.reply       # the largest reply read (run() sets its own)
         self._prepare = prepare              # (entry point, argument) the worker's parent calls before any fork
-        self._warm = warm                    # a batch's zygote.WarmStart: the worker's parent forked from it
+        self._warm = warm                    # a batch's warm.WarmStart: the worker's parent forked from it
         self.warm_pid = None                 # the pid of a worker parent forked from it
         if adopt:                            # a worker's parent another process started for us
             fd, pid = (int(v) for v in str(adopt).split(":"))
@@ -342,7 +342,7 @@ class IsolatedStudent:
 
     def _start_warm(self) -> bool:
         """A root grader's sandbox or container worker parent, forked from the batch's warm process
-        (zygote.py: it confines itself after the fork, in this tier's cgroup, namespaces and uid);
+        (warm.py: it confines itself after the fork, in this tier's cgroup, namespaces and uid);
         False where there is none, or it could not (the caller then starts one afresh)."""
         iso = self.isolation
         if self._warm is None or iso.tier not in ("sandbox", "container") or os.geteuid() != 0:

@@ -5,7 +5,7 @@ returncode, poll(), wait(timeout), kill()):
   pytest forked from the grader);
 - Adopted: a worker parent another process started and handed over (client.hand_over), alive
   while its pid is, and ended by the process that started it, never by the one that adopted it;
-- Spawned: a container tier's worker parent forked by a batch's warm process (zygote.py): not
+- Spawned: a container tier's worker parent forked by a batch's warm process (warm.py): not
   our child (that process reaps it), ended by us;
 - WorkerChild: a worker forked by the worker parent, which reaps it and says how it ended.
 """
@@ -93,7 +93,7 @@ class Adopted(ByPid):
 
 
 class Spawned(ByPid):
-    """A container tier's worker parent that a batch's warm process forked for us (zygote.py): the
+    """A container tier's worker parent that a batch's warm process forked for us (warm.py): the
     leader of its own session, ours to end (client._stop_parent); the warm process reaps it."""
 
 

@@ -253,7 +253,7 @@ class Sandbox:
 
     def argv(self, command: list[str], info_fd: int | None = None) -> list[str]:
         """bwrap's command line running `command`; with info_fd, bwrap writes its first process's
-        pid there as JSON ({"child-pid": N}: the process whose namespaces zygote.py joins)."""
+        pid there as JSON ({"child-pid": N}: the process whose namespaces warm.py joins)."""
         exe = bwrap()
         if exe is None:
             raise OSError("bubblewrap (bwrap) is not installed")

@@ -26,7 +26,7 @@ from andrea_course.grading import runner
 from andrea_course.worker import seccomp
 from andrea_course.worker.client import IsolatedStudent
 from andrea_course.worker.tiers import UID_BASE, Container, Isolation, Limits, kill_uid, pids_of, sweep_uid
-from andrea_course.worker.zygote import WarmStart
+from andrea_course.worker.warm import WarmStart
 from grading_helpers import make_submission, need_sandbox
 
 needs_linux = pytest.mark.skipif(seccomp.machine() is None, reason="a seccomp table for this machine")
@@ -145,7 +145,7 @@ def confinement():
 def test_the_sandboxed_worker_has_no_capabilities_no_new_privileges_and_the_filter(tmp_path, warm):
     """Inside bubblewrap: an empty bounding set, no_new_privs, the seccomp filter, no nested user
     namespace (`unshare -U` fails), no network socket, and (as root) a uid of its own; the same
-    where the worker parent was forked from a batch's warm process (zygote.py) and then confined."""
+    where the worker parent was forked from a batch's warm process (warm.py) and then confined."""
     if shutil.which("unshare") is None:
         pytest.skip("util-linux's unshare is needed to try a nested user namespace")
     uid = UID_BASE + 99 if os.geteuid() == 0 else None

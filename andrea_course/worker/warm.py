@@ -49,13 +49,13 @@ BOOT = """
 import json, sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, json.loads(sys.argv[2])["root"])
-from andrea_course.worker.zygote import serve
+from andrea_course.worker.warm import serve
 serve(int(sys.argv[1]), json.loads(sys.argv[2]))
 """
 
 
 # ----------------------------------------------------------------------------- the grader's side
-class Zygote:
+class WarmProcess:
     """One warm process (its config's preparation run), and asking it for a worker parent."""
 
     def __init__(self, python: str, prepare):
@@ -112,28 +112,28 @@ class WarmStart:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._zygotes: dict[str, Zygote] = {}
+        self._processes: dict[str, WarmProcess] = {}
 
     def spawn(self, python: str, prepare, request: dict, fds: list[int]) -> int:
         key = json.dumps([python, prepare])
         with self._lock:
-            zygote = self._zygotes.get(key)
-            if zygote is None or not zygote.alive():
-                if zygote is not None:
-                    zygote.close()
-                zygote = self._zygotes[key] = Zygote(python, prepare)
+            process = self._processes.get(key)
+            if process is None or not process.alive():
+                if process is not None:
+                    process.close()
+                process = self._processes[key] = WarmProcess(python, prepare)
             try:
-                return zygote.spawn(request, fds)
+                return process.spawn(request, fds)
             except (OSError, ValueError):
-                zygote.close()
-                del self._zygotes[key]
+                process.close()
+                del self._processes[key]
                 raise
 
     def close(self) -> None:
         with self._lock:
-            for zygote in self._zygotes.values():
-                zygote.close()
-            self._zygotes.clear()
+            for process in self._processes.values():
+                process.close()
+            self._processes.clear()
 
 
 # ----------------------------------------------------------------------------- the warm process
