@@ -29,8 +29,10 @@ the hidden tests and the capstone leaderboard (instructor/hidden_tests), --jobs 
 class with --no-leaderboard; the time per submission and what the leaderboard took of it, and the
 time 100 such submissions would take at that rate. With --profile too, where one such
 submission's time goes (graded alone, in a process of its own, after one grading that warms what
-a batch warms once): the worker parents started and their CPU (start, warm-up, workers), pytest's
-start and collection, the graded tests and the slowest of them, pytest's end, the leaderboard's
+a batch warms once, with the batch's warm worker process: andrea-grade --batch forks each
+submission's worker parent from it): the worker parents started and their CPU (start, warm-up,
+workers; a forked one's start is its fork and confinement), the warm process's own CPU (once per
+batch), pytest's start and collection, the graded tests and the slowest of them, pytest's end, the leaderboard's
 training and validation, and the whole submission's wall and CPU (the grader, pytest, the sandboxes).
 
 Run it on an idle machine. CPU: as root with cgroup v1, every process of the command (the
@@ -314,6 +316,16 @@ def _tree_cpu(root: int) -> float:
     return total
 
 
+def _own_cpu(pid: int) -> float:
+    """CPU seconds of process `pid` itself (not its children)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(map(int, fields[11:13])) / os.sysconf("SC_CLK_TCK")
+
+
 def _cpu_self() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -343,8 +355,10 @@ def _instrument(ev: _Events) -> None:
         setattr(owner, name, wrapped)
 
     def tier(student, *_):
-        parent = student._parent
-        return {"tier": _tree_cpu(parent.pid) if parent is not None else None,
+        parent, inner = student._parent, getattr(student, "warm_pid", None)
+        cpu = _tree_cpu(parent.pid) + (_tree_cpu(inner) if inner and inner != parent.pid else 0.0) \
+            if parent is not None else None
+        return {"tier": cpu,
                 "prepared": bool(student._prepare), "parent": parent.pid if parent is not None else None}
     wrap(staging, "probe", "probe")
     wrap(pipeline, "warm", "warm")
@@ -369,18 +383,26 @@ def profile_one() -> None:
     twice, as one batch would, instrumented; print where the second one's time went."""
     from andrea_course.exercises import SOLUTIONS
     from andrea_course.grading import runner
+    from andrea_course.worker.warm import WarmStart
     hidden = ROOT / "instructor" / "hidden_tests"
     with tempfile.TemporaryDirectory(prefix="andrea-bench-profile-") as top:
         ev = _Events(Path(top) / "events.jsonl")
         _instrument(ev)
-        course = runner.Course(hidden=hidden)
-        for i in range(2):
-            folder = Path(top) / f"student{i}"
-            shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("__pycache__"))
-            ev("grade begin", self=_cpu_self(), children=_cpu_children())
-            results = runner.grade(folder, Path(top) / f"r{i}.json", course=course)
-            ev("grade end", self=_cpu_self(), children=_cpu_children(), score=results.score)
+        course, warm = runner.Course(hidden=hidden), WarmStart()
+        try:
+            for i in range(2):
+                folder = Path(top) / f"student{i}"
+                shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("__pycache__"))
+                ev("grade begin", self=_cpu_self(), children=_cpu_children())
+                results = runner.grade(folder, Path(top) / f"r{i}.json", course=course, warm=warm)
+                ev("grade end", self=_cpu_self(), children=_cpu_children(), score=results.score)
+            zygotes = [z.proc.pid for z in warm._zygotes.values()]
+            own = sum(_own_cpu(pid) for pid in zygotes)
+        finally:
+            warm.close()
         _report(ev.read(), results)
+        print(f"  once per batch: the warm worker process (andrea-grade --batch): {len(zygotes)} started, "
+              f"{own:.1f} s CPU of their own (Python, torch, the course, the leaderboard's warm-up)")
 
 
 def _spans(events: list[dict], name: str) -> list[tuple[dict, dict]]:
@@ -407,9 +429,9 @@ def _report(events: list[dict], results) -> None:
     print(f"  worker parents started: {len(parents)}")
     for one in parents.values():
         warm = ", the leaderboard's warm-up" if one["prepared"] else ""
-        print(f"    one {'prepared' if one['prepared'] else 'plain'}: {one['boot'] or 0:.1f} s CPU to start (Python, "
-              f"torch, the course, PyTorch's meta-device stack{warm}); {one['cpu']:.1f} s CPU in all, "
-              f"its workers' included")
+        print(f"    one {'prepared' if one['prepared'] else 'plain'}: {one['boot'] or 0:.1f} s CPU to start (started: "
+              f"Python, torch, the course, PyTorch's meta-device stack{warm}; forked from the warm process: the "
+              f"fork, its sandbox and its confinement); {one['cpu']:.1f} s CPU in all, its workers' included")
     workers = sum(one["cpu"] - (one["boot"] or 0) for one in parents.values()) - (board["cpu"] if board else 0)
     waited = min(_spans(second, "parent ready"), key=lambda span: span[0]["t"])   # the first test's wait
     _report_tests(second, workers, waited[1]["t"] - waited[0]["t"])

@@ -8,7 +8,9 @@
 
 A submission is a folder shaped like exercises/ (one .py file per activity). In a batch every
 subfolder of FOLDER is one student, graded in a tier of their own that shows only their own
-files, --jobs students at a time; each gets RESULTS_DIR/<student>.json (default: the CSV's
+files, --jobs students at a time (as root, each student's worker parent is forked from one warm
+process of the batch that imported torch and the course once, and only then confined:
+worker/warm.py); each gets RESULTS_DIR/<student>.json (default: the CSV's
 name without .csv, plus "-results") and a row in the CSV: student, total, one column per test.
 --similarity adds a last column, "similar": the pieces that look copied from the engine, the
 answer key or a classmate (similarity.py; listed, never zeroed). --report writes the class
@@ -44,6 +46,7 @@ isolation on this machine that keeps the hidden tests and results safe, a missin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import signal
@@ -58,6 +61,7 @@ from .gradescope import Results, table, to_gradescope
 from .report import summarize, write_report
 from .runner import DEFAULT_TIMEOUT_PER_TEST, DEFAULT_TIMEOUT_TOTAL, ISOLATIONS, Course, grade
 from ..worker.tiers import Limits, default_memory
+from ..worker.warm import WarmStart
 
 
 LOSS_COLUMN = "validation loss"          # the gradebook's leaderboard column (empty: no value)
@@ -252,11 +256,13 @@ def batch(folder: Path, csv_path: Path, out_dir, course: Course, options: dict, 
     start = time.monotonic()
     done = 0
 
+    warm = WarmStart()               # one warm worker process for the class, forked per student
+
     def one(student: Path) -> Results:
-        return grade(student, out_dir / f"{student.name}.json", course=course, **options)
+        return grade(student, out_dir / f"{student.name}.json", course=course, warm=warm, **options)
 
     rows, columns, statuses, graded = {}, [], [], {}
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    with ThreadPoolExecutor(max_workers=jobs) as pool, contextlib.closing(warm):
         for student, results in zip(students, pool.map(one, students)):
             graded[student.name] = to_gradescope(results)
             done += 1

@@ -61,6 +61,7 @@ class Spec:
     keep_parent: bool = False         # with hand_over: it outlives pytest, ours again (Run.parent)
     orphans: bool = False             # adopt and end the learner's orphans (no sandbox to hold them)
     names_in_impl: bool = False       # name the learner's files relative to `folder`, not to the course
+    warm: object = None               # with hand_over: a batch's worker.warm.WarmStart to fork the parent from
 
 
 @dataclass
@@ -103,7 +104,7 @@ def run(spec: Spec) -> Run:
         starter = None
         if spec.hand_over and spec.jobs <= 1 and not spec.collect_only:
             from ..worker.client import IsolatedStudent, LearnerCodeError
-            starter = IsolatedStudent(spec.folder, isolation=spec.isolation, prepare=spec.prepare)
+            starter = IsolatedStudent(spec.folder, isolation=spec.isolation, prepare=spec.prepare, warm=spec.warm)
             try:
                 args += ["--worker-parent", starter.hand_over()]
             except LearnerCodeError:     # the plugin starts it then, and the first test says why it cannot

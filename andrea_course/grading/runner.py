@@ -38,7 +38,7 @@ def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *
           timeout_total: float = DEFAULT_TIMEOUT_TOTAL, jobs: int = 1, isolation: str = "auto",
           own_work: bool = False, uid: int | None = None, limits: Limits = Limits(),
           log: str | os.PathLike | None = None, leaderboard: str | os.PathLike | bool | None = None,
-          library_shortcuts: str = "refuse") -> Results:
+          library_shortcuts: str = "refuse", warm=None) -> Results:
     """Grade one submission folder; write Gradescope's results.json to `out` (always, last).
 
     isolation: "auto" (the strongest tier this machine allows: sandbox, else container as root,
@@ -46,7 +46,8 @@ def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *
     (`make grade`): the process tier is allowed as root too. leaderboard (without `course`): the
     leaderboard's settings file; default: the hidden tests folder's leaderboard.json, if any.
     library_shortcuts: what a piece written as the library call that is the piece gets
-    (shortcuts.POLICIES: refuse, warn, allow)."""
+    (shortcuts.POLICIES: refuse, warn, allow). warm: a batch's worker.warm.WarmStart (a root
+    grader's sandbox and container worker parents are forked from it, then confined)."""
     start = time.monotonic()
     results = Results()
     try:
@@ -57,7 +58,7 @@ def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *
             raise ValueError(f"library_shortcuts must be one of {', '.join(shortcuts.POLICIES)}, "
                              f"not {library_shortcuts!r}")
         results = _run(resolve(submission), course, timeout_per_test, timeout_total, jobs,
-                       isolation, own_work, uid, limits, log, out)
+                       isolation, own_work, uid, limits, log, out, warm)
         used = shortcuts.apply(results, resolve(submission), library_shortcuts)
         if used:
             results.notes.append(f"library shortcuts (policy: {library_shortcuts}): " + "; ".join(
@@ -75,7 +76,7 @@ def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *
 
 
 def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs, isolation,
-         own_work, uid, limits: Limits, log, out) -> Results:
+         own_work, uid, limits: Limits, log, out, warm=None) -> Results:
     results = Results()
     began = time.monotonic()
     uid = (uid if uid is not None else sandbox_uid()) if os.geteuid() == 0 else None
@@ -116,7 +117,7 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
             # that parent is kept for the hook (none where the submission wrote nothing it uses)
             prepare = hook.prepare() if hook is not None and hook.wants(folder) else None
             stopped, parent = _pytest(results, tmp, folder, course, timeout_per_test, timeout_total, jobs, iso,
-                                      log, collect_only=bool(refused), prepare=prepare)
+                                      log, collect_only=bool(refused), prepare=prepare, warm=warm)
             if hook is not None and stopped:
                 results.leaderboard = hook.stopped(stopped)
             elif hook is not None:
@@ -140,7 +141,8 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
 
 
 def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_per_test, timeout_total, jobs,
-            iso: Isolation | None, log, collect_only: bool, prepare: tuple | None = None) -> tuple[str | None, object]:
+            iso: Isolation | None, log, collect_only: bool, prepare: tuple | None = None,
+            warm=None) -> tuple[str | None, object]:
     """Run the graded tests and fill `results`; returns why the run stopped early, else None, and
     with `prepare` the worker parent the tests used, the caller's to close."""
     tests = tmp / "tests"
@@ -158,7 +160,7 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
                             total=timeout_total, rootdir=tmp, cwd=tmp, env=env,
                             log=Path(log) if log else None, jobs=jobs, collect_only=collect_only,
                             hand_over=True, prepare=prepare, keep_parent=prepare is not None,
-                            orphans=not walled, names_in_impl=True))
+                            orphans=not walled, names_in_impl=True, warm=warm))
     stops = {"total": f"the grading stopped at the total time limit of {timeout_total:g} s",
              "timeout": f"the grading stopped: a test ran past {timeout_per_test + pipeline.GRACE:g} s",
              "interrupt": "the grading was interrupted"}

@@ -52,7 +52,7 @@ from pathlib import Path
 from ..overlay import ImplementationError, resolve
 from ..paths import ROOT
 from . import wire
-from .process import Adopted, WorkerChild
+from .process import Adopted, Spawned, WorkerChild
 from .server import BOOT, fork_worker_parent
 from .tiers import SANDBOX_ROOT, Cgroup, Container, Isolation, Limits, Sandbox, worker_env
 
@@ -60,6 +60,7 @@ DEFAULT_TIMEOUT = 60.0              # seconds of learner time per test
 BOOT_TIMEOUT = 180.0                # starting Python, torch and the course (not the learner's time)
 DUMP_WAIT = 1.0                     # seconds to wait for a timed-out worker's stack
 MAX_FRAMES = 40
+HOLDER = ["/bin/sh", "-c", "echo ready && exec sleep infinity"]    # a warm-started sandbox's one process
 
 
 class LearnerCodeError(Exception):
@@ -164,7 +165,8 @@ class IsolatedStudent:
     """The learner's pieces, run in a worker process (see the module docstring)."""
 
     def __init__(self, impl=None, overrides: dict | None = None, *, isolation: Isolation | None = None,
-                 python: str | None = None, adopt: str | None = None, prepare: tuple | None = None):
+                 python: str | None = None, adopt: str | None = None, prepare: tuple | None = None,
+                 warm=None):
         if overrides:
             raise ValueError("IsolatedStudent does not take overrides: they are objects of this "
                              "process; use InProcessStudent for mutation tests")
@@ -191,6 +193,8 @@ class IsolatedStudent:
         self._hint = None                    # the activity the next test loads (begin_test)
         self._limit = iso.limits.reply       # the largest reply read (run() sets its own)
         self._prepare = prepare              # (entry point, argument) the worker's parent calls before any fork
+        self._warm = warm                    # a batch's warm.WarmStart: the worker's parent forked from it
+        self.warm_pid = None                 # the pid of a worker parent forked from it
         if adopt:                            # a worker's parent another process started for us
             fd, pid = (int(v) for v in str(adopt).split(":"))
             self._psock, self._parent = socket.socket(fileno=fd), Adopted(pid)
@@ -298,6 +302,10 @@ class IsolatedStudent:
         """A process that imported torch and the course once (inside the tier's wall); every
         worker is a fork of it, so a fresh worker costs milliseconds, not seconds."""
         self._stop_parent()
+        if self._start_warm():
+            if wait:
+                self._await_parent()
+            return
         iso = self.isolation
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = self._parent_config()
@@ -331,6 +339,65 @@ class IsolatedStudent:
         self._booted = False
         if wait:
             self._await_parent()
+
+    def _start_warm(self) -> bool:
+        """A root grader's sandbox or container worker parent, forked from the batch's warm process
+        (warm.py: it confines itself after the fork, in this tier's cgroup, namespaces and uid);
+        False where there is none, or it could not (the caller then starts one afresh)."""
+        iso = self.isolation
+        if self._warm is None or iso.tier not in ("sandbox", "container") or os.geteuid() != 0:
+            return False
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._plog = tempfile.TemporaryFile(prefix="andrea-worker-parent-")     # the grader's, unnamed
+        cgroup = Cgroup({k: Path(v) for k, v in iso.cgroup.items()}) if iso.cgroup else None
+        box = None
+        try:
+            if iso.tier == "sandbox":
+                box, join = self._sandbox_holder(cgroup)
+                home = "/tmp"
+            else:
+                join, home = None, str(Path(iso.box) / "home")
+            request = {"config": self._parent_config(), "join": join, "cwd": home, "env": worker_env(home),
+                       "cgroup": cgroup.procs_files() if cgroup else []}
+            pid = self._warm.spawn(self.python, self._prepare, request, [theirs.fileno(), self._plog.fileno()])
+        except (OSError, ValueError):
+            if box is not None:
+                _end(box)
+            mine.close()
+            self._plog.close()
+            self._plog = None
+            return False
+        finally:
+            theirs.close()
+        self._parent, self._psock, self._booted = box or Spawned(pid), mine, False
+        self.warm_pid = pid                  # the worker parent itself (in a sandbox: not bwrap's child)
+        return True
+
+    def _sandbox_holder(self, cgroup) -> tuple[subprocess.Popen, int]:
+        """A sandbox whose one process waits (HOLDER), ready: bwrap, and the pid of the sandbox's first
+        process (whose namespaces the warm process's fork joins)."""
+        iso = self.isolation
+        box = Sandbox(iso.limits, submission=self.folder, uid=iso.uid, cgroup=cgroup)
+        info_r, info_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        try:
+            proc = box.popen(HOLDER, info_fd=info_w, stdin=subprocess.DEVNULL, stdout=ready_w, stderr=self._plog,
+                             pass_fds=(info_w,), env=worker_env("/tmp"))
+        finally:
+            os.close(info_w)
+            os.close(ready_w)
+        try:
+            ready = os.read(ready_r, 16) if select.select([ready_r], [], [], BOOT_TIMEOUT)[0] else b""
+            pid = json.loads(os.read(info_r, 4096)).get("child-pid") if ready == b"ready\n" else None
+            if type(pid) is not int:
+                raise OSError("the sandbox did not start")
+        except (OSError, ValueError, AttributeError):
+            _end(proc)
+            raise OSError("the sandbox did not start") from None
+        finally:
+            os.close(info_r)
+            os.close(ready_r)
+        return proc, pid
 
     def _await_parent(self) -> None:
         if self._booted:
@@ -391,17 +458,12 @@ class IsolatedStudent:
         """End the tier's processes (killing bwrap ends everything inside it); a worker parent
         adopted from the process that started it is that process's to end: only its socket closes."""
         parent, self._parent = self._parent, None
-        self._pending = 0
+        self._pending, self.warm_pid = 0, None
         if self._psock is not None:
             self._psock.close()
             self._psock = None
         if parent is not None and not isinstance(parent, Adopted):
-            try:
-                os.killpg(parent.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            parent.kill()
-            parent.wait()
+            _end(parent)
         if self._plog is not None:
             self._plog.close()
             self._plog = None
@@ -633,6 +695,16 @@ class IsolatedStudent:
         for outer, inner in zip(built, built[1:]):
             outer.__cause__ = inner
         return built[0]
+
+
+def _end(proc) -> None:
+    """SIGKILL a process we started (its process group too: bwrap and its sandbox) and wait for it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.kill()
+    proc.wait()
 
 
 def _source_line(path: str, lineno: int) -> str:

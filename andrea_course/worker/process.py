@@ -5,6 +5,8 @@ returncode, poll(), wait(timeout), kill()):
   pytest forked from the grader);
 - Adopted: a worker parent another process started and handed over (client.hand_over), alive
   while its pid is, and ended by the process that started it, never by the one that adopted it;
+- Spawned: a container tier's worker parent forked by a batch's warm process (warm.py): not
+  our child (that process reaps it), ended by us;
 - WorkerChild: a worker forked by the worker parent, which reaps it and says how it ended.
 """
 from __future__ import annotations
@@ -58,10 +60,8 @@ class Forked:
                     pass
 
 
-class Adopted:
-    """A worker's parent that another process started (IsolatedStudent.hand_over): alive while
-    its pid is. Its starter ends it (and may use it again: take_back), so the adopter only closes
-    its socket (client._stop_parent); kill() is by pid (the grader's processes run as one user)."""
+class ByPid:
+    """A process that is not our child: alive while its pid is (a zombie has ended)."""
 
     def __init__(self, pid: int):
         self.pid, self.returncode = pid, None
@@ -89,6 +89,17 @@ class Adopted:
         while self.poll() is None and time.monotonic() < end:
             time.sleep(0.01)
         return self.returncode
+
+
+class Adopted(ByPid):
+    """A worker's parent that another process started (IsolatedStudent.hand_over). Its starter
+    ends it (and may use it again: take_back), so the adopter only closes its socket
+    (client._stop_parent); kill() is by pid (the grader's processes run as one user)."""
+
+
+class Spawned(ByPid):
+    """A container tier's worker parent that a batch's warm process forked for us (warm.py): the
+    leader of its own session, ours to end (client._stop_parent); the warm process reaps it."""
 
 
 class WorkerChild:

@@ -251,7 +251,9 @@ class Sandbox:
             raise ValueError("a root grader needs an unprivileged uid for the sandbox")
         self.uid = uid if self.as_root else os.getuid()
 
-    def argv(self, command: list[str]) -> list[str]:
+    def argv(self, command: list[str], info_fd: int | None = None) -> list[str]:
+        """bwrap's command line running `command`; with info_fd, bwrap writes its first process's
+        pid there as JSON ({"child-pid": N}: the process whose namespaces warm.py joins)."""
         exe = bwrap()
         if exe is None:
             raise OSError("bubblewrap (bwrap) is not installed")
@@ -269,11 +271,13 @@ class Sandbox:
         if self.as_root:      # privileged bwrap: keep only what the worker needs to drop to `uid`
             args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
                      "--cap-add", "CAP_SETPCAP"]
+        if info_fd is not None:
+            args += ["--info-fd", str(info_fd)]
         return args + ["--", *command]
 
-    def popen(self, command: list[str], **kwargs) -> subprocess.Popen:
+    def popen(self, command: list[str], info_fd: int | None = None, **kwargs) -> subprocess.Popen:
         """Start `command` inside; with a cgroup, bwrap enters it before it starts anything."""
-        argv = self.argv(command)
+        argv = self.argv(command, info_fd)
         if self.cgroup is not None:
             argv = self.cgroup.enter_then(argv)
         return subprocess.Popen(argv, start_new_session=True, **kwargs)

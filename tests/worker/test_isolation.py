@@ -2,7 +2,8 @@
 seccomp.py): the seccomp filter's numbers are the kernel's and it refuses what learner code never
 needs (new namespaces, nested user namespaces included, ptrace, mount, keyctl, bpf, sockets other
 than Unix ones) and nothing the course needs; the worker in the sandbox has an empty capability
-bounding set, no_new_privs and the filter; the runner picks the strongest tier the machine
+bounding set, no_new_privs and the filter, whether its parent was started in it or forked from a
+batch's warm process and then confined (and two students forked from one share nothing); the runner picks the strongest tier the machine
 allows and refuses only where nothing keeps the hidden tests and results out of reach; the
 container tier's clean-up leaves no process and no file of its uid.
 
@@ -25,6 +26,7 @@ from andrea_course.grading import staging
 from andrea_course.worker import seccomp
 from andrea_course.worker.client import IsolatedStudent
 from andrea_course.worker.tiers import UID_BASE, Container, Isolation, Limits, kill_uid, pids_of, sweep_uid
+from andrea_course.worker.warm import WarmStart
 from grading_helpers import make_submission, need_sandbox
 
 needs_linux = pytest.mark.skipif(seccomp.machine() is None, reason="a seccomp table for this machine")
@@ -139,9 +141,11 @@ def confinement():
 '''
 
 
-def test_the_sandboxed_worker_has_no_capabilities_no_new_privileges_and_the_filter(tmp_path):
+@pytest.mark.parametrize("warm", [False, True], ids=["started", "forked from a batch's warm process"])
+def test_the_sandboxed_worker_has_no_capabilities_no_new_privileges_and_the_filter(tmp_path, warm):
     """Inside bubblewrap: an empty bounding set, no_new_privs, the seccomp filter, no nested user
-    namespace (`unshare -U` fails), no network socket, and (as root) a uid of its own."""
+    namespace (`unshare -U` fails), no network socket, and (as root) a uid of its own; the same
+    where the worker parent was forked from a batch's warm process (warm.py) and then confined."""
     if shutil.which("unshare") is None:
         pytest.skip("util-linux's unshare is needed to try a nested user namespace")
     uid = UID_BASE + 99 if os.geteuid() == 0 else None
@@ -149,17 +153,86 @@ def test_the_sandboxed_worker_has_no_capabilities_no_new_privileges_and_the_filt
     sub = make_submission(tmp_path / "sub")
     with open(sub / "attention.py", "a") as f:
         f.write(CONFINEMENT)
-    student = IsolatedStudent(sub, isolation=Isolation("sandbox", uid=uid, timeout=60))
+    starts = WarmStart() if warm else None
+    student = IsolatedStudent(sub, isolation=Isolation("sandbox", uid=uid, timeout=60), warm=starts)
     try:
         student.begin_test()
         found = student.piece("attention", "confinement")()
+        assert not warm or os.geteuid() != 0 or student.warm_pid is not None       # forked, not started
     finally:
         student.close()
+        if starts is not None:
+            starts.close()
     assert found["CapBnd"] == 0 and found["CapEff"] == 0, found
     assert found["NoNewPrivs"] == "1" and found["Seccomp"] == "2", found
     assert not found["nested_userns"] and not found["inet"], found
     if os.geteuid() == 0:
         assert found["uid"] == uid
+
+
+# What a learner's code sees of its sandbox, and leaves in it (a helper appended to attention.py).
+SEEN = '''
+
+def seen(mark):
+    import os, sys
+    before = getattr(sys, "_andrea_mark", None)
+    sys._andrea_mark = mark
+    with open("/tmp/mark", "a") as f:
+        f.write(mark)
+    return {"root": sorted(os.listdir("/")), "pids": len([p for p in os.listdir("/proc") if p.isdigit()]),
+            "fds": sorted(os.listdir("/proc/self/fd")), "host": os.uname().nodename, "before": before,
+            "tmp": open("/tmp/mark").read(), "course": sys.modules["andrea_course"].__file__}
+'''
+
+
+def test_two_students_forked_from_one_warm_process_share_nothing(tmp_path):
+    """A root grader's batch forks each student's sandboxed worker parent from one warm process: each
+    sees only its own sandbox (its root, its pid namespace, no descriptor of the warm process), the
+    course the grader runs, and nothing another student's code left in memory or in /tmp."""
+    if os.geteuid() != 0:
+        pytest.skip("the warm start is a root grader's")
+    need_sandbox(tmp_path, UID_BASE + 97)
+    cold, found = {}, {}
+    starts = WarmStart()
+    try:
+        for name, uid, warm in (("cold", UID_BASE + 96, None), ("a", UID_BASE + 97, starts), ("b", UID_BASE + 98, starts)):
+            sub = make_submission(tmp_path / name)
+            with open(sub / "attention.py", "a") as f:
+                f.write(SEEN)
+            student = IsolatedStudent(sub, isolation=Isolation("sandbox", uid=uid, timeout=60), warm=warm)
+            try:
+                student.begin_test()
+                (cold if warm is None else found)[name] = student.piece("attention", "seen")(name)
+            finally:
+                student.close()
+    finally:
+        starts.close()
+    for name in ("a", "b"):
+        assert found[name]["root"] == cold["cold"]["root"] and "submission" in found[name]["root"]
+        assert found[name]["host"] == "sandbox" and found[name]["pids"] <= 6      # its own pid namespace
+        assert len(found[name]["fds"]) == len(cold["cold"]["fds"]) and found[name]["course"] == cold["cold"]["course"]
+        assert found[name]["before"] is None and found[name]["tmp"] == name
+    assert cold["cold"]["course"].startswith(str(runner.ROOT))
+
+
+def test_a_warm_start_that_cannot_fork_leaves_the_worker_parent_started_as_before(tmp_path):
+    """Where the batch's warm process cannot give a worker parent, one is started in the sandbox as
+    without it, and the test sees no difference."""
+    uid = UID_BASE + 95 if os.geteuid() == 0 else None
+    need_sandbox(tmp_path, uid)
+
+    class Broken:
+        def spawn(self, *args):
+            raise OSError("no warm process here")
+
+    student = IsolatedStudent(make_submission(tmp_path / "sub"), isolation=Isolation("sandbox", uid=uid, timeout=60),
+                              warm=Broken())
+    try:
+        student.begin_test()
+        assert float(student.piece("attention", "softmax")(torch.zeros(1, 2)).sum()) == pytest.approx(1.0)
+        assert student.warm_pid is None and student._plog is not None
+    finally:
+        student.close()
 
 
 # ----------------------------------------------------------------------------- choosing a tier
