@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from andrea_course.grading import staging
+from andrea_course.paths import ROOT
 from andrea_course.worker import seccomp
 from andrea_course.worker.client import IsolatedStudent
 from andrea_course.worker.tiers import UID_BASE, Container, Isolation, Limits, kill_uid, pids_of, sweep_uid
@@ -212,7 +213,7 @@ def test_two_students_forked_from_one_warm_process_share_nothing(tmp_path):
         assert found[name]["host"] == "sandbox" and found[name]["pids"] <= 6      # its own pid namespace
         assert len(found[name]["fds"]) == len(cold["cold"]["fds"]) and found[name]["course"] == cold["cold"]["course"]
         assert found[name]["before"] is None and found[name]["tmp"] == name
-    assert cold["cold"]["course"].startswith(str(runner.ROOT))
+    assert cold["cold"]["course"].startswith(str(ROOT))
 
 
 def test_a_warm_start_that_cannot_fork_leaves_the_worker_parent_started_as_before(tmp_path):
