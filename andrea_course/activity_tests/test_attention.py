@@ -123,15 +123,17 @@ def _attention_mistakes(q, k, v):
     return out
 
 
+IMPLICIT_SOFTMAX_DIM = ("the softmax without dim=: PyTorch then picks an axis by the scores' rank (axis 0, the batch, "
+                        "of 3-D scores; axis 1, the heads, of 4-D ones), not the keys; give it dim=-1")
+
+
 def _implicit_softmax_dim(q, k, v, allowed=None):
     """The softmax without dim=: PyTorch then picks axis 0 of a tensor of 0, 1 or 3 axes and axis 1 of
     any other (its legacy rule), not the keys."""
     n = q.dim()
     if n < 3:
         return {}                                           # (T, S) scores: axis 1 is the keys, right by chance
-    dim = 0 if n == 3 else 1
-    return {f"the softmax without dim=: on {n}-D scores PyTorch picks axis {dim} ({'the batch' if dim == 0 else 'the heads'}), "
-            f"not the keys; give it dim=-1": _attend(q, k, v, allowed=allowed, dim=dim)}
+    return {IMPLICIT_SOFTMAX_DIM: _attend(q, k, v, allowed=allowed, dim=0 if n == 3 else 1)}
 
 
 # ----- averaging the past: attention before queries and keys -----
