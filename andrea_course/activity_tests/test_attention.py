@@ -764,7 +764,21 @@ def _head_case(head, ref, x, D, K, eval_mode=False):
                  "scaled by sqrt(D) instead of sqrt(K), the head width":
                      _attend(q, k, v, scale=1 / math.sqrt(D), allowed=_allowed(T, T)),
                  **layer_mixups({"w_q": q, "w_k": k, "w_v": v}, {"q": "w_q", "k": "w_k", "v": "w_v"},
-                                lambda *qkv: F.scaled_dot_product_attention(*qkv, is_causal=True))})
+                                lambda *qkv: F.scaled_dot_product_attention(*qkv, is_causal=True)),
+                 **_biases_left_out(ref, x)})
+
+
+HEAD_BIASES_LEFT_OUT = ("the projections' biases left out: x @ self.w_q.weight.T (a Keras Dense kernel's habit) "
+                        "multiplies by the weight alone, where calling the layer, self.w_q(x), adds its bias too")
+
+
+def _biases_left_out(ref, x):
+    """{mistake: output} of a head whose q, k and v are x times the weights alone (where it has biases)."""
+    if ref.w_q.bias is None:
+        return {}
+    with torch.no_grad():
+        q, k, v = (x @ layer.weight.T for layer in (ref.w_q, ref.w_k, ref.w_v))
+    return {HEAD_BIASES_LEFT_OUT: F.scaled_dot_product_attention(q, k, v, is_causal=True)}
 
 
 def _head_shapes_case(student, D, K, bias):

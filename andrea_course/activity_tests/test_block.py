@@ -93,12 +93,17 @@ def _ln_case_32(shape, seed):
     return x, 1 + 0.3 * torch.randn(shape[-1], generator=g), torch.randn(shape[-1], generator=g)
 
 
+CONSTANT_EPS = ("a constant eps of 0.001 in place of the eps argument (Keras' LayerNormalization's default): use "
+                "the eps the call gives, 1e-5 by default")
+
+
 def _ln_case(fn, x, w, b, eps=None):
     args = (x, w, b) if eps is None else (x, w, b, eps)
     e = 1e-5 if eps is None else eps
     mistakes = _layer_norm_mistakes(x, w, b, e)
     if eps is not None:
         mistakes["eps ignored: use the argument, not a constant 1e-5"] = F.layer_norm(x, x.shape[-1:], w, b, eps=1e-5)
+    mistakes[CONSTANT_EPS] = F.layer_norm(x, x.shape[-1:], w, b, eps=1e-3)      # smaller ones float32 cannot tell apart
     what = (f"layer_norm(x of shape {tuple(x.shape)} {str(x.dtype)[6:]}, weight, bias"
             + (f", eps={eps})" if eps is not None else ")"))
     return Case(what, lambda: fn(*args), F.layer_norm(x, x.shape[-1:], w, b, eps=e), mistakes)
@@ -733,8 +738,16 @@ def test_dropout_of_any_shape_with_or_without_a_generator(student):
             expect_close(got, torch.where(kept, x / 0.5, 0.0), f"{what}: the elements not zeroed", hint=DROP_HINT)
             expect_true(bool((~kept).any()) and bool(kept.any()), what, "nothing was dropped, or everything",
                         DROP_HINT)
+    x = torch.rand(64, 32, generator=g) + 1.0
+    first, again = dropout(x, 0.5, True), dropout(x, 0.5, True)
+    expect_true(not torch.equal(first, again), "dropout(x of shape (64, 32), p=0.5, training=True) called twice, "
+                "no generator", "both calls dropped the very same elements", "without a generator, draw from PyTorch's "
+                "own (torch.rand(x.shape, generator=None)), which moves on at every call", mistake=SAME_DRAWS)
 
 
+SAME_DRAWS = ("the same random numbers at every call without a generator: a generator made inside the function "
+              "with a fixed seed (torch.Generator().manual_seed(0)) starts over each time, so every step of training "
+              "would drop the same elements; when generator is None, draw from PyTorch's global generator")
 P_IS_1 = ("p = 1 not handled: dividing by 1 - p = 0 gives 0/0 = NaN in a tensor (ZeroDivisionError with a Python "
           "float); when p is 1 every element is dropped: return zeros")
 

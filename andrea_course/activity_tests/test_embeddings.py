@@ -493,6 +493,10 @@ FROM_START_TO_T = ("only the tokens start .. T - 1 came out, each with the posit
                    "position_table[start + t]")
 
 
+ID_0_ZEROED = ("the tokens of id 0 given a zero vector, as Keras' mask_zero treats id 0 as padding: here 0 is an "
+               "ordinary token with its own learned row, token_table[0]")
+
+
 def _module_case(m, ref, ids, start):
     tok, pos = ref.token_table.detach(), ref.position_table.detach()
     T = ids.shape[-1]
@@ -503,6 +507,8 @@ def _module_case(m, ref, ids, start):
     if T > 1:
         mistakes["one position row, position_table[start], added to every token: each position t needs its own "
                  "row, position_table[start + t], for t = 0 .. T - 1"] = tok[ids] + pos[start]
+    if bool((ids == 0).any()):
+        mistakes[ID_0_ZEROED] = tok[ids] * (ids != 0)[..., None] + pos[start:start + T]
     if start:
         mistakes["`start` not passed on to add_positions"] = tok[ids] + pos[:T]
         mistakes[FROM_START_TO_T] = tok[ids[:, start:]] + pos[start:T] if start < T else None

@@ -219,6 +219,10 @@ def ln_with(x, w, b, eps, divisor=None, padding=0, ddof=0, eps_outside=False, me
     return (y + b if b is not None else y), mean.squeeze(-1), rstd.squeeze(-1)
 
 
+KERNEL_EPS = ("a constant eps of {:g} in place of the eps the launcher passes (Keras' LayerNormalization defaults to "
+              "1e-3): use the kernel's eps argument")
+
+
 def ln_mistakes(x, w, b, eps):
     D = x.shape[-1]
     block = 1 << (D - 1).bit_length()
@@ -233,6 +237,7 @@ def ln_mistakes(x, w, b, eps):
             "data, so var = tl.sum(xc * xc, axis=0) / D": ln_with(x, w, b, eps, divisor=block, mean_divisor=D)}
            if block != D else {}),
         "unbiased variance (D - 1): LayerNorm divides by D": ln_with(x, w, b, eps, ddof=1),
+        **{KERNEL_EPS.format(typed): ln_with(x, w, b, typed) for typed in (1e-3, 1e-5) if typed != eps},
         "eps outside the square root: use 1 / tl.sqrt(var + eps)": ln_with(x, w, b, eps, eps_outside=True),
         "forgot beta (the bias)": ln_with(x, w, None, eps),
         "the raw x scaled (x * rstd) instead of the centred xc: the mean was never subtracted from the output; "

@@ -160,6 +160,10 @@ def test_gelu_grad_in_float32_keeps_the_shape(student):
 CFG = ModelConfig(vocab_size=16, context_length=8, d_model=8, n_layers=1, n_heads=2, d_ff=32)
 
 
+BIAS_LEFT_OUT = ("{}'s bias left out: x @ layer.weight.T (a Keras Dense kernel's habit) multiplies by the weight "
+                 "alone, where calling the layer, self.fc(x), adds its bias too")
+
+
 def _mlp_case(m, ref, x):
     with torch.no_grad():
         h = ref.fc(x)                                                  # (B, T, F)
@@ -172,6 +176,11 @@ def _mlp_case(m, ref, x):
                         ref.proj(ref.fc(F.gelu(x, approximate="tanh"))),
                     "activation after the second layer: GELU goes between fc and proj":
                         F.gelu(ref.proj(h), approximate="tanh")}
+        if ref.fc.bias is not None:
+            bare = lambda layer, t: t @ layer.weight.T                # noqa: E731 (a Keras kernel's x @ W)
+            mistakes[BIAS_LEFT_OUT.format("fc")] = ref.proj(F.gelu(bare(ref.fc, x), approximate="tanh"))
+            mistakes[BIAS_LEFT_OUT.format("proj")] = bare(ref.proj, F.gelu(h, approximate="tanh"))
+            mistakes[BIAS_LEFT_OUT.format("fc and proj")] = bare(ref.proj, F.gelu(bare(ref.fc, x), approximate="tanh"))
     return Case(f"MLP(cfg)(x of shape {tuple(x.shape)})", lambda: m(x), want, mistakes)
 
 

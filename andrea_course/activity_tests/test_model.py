@@ -636,8 +636,20 @@ def test_sample_next_at_temperature_0_is_greedy(student):
     expect_cases(first, second, exact=True, hint=SAMPLE_HINT)
     # As generate() calls it: positional arguments, temperature the int 0, no top_k, no generator.
     logits = torch.randn(3, 30, generator=torch.Generator().manual_seed(44))
-    expect_equal(fn(logits, 0, None, None), logits.argmax(dim=-1, keepdim=True),
+    greedy = fn(logits, 0, None, None)
+    expect_equal(greedy, logits.argmax(dim=-1, keepdim=True),
                  "sample_next(logits, 0, None, None), as generate(temperature=0) calls it", hint=SAMPLE_HINT)
+    _expect_long(greedy, "sample_next(logits, 0, None, None)")
+    _expect_long(fn(logits, 1.0, None, None), "sample_next(logits, 1.0, None, None)")
+
+
+def _expect_long(ids, what):
+    """Token ids are torch.long (int64), as argmax and torch.multinomial give them, whatever the temperature."""
+    found = getattr(ids, "dtype", type(ids).__name__)
+    expect_true(found == torch.long, what, f"the ids are {str(found).replace('torch.', '')}, not torch.long (int64)",
+                "return the ids as argmax and torch.multinomial give them, torch.long", mistake=(
+                    "the ids cast to int32 (a TensorFlow or JAX habit): PyTorch's token ids are torch.long, as the "
+                    "docstring says; leave argmax's and multinomial's ids as they are" if found == torch.int32 else None))
 
 
 def _engine_case(fn, logits, temperature, top_k, seed, extra=None):
@@ -767,6 +779,23 @@ def _frequencies_case(fn, row, t, k, seed, N=4000):
                                "the logits outside the top k set to 0 instead of -inf: exp(0) = 1 still gives them "
                                "weight": probs(1 / t, fill=0.0),
                                "top-k ignored: keep only the k largest logits": probs(1 / t, keep=None)})
+
+
+SAME_DRAWS = ("the same draws at every call without a generator: a generator made inside the function with a fixed "
+              "seed starts over each time, so generate() would repeat itself whatever the user's seed; when "
+              "generator is None, draw from PyTorch's global generator (torch.multinomial(probs, 1, generator=None))")
+
+
+@graded("model.sample_next", points=1)
+def test_sample_next_without_a_generator_draws_anew(student):
+    """generate() without a seed calls sample_next with no generator: each call draws anew, from
+    PyTorch's own generator."""
+    fn = student.piece("model", "sample_next")
+    logits = torch.zeros(64, 50)                                      # (B, V): every token equally likely
+    first, again = fn(logits, 1.0, None), fn(logits, 1.0, None)
+    expect_true(not (isinstance(first, torch.Tensor) and isinstance(again, torch.Tensor) and torch.equal(first, again)),
+                "sample_next(uniform logits of shape (64, 50), 1.0, None) called twice, no generator",
+                "both calls drew the very same 64 tokens", SAMPLE_HINT, mistake=SAME_DRAWS)
 
 
 @graded("model.sample_next", points=2)

@@ -565,6 +565,15 @@ def _argument_types(kind, text, code):
             f"keyword ({name}=...).")
 
 
+def _gather(kind, text, code):
+    """torch.gather taken for a lookup of rows (tf.gather, np.take)."""
+    if "Index tensor must have the same number of dimensions as input tensor" not in text or "gather(" not in code:
+        return None
+    return ("torch.gather(input, dim, index) is not a lookup of rows: it picks one element per entry of index "
+            "(out[i][j] = input[index[i][j]][j] along dim 0), so index must have input's number of axes. To take "
+            "whole rows by id, index the table: table[ids] (or torch.index_select, F.embedding).")
+
+
 def _slice_bounds(kind, text, code):
     if "slice indices must be integers" not in text:
         return None
@@ -883,5 +892,5 @@ def _fresh(value) -> bool:
             and value.func.id in ("list", "dict", "set", "deque", "defaultdict", "OrderedDict"))
 
 
-_RULES = (_in_place, _slips, _argument_types, _slice_bounds, _view, _copied_layer, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
+_RULES = (_in_place, _slips, _argument_types, _slice_bounds, _gather, _view, _copied_layer, _transpose_all, _broadcast, _expand, _matmul_shapes, _dtypes, _index, _rank, _reshape, _sampling, _booleans,
           _ids, _autograd, _state_dict, _sequences, _unicode, _python, _devices, _triton)

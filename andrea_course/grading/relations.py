@@ -143,9 +143,9 @@ def diagonal_only(got, want, inputs):
     if got.shape != diagonal.shape or not _near(got.to(want.dtype), diagonal, want):
         return None
     return Seen(frozenset({"diagonal"}), lambda k: (
-        f"your output is only the diagonal of the expected {tuple(want.shape)}: entry i pairs row i of one "
-        f"operand with row i of the other alone, where each row of the one with every row of the other was "
-        f"expected (a product row by row where a matrix product was meant)."), exact=True)
+        f"your output is only the diagonal of the expected {tuple(want.shape)} over its last two axes: entry "
+        f"[..., i] is the expected [..., i, i], so index i met only index i of the other axis, where every pair "
+        f"was expected."), exact=True)
 
 
 def elementwise_product(got, want, inputs):
@@ -191,8 +191,8 @@ def swapped_axes(got, want, inputs):
         if perm == tuple(range(n)) or tuple(want.shape[p] for p in perm) != tuple(got.shape):
             continue
         moved = want.permute(perm)
-        if _near(got.to(want.dtype), moved, want) and not _near(moved.reshape(want.shape), want, want):
-            return _said_permutation(perm, got, want)
+        if _near(got.to(want.dtype), moved, want):     # an axis of size 1 moved is a reshape too: said only
+            return _said_permutation(perm, got, want)   # where the other input confirms the swap
     return None
 
 
@@ -260,8 +260,9 @@ def right_except_along(got, want, inputs):
                 return Seen(frozenset({f"zero {end}"}), lambda k, w=wrong, e=end: (
                     f"your output is right except at index {_indices(w)} along {where}, the {e} "
                     f"{'one' if len(w) == 1 else len(w)}, which {'is' if len(w) == 1 else 'are'} all zeros: never "
-                    f"written (a loop over that axis that {'starts late' if e == 'first' else 'stops short'}, "
-                    f"range({'1, T' if e == 'first' else 'T - 1'})?)."), exact=True)
+                    f"written (a loop, range or mask over that axis that {'starts late' if e == 'first' else 'stops short'}, "
+                    f"range({'1, T' if e == 'first' else 'T - 1'}) or {'offs >= 1' if e == 'first' else 'offs < n - 1'}?)."),
+                    exact=True)
         if right == [True] + [False] * (size - 1) and not _constant(want.select(a, 0)):
             return Seen(frozenset({"only first"}), lambda k: (
                 f"your output is right at index 0 along {where} and wrong at every other index: something taken "
@@ -288,7 +289,8 @@ def _said_permutation(perm, got, want):
     elif len(off) == 2:
         a, b = (_axis(i, n) for i in off)
         key, what = f"swap {off[0] - n} {off[1] - n}", (f"{a} and {b} swapped: a transpose too many or too few, "
-                                                        f"or a product with its factors the other way round")
+                                                        f"a torch.stack (or cat) along another axis, or a product "
+                                                        f"with its factors the other way round")
     else:
         key, what = f"perm {tuple(p - n for p in perm)}", (f"its axes in another order (permute{tuple(perm)} of the "
                                                           f"expected): check the order of each permute or transpose")
@@ -415,6 +417,8 @@ def constant_factor(got, want, inputs):
         for power, label in ((1, name), (0.5, f"√{name}"), (-1, f"1/{name}"), (-0.5, f"1/√{name}")):
             if value > 0 and math.isclose(c, value ** power, rel_tol=1e-6):
                 keys.add(label)
+    if not keys and abs(c - 1) < 0.01:                  # within 1 % of 1 and no number of the test's: not a scale
+        return None
     keys = keys or {f"{c:.4g}"}                        # 4 digits: a float32 input rounds the 7th
     return Seen(frozenset(keys), lambda k: _say_factor(c, k, names))
 

@@ -1321,6 +1321,41 @@ class _BlockDroppingInEval(blk.Block):
         return x + F.dropout(self.mlp(self.ln2(x)), self.drop.p)
 
 
+# ----- the twenty-first fresh set's mutants -----
+def _dropout_with_a_fixed_key(x, p, training, generator=None):
+    """dropout that makes its own generator, seeded 0, when none is given (a JAX key habit)."""
+    if not training or p == 0:
+        return x
+    generator = generator or torch.Generator().manual_seed(0)
+    return x * (torch.rand(x.shape, generator=generator) >= p) / (1 - p)
+
+
+def _sampler_of_int32_ids(logits, temperature, top_k, generator=None):
+    ids = _sampler()(logits, temperature, top_k, generator)
+    return ids.to(torch.int32) if temperature == 0 else ids
+
+
+def _sampler_with_a_fixed_key(logits, temperature, top_k, generator=None):
+    return _sampler()(logits, temperature, top_k, generator or torch.Generator().manual_seed(0))
+
+
+class _HeadWithoutBiases(att.AttentionHead):
+    def forward(self, x):
+        w = lambda layer: x @ layer.weight.T                     # noqa: E731 (a Keras kernel's x @ W)
+        return att.attention(w(self.w_q), w(self.w_k), w(self.w_v), causal=True)
+
+
+class _MLPWithoutFcBias(mlp.MLP):
+    def forward(self, x):
+        return self.proj(self.gelu(x @ self.fc.weight.T))
+
+
+class _EmbeddingsMaskingId0(emb.Embeddings):
+    def forward(self, ids, start=0):
+        tok = emb.embed_lookup(self.token_table, ids) * (ids != 0)[..., None]
+        return self.drop(emb.add_positions(tok, self.position_table, start))
+
+
 # ----- the sixteenth fresh set's mutants: optim, modern and inside -----
 
 def _adamw_decay_after(param, grad, m, v, step, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
@@ -2160,6 +2195,21 @@ MUTANTS = [
      "the variance divided by BLOCK_D"),
     ("test_kernels.py", "test_flash_attention_kernel_with_a_cache", {("kernels", "flash_attention"): _flash_slip(25)},
      "taken in base 2"),
+    # the twenty-first fresh set's classes
+    ("test_block.py", "test_dropout_of_any_shape_with_or_without_a_generator", {("block", "dropout"): _dropout_with_a_fixed_key},
+     "the same random numbers at every call"),
+    ("test_model.py", "test_sample_next_at_temperature_0_is_greedy", {("model", "sample_next"): _sampler_of_int32_ids},
+     "the ids cast to int32"),
+    ("test_model.py", "test_sample_next_without_a_generator_draws_anew",
+     {("model", "sample_next"): _sampler_with_a_fixed_key}, "the same draws at every call"),
+    ("test_block.py", "test_layer_norm_uses_the_eps_it_is_given",
+     {("block", "layer_norm"): lambda x, w, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], w, b, eps=1e-3)},
+     "a constant eps of 0.001"),
+    ("test_attention.py", "test_attention_head", {("attention", "AttentionHead"): _HeadWithoutBiases},
+     "the projections' biases left out"),
+    ("test_mlp.py", "test_mlp", {("mlp", "MLP"): _MLPWithoutFcBias}, "fc's bias left out"),
+    ("test_embeddings.py", "test_embeddings_module_adds_token_and_position_vectors",
+     {("embeddings", "Embeddings"): _EmbeddingsMaskingId0}, "the tokens of id 0 given a zero vector"),
 ]
 
 

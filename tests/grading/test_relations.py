@@ -184,6 +184,19 @@ def _rope_stacked(x, cos, sin, start=0):
     return torch.stack([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1).to(x.dtype)
 
 
+def _stream_stacked_batch_first(model, ids):
+    """residual_stream stacking the recorded streams on axis 1: (B, L + 1, T, D)."""
+    seen = []
+    handles = [m.register_forward_hook(lambda mod, inp, out: seen.append(out)) for m in [model.embed, *model.blocks]]
+    try:
+        with torch.no_grad():
+            model(ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return torch.stack(seen, dim=1)
+
+
 def _mask_of_T_keys(T, S=None, device=None):
     """causal_mask with its key positions arange(T), not arange(S): (T, T)."""
     S = T if S is None else S
@@ -227,6 +240,7 @@ UNLISTED = [  # (graded file, piece, the learner's version, words the failure mu
     ("test_attention.py", "attention.attention_scores", _scores_by_each_leading_row, "only the diagonal of the expected"),
     ("test_attention.py", "attention.weighted_sum", lambda weights, v: weights * v, "entry by entry: nothing is summed"),
     ("test_modern.py", "modern.apply_rope", _rope_stacked, "stacked on a new axis -1 (torch.stack)"),
+    ("test_inside.py", "inside.residual_stream", _stream_stacked_batch_first, "a torch.stack (or cat) along another axis"),
     ("test_multihead.py", "multihead.merge_heads", lambda y: y.transpose(1, 2).flatten(1),
      "its last 2 axes, (5, 12), are merged into one of 60: flatten(start_dim)"),
 ]
@@ -399,3 +413,15 @@ def test_a_first_row_right_by_chance_is_not_taken_for_a_value_serving_every_row(
     want, got = (torch.outer(t[:, 0], 10000.0 ** -torch.linspace(0, 1, 4, dtype=torch.float64) * step).cos()
                  for step in (0.5, 1.0))
     assert not any(check.__name__ == "right_except_along" for check, _ in seen(got, want, {}))
+
+
+def test_gather_taken_for_a_row_lookup_is_read_from_the_line():
+    table, ids = torch.randn(11, 6), torch.tensor([3, 1])
+    said = _said(lambda: torch.gather(table, 0, ids), "return torch.gather(table, 0, ids)")
+    assert "is not a lookup of rows" in said and "table[ids]" in said
+
+
+def test_a_factor_within_a_percent_of_one_that_no_number_of_the_test_makes_is_no_scale():
+    want = torch.randn(4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    assert not any(check.__name__ == "constant_factor" for check, _ in seen(want * 0.999875, want, {}))
+    assert any(check.__name__ == "constant_factor" for check, _ in seen(want * 0.5, want, {}))
