@@ -781,9 +781,10 @@ def _frequencies_case(fn, row, t, k, seed, N=4000):
                                "top-k ignored: keep only the k largest logits": probs(1 / t, keep=None)})
 
 
-SAME_DRAWS = ("the same draws at every call without a generator: a generator made inside the function with a fixed "
-              "seed starts over each time, so generate() would repeat itself whatever the user's seed; when "
-              "generator is None, draw from PyTorch's global generator (torch.multinomial(probs, 1, generator=None))")
+SAME_DRAWS = ("the same draws at every call without a generator: a generator made inside the function with a "
+              "fixed random seed starts over each time, so generate() would repeat itself whatever random seed the "
+              "user set; when generator is None, draw from PyTorch's global generator (torch.multinomial(probs, 1, "
+              "generator=None))")
 
 
 @graded("model.sample_next", points=1)
