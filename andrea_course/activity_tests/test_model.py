@@ -793,9 +793,9 @@ def test_sample_next_without_a_generator_draws_anew(student):
     PyTorch's own generator."""
     fn = student.piece("model", "sample_next")
     logits = torch.zeros(64, 50)                                      # (B, V): every token equally likely
-    first, again = fn(logits, 1.0, None), fn(logits, 1.0, None)
+    first, again = fn(logits, 1.0, None, None), fn(logits, 1.0, None, None)      # as generate() calls it
     expect_true(not (isinstance(first, torch.Tensor) and isinstance(again, torch.Tensor) and torch.equal(first, again)),
-                "sample_next(uniform logits of shape (64, 50), 1.0, None) called twice, no generator",
+                "sample_next(uniform logits of shape (64, 50), 1.0, None, None) called twice, no generator",
                 "both calls drew the very same 64 tokens", SAMPLE_HINT, mistake=SAME_DRAWS)
 
 
