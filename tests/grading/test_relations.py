@@ -185,16 +185,8 @@ def _rope_stacked(x, cos, sin, start=0):
 
 
 def _stream_stacked_batch_first(model, ids):
-    """residual_stream stacking the recorded streams on axis 1: (B, L + 1, T, D)."""
-    seen = []
-    handles = [m.register_forward_hook(lambda mod, inp, out: seen.append(out)) for m in [model.embed, *model.blocks]]
-    try:
-        with torch.no_grad():
-            model(ids)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return torch.stack(seen, dim=1)
+    """residual_stream with the recorded streams stacked on axis 1: (B, L + 1, T, D)."""
+    return pieces.module("inside").residual_stream(model, ids).transpose(0, 1)
 
 
 def _mask_of_T_keys(T, S=None, device=None):
