@@ -284,7 +284,7 @@ def test_most_frequent_pair_breaks_ties_like_the_library(student):
 
 
 def _trained_with(text, n_merges, first_id=256, update=True, stop=True, merge_none=False, advance=True, fewer=0,
-                  whole=False, recount=True, weighted=True, past_max=False):
+                  whole=False, recount=True, weighted=True, past_max=False, added=False):
     """train_bpe as the engine writes it, or with a typical slip: new ids from first_id (257), the
     words never updated after a merge, no stop when no pair is left (None appended then; with
     merge_none, merge_pair called with None, which raises as the engine's merge_pair does when a
@@ -292,7 +292,8 @@ def _trained_with(text, n_merges, first_id=256, update=True, stop=True, merge_no
     merges than asked (range(n_merges - 1)), the text's bytes one word (whole: not cut into words),
     the pairs counted once before the first merge (not recount: each winner dropped from that tally),
     every merged word counted once whatever its count (not weighted), each new id one past the largest id
-    in the words (past_max: max(max(w) for w in words) + 1)."""
+    in the words (past_max: max(max(w) for w in words) + 1), the merged words added to the old ones (added:
+    words.update(merged))."""
     words, merges = REF.split_words(text), []
     if whole:
         words = Counter([tuple(text.encode("utf-8"))])
@@ -308,7 +309,9 @@ def _trained_with(text, n_merges, first_id=256, update=True, stop=True, merge_no
             if past_max:
                 new_id = max(max(w) for w in words) + 1
             merged[word if pair is None and not merge_none else REF.merge_pair(word, pair, new_id)] += n if weighted else 1
-        if update:
+        if added:
+            words.update(merged)
+        elif update:
             words = merged
         merges.append(pair)
     return merges
@@ -334,7 +337,10 @@ TRAIN_MISTAKES = {
     "count pairs within the words of split_words(text), each word weighted by its count": dict(whole=True),
     "each new token numbered one past the largest id in the words (max(...) + 1): before the first merge that is "
     "one past the text's largest byte, not 256, so a merged token took the id of a byte; merge r makes token "
-    "256 + r, 256 + len(merges)": dict(past_max=True)}
+    "256 + r, 256 + len(merges)": dict(past_max=True),
+    "the merged words added next to the old ones (words.update(merged), a Counter's update adds counts) instead of "
+    "replacing them: the old words keep their pairs, so a pair already merged keeps being counted; words = merged":
+        dict(added=True)}
 NO_STOP_MERGING_NONE = ("no stop when no pair is left: most_frequent_pair gave None and merge_pair was called with "
                         "it; break out of the loop when the pair is None")
 

@@ -456,6 +456,22 @@ def _sampler(multiply=False, greedy_at_zero=True, keep=lambda k: k, below="<", f
     return sample_next
 
 
+def _train_bpe_adding_merged_words(text, n_merges):
+    """The merged words added to the old ones (words.update(merged)) instead of replacing them."""
+    bpe = pieces.module("bpe")
+    words, merges = bpe.split_words(text), []
+    for _ in range(n_merges):
+        pair = bpe.most_frequent_pair(bpe.pair_counts(words))
+        if pair is None:
+            break
+        merged = Counter()
+        for w, n in words.items():
+            merged[bpe.merge_pair(w, pair, 256 + len(merges))] += n
+        words.update(merged)
+        merges.append(pair)
+    return merges
+
+
 def _train_bpe_weighing_each_word_once(text, n_merges):
     """Each merged word counted once (+= 1), whatever its count."""
     bpe = pieces.module("bpe")
@@ -2196,6 +2212,8 @@ MUTANTS = [
     ("test_kernels.py", "test_flash_attention_kernel_with_a_cache", {("kernels", "flash_attention"): _flash_slip(25)},
      "taken in base 2"),
     # the twenty-first fresh set's classes
+    ("test_bpe.py", "test_train_bpe_learns_the_librarys_merges", {("bpe", "train_bpe"): _train_bpe_adding_merged_words},
+     "the merged words added next to the old ones"),
     ("test_block.py", "test_dropout_of_any_shape_with_or_without_a_generator", {("block", "dropout"): _dropout_with_a_fixed_key},
      "the same random numbers at every call"),
     ("test_model.py", "test_sample_next_at_temperature_0_is_greedy", {("model", "sample_next"): _sampler_of_int32_ids},
