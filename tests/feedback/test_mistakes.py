@@ -456,36 +456,26 @@ def _sampler(multiply=False, greedy_at_zero=True, keep=lambda k: k, below="<", f
     return sample_next
 
 
-def _train_bpe_adding_merged_words(text, n_merges):
-    """The merged words added to the old ones (words.update(merged)) instead of replacing them."""
-    bpe = pieces.module("bpe")
-    words, merges = bpe.split_words(text), []
-    for _ in range(n_merges):
-        pair = bpe.most_frequent_pair(bpe.pair_counts(words))
-        if pair is None:
-            break
-        merged = Counter()
-        for w, n in words.items():
-            merged[bpe.merge_pair(w, pair, 256 + len(merges))] += n
-        words.update(merged)
-        merges.append(pair)
-    return merges
-
-
-def _train_bpe_weighing_each_word_once(text, n_merges):
-    """Each merged word counted once (+= 1), whatever its count."""
-    bpe = pieces.module("bpe")
-    words, merges = bpe.split_words(text), []
-    for _ in range(n_merges):
-        pair = bpe.most_frequent_pair(bpe.pair_counts(words))
-        if pair is None:
-            break
-        merged = Counter()
-        for w in words:
-            merged[bpe.merge_pair(w, pair, 256 + len(merges))] += 1
-        words = merged
-        merges.append(pair)
-    return merges
+def _train_bpe_slipping(weighted=True, replaced=True):
+    """train_bpe with one slip: each merged word counted once (+= 1) whatever its count (not weighted),
+    or the merged words added to the old ones, words.update(merged), instead of replacing them."""
+    def train_bpe(text, n_merges):
+        bpe = pieces.module("bpe")
+        words, merges = bpe.split_words(text), []
+        for _ in range(n_merges):
+            pair = bpe.most_frequent_pair(bpe.pair_counts(words))
+            if pair is None:
+                break
+            merged = Counter()
+            for w, n in words.items():
+                merged[bpe.merge_pair(w, pair, 256 + len(merges))] += n if weighted else 1
+            if replaced:
+                words = merged
+            else:
+                words.update(merged)
+            merges.append(pair)
+        return merges
+    return train_bpe
 
 
 def _encode_looking_once(text, merges):
@@ -1423,7 +1413,7 @@ MUTANTS = [
      "a list returned"),
     ("test_bpe.py", "test_train_bpe_learns_the_librarys_merges", {("bpe", "train_bpe"): _train_bpe_counting_once},
      "the pairs counted once"),
-    ("test_bpe.py", "test_train_bpe_learns_the_librarys_merges", {("bpe", "train_bpe"): _train_bpe_weighing_each_word_once},
+    ("test_bpe.py", "test_train_bpe_learns_the_librarys_merges", {("bpe", "train_bpe"): _train_bpe_slipping(weighted=False)},
      "each merged word counted once"),
     ("test_bpe.py", "test_encode_matches_the_library", {("bpe", "encode"): _encode_looking_once},
      "each word's pairs looked up once"),
@@ -2212,7 +2202,7 @@ MUTANTS = [
     ("test_kernels.py", "test_flash_attention_kernel_with_a_cache", {("kernels", "flash_attention"): _flash_slip(25)},
      "taken in base 2"),
     # the twenty-first fresh set's classes
-    ("test_bpe.py", "test_train_bpe_learns_the_librarys_merges", {("bpe", "train_bpe"): _train_bpe_adding_merged_words},
+    ("test_bpe.py", "test_train_bpe_learns_the_librarys_merges", {("bpe", "train_bpe"): _train_bpe_slipping(replaced=False)},
      "the merged words added next to the old ones"),
     ("test_block.py", "test_dropout_of_any_shape_with_or_without_a_generator", {("block", "dropout"): _dropout_with_a_fixed_key},
      "the same random numbers at every call"),
