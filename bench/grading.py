@@ -396,7 +396,7 @@ def profile_one() -> None:
                 ev("grade begin", self=_cpu_self(), children=_cpu_children())
                 results = runner.grade(folder, Path(top) / f"r{i}.json", course=course, warm=warm)
                 ev("grade end", self=_cpu_self(), children=_cpu_children(), score=results.score)
-            zygotes = [z.proc.pid for z in warm._zygotes.values()]
+            zygotes = [p.proc.pid for p in warm._processes.values()]
             own = sum(_own_cpu(pid) for pid in zygotes)
         finally:
             warm.close()
