@@ -188,6 +188,8 @@ def flash_attention_kernel_slipping(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, S, K
             visible = (offs_n[None, :] < S) & (offs_n[None, :] <= offset + rows[:, None])
         s = tl.where(visible, s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, axis=1))
+        if SLIP == 26:                                       # 26: the max over the queries of each key column
+            m_new = tl.maximum(m, tl.max(s, axis=0))
         alpha = tl.exp(m - m_new)
         if SLIP == 1:                                        # no rescale
             alpha = tl.full((BLOCK_M,), 1.0, dtype=tl.float32)

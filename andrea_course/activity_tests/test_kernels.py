@@ -993,6 +993,11 @@ FIRST_TILE_EVERY_STEP = ("the key indices never advance (cols = offs_n instead o
 FIRST_SEQUENCE_ONLY = ("only the first sequence of the batch computed: its o and lse are right and the others' were "
                        "never stored (still NaN), as when the launch grid's second axis is H instead of B * H (one "
                        "program per query block of each head of each sequence): grid = (triton.cdiv(T, BLOCK_M), B * H)")
+MAX_OVER_QUERIES = ("the running max taken over the wrong axis: tl.max(s, axis=0) is each key column's max over the "
+                    "tile's query rows (rows past T included, whose scores are 0), not each query row's max over its "
+                    "keys; with BLOCK_M = BLOCK_N it broadcasts without an error and ordinary scores come out right "
+                    "(any shift cancels), but a row whose scores lie far below that column max gets exp(s - m) = 0 "
+                    "in fp32, l = 0 and o = 0/0 = NaN; take tl.max(s, axis=1)")
 M_FROM_ZERO = ("the running max started at 0 instead of -inf: a row whose scores all lie far below 0 keeps m = 0, so "
                "every exp(s - m) underflows to 0 in fp32, l = 0, and o = 0/0 is NaN; start m at float('-inf'), so "
                "that the first tile's max is the row's own")
@@ -1001,7 +1006,7 @@ M_FROM_ZERO = ("the running max started at 0 instead of -inf: a row whose scores
 def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"), offset=True, diagonal=True,
                 strict=False, lse_scaled=True, scale=None, scale_output=False, tail_masked=True, lse_max=True,
                 alpha_inverted=False, m_start=-math.inf, normalised=True, kv_head_rows=None, max_kept=True,
-                bound_offset=True, head_rows_of=("k", "v"), tile_index="moving", base2=False):
+                bound_offset=True, head_rows_of=("k", "v"), tile_index="moving", base2=False, max_over=-1):
     """The tiled online softmax of the kernel in float64, each typical slip switchable: the reference
     and its mistakes. q (B, H, T, K), k, v (B, H, S, K) -> (o (B, H, T, K), lse (B, H, T)).
     alpha_inverted: alpha = exp(m_new - m); m_start: the running max's first value (0 by mistake: then
@@ -1012,7 +1017,9 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
     ("k", "v") are read so (the other at its own head's rows); tile_index: "moving" (key indices
     start_n + j), "mask" (the visibility mask from the first tile's indices j, the loads right), or "fixed"
     (the first tile's indices for the loads and the mask at every step); base2: the exponentials of base 2
-    (tl.exp2) where e is meant, the scores not multiplied by log2(e)."""
+    (tl.exp2) where e is meant, the scores not multiplied by log2(e); max_over: the axis of the tile's max (-2:
+    each key column's max over the tile's query rows, read as the rows' max, as tl.max(s, axis=0) is when
+    BLOCK_M = BLOCK_N; the exponentials then rounded to fp32)."""
     B, H, T, K = q.shape
     S = k.shape[2]
     sm_scale = 1 / math.sqrt(K) if scale is None else scale
@@ -1024,7 +1031,7 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
     for first in range(0, T, block_m):
         rows = torch.arange(first, min(T, first + block_m))
         m = torch.full((B * H, len(rows)), m_start, dtype=torch.float64)
-        fp32 = (lambda t: t.float().double()) if m_start != -math.inf else (lambda t: t)
+        fp32 = (lambda t: t.float().double()) if m_start != -math.inf or max_over != -1 else (lambda t: t)
         l, acc = torch.zeros_like(m), torch.zeros(B * H, len(rows), K, dtype=torch.float64)
         for start_n in range(0, min(S, start * bound_offset + first + block_m * diagonal), block_n):
             cols = torch.arange(start_n, min(S, start_n + block_n))
@@ -1034,7 +1041,9 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
             else:
                 s = q[:, rows] @ k[:, cols].transpose(1, 2) * (1.0 if scale_output else sm_scale)
                 s = s.masked_fill(~((cols[None, :] < pos) if strict else (cols[None, :] <= pos)), -math.inf)
-            m_new = torch.maximum(m, s.amax(-1))
+            tile_max = s.amax(-1) if max_over == -1 else _column_max(q, k, first, start_n, block_m, block_n,
+                                                                      start * offset, sm_scale)[:, :len(rows)]
+            m_new = torch.maximum(m, tile_max)
             ex = torch.exp2 if base2 else torch.exp
             alpha = fp32(ex(m_new - m if alpha_inverted else m - m_new))
             l_alpha, acc_alpha = ((alpha if name in rescale else torch.ones_like(m)) for name in ("l", "acc"))
@@ -1046,6 +1055,15 @@ def flash_tiled(q, k, v, start, block_m=16, block_n=16, *, rescale=("l", "acc"),
         o[:, rows] = (acc / l[..., None] if normalised else acc) * (sm_scale if scale_output else 1.0)
         lse[:, rows] = (m / sm_scale if not lse_scaled else m) * lse_max + l.log()
     return o.reshape(B, H, T, K), lse.reshape(B, H, T)
+
+
+def _column_max(q, k, first, start_n, block_m, block_n, shift, sm_scale):
+    """tl.max(s, axis=0) of a whole (BLOCK_M, BLOCK_N) tile: each key column's max over the tile's query rows,
+    rows past T included (their q loads as 0, so their visible scores are 0). q (BH, T, K), k (BH, S, K) ->
+    (BH, BLOCK_N)."""
+    S, i, j = k.shape[1], first + torch.arange(block_m), start_n + torch.arange(block_n)
+    s = F.pad(q, (0, 0, 0, block_m))[:, i] @ F.pad(k, (0, 0, 0, block_n))[:, j].transpose(1, 2) * sm_scale
+    return s.masked_fill(~((j[None, :] < S) & (j[None, :] <= i[:, None] + shift)), -math.inf).amax(-2)
 
 
 def _tile_scores(q, k, v, start_n, block_n, pos, tile_index, sm_scale):
@@ -1070,7 +1088,8 @@ def flash_mistakes(q, k, v, start):
             DIAGONAL_MASKED: dict(strict=True), LSE_UNSCALED: dict(lse_scaled=False), LSE_NO_MAX: dict(lse_max=False),
             SCALE_ON_OUTPUT: dict(scale_output=True), SCALE_BLOCK_K: dict(scale=max(16, 1 << (K - 1).bit_length()) ** -0.5),
             NO_SCALE: dict(scale=1.0), TAIL_UNMASKED: dict(tail_masked=False), ALL_NAN: dict(alpha_inverted=True),
-            M_FROM_ZERO: dict(m_start=0.0), ACC_NOT_DIVIDED: dict(normalised=False), MAX_NOT_KEPT: dict(max_kept=False),
+            M_FROM_ZERO: dict(m_start=0.0), MAX_OVER_QUERIES: dict(max_over=-2),
+            ACC_NOT_DIVIDED: dict(normalised=False), MAX_NOT_KEPT: dict(max_kept=False),
             SCALE_BY_K: dict(scale=1.0 / K), BASE_2: dict(base2=True), **({BOUND_WITHOUT_START: dict(bound_offset=False)} if start else {}),
             MASK_OF_FIRST_TILE: dict(tile_index="mask"), FIRST_TILE_EVERY_STEP: dict(tile_index="fixed"),
             **({name: dict(kv_head_rows=q.shape[2], head_rows_of=which)
