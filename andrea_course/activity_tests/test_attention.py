@@ -292,6 +292,8 @@ def _scores_case(fn, q, k):
     T, S = q.shape[-2], k.shape[-2]
     return Case(what, lambda: fn(q, k), torch.einsum("...tk,...sk->...ts", q, k),
                 {"keys against queries (k @ qᵀ): rows are queries, columns keys": k @ q.transpose(-2, -1),
+                 "the queries against themselves (q @ qᵀ): k is never used; every query meets every key, "
+                 "q @ k.transpose(-2, -1)": q @ q.transpose(-2, -1),
                  ELEMENTWISE_SCORES: (q * k).sum(dim=-1) if T == S else None,     # T != S: q * k raises
                  ELEMENTWISE_SCORES + " (keepdim=True keeps its (T, 1) shape)":
                      (q * k).sum(dim=-1, keepdim=True) if T == S else None,
@@ -325,6 +327,8 @@ def _scale_case(fn, scores, d_head):
                              "left to right; write scores / d_head ** 0.5 or scores / math.sqrt(d_head)":
                                  scores / d_head / 2,
                              "multiplied by sqrt(K) instead of dividing": scores * r,
+                             "divided by sqrt(64) = 8 whatever d_head is (a head width fixed in the code): divide by "
+                             "the d_head passed in": scores / 8 if 8 not in (d_head ** 0.5, 2 * d_head) else None,
                              "sqrt(K) rounded to a whole number: K = 12 has sqrt(K) = 3.46, not 3":
                                  scores / int(r) if r != int(r) else None,
                              "divided by the square root of the number of keys (scores.shape[-1]): divide by "

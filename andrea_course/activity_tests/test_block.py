@@ -62,6 +62,10 @@ def _layer_norm_mistakes(x, w, b, eps=1e-5):
         "beta (bias) forgotten: add bias after multiplying by weight": norm * w,
         "mean not subtracted: LayerNorm centres x before dividing": x / torch.sqrt(var + eps) * w + b,
         MEAN_NOT_SQUARED: (x - mean) / torch.sqrt(no_square + eps) * w + b,
+        "the variance as the mean of x² (RMSNorm's mean square), not of (x - mean)²: centre x before squaring, "
+        "var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)": (x - mean) / torch.sqrt((x ** 2).mean(-1, keepdim=True) + eps) * w + b,
+        "the weight added where the bias belongs (norm * weight + weight): the shift is bias, norm * weight + bias":
+            norm * w + w,
         **{MEAN_PART.format(which): _normed_with(x, part, w, b, eps)
            for which, part in (("first", x[..., 1:].sum(-1, keepdim=True)),
                                ("last", x[..., :-1].sum(-1, keepdim=True)))},
@@ -225,6 +229,8 @@ def _block_variants(ref, x, ln):
         attn_on_normalised = h + mlp(ln(ref.ln2, h))
         h = x + attn(ln(ref.ln1, x))
         mlp_no_residual = mlp(ln(ref.ln2, h))
+        h = attn(ln(ref.ln1, x))
+        attn_no_residual = h + mlp(ln(ref.ln2, h))
         h = x + mlp(ln(ref.ln2, x))
         mlp_first = h + attn(ln(ref.ln1, h))
         output_normalised = ln(ref.ln2, pre)
@@ -245,6 +251,8 @@ def _block_variants(ref, x, ln):
             attn_on_normalised,
         "the MLP's output replaces the stream (its residual connection missing): add it, x = x + mlp(ln2(x))":
             mlp_no_residual,
+        "attention's output replaces the stream (its residual connection missing, x = attn(ln1(x))): add it, "
+        "x = x + attn(ln1(x))": attn_no_residual,
         STALE_NORMALISED.format("ln2 of "): stale_ln2,
         ATTENTION_DROPPED: attention_dropped,
         STALE_NORMALISED.format(""): stale,
@@ -353,7 +361,9 @@ def _post_case(m, ref, x, ln, cache=False):
                              "the MLP reads h = ln1(x + attn(x)) but the sum is x + mlp(h), so attention drops out of "
                              "the stream; the second sum is h + mlp(h)": stale,
                              "the MLP reads the block's input x instead of the attention half's result: the sum is "
-                             "h + mlp(x) with h = ln1(x + attn(x)); the MLP must read h too, h + mlp(h)": mlp_of_input})
+                             "h + mlp(x) with h = ln1(x + attn(x)); the MLP must read h too, h + mlp(h)": mlp_of_input,
+                             "the MLP half never ran: your output is ln1(x + attn(x)), the attention half alone (a "
+                             "return before the MLP?); go on, x = ln2(x + mlp(x))": after_attn})
 
 
 @graded("block.PostNormBlock", points=1)

@@ -137,15 +137,19 @@ def test_embed_onehot_equals_the_lookup(student):
         what = f"embed_onehot(table ({V}, {D}) {str(table.dtype)[6:]}, ids of shape {tuple(ids.shape)})"
         got, (table2, ids2) = onehot(table, ids), inputs[1 - i]
         expect_close(got, F.embedding(ids, table), what,
-                     mistakes={LAST_ID_ZERO: F.embedding(ids, _last_row_zero(table))},
+                     mistakes={LAST_ID_ZERO: F.embedding(ids, _last_row_zero(table)),
+                               ONEHOT_ALONE: F.one_hot(ids, V).to(table.dtype)},
                      second=Second(lambda: onehot(table2, ids2), F.embedding(ids2, table2),
-                                   {LAST_ID_ZERO: F.embedding(ids2, _last_row_zero(table2))}),
+                                   {LAST_ID_ZERO: F.embedding(ids2, _last_row_zero(table2)),
+                                    ONEHOT_ALONE: F.one_hot(ids2, V).to(table2.dtype)}),
                      hint="one-hot vectors as long as the vocabulary, (B, T, V) in the table's dtype, times the table")
         expect_true(got.dtype == table.dtype, f"{what}.dtype", f"dtype {got.dtype}, expected the table's {table.dtype}",
                     "cast the one-hot matrix to table.dtype before the product")
     expect_trainable(onehot, inputs[0], f"embed_onehot(table ({V}, {D}), ids of shape {tuple(inputs[0][1].shape)})")
 
 
+ONEHOT_ALONE = ("the one-hot vectors themselves returned, (B, T, V), without their product with the table: "
+                "return one_hot @ table, (B, T, D)")
 NO_NUM_CLASSES = ("F.one_hot(ids) without num_classes: its width is max(ids) + 1, not V; "
                   "pass num_classes=table.shape[0]")
 
@@ -407,6 +411,8 @@ def _nearest_mistakes(table, query, k):
         "similar, not among the most; rank by the cosine itself": cos.abs().topk(k).indices,
         "the best row k times: the argmax taken again and again without setting the rows already chosen aside "
         "(to -inf); torch.topk(scores, k) gives the k largest at once": cos.argmax().repeat(k),
+        **{f"k never used: always the {n} most similar (a fixed {n} where k belongs), whatever k is asked for":
+           cos.topk(n).indices for n in (5, 10) if n != k and n <= cos.numel()},
     }
 
 
@@ -430,11 +436,12 @@ def _expect_ids(got, want, what, mistakes, scores, second):
         raise Mismatch(what, f"expected a tensor of {len(want)} ids, got {type_name(got)}", NEAREST_HINT)
     if got.shape != want.shape:
         short = got.dim() == 1 and len(got) == len(want) - 1 and torch.equal(got.long(), want[:-1])
+        sized = [name for name, ids in mistakes.items() if ids.shape == got.shape and torch.equal(got.long(), ids)]
         raise Mismatch(what, f"shape {tuple(got.shape)}, expected ({len(want)},): one id per neighbour",
                        NEAREST_HINT, shape_found=tuple(got.shape), shape_expected=tuple(want.shape),
                        mistake=f"the first {len(got)} of the {len(want)} nearest ids, the last one missing: "
                                f"one neighbour short (range(k - 1), or topk(k - 1)); torch.topk(scores, k)"
-                       if short else None)
+                       if short else sized[0] if len(sized) == 1 else None)
     if got.is_floating_point():
         raise Mismatch(what, f"got {got.dtype} numbers, expected the integer ids of the rows", NEAREST_HINT,
                        mistake="the similarity scores returned (topk's .values), not the ids of their rows "
@@ -509,6 +516,8 @@ def _module_case(m, ref, ids, start):
                  "row, position_table[start + t], for t = 0 .. T - 1"] = tok[ids] + pos[start]
     if bool((ids == 0).any()):
         mistakes[ID_0_ZEROED] = tok[ids] * (ids != 0)[..., None] + pos[start:start + T]
+    if tok.shape[0] >= start + T:
+        mistakes[POSITIONS_FROM_TOKENS] = tok[ids] + tok[start:start + T]
     if start:
         mistakes["`start` not passed on to add_positions"] = tok[ids] + pos[:T]
         mistakes[FROM_START_TO_T] = tok[ids[:, start:]] + pos[start:T] if start < T else None
@@ -517,6 +526,9 @@ def _module_case(m, ref, ids, start):
                 tok[ids] + pos[start:start + T], mistakes)
 
 
+POSITIONS_FROM_TOKENS = ("the position vectors read from the token table (self.token_table passed where "
+                         "self.position_table belongs): position t got token t's vector, and the position table is "
+                         "never used")
 MODULE_HINT = "add_positions(embed_lookup(self.token_table, ids), self.position_table, start)"
 TABLES_SWAPPED = ("token ids looked up in the position table (the two tables swapped, or position_table[ids]): the "
                   "ids go to the token table, self.token_table, and the positions start .. start + T - 1 to "

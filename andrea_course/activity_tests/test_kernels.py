@@ -40,6 +40,8 @@ GELU_MISTAKES = {
     "tanh(z) written as 2·sigmoid(z) - 1, which is tanh(z/2): use 2·sigmoid(2z) - 1":
         gelu_with(tanh=lambda z: 2 * torch.sigmoid(z) - 1),
     "the exact (erf) GELU instead of the tanh form": lambda x: 0.5 * x * (1 + torch.erf(x / math.sqrt(2))),
+    "tanh never applied: 0.5·x·(1 + z) with z = sqrt(2/pi)·(x + 0.044715·x³), the tanh's argument, where tanh(z) "
+    "belongs": gelu_with(tanh=lambda z: z),
 }
 
 
@@ -257,6 +259,8 @@ RSTD_AS_STD = ("the standard deviation, tl.sqrt(var + eps), used as rstd: rstd i
                "both for scaling xc (xc * rstd) and for the value saved at rstd_ptr")
 NOT_STORED = ("{0} never stored: every entry is still the NaN the launcher starts it with; store each row's {0} "
               "with tl.store({0}_ptr + ...)")
+VAR_AS_RSTD = ("the variance stored at rstd_ptr (the neighbouring variable, var, where rstd belongs): y is right, but "
+               "the backward pass reads 1 / sqrt(var + eps) there; store rstd")
 STATS_SWAPPED = ("the mean and rstd stored at each other's pointers: the mean goes to mean_ptr + row, 1 / sqrt(var + eps) "
                  "to rstd_ptr + row")
 VAR_OF_RAW = ("the variance taken over the raw row, tl.sum(x * x) / D, instead of over the centred one: that is the "
@@ -295,7 +299,7 @@ def _ln_cases(layer_norm, x, w, b, eps, what):
                                                             **_mean_of_centred(mean, x.shape[-1])}),
             Case(f"{what}: the saved rstd", part(2), rstd,
                  {**{k: v[2].reshape(-1).float() for k, v in mistakes.items()}, STATS_SWAPPED: mean, RSTD_AS_STD: 1 / rstd,
-                  NOT_STORED.format("rstd"): unstored(rstd)}))
+                  NOT_STORED.format("rstd"): unstored(rstd), VAR_AS_RSTD: 1 / rstd ** 2 - eps}))
 
 
 def _mean_of_centred(mean, D):

@@ -461,7 +461,7 @@ def _check_counts(fn, cfg, cfg2, what, want=None):
 
     def check(key):
         expect_equal(got[key], want[key], f"{what}[{key!r}]", mistakes=wrong.get(key),
-                     second=Second(lambda: fn(cfg2)[key], want2[key], wrong2.get(key, {})))
+                     second=Second(lambda: fn(cfg2)[key], want2[key], wrong2.get(key, {})), inputs={"cfg": cfg})
     try:
         check("total")                            # the total first: its mistakes say the most
     except Mismatch as total:

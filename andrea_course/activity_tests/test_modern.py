@@ -306,6 +306,7 @@ def _swiglu_mistakes(gate, up):
         "elementwise multiplication": _swish(gate) + up,
         "Swish of the product, silu(gate * up): apply Swish to the gate alone, then multiply, "
         "F.silu(gate) * up": _swish(gate * up),
+        "Swish(gate) times the gate again: the value `up` is never used; Swish(gate) ⊙ up": _swish(gate) * gate,
     }
 
 
@@ -647,7 +648,8 @@ def _frequency_cases(fn, K, T, theta):
     call = lambda i: lambda: _pair(fn(K, T, theta), what)[i]
     for i, (name, f, other) in enumerate((("cos", torch.cos, torch.sin), ("sin", torch.sin, torch.cos))):
         wrong = {k: v.float() for k, v in mistakes(f).items()}
-        wrong["cos and sin swapped: return cos first, then sin"] = other(a).float()
+        wrong[f"your {name} table holds the {'sines' if name == 'cos' else 'cosines'} of the angles (the two swapped, "
+              f"or one of them returned twice?): return torch.cos(angles) first, then torch.sin(angles)"] = other(a).float()
         out[name] = Case(f"{what}[{i}] ({name})", call(i), f(a).float(), wrong)
     return out
 
@@ -695,16 +697,20 @@ def _rope_mistakes(x, angles):
             _turn(x, angles).roll(x.shape[-1] // 2, dims=-1),
         "the cos and sin tables swapped (sin where cos belongs): position 0, angle 0, must come back as it is, "
         "cos 1 and sin 0; (x1, x2) becomes (x1·cos - x2·sin, x1·sin + x2·cos)": _cos_sin_swapped(x, angles),
+        "the cos table read where sin belongs too, (x1·cos - x2·cos, x1·cos + x2·cos): that is no rotation; (x1, x2) "
+        "becomes (x1·cos - x2·sin, x1·sin + x2·cos)": _cos_sin_swapped(x, angles, sin_from="cos"),
         "read the pairs from the two halves but wrote the turned pairs interleaved (torch.stack(..., dim=-1)"
         ".flatten(-2)): write them back as the two halves, torch.cat([x1·cos - x2·sin, x1·sin + x2·cos], dim=-1)":
             _interleaved(_turn(x, angles)),
     }
 
 
-def _cos_sin_swapped(x, angles):
-    """(x1, x2) turned with the cos and sin tables swapped."""
+def _cos_sin_swapped(x, angles, sin_from="swapped"):
+    """(x1, x2) turned with the cos and sin tables swapped (sin_from="cos": the cos table in both places)."""
     half = x.shape[-1] // 2
     x1, x2, c, s = x[..., :half], x[..., half:], angles.sin(), angles.cos()
+    if sin_from == "cos":
+        c = s
     return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], dim=-1)
 
 
@@ -830,6 +836,8 @@ def _rope_attention_mistakes(q, k, v, cos, sin, past_k, past_v):
                                                       cat(past_v, v), causal=False) if q.shape[-2] > 1 else None,
         ONLY_Q_TURNED: ops.attention(rope(q, cos, sin, S0), cat(past_k, k), cat(past_v, v)),
         ONLY_K_TURNED: ops.attention(q, cat(past_k, rope(k, cos, sin, S0)), cat(past_v, v)),
+        "the new keys appended to the values, cat(past_v, k): the values so far are past_v followed by the new v":
+            ops.attention(rope(q, cos, sin, S0), cat(past_k, rope(k, cos, sin, S0)), cat(past_v, rope(k, cos, sin, S0))),
     }
     if S0:
         mistakes.update({

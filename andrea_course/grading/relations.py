@@ -15,6 +15,7 @@ a factor may be made of, and the tensors a missing or extra term may be.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from typing import Any, Callable, NamedTuple
@@ -146,6 +147,77 @@ def diagonal_only(got, want, inputs):
         f"your output is only the diagonal of the expected {tuple(want.shape)} over its last two axes: entry "
         f"[..., i] is the expected [..., i, i], so index i met only index i of the other axis, where every pair "
         f"was expected."), exact=True)
+
+
+def one_slice(got, want, inputs):
+    """got is one entry of want along one axis (want[0], want[:, 2], ...): that axis never computed."""
+    if not _tensors(got, want) or got.dim() != want.dim() - 1:
+        return None
+    n = want.dim()
+    for a in range(n):
+        for i in range(want.shape[a]):
+            part = want.select(a, i)
+            if want.shape[a] > 1 and part.shape == got.shape and _near(got.to(want.dtype), part, want):
+                return Seen(frozenset({f"slice dim {a} {i}", f"slice {a - n} {i}"}), lambda k, a=a, i=i: (
+                    f"your output is only entry {i} of the expected one along {_axis(a, n)} (shape "
+                    f"{tuple(got.shape)} where {tuple(want.shape)} is expected): the other {want.shape[a] - 1} are "
+                    f"never computed (an index such as [{i}] left in, or a loop that stops after one pass?)."))
+    return None
+
+
+def kept_other_axes(got, want, inputs):
+    """got has the shape of an input with other axes taken away than want: a reduction (or selection)
+    over the wrong axes. Said from the shapes alone where the input's sizes tell its axes apart."""
+    if not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor) or got.shape == want.shape:
+        return None
+    for name, x in inputs.items():
+        if not isinstance(x, torch.Tensor) or x.dim() <= max(got.dim(), want.dim()) or x.dim() > 6:
+            continue
+        mine, theirs = _kept(x.shape, got.shape), _kept(x.shape, want.shape)
+        if len(mine) == 1 and len(theirs) == 1:
+            kept, expected = mine[0], theirs[0]
+            gone = [a for a in expected if a not in kept]
+            return Seen(frozenset({"kept axes"}), lambda k, name=name, x=x, kept=kept, expected=expected, gone=gone: (
+                f"your output has the shape of {name} {tuple(x.shape)} with only its axes {_listed(kept)} kept "
+                f"(sizes {_listed([x.shape[a] for a in kept])}), where the expected one keeps its axes "
+                f"{_listed(expected)} (sizes {_listed([x.shape[a] for a in expected])}): axis {_listed(gone)} is "
+                f"reduced (or selected) away where it should stay, so the mean or sum runs over the wrong axes."),
+                exact=True)
+    return None
+
+
+def _kept(shape, target) -> list[tuple]:
+    """The sets of shape's axes that, kept in order, give target."""
+    return [axes for axes in itertools.combinations(range(len(shape)), len(target))
+            if tuple(shape[a] for a in axes) == tuple(target)]
+
+
+def _listed(items) -> str:
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def row_factor(got, want, inputs):
+    """Each row of got (along the last axis) is want's row times a factor of its own: the division by
+    each row's sum (or norm) missing, or made by another number."""
+    if not _floats(got, want) or got.shape != want.shape or want.shape[-1] < 2 or want.numel() < 4:
+        return None
+    g, w = got.detach().double().reshape(-1, want.shape[-1]), want.detach().double().reshape(-1, want.shape[-1])
+    if not (torch.isfinite(g).all() and torch.isfinite(w).all()) or bool((w.abs().sum(-1) == 0).any()):
+        return None
+    c = (g * w).sum(-1) / w.pow(2).sum(-1)
+    if not _near(g, c[:, None] * w, want) or float(c.max() - c.min()) < 1e-3 * max(float(c.abs().max()), 1e-9):
+        return None
+    if not bool((((c - 1).abs() > 1e-6) & (c.abs() > 1e-6)).any()):     # rows right or zero: a part never written
+        return None
+    sums = g.sum(-1)
+    unit = bool(torch.allclose(w.sum(-1), torch.ones_like(sums), atol=1e-6))
+    told = (f"your rows sum to {float(sums.min()):.3g} .. {float(sums.max()):.3g} where each should sum to 1: "
+            if unit else "")
+    return Seen(frozenset({"row factor"}), lambda k: (
+        f"{told}each row of your output (along the last axis) is the expected row times a factor of its own "
+        f"({float(c.min()):.3g} .. {float(c.max()):.3g}), so the shape of every row is right and its scale is not: "
+        f"the division by each row's own sum (or norm) is missing, or divides by another number."))
 
 
 def elementwise_product(got, want, inputs):
@@ -707,12 +779,60 @@ def _sequence_edge(got, want, inputs):
     return None
 
 
+def integer_gap(got, want, inputs):
+    """Two whole numbers (a count, a size in bytes) apart by a product of the sizes a config the test
+    passes holds (n_layers × d_ff), or one a whole multiple of the other by such a size (× n_heads).
+    The keys sort the simplest account first: a ratio, then the fewest sizes with the smallest factor."""
+    if type(got) is not int or type(want) is not int or got == want or want == 0:
+        return None
+    sizes = _config_sizes(inputs)
+    found = {}
+    pairs = {f"{a} / {b}": sizes[a] // sizes[b] for a, b in itertools.permutations(sizes, 2)
+             if sizes[a] > sizes[b] and sizes[a] % sizes[b] == 0}
+    for name, v in sizes.items():
+        if got == want * v or got * v == want:
+            also = [p for p, r in pairs.items() if r == v]
+            names = " = ".join([n for n, u in sizes.items() if u == v] + also[:2])
+            guess = f": {also[0].split(' / ')[0]} where {also[0].split(' / ')[1]} belongs?" if also else ""
+            found[f"0 {'×' if got > want else '÷'} {name}"] = (
+                f"yours is {v:,} times the expected {want:,} ({v:,} = {names}{guess})." if got > want else
+                f"yours is the expected {want:,} divided by {v:,} ({v:,} = {names}{guess}).")
+    for pair, r in pairs.items():
+        if got == want * r and not any(v == r for v in sizes.values()):
+            a, b = pair.split(" / ")
+            found[f"1 × {pair}"] = f"yours is {pair} = {r} times the expected {want:,}: {a} where {b} belongs?"
+    gap, more = abs(got - want), "more" if got > want else "fewer"
+    for k, c in itertools.product((1, 2), (1, 2, 3, 4)):
+        for names in itertools.combinations_with_replacement(sorted(sizes), k):
+            if c * math.prod(sizes[n] for n in names) == gap:
+                said = " × ".join(([str(c)] if c > 1 else []) + list(names))
+                numbers = " × ".join(([str(c)] if c > 1 else []) + [f"{sizes[n]:,}" for n in names])
+                found[f"{k + 1}{c} {said}"] = f"yours is {gap:,} {more} than expected: {said} ({numbers})."
+    return Seen(frozenset(found), lambda k: found[k]) if found else None
+
+
+def _config_sizes(inputs: dict) -> dict[str, int]:
+    """The whole-number sizes (over 1) of every config (a dataclass) among the test's inputs, by
+    field or property name: {"n_layers": 12, "d_ff": 3072, "d_head": 64, ...}."""
+    out = {}
+    for value in inputs.values():
+        if not dataclasses.is_dataclass(value) or isinstance(value, type):
+            continue
+        names = [f.name for f in dataclasses.fields(value)]
+        names += [n for n in dir(type(value)) if isinstance(getattr(type(value), n, None), property)]
+        for name in names:
+            v = getattr(value, name, None)
+            if type(v) is int and v > 1:
+                out.setdefault(name, v)
+    return out
+
+
 # From the most particular to the most general: the first that sees something is the one said.
-RELATIONS = (all_zero, dtype_narrowing, listed_exactly, extra_or_missing_axis, diagonal_only, joined_on_a_new_axis,
-             elementwise_product, swapped_axes, sizes_reordered,
+RELATIONS = (all_zero, dtype_narrowing, listed_exactly, extra_or_missing_axis, diagonal_only, one_slice,
+             joined_on_a_new_axis, elementwise_product, swapped_axes, sizes_reordered, kept_other_axes,
              part_of_an_axis, inverted_mask, normalised_over_axis,
-             shifted_by_one, constant_factor, elementwise_function, constant_offset, input_term, listed_term,
-             row_against_column, right_except_along, slightly_off,
+             shifted_by_one, constant_factor, row_factor, elementwise_function, constant_offset, input_term, listed_term,
+             row_against_column, right_except_along, slightly_off, integer_gap,
              _text_decoded_per_token, _sequence_edge)
 
 
@@ -776,8 +896,8 @@ def _rank(key: str) -> tuple:
 
 
 def inputs_of(call) -> dict[str, Any]:
-    """The numbers and tensors a test's call closes over, by name ({"d_head": 16, "x": tensor});
-    a tuple's items as name[i]."""
+    """The numbers, tensors and configs (dataclasses) a test's call closes over, by name ({"d_head": 16,
+    "x": tensor, "cfg": ModelConfig(...)}); a tuple's items as name[i]."""
     out: dict[str, Any] = {}
     code, cells = getattr(call, "__code__", None), getattr(call, "__closure__", None) or ()
     if code is None:
@@ -794,6 +914,7 @@ def inputs_of(call) -> dict[str, Any]:
     for name, value in values:
         items = [(f"{name}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, tuple) else [(name, value)]
         for n, v in items:
-            if isinstance(v, torch.Tensor) or (isinstance(v, (int, float)) and not isinstance(v, bool)):
+            if isinstance(v, torch.Tensor) or (isinstance(v, (int, float)) and not isinstance(v, bool)) or (
+                    dataclasses.is_dataclass(v) and not isinstance(v, type)):
                 out[n] = v
     return out

@@ -75,7 +75,7 @@ def _allowed(q, k):
 
 MUTANTS = [   # (graded test, (activity, piece), the typical mistake, words its failure must name)
     (graded.test_rope_frequencies, ("modern", "rope_frequencies"), _freqs(exponent=1.0), "exponent i/K"),
-    (graded.test_rope_frequencies, ("modern", "rope_frequencies"), _freqs(swap=True), "cos and sin swapped"),
+    (graded.test_rope_frequencies, ("modern", "rope_frequencies"), _freqs(swap=True), "cos table holds the sines"),
     (graded.test_apply_rope_turns_each_pair_of_features, ("modern", "apply_rope"), _rope_neighbours,
      "paired neighbouring features"),
     (graded.test_apply_rope_turns_each_pair_of_features, ("modern", "apply_rope"),

@@ -47,6 +47,8 @@ RELATED = [  # (the learner's function, the reference, words the relation must s
     (lambda x, d_head: x + 1e-5 * x * x, lambda x, d_head: x, "slightly off"),
     (lambda x, d_head: x.float() * x.cos(), lambda x, d_head: x * x.cos(), "float32's precision, not float64's"),
     (lambda x, d_head: torch.log_softmax(x, -1), lambda x, d_head: torch.softmax(x, -1), "the logarithm of"),
+    (lambda x, d_head: x.exp(), lambda x, d_head: torch.softmax(x, -1), "times a factor of its own"),
+    (lambda x, d_head: x[0], lambda x, d_head: x, "only entry 0 of the expected one along axis -3"),
 ]
 
 
@@ -417,3 +419,21 @@ def test_a_factor_within_a_percent_of_one_that_no_number_of_the_test_makes_is_no
     want = torch.randn(4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     assert not any(check.__name__ == "constant_factor" for check, _ in seen(want * 0.999875, want, {}))
     assert any(check.__name__ == "constant_factor" for check, _ in seen(want * 0.5, want, {}))
+
+
+def test_a_reduction_over_other_axes_is_said_from_the_shapes():
+    w = _randn(2, 3, 4, 10, seed=1)
+    exc = _fails(expect_close, w.mean(dim=(0, 3)), w.mean(dim=(1, 3)), "f(w)", inputs={"w": w})
+    assert "keeps its axes 0 and 2" in exc.relation and "axis 0 is reduced" in exc.relation, exc.relation
+
+
+def test_a_count_off_by_a_product_of_the_configs_sizes_is_said_by_their_names():
+    from andrea_course.engine.config import ModelConfig
+    cfg, cfg2 = ModelConfig.preset("andrea-tiny"), ModelConfig.preset("andrea-tiny", n_layers=3)
+    count = lambda c: 1000 + c.n_layers * c.d_ff                          # noqa: E731 (F too many per block)
+    exc = _fails(expect_equal, count(cfg), 1000, "count(cfg)", inputs={"cfg": cfg},
+                 second=Second(lambda: count(cfg2), 1000, {}))
+    assert "d_ff × n_layers" in exc.relation, exc.relation
+    ratio = _fails(expect_equal, 7 * cfg.n_heads, 7, "bytes(cfg)", inputs={"cfg": cfg},
+                   second=Second(lambda: 5 * cfg2.n_heads, 5, {}))
+    assert "n_heads" in ratio.relation, ratio.relation
