@@ -7,12 +7,16 @@ import pytest
 # tests/ is grouped by layer (tests/engine/, tests/grading/, ...; docs/architecture.md). The
 # helpers the groups share (grading_helpers, learner_kernels, softmax_kernels, piece_calls,
 # plot_outputs) stay here, and a test module may import one of another group (test_report reads
-# feedback/test_mistakes' mutants): all are imported by their bare names, from any group, however
-# pytest is started (every file name under tests/ is unique).
+# activity_tests/test_attention_mutants' mutants, test_hints activity_tests/mutant_checks' graded
+# files): all are imported by their bare names, from any group, however pytest is started (every
+# file name under tests/ is unique).
 TESTS = Path(__file__).resolve().parent
 for folder in [TESTS, *sorted(p for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py")))]:
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
+# activity_tests/mutant_checks.py holds the tests that each test_<activity>_mutants.py makes from its
+# tables: its asserts are rewritten as a test file's are (registered before anything imports it).
+pytest.register_assert_rewrite("mutant_checks")
 
 # Triton reads this when a kernel is defined: without a GPU, run kernels in its interpreter.
 if "TRITON_INTERPRET" not in os.environ:

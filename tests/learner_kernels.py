@@ -1,7 +1,8 @@
 """GELU, LayerNorm, row-softmax and FlashAttention kernels written the wrong ways a learner writes
-them (for tests/feedback/test_mistakes.py: memory read or written that is not the tensors', rows stepped by
-their width, offsets or constants slipped, a slip chosen by a SLIP constant where one kernel holds
-several) and other right ways (for tests/feedback/test_variants.py). Imported only where Triton is installed."""
+them (for tests/activity_tests/test_kernels_mutants.py: memory read or written that is not the tensors',
+rows stepped by their width, offsets or constants slipped, a slip chosen by a SLIP constant where one
+kernel holds several) and other right ways (for tests/feedback/test_variants.py). Imported only where
+Triton is installed."""
 import triton
 import triton.language as tl
 

@@ -1,6 +1,6 @@
-"""Row-softmax kernels written the typical wrong ways (for tests/feedback/test_mistakes.py) and other right
-ways (for tests/feedback/test_variants.py), as one Triton kernel with switches, launched through the
-exercise's own launcher `softmax(x, kernel=...)`. Imported only where Triton is installed."""
+"""Row-softmax kernels written the typical wrong ways (for tests/activity_tests/test_kernels_mutants.py)
+and other right ways (for tests/feedback/test_variants.py), as one Triton kernel with switches, launched
+through the exercise's own launcher `softmax(x, kernel=...)`. Imported only where Triton is installed."""
 import functools
 
 import triton

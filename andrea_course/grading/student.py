@@ -25,7 +25,8 @@ class InProcessStudent:
 
     impl: whose code ("solutions", "exercises", a folder; default $ANDREA_IMPL, else solutions).
     overrides: {(activity, name): object} served instead of the learner's piece; the mutation
-    tests (tests/feedback/test_mistakes.py) use it to check that a graded test names a typical mistake.
+    tests (tests/activity_tests/test_<activity>_mutants.py) use it to check that a graded test names a
+    typical mistake.
     """
 
     def __init__(self, impl: str | Overlay | None = None, overrides: dict | None = None):

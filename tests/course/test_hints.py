@@ -14,7 +14,7 @@ from andrea_course.exercises import SOLUTIONS, generate, piece_of, regions
 from andrea_course.grading import Mismatch
 from andrea_course.grading.student import InProcessStudent
 from andrea_course.lessons import ACTIVITIES
-from test_mistakes import _module
+from mutant_checks import _module
 
 BUILTINS = set(dir(builtins))
 

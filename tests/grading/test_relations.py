@@ -13,7 +13,7 @@ from andrea_course.grading.explain import explain
 from andrea_course.grading.relations import inputs_of, relate, seen
 from andrea_course import pieces
 from andrea_course.grading.student import InProcessStudent
-from test_mistakes import _module
+from mutant_checks import _module
 
 
 def _randn(*shape, seed=0):

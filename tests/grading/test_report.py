@@ -14,7 +14,7 @@ from andrea_course.grading import cli, report
 from andrea_course.grading.similarity import Pair, Report as SimilarityReport
 from andrea_course.paths import ACTIVITY_TESTS
 from grading_helpers import sandboxed  # noqa: F401  (the fixture: skip without a sandbox)
-import test_mistakes
+import test_attention_mutants
 
 
 def _test(exercise, name, points, passed, output="", mistake=None):
@@ -97,8 +97,8 @@ def test_the_report_file_name_says_its_format(tmp_path):
 
 
 def _mutant(fn, name: str) -> str:
-    """A mutant of tests/feedback/test_mistakes.py as a learner's file has it: the engine's module `att.`
-    becomes the file's own functions."""
+    """A mutant of tests/activity_tests/test_attention_mutants.py as a learner's file has it: the
+    engine's module `att.` becomes the file's own functions."""
     source = inspect.getsource(fn).replace("att.", "")
     return source.replace(f"def {fn.__name__}(", f"def {name}(", 1)
 
@@ -116,9 +116,9 @@ def test_andrea_grade_batch_writes_the_class_report(tmp_path, sandboxed):
     students = tmp_path / "class"
     shutil.copytree(SOLUTIONS, students / "answer_key")
     shutil.copytree(EXERCISES, students / "untouched")
-    mutants = {"unscaled": [_mutant(test_mistakes.attention_unscaled, "attention")],
-               "unscaled_no_max": [_mutant(test_mistakes.attention_unscaled, "attention"), NO_MAX],
-               "softmax_over_queries": [_mutant(test_mistakes.attention_softmax_dim0, "attention")]}
+    mutants = {"unscaled": [_mutant(test_attention_mutants.attention_unscaled, "attention")],
+               "unscaled_no_max": [_mutant(test_attention_mutants.attention_unscaled, "attention"), NO_MAX],
+               "softmax_over_queries": [_mutant(test_attention_mutants.attention_softmax_dim0, "attention")]}
     for name, texts in mutants.items():
         shutil.copytree(SOLUTIONS, students / name)
         with open(students / name / "attention.py", "a") as f:
