@@ -148,6 +148,12 @@ class _HeadWithoutBiases(att.AttentionHead):
 
 
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
+
+# ----- fresh set 22's slips, named since -----
+def _scores_of_q_twice(q, k):
+    return q @ q.transpose(-2, -1)
+
+
 MUTANTS = [
     ("test_attention.py", "test_scale_scores_divides_by_sqrt_head_width",
      {("attention", "scale_scores"): lambda s, d: s / d}, "divided by K instead of sqrt(K)"),
@@ -282,6 +288,10 @@ MUTANTS = [
     # the twenty-first fresh set's classes
     ("test_attention.py", "test_attention_head", {("attention", "AttentionHead"): _HeadWithoutBiases},
      "the projections' biases left out"),
+    ("test_attention.py", "test_attention_scores", {("attention", "attention_scores"): _scores_of_q_twice},
+     "the queries against themselves"),
+    ("test_attention.py", "test_scale_scores_divides_by_sqrt_head_width",
+     {("attention", "scale_scores"): lambda scores, d_head: scores / 8}, "sqrt(64) = 8 whatever d_head is"),
 ]
 
 

@@ -196,6 +196,29 @@ def _dropout_with_a_fixed_key(x, p, training, generator=None):
 
 
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
+
+# ----- fresh set 22's slips, named since -----
+def _layer_norm_of_the_mean_square(x, weight, bias, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt((x ** 2).mean(dim=-1, keepdim=True) + eps) * weight + bias
+
+
+def _layer_norm_adding_its_weight(x, weight, bias, eps=1e-5):
+    mean, var = x.mean(dim=-1, keepdim=True), x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var + eps) * weight + weight
+
+
+class BlockWithoutTheAttentionResidual(blk.Block):
+    def forward(self, x, cache=None):
+        x = self.drop(self.attn(self.ln1(x), cache))
+        return x + self.drop(self.mlp(self.ln2(x)))
+
+
+class PostNormBlockReturningEarly(blk.PostNormBlock):
+    def forward(self, x, cache=None):
+        return self.ln1(x + self.drop(self.attn(x, cache)))
+
+
 MUTANTS = [
     ("test_block.py", "test_layer_norm", {("block", "layer_norm"): _layer_norm(unbiased=True)}, "Bessel"),
     ("test_block.py", "test_layer_norm", {("block", "layer_norm"): _layer_norm(eps_inside=False)},
@@ -281,6 +304,14 @@ MUTANTS = [
     ("test_block.py", "test_layer_norm_uses_the_eps_it_is_given",
      {("block", "layer_norm"): lambda x, w, b, eps=1e-5: F.layer_norm(x, x.shape[-1:], w, b, eps=1e-3)},
      "a constant eps of 0.001"),
+    ("test_block.py", "test_layer_norm", {("block", "layer_norm"): _layer_norm_of_the_mean_square},
+     "the mean of x²"),
+    ("test_block.py", "test_layer_norm", {("block", "layer_norm"): _layer_norm_adding_its_weight},
+     "the weight added where the bias belongs"),
+    ("test_block.py", "test_pre_norm_block", {("block", "Block"): BlockWithoutTheAttentionResidual},
+     "attention's output replaces the stream"),
+    ("test_block.py", "test_post_norm_block", {("block", "PostNormBlock"): PostNormBlockReturningEarly},
+     "the MLP half never ran"),
 ]
 
 

@@ -185,6 +185,8 @@ MUTANTS = [
     ("test_kernels.py", "test_flash_attention_kernel_scores_far_below_zero",
      {("kernels", "flash_attention"): _flash_slip(13)}, "the running max started at 0"),
     ("test_kernels.py", "test_flash_attention_kernel_scores_far_below_zero",
+     {("kernels", "flash_attention"): _flash_slip(26)}, "the running max taken over the wrong axis"),
+    ("test_kernels.py", "test_flash_attention_kernel_scores_far_below_zero",
      {("kernels", "flash_attention"): _flash_slip(22)}, "the launch grid's two axes read the other way round"),
     ("test_kernels.py", "test_softmax_kernel_matches_torch", {("kernels", "softmax"): _softmax_kernel(SUM_OF=1)},
      "divided by the sum of the row's x instead"),
