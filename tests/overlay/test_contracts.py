@@ -4,8 +4,9 @@ problems(rows) checks a table of rows against the engine, the answer key and the
 other code; the real table has none, and clearing any part of a filling row's contract (or a
 twin) gives one. Among its checks: what the engine passes each slot in a model of every value of
 every option (recorded in tiny models) is what the answer key's piece takes, or its row's
-supports leaves that value out. Each back-end's function of a slot takes what the engine passes
-it too, or the engine refuses that back-end for the option, naming it.
+supports leaves that value out; every slot a learner's class carries has its row in
+overlay.DOES_THE_JOB. Each back-end's function of a slot takes what the engine passes it too, or
+the engine refuses that back-end for the option, naming it.
 """
 from __future__ import annotations
 
@@ -248,6 +249,21 @@ def _twin_problems(twins: dict) -> list[str]:
     return out
 
 
+def _slots_of_class(cls: type) -> tuple[str, ...]:
+    return next((engine.MODULE_SLOTS[c] for c in cls.__mro__ if c in engine.MODULE_SLOTS), ())
+
+
+def _job_problems(rows) -> list[str]:
+    """A learner's class that computes a slot's job itself instead of calling the slot is named
+    by the call that does it (overlay.DOES_THE_JOB): every slot that a class learners write (or
+    are given) carries needs its row there."""
+    classes = [_engine_class(row) for row in rows.values()] + [getattr(engine, name) for name in
+                                                               contracts.GIVEN_CLASSES.values()]
+    carried = {slot for cls in classes if cls is not None for slot in _slots_of_class(cls)}
+    return [f"slot {slot!r} is carried by a class learners write, but overlay.DOES_THE_JOB has no row for it "
+            f"(the calls that do its job)" for slot in sorted(carried - set(overlay.DOES_THE_JOB))]
+
+
 def problems(rows: dict[str, contracts.Contract]) -> list[str]:
     out = []
     filling = [r for r in rows.values() if r.fills]
@@ -260,7 +276,7 @@ def problems(rows: dict[str, contracts.Contract]) -> list[str]:
     kernels = {p for p in contracts.CONTRACTS if p.startswith("kernels.")}
     if unlaunched := sorted(kernels - {r.kernel for r in rows.values()}):
         out.append(f"Triton kernels no piece's row launches: {unlaunched}")
-    return out + _twin_problems({p: r.twins for p, r in rows.items() if r.twins})
+    return out + _job_problems(rows) + _twin_problems({p: r.twins for p, r in rows.items() if r.twins})
 
 
 def test_every_piece_has_one_row_and_every_row_a_piece():
@@ -291,6 +307,13 @@ def test_an_argument_a_slots_piece_does_not_take_needs_supports():
         by_steps]
     learned_only = dataclasses.replace(row, supports=MappingProxyType({"position": frozenset({"learned"})}))
     assert _slot_call_problems(learned_only, calls) == [by_steps]
+
+
+def test_a_slot_a_learners_class_carries_needs_what_does_its_job(monkeypatch):
+    monkeypatch.delitem(overlay.DOES_THE_JOB, "swiglu")
+    assert problems(contracts.declared()) == [
+        "slot 'swiglu' is carried by a class learners write, but overlay.DOES_THE_JOB has no row for it "
+        "(the calls that do its job)"]
 
 
 @functools.lru_cache(maxsize=None)
