@@ -589,7 +589,8 @@ def _swap_modules(parent: nn.Module, classes: dict, cfg, status: dict) -> None:
 PROBE_TOKENS = 2
 
 # What computes a slot's or a step's job without calling it, by the last part of a call's name:
-# a learner's code that calls one of these where it should call the slot is named by it.
+# a learner's code that calls one of these where it should call the slot is named by it. Every
+# slot that a class learners write (or are given) carries has a row (tests/overlay/test_contracts.py).
 DOES_THE_JOB: dict[str, tuple[str, ...]] = {
     "gelu": ("gelu", "gelu_tanh", "GELU", "tanh", "erf"),
     "layer_norm": ("layer_norm", "LayerNorm", "var", "std", "rsqrt"),

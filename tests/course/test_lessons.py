@@ -50,6 +50,14 @@ def test_each_pieces_module_defines_its_rows_pieces(activity):
     assert not missing, f"pieces/{activity}.py lacks {missing}"
 
 
+def test_every_piece_has_a_graded_test_that_passing_runs():
+    """passing() accepts a piece by its graded tests in activity_tests/ (markers.graded_files), and
+    by nothing else: a piece with none there is never the learner's, and nothing else says why."""
+    untested = [piece for lesson in LESSONS for piece in lesson.exercises
+                if not any(markers._marks(path, piece) for path in markers.graded_files(piece))]
+    assert not untested, f"pieces with no @graded(...) test in andrea_course/activity_tests/: {untested}"
+
+
 @needs_answer_key
 def test_the_pieces_are_the_answer_keys_regions():
     """The table lists exactly the pieces the learner writes: the solution regions, in file order."""

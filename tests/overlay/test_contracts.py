@@ -2,31 +2,37 @@
 
 problems(rows) checks a table of rows against the engine, the answer key and the package's
 other code; the real table has none, and clearing any part of a filling row's contract (or a
-twin) gives one.
+twin) gives one. Among its checks: what the engine passes each slot in a model of every value of
+every option (recorded in tiny models) is what the answer key's piece takes, or its row's
+supports leaves that value out; every slot a learner's class carries has its row in
+overlay.DOES_THE_JOB. Each back-end's function of a slot takes what the engine passes it too, or
+the engine refuses that back-end for the option, naming it.
 """
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib
 import inspect
+import itertools
 import re
-import typing
 from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+import torch
 
 from andrea_course import authorship, contracts, lessons, overlay, pieces
 from andrea_course.engine import backends
 from andrea_course.engine import model as engine
 from andrea_course.engine.config import ModelConfig
 from andrea_course.paths import ROOT, STUB_MARK
+from model_options import option_values
 
 PACKAGE = ROOT / "andrea_course"
 ENGINE_ONLY_SLOTS = {"cross_entropy"}      # the loss: no learner's piece fills it
-OPTIONS = {f.name for f in dataclasses.fields(ModelConfig)
-           if typing.get_type_hints(ModelConfig)[f.name] in (str, bool)}   # the model's options
+OPTIONS = set(option_values())              # the model's options: its str and bool fields
 
 
 def _split(piece):
@@ -85,6 +91,113 @@ def _supports_problems(row) -> list[str]:
     return out
 
 
+# ----------------------------------------------------------------------------- what the engine passes each slot
+Call = tuple[int, frozenset]                 # (positional arguments, keyword names) of one slot call
+
+
+def _record_calls(cfg: ModelConfig) -> dict[str, set[Call]]:
+    """{slot: its calls} while a model of `cfg` runs a forward with targets and generates one
+    token: the engine's model, then one whose empty slots hold their pieces' engine versions
+    (Rotary's rope_attention: the engine's own steps run only while it is empty)."""
+    seen: dict[str, set[Call]] = {}
+    ids = torch.tensor([[1, 2, 3]])
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        for fill_empty in (False, True):
+            model = engine.ANDREA(cfg)
+            _record_into(seen, model, fill_empty)
+            model(ids, ids)
+            model.generate(ids, 1, temperature=0)
+    return seen
+
+
+def _record_into(seen: dict[str, set[Call]], model, fill_empty: bool) -> None:
+    engine_version = {row.slot: pieces.get(*_split(row.piece)) for row in contracts.filling().values() if row.slot}
+    for module in model.modules():
+        for slot in backends.slots_of(module, engine.MODULE_SLOTS):
+            fn = getattr(module, slot) or (engine_version[slot] if fill_empty else None)
+            if fn is None:
+                continue
+
+            def record(*args, _fn=fn, _slot=slot, **kwargs):
+                seen.setdefault(_slot, set()).add((len(args), frozenset(kwargs)))
+                return _fn(*args, **kwargs)
+            setattr(module, slot, record)
+
+
+def _config(option: str, value) -> ModelConfig:
+    """A tiny model with one option's value, the others at the classic model's."""
+    base = ModelConfig(vocab_size=11, context_length=6, d_model=8, n_layers=1, n_heads=2, d_ff=16)
+    return base.replace(**{option: value})
+
+
+@functools.lru_cache(maxsize=1)
+def _engine_slot_calls() -> dict[tuple[str, object], dict[str, set[Call]]]:
+    """{(option, value): {slot: its calls}}: how the engine's modules call each slot in a model
+    of each value of each option."""
+    return {(option, value): _record_calls(_config(option, value))
+            for option, values in option_values().items() for value in values}
+
+
+def _takes(fn, call: Call) -> bool:
+    n, keywords = call
+    try:
+        inspect.signature(fn).bind(*[None] * n, **dict.fromkeys(keywords))
+    except TypeError:
+        return False
+    return True
+
+
+def _said(slot: str, call: Call) -> str:
+    n, keywords = call
+    return f"the {slot} slot with {n} arguments" + "".join(f" and {k}=" for k in sorted(keywords))
+
+
+def _calls_of(slot: str, calls) -> dict[Call, list[tuple[str, object]]]:
+    """{call: the (option, value) of each model that makes it}, for one slot."""
+    out: dict[Call, list] = {}
+    for model, seen in calls.items():
+        for call in seen.get(slot, ()):
+            out.setdefault(call, []).append(model)
+    return dict(sorted(out.items(), key=lambda item: (item[0][0], sorted(item[0][1]))))
+
+
+def _named(models) -> str:
+    return " or ".join(f"{option}={value!r}" for option, value in models)
+
+
+def _in(models, calls) -> str:
+    """Which models make a call: "with position='rope'", or "in every model (but ...)" when most do."""
+    if 2 * len(models) <= len(calls):
+        return f"with {_named(models)}"
+    others = [model for model in calls if model not in models]
+    return "in every model" + (f" but {_named(others)}" if others else "")
+
+
+def _slot_call_problems(row, calls=None) -> list[str]:
+    """A learner's piece in a slot runs only where it takes what the engine passes the slot: an
+    option value that makes the engine pass what the answer key's piece does not take is one its
+    row's supports leaves out; the engine's version written step by step (by_steps) runs in
+    every model, so it must take everything."""
+    if not row.slot:
+        return []
+    calls = calls or _engine_slot_calls()
+    activity, name = _split(row.piece)
+    answer = getattr(importlib.import_module(f"solutions.{activity}"), name)
+    by_steps = getattr(pieces.module(row.by_steps[0]), row.by_steps[1]) if row.by_steps else None
+    out = []
+    for call, models in _calls_of(row.slot, calls).items():
+        said = f"the engine calls {_said(row.slot, call)}"
+        used = [(option, value) for option, value in models if value in row.supports.get(option, (value,))]
+        if used and not _takes(answer, call):
+            where = _in(used, calls)
+            fix = f": its row's supports must leave {_named(used)} out" if where.startswith("with") else ""
+            out.append(f"{row.piece}: {where} {said}, which the answer key's {name} does not take{fix}")
+        if by_steps is not None and not _takes(by_steps, call):
+            out.append(f"{row.piece}: {_in(models, calls)} {said}, which pieces/{row.by_steps[0]}.py's "
+                       f"{row.by_steps[1]} does not take")
+    return out
+
+
 def _given_problems(row) -> list[str]:
     """Methods of an exercise's class written for the learner (no stub) are the row's given."""
     cls = _engine_class(row)
@@ -136,18 +249,34 @@ def _twin_problems(twins: dict) -> list[str]:
     return out
 
 
+def _slots_of_class(cls: type) -> tuple[str, ...]:
+    return next((engine.MODULE_SLOTS[c] for c in cls.__mro__ if c in engine.MODULE_SLOTS), ())
+
+
+def _job_problems(rows) -> list[str]:
+    """A learner's class that computes a slot's job itself instead of calling the slot is named
+    by the call that does it (overlay.DOES_THE_JOB): every slot that a class learners write (or
+    are given) carries needs its row there."""
+    classes = [_engine_class(row) for row in rows.values()] + [getattr(engine, name) for name in
+                                                               contracts.GIVEN_CLASSES.values()]
+    carried = {slot for cls in classes if cls is not None for slot in _slots_of_class(cls)}
+    return [f"slot {slot!r} is carried by a class learners write, but overlay.DOES_THE_JOB has no row for it "
+            f"(the calls that do its job)" for slot in sorted(carried - set(overlay.DOES_THE_JOB))]
+
+
 def problems(rows: dict[str, contracts.Contract]) -> list[str]:
     out = []
     filling = [r for r in rows.values() if r.fills]
     for row in rows.values():
-        out += _fill_problems(row) + _step_problems(row, rows) + _supports_problems(row) + _given_problems(row)
+        out += (_fill_problems(row) + _step_problems(row, rows) + _supports_problems(row) + _slot_call_problems(row)
+                + _given_problems(row))
     slots = {s for slots in engine.MODULE_SLOTS.values() for s in slots} - ENGINE_ONLY_SLOTS
     if unfilled := sorted(slots - {r.slot for r in filling}):
         out.append(f"slots no piece fills: {unfilled}")
     kernels = {p for p in contracts.CONTRACTS if p.startswith("kernels.")}
     if unlaunched := sorted(kernels - {r.kernel for r in rows.values()}):
         out.append(f"Triton kernels no piece's row launches: {unlaunched}")
-    return out + _twin_problems({p: r.twins for p, r in rows.items() if r.twins})
+    return out + _job_problems(rows) + _twin_problems({p: r.twins for p, r in rows.items() if r.twins})
 
 
 def test_every_piece_has_one_row_and_every_row_a_piece():
@@ -160,7 +289,70 @@ def test_every_piece_has_one_row_and_every_row_a_piece():
 
 
 def test_the_table_is_complete():
-    assert problems(contracts.declared()) == []
+    found = problems(contracts.declared())
+    assert not found, "\n".join(found)
+
+
+def test_an_argument_a_slots_piece_does_not_take_needs_supports():
+    """An option that passes a new argument to an existing slot (ALiBi's bias= to attention): the
+    row must leave that option's value out of the learner's piece, and the engine's version
+    written step by step must take it."""
+    row = contracts.contract("attention.attention")
+    calls = {("position", "learned"): {"attention": {(3, frozenset())}},
+             ("position", "rope"): {"attention": {(3, frozenset({"bias"}))}}}
+    said = "attention.attention: with position='rope' the engine calls the attention slot with 3 arguments and bias="
+    by_steps = f"{said}, which pieces/attention.py's attention_by_steps does not take"
+    assert _slot_call_problems(row, calls) == [
+        f"{said}, which the answer key's attention does not take: its row's supports must leave position='rope' out",
+        by_steps]
+    learned_only = dataclasses.replace(row, supports=MappingProxyType({"position": frozenset({"learned"})}))
+    assert _slot_call_problems(learned_only, calls) == [by_steps]
+
+
+def test_a_slot_a_learners_class_carries_needs_what_does_its_job(monkeypatch):
+    monkeypatch.delitem(overlay.DOES_THE_JOB, "swiglu")
+    assert problems(contracts.declared()) == [
+        "slot 'swiglu' is carried by a class learners write, but overlay.DOES_THE_JOB has no row for it "
+        "(the calls that do its job)"]
+
+
+@functools.lru_cache(maxsize=None)
+def _refusal(option: str, value, backend: str) -> str | None:
+    """What the engine says when it refuses to build a model of this option's value on a
+    back-end, else None."""
+    try:
+        with torch.device("meta"):
+            engine.ANDREA(_config(option, value), kernels=backend)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def _backend_problems(calls) -> list[str]:
+    """Each back-end's function of a slot takes what the engine passes the slot, in every model
+    that back-end builds; a back-end that refuses a model says which option value it refuses."""
+    out = []
+    for slot in sorted({slot for seen in calls.values() for slot in seen} & backends.TABLE.keys()):
+        for backend, where in backends.TABLE[slot].items():
+            try:
+                fn = backends.op(slot, backend)
+            except ImportError:                      # Triton missing: nothing to call either
+                continue
+            built = {model: seen for model, seen in calls.items() if _refusal(*model, backend) is None}
+            out += [f"{where}: {_in(models, calls)} the engine calls {_said(slot, call)}, which it does not take"
+                    for call, models in _calls_of(slot, built).items() if not _takes(fn, call)]
+    for (option, value), backend in itertools.product(calls, backends.BACKENDS):
+        why = _refusal(option, value, backend)
+        if why is not None and f"{option}={value!r}" not in why:
+            out.append(f"kernels={backend!r} refuses a model with {option}={value!r} without naming it: {why}")
+    return out
+
+
+def test_every_back_end_takes_what_the_engine_passes_its_slot():
+    """A new argument to an existing slot reaches each of its back-ends: the Triton function takes
+    it and computes it, or the engine refuses that back-end for the option, naming it."""
+    found = _backend_problems(_engine_slot_calls())
+    assert not found, "\n".join(found)
 
 
 PARTS = [(row.piece, part.name) for row in contracts.declared().values()
@@ -250,7 +442,8 @@ def _run(tmp_path) -> str:
     import os
     import subprocess
     import sys
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).parent)]),
+    here = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(here), str(here.parent)]),
            "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", _CHECK, str(tmp_path / "solutions")], cwd=tmp_path, env=env,
                           capture_output=True, text=True)

@@ -19,6 +19,7 @@ from andrea_course.grading.passing import learner_model
 from andrea_course.overlay import TRITON_KERNELS, build, model_pieces
 from andrea_course.paths import ROOT
 from andrea_course.presets import PRESETS
+from model_options import option_values
 
 SOLUTIONS = ROOT / "solutions"
 needs_answer_key = pytest.mark.skipif(not SOLUTIONS.is_dir(), reason="no solutions/ (a student release)")
@@ -34,6 +35,15 @@ OPTIONS = {
     "modern": MODERN,
     "RoPE": MODERN.replace(position="rope"),
 }
+
+
+def test_the_options_hold_every_value_of_every_model_option():
+    """A model of each value of each str and bool field of ModelConfig is in OPTIONS: the slots of
+    a new option are counted only once a model with it is there."""
+    have = {(name, getattr(cfg, name)) for cfg in OPTIONS.values() for name in option_values()}
+    missing = [f"{name}={value!r}" for name, values in option_values().items() for value in values
+               if (name, value) not in have]
+    assert not missing, f"no model in OPTIONS has {', '.join(missing)}: add one"
 
 
 def _counted_run(model) -> Counter:
