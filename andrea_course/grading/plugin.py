@@ -204,10 +204,9 @@ def pytest_runtest_logreport(report):
                                                                    status="passed"))
     if report.failed and rec.status in ("passed", "skipped"):
         last = [line for line in str(report.longrepr).strip().splitlines() if line.strip()][-1:] or ["failed"]
-        got = props.get("andrea_record") or {"status": "error", "rows": [("problem", last[0].strip())],
-                                             "when": report.when}
-        rec.status, rec.rows, rec.hint, rec.mistake = got["status"], got["rows"], got.get("hint", ""), got.get("mistake")
-        rec.when = got.get("when") or "call"
+        got = props.get("andrea_record") or Record(status="error", rows=[("problem", last[0].strip())]).as_dict()
+        rec.status, rec.rows, rec.hint, rec.mistake = got["status"], got["rows"], got["hint"], got["mistake"]
+        rec.when = report.when
     elif report.skipped and rec.status == "passed":
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         rec.status, rec.rows = "skipped", [("problem", f"skipped: {reason}")]
