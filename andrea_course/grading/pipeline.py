@@ -95,17 +95,16 @@ def run(spec: Spec) -> Run:
         key_r, key_w = os.pipe()              # the key travels by a pipe: not argv, not environ
         os.write(key_w, key.hex().encode() + b"\n")
         os.close(key_w)
-        args = arguments(spec, channel, key_r)
-        starter = None
+        args, passed, starter = arguments(spec, channel, key_r), [key_r], None
         if spec.hand_over and spec.jobs <= 1 and not spec.collect_only:
             from ..worker.client import IsolatedStudent, LearnerCodeError
             starter = IsolatedStudent(spec.folder, isolation=spec.isolation, prepare=spec.prepare, warm=spec.warm)
             try:
-                args += ["--worker-parent", starter.hand_over()]
+                handle = starter.hand_over()         # "fd:pid", for the plugin to adopt
+                args, passed = [*args, "--worker-parent", handle], [key_r, int(handle.split(":")[0])]
             except LearnerCodeError:     # the plugin starts it then, and the first test says why it cannot
                 starter.close()
                 starter = None
-        passed = [key_r] + ([int(args[args.index("--worker-parent") + 1].split(":")[0])] if starter else [])
         before = adopt() if spec.orphans else None
         warm(kernels=any(str(e).startswith("kernels.") for e in spec.exercises or ()),
              every=spec.exercises is None)
@@ -153,10 +152,7 @@ def arguments(spec: Spec, channel: Path, key_fd: int) -> list[str]:
             "--tb=native", "-p", "no:unraisableexception"]
     if spec.exercises is not None:
         args += ["--exercises", ",".join(spec.exercises)]
-    if spec.names_in_impl:
-        args.append("--names-in-impl")
-    if spec.collect_only:
-        args.append("--collect-only")
+    args += ["--names-in-impl"] * spec.names_in_impl + ["--collect-only"] * spec.collect_only
     if spec.jobs > 1:
         args += ["-p", "xdist.plugin", "-n", str(spec.jobs)]
     return args
@@ -213,14 +209,13 @@ def _interruptible():
 _warmed: set = set()
 
 
-def warm(kernels: bool = False, every: bool = False) -> None:
+def warm(kernels: bool, every: bool) -> None:
     """Import, once and in this process, what every forked run would otherwise import again (never
     the learner's code); with kernels, Triton's interpreter warmed; with every (the grader), what
     the tests' first use of the meta device imports."""
     import importlib
     with FORK_LOCK:
-        todo = [w for w, wanted in (("every", every), ("imports", True), ("kernels", kernels))
-                if wanted and w not in _warmed]
+        todo = {w for w, wanted in (("every", every), ("imports", True), ("kernels", kernels)) if wanted} - _warmed
         _warmed.update(todo)
         names = ["torch.fx.experimental.symbolic_shapes"] if "every" in todo else []
         if "imports" in todo:
@@ -230,13 +225,13 @@ def warm(kernels: bool = False, every: bool = False) -> None:
         for name in names:
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
-        if "imports" in todo or "kernels" in todo:
+        if todo & {"imports", "kernels"}:
             with contextlib.suppress(Exception):
                 from ..worker.server import warm_up
                 warm_up(kernels="kernels" in todo)
 
 
-def _stuck_at(proc, stack: Path, folder, names_in_impl: bool = False) -> str:
+def _stuck_at(proc, stack: Path, folder, names_in_impl: bool) -> str:
     """The learner's innermost line in pytest's Python stack, dumped by faulthandler (which works
     inside native calls too) when a test ran past its limit and the worker did not stop it."""
     if not isinstance(proc, Forked) or proc.poll() is not None:
