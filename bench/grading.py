@@ -362,7 +362,7 @@ def _instrument(ev: _Events) -> None:
                 "prepared": bool(student._prepare), "parent": parent.pid if parent is not None else None}
     wrap(staging, "probe", "probe")
     wrap(pipeline, "warm", "warm")
-    wrap(pipeline, "start", "pytest start")
+    wrap(pipeline, "start_pytest", "pytest start")
     wrap(pipeline, "run", "pipeline", cpu=lambda *_: {"self": _cpu_self(), "children": _cpu_children()})
     wrap(IsolatedStudent, "_start_parent", "parent start", cpu=tier)
     wrap(IsolatedStudent, "_await_parent", "parent ready", cpu=tier)

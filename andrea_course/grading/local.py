@@ -57,9 +57,8 @@ class CheckResult:
     @property
     def later_outcomes(self) -> list[Outcome]:
         """The tests of ideas a notebook after `upto` teaches (none without upto)."""
-        if self.upto is None or self.upto not in LESSONS:
-            return []
-        return [o for o in self.outcomes if o.taught in LESSONS and not later_or_same(o.taught, self.upto)]
+        return [o for o in self.outcomes
+                if self.upto in LESSONS and o.taught in LESSONS and not later_or_same(o.taught, self.upto)]
 
     @property
     def shown(self) -> list[Outcome]:
@@ -154,11 +153,11 @@ def run_graded_many(exercises, impl: str | os.PathLike | None = None,
                                                                 + graded_files(exercise, tests_dir))
         except Exception:                            # noqa: BLE001 - then simply do not reuse
             stamps[exercise] = None
-        known = _recent.get((exercise, *where))
-        if reuse and stamps[exercise] is not None and known is not None and known[0] == stamps[exercise]:
-            out[exercise] = known[1]
+        known, result = _recent.get((exercise, *where), (None, None))
+        if reuse and stamps[exercise] is not None and known == stamps[exercise]:
+            out[exercise] = result
     missing = [e for e in exercises if e not in out]
-    for exercise, result in (_run_many(missing, impl_name, tests_dir).items() if missing else ()):
+    for exercise, result in _run_many(missing, impl_name, folder, tests_dir).items():
         complete = (result.error is None and not result.interrupted and not result.not_run
                     and not any(o.status == "timeout" for o in result.outcomes))
         if stamps[exercise] is not None and complete:    # a timeout or a crash may not happen again
@@ -167,13 +166,15 @@ def run_graded_many(exercises, impl: str | os.PathLike | None = None,
     return {e: dataclasses.replace(out[e], upto=upto) for e in exercises}
 
 
-def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, CheckResult]:
+def _run_many(exercises: list[str], impl_name: str, folder: Path | None, tests_dir) -> dict[str, CheckResult]:
+    """Run the graded tests of `exercises` against `folder`, resolved from `impl_name` (None: it names
+    no folder, whose ImplementationError check() shows, raised once an exercise is to run)."""
     results = {e: CheckResult(e, impl_name) for e in exercises}
     tests_dir = Path(tests_dir) if tests_dir is not None else ACTIVITY_TESTS
     files: dict[str, list[Path]] = {}
     for exercise, result in results.items():
         try:
-            activity, piece = str(exercise).split(".")
+            activity, _ = str(exercise).split(".")
         except ValueError:
             result.error = (f"{exercise!r} is not an exercise name: write it as 'activity.piece', "
                             f"e.g. 'attention.softmax'")
@@ -187,11 +188,11 @@ def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, Chec
             result.error = (f"no graded tests for {exercise}: {tests_dir / f'test_{activity}.py'} does not exist "
                             f"and no other test file names it")
             continue
-        result.syntax = _syntax_error(impl_name, activity)
+        result.syntax = _syntax_error(folder / f"{activity}.py", folder) if folder is not None else None
         if result.syntax is None:
             files[exercise] = paths
             try:
-                result.shortcuts = shortcuts.find(resolve(impl_name) / f"{activity}.py", exercise)
+                result.shortcuts = shortcuts.find((folder or resolve(impl_name)) / f"{activity}.py", exercise)
             except (OSError, ValueError):
                 pass
     if not files:
@@ -204,11 +205,9 @@ def _run_many(exercises: list[str], impl_name: str, tests_dir) -> dict[str, Chec
     return results
 
 
-def _syntax_error(impl_name: str, activity: str) -> str | None:
-    """The learner's activity file, compiled (not run): None, or where it does not parse."""
+def _syntax_error(path: Path, folder: Path) -> str | None:
+    """The learner's file at `path`, compiled (not run): None, or where it does not parse."""
     try:
-        folder = resolve(impl_name)
-        path = folder / f"{activity}.py"
         source = path.read_text(encoding="utf-8")
     except Exception:                                # noqa: BLE001 - no such file: the tests say so
         return None
@@ -239,17 +238,11 @@ def _fill(result: CheckResult, run: Run, paths: list[Path]) -> None:
     result.not_run = max(0, len(mine) - len(outcomes)) if run.stopped else 0
     result.interrupted = run.stopped == "interrupt"
     if run.errors:
-        result.error = "the graded tests could not be loaded:\n" + _tail(run.errors[0].rows[0][1])
+        result.error = "the graded tests could not be loaded:\n" + run.errors[0].rows[0][1]   # its end (plugin.py)
+    elif not result.outcomes and not result.interrupted and run.stopped in ("timeout", "crash"):
+        result.error = (f"the graded tests did not start within {limit:g} s" if run.stopped == "timeout"
+                        else "the process running the graded tests ended before they started")
     elif not result.outcomes and not result.interrupted:
-        if run.stopped in ("timeout", "crash"):
-            result.error = (f"the graded tests did not start within {limit:g} s" if run.stopped == "timeout"
-                            else "the process running the graded tests ended before they started")
-        else:
-            result.error = (f"no graded test is marked @graded({exercise!r}) in "
-                            f"{', '.join(p.name for p in paths)}"
-                            + ("" if run.exit_code in (0, 5) else
-                               f" (pytest exit code {run.exit_code}):\n{_tail(run.log)}"))
-
-
-def _tail(text: str, lines: int = 12) -> str:
-    return "\n".join(str(text).rstrip().splitlines()[-lines:])
+        log = "\n".join(run.log.rstrip().splitlines()[-12:])
+        result.error = (f"no graded test is marked @graded({exercise!r}) in {', '.join(p.name for p in paths)}"
+                        + ("" if run.exit_code in (0, 5) else f" (pytest exit code {run.exit_code}):\n{log}"))

@@ -34,7 +34,7 @@ def passing(impl: str | os.PathLike, exercises=None) -> dict[str, str]:
             out[exercise] = "engine: not written yet"
         else:
             to_run.append(exercise)
-    for exercise, result in local.run_graded_many(to_run, impl=str(folder.folder), reuse=True).items() if to_run else ():
+    for exercise, result in local.run_graded_many(to_run, impl=str(folder.folder), reuse=True).items():
         out[exercise] = local.verdict(result)
     return {e: out[e] for e in exercises}
 

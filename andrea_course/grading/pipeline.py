@@ -7,22 +7,17 @@
 from __future__ import annotations
 
 import contextlib
-import faulthandler
-import gc
-import io
 import os
 import re
 import secrets
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..worker.process import Forked, adopt, end
+from ..worker.process import FORK_LOCK, Forked, adopt, end, start_pytest
 from ..worker.tiers import Isolation
 from .records import Record, read, where
 
@@ -100,25 +95,24 @@ def run(spec: Spec) -> Run:
         key_r, key_w = os.pipe()              # the key travels by a pipe: not argv, not environ
         os.write(key_w, key.hex().encode() + b"\n")
         os.close(key_w)
-        args = arguments(spec, channel, key_r)
-        starter = None
+        args, passed, starter = arguments(spec, channel, key_r), [key_r], None
         if spec.hand_over and spec.jobs <= 1 and not spec.collect_only:
             from ..worker.client import IsolatedStudent, LearnerCodeError
             starter = IsolatedStudent(spec.folder, isolation=spec.isolation, prepare=spec.prepare, warm=spec.warm)
             try:
-                args += ["--worker-parent", starter.hand_over()]
+                handle = starter.hand_over()         # "fd:pid", for the plugin to adopt
+                args, passed = [*args, "--worker-parent", handle], [key_r, int(handle.split(":")[0])]
             except LearnerCodeError:     # the plugin starts it then, and the first test says why it cannot
                 starter.close()
                 starter = None
-        passed = [key_r] + ([int(args[args.index("--worker-parent") + 1].split(":")[0])] if starter else [])
         before = adopt() if spec.orphans else None
         warm(kernels=any(str(e).startswith("kernels.") for e in spec.exercises or ()),
              every=spec.exercises is None)
         with open(log, "wb") as log_file, _interruptible():
             proc = None
             try:
-                proc = start(args, env=spec.env or {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-                             cwd=spec.cwd or os.getcwd(), log=log_file, pass_fds=tuple(passed), stack=stack)
+                proc = start_pytest(args, env=spec.env or {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+                                    cwd=spec.cwd or os.getcwd(), log=log_file, pass_fds=tuple(passed), stack=stack)
             finally:
                 os.close(key_r)
                 if starter is not None and not spec.keep_parent:
@@ -158,10 +152,7 @@ def arguments(spec: Spec, channel: Path, key_fd: int) -> list[str]:
             "--tb=native", "-p", "no:unraisableexception"]
     if spec.exercises is not None:
         args += ["--exercises", ",".join(spec.exercises)]
-    if spec.names_in_impl:
-        args.append("--names-in-impl")
-    if spec.collect_only:
-        args.append("--collect-only")
+    args += ["--names-in-impl"] * spec.names_in_impl + ["--collect-only"] * spec.collect_only
     if spec.jobs > 1:
         args += ["-p", "xdist.plugin", "-n", str(spec.jobs)]
     return args
@@ -215,19 +206,16 @@ def _interruptible():
             signal.signal(signal.SIGINT, old)
 
 
-# ----------------------------------------------------------------------------- pytest, forked
-_WARM = threading.Lock()
 _warmed: set = set()
 
 
-def warm(kernels: bool = False, every: bool = False) -> None:
+def warm(kernels: bool, every: bool) -> None:
     """Import, once and in this process, what every forked run would otherwise import again (never
     the learner's code); with kernels, Triton's interpreter warmed; with every (the grader), what
     the tests' first use of the meta device imports."""
     import importlib
-    with _WARM:
-        todo = [w for w, wanted in (("every", every), ("imports", True), ("kernels", kernels))
-                if wanted and w not in _warmed]
+    with FORK_LOCK:
+        todo = {w for w, wanted in (("every", every), ("imports", True), ("kernels", kernels)) if wanted} - _warmed
         _warmed.update(todo)
         names = ["torch.fx.experimental.symbolic_shapes"] if "every" in todo else []
         if "imports" in todo:
@@ -237,85 +225,13 @@ def warm(kernels: bool = False, every: bool = False) -> None:
         for name in names:
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
-        if "imports" in todo or "kernels" in todo:
+        if todo & {"imports", "kernels"}:
             with contextlib.suppress(Exception):
                 from ..worker.server import warm_up
                 warm_up(kernels="kernels" in todo)
 
 
-def start(args: list[str], *, env: dict, cwd, log, pass_fds: tuple = (), stack: Path | None = None):
-    """pytest with `args` in a fork of this process (a Forked), else a new interpreter (a Popen).
-    The fork gets what a new process would: its own session, `cwd`, `env`, `log` as stdout and
-    stderr, no descriptor but `pass_fds`; with `stack`, SIGUSR1 writes its Python stack there."""
-    if not (sys.platform.startswith("linux") and hasattr(os, "fork")):
-        return subprocess.Popen([sys.executable, "-s", "-m", "pytest", *args], stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
-                                start_new_session=True, pass_fds=pass_fds)
-    with _WARM:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                stream.flush()        # nothing buffered here is written twice
-        pid = os.fork()
-    if pid == 0:
-        code = 70
-        try:
-            code = _child(args, env, os.fspath(cwd), log.fileno(), set(pass_fds), stack)
-        except BaseException:         # noqa: BLE001  (reported in the log, as a crashed pytest would)
-            import traceback
-            traceback.print_exc()
-        finally:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code)
-    return Forked(pid)
-
-
-def _child(args: list[str], env: dict, cwd: str, log_fd: int, keep: set[int], stack: Path | None = None) -> int:
-    os.setsid()
-    signal.signal(signal.SIGINT, signal.default_int_handler)      # a new interpreter's handlers
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD,
-                signal.SIGALRM):
-        signal.signal(sig, signal.SIG_DFL)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    os.chdir(cwd)
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    for fd in map(int, os.listdir("/proc/self/fd")):
-        if fd > 2 and fd not in keep:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    if stack is not None:
-        global _STACK_FILE
-        with contextlib.suppress(OSError, ValueError, RuntimeError):
-            _STACK_FILE = open(stack, "wb")                      # kept open: faulthandler writes to its fd
-            faulthandler.register(signal.SIGUSR1, file=_STACK_FILE, all_threads=True)
-    os.environ.clear()
-    os.environ.update(env)
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-    sys.dont_write_bytecode = True
-    tempfile.tempdir = None                                      # $TMPDIR: the run's own
-    # a test module this process imported before (an outer pytest's) would stand in for the run's own
-    for name in list(sys.modules):
-        parts = name.split(".")
-        if parts[0] in ("tests", "hidden") or any(p.startswith("test_") or p == "conftest" for p in parts):
-            del sys.modules[name]
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(1)                 # tiny expected values; no thread pool after a fork
-    gc.freeze()                                                  # the grader's objects: never copied by a collection
-    import pytest
-    return int(pytest.main(args))
-
-
-_STACK_FILE = None
-
-
-def _stuck_at(proc, stack: Path, folder, names_in_impl: bool = False) -> str:
+def _stuck_at(proc, stack: Path, folder, names_in_impl: bool) -> str:
     """The learner's innermost line in pytest's Python stack, dumped by faulthandler (which works
     inside native calls too) when a test ran past its limit and the worker did not stop it."""
     if not isinstance(proc, Forked) or proc.poll() is not None:

@@ -7,6 +7,7 @@ ignored.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -22,9 +23,12 @@ from .markers import Credit
 from .student import InProcessStudent
 
 
+_CONFIG: list = []
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("andrea")
-    group.addoption("--impl", default=None,
+    group.addoption("--impl",
                     help="whose code to grade: solutions, exercises or a submission folder "
                          "(default: $ANDREA_IMPL, else solutions)")
     group.addoption("--isolation", default="process",
@@ -32,15 +36,14 @@ def pytest_addoption(parser):
                          "in-process, or the autograder's JSON (sandbox, container)")
     group.addoption("--timeout-per-test", type=float, default=DEFAULT_TIMEOUT,
                     help="seconds the learner's code may run in one test (a worker process)")
-    group.addoption("--worker-parent", default=None,
+    group.addoption("--worker-parent",
                     help="FD:PID of a worker's parent the runner started (IsolatedStudent.hand_over)")
-    group.addoption("--results-jsonl", default=None,
-                    help="append one JSON line per graded test to this file as it finishes")
-    group.addoption("--results-key-fd", type=int, default=None,
+    group.addoption("--results-jsonl", help="append one JSON line per graded test to this file as it finishes")
+    group.addoption("--results-key-fd", type=int,
                     help="read a signing key for --results-jsonl lines from this file descriptor")
-    group.addoption("--exercises", default=None,
+    group.addoption("--exercises",
                     help="comma-separated exercises ('activity.piece') whose graded tests run; default: all")
-    group.addoption("--names-in-impl", action="store_true", default=False,
+    group.addoption("--names-in-impl", action="store_true",
                     help="name the learner's files relative to --impl (attention.py), as the grader "
                          "does for a submission's staged copy; default: relative to the course")
 
@@ -51,6 +54,7 @@ def pytest_configure(config):
                  "exercise(name): the exercise ('activity.piece') a graded test grades",
                  "taught(activity): the later notebook that teaches the idea a graded test checks"):
         config.addinivalue_line("markers", line)
+    _CONFIG[:] = [config]                       # for the hooks that are given no config
     config._andrea_impl = config.getoption("--impl") or impl_from_env("solutions")
     key, fd = "", config.getoption("--results-key-fd")
     if not _is_controller(config):                             # an xdist worker: the controller's key
@@ -70,9 +74,9 @@ def pytest_configure(config):
 def isolation_of(config) -> Isolation:
     """The --isolation option; the process tier forks its worker's parent from this process where
     it can, which costs no interpreter start."""
-    timeout = config.getoption("--timeout-per-test")
-    iso = Isolation.parse(config.getoption("--isolation"), timeout=timeout)
-    if config.getoption("--isolation").strip().startswith("{"):
+    chosen = config.getoption("--isolation")
+    iso = Isolation.parse(chosen, timeout=config.getoption("--timeout-per-test"))
+    if chosen.strip().startswith("{"):                      # the runner's, set up for its tier
         return iso
     if iso.tier not in ("process", "in-process"):
         raise ValueError(f"{iso.tier!r} needs the runner's set-up (a uid, a folder, the probe): "
@@ -142,11 +146,9 @@ def pytest_collection_finish(session):
     if graded and runs_tests and any("student" in getattr(i, "fixturenames", ()) for i in session.items):
         kernels = any(info["exercise"].startswith("kernels.") for _, info in graded)
         student = _student_of(config, kernels)
-        if isinstance(student, IsolatedStudent):
-            try:
-                student.boot()              # the worker's parent starts while the first test sets up
-            except LearnerCodeError:
-                pass                        # the first test says why
+        if isinstance(student, IsolatedStudent):     # its worker's parent starts while the first test sets up
+            with contextlib.suppress(LearnerCodeError):
+                student.boot()                          # else the first test says why
 
 
 def pytest_collectreport(report):
@@ -204,10 +206,9 @@ def pytest_runtest_logreport(report):
                                                                    status="passed"))
     if report.failed and rec.status in ("passed", "skipped"):
         last = [line for line in str(report.longrepr).strip().splitlines() if line.strip()][-1:] or ["failed"]
-        got = props.get("andrea_record") or {"status": "error", "rows": [("problem", last[0].strip())],
-                                             "when": report.when}
-        rec.status, rec.rows, rec.hint, rec.mistake = got["status"], got["rows"], got.get("hint", ""), got.get("mistake")
-        rec.when = got.get("when") or "call"
+        got = props.get("andrea_record") or Record(status="error", rows=[("problem", last[0].strip())]).as_dict()
+        rec.status, rec.rows, rec.hint, rec.mistake = got["status"], got["rows"], got["hint"], got["mistake"]
+        rec.when = report.when
     elif report.skipped and rec.status == "passed":
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         rec.status, rec.rows = "skipped", [("problem", f"skipped: {reason}")]
@@ -217,14 +218,6 @@ def pytest_runtest_logreport(report):
         config._andrea_outcomes.pop(report.nodeid)
         rec.fraction = 1.0 if rec.status == "passed" else rec.fraction
         _write(config, rec)
-
-
-_CONFIG: list = []
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session):
-    _CONFIG[:] = [session.config]
 
 
 def _student_of(config, kernels: bool = True):
@@ -254,8 +247,7 @@ def student(_student_session, request):
     """The learner's code (the reference when ANDREA_IMPL is unset)."""
     isolated = isinstance(_student_session, IsolatedStudent)
     if isolated:
-        info = graded_info(request.node) or {}
-        _student_session.begin_test(info.get("exercise", "").split(".")[0] or None)
+        _student_session.begin_test((_marker(request.node, "exercise") or "").split(".")[0] or None)
     yield _student_session
     if isolated:
         _student_session.end_test()          # its worker ends while pytest reports

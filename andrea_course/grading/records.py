@@ -120,10 +120,9 @@ def learner_path(path: str, folder: Path, base: Path | None = None) -> str | Non
         return str(p)
 
 
-def syntax_error_text(exc: SyntaxError, folder: Path | None = None, base: Path | None = None) -> str:
+def syntax_error_text(exc: SyntaxError, folder: Path, base: Path | None = None) -> str:
     """`exercises/attention.py, line 12` then the line and a caret under the column."""
-    shown = (learner_path(exc.filename, folder, base) if folder is not None and exc.filename else None) \
-        or exc.filename or "your file"
+    shown = exc.filename and learner_path(exc.filename, folder, base) or exc.filename or "your file"
     lines = [f"{shown}, line {exc.lineno}"]
     if exc.text:
         code = exc.text.rstrip("\n")
@@ -167,9 +166,7 @@ def _stub_error(exc: BaseException | None) -> NotImplementedError | None:
     """The exercise stub's error, when that is what raised (possibly wrapped by the test, or by
     Triton's interpreter, whose InterpreterError carries it as its cause)."""
     for _ in range(5):
-        if exc is None:
-            return None
-        if isinstance(exc, NotImplementedError) and STUB_MARK in str(exc):
+        if exc is None or isinstance(exc, NotImplementedError) and STUB_MARK in str(exc):
             return exc
         exc = exc.__cause__ or exc.__context__
     return None
@@ -181,19 +178,18 @@ def _shape(shape) -> str:
 
 def _mismatch_rows(exc, folder: Path, base: Path | None) -> list:
     from .expect import NO_KNOWN_MISTAKE
-    rows = [("problem", f"{exc.what}: {exc.problem}")]
-    if exc.__cause__ is not None and exc.__cause__.__traceback__ is not None:   # expect_runs named an error
-        at = where(_frames(exc.__cause__), folder, base)
-        rows += [("where", at)] if at else []
-    optional = [("what it means", getattr(exc, "meaning", None)),
-                ("largest error", f"{exc.max_error:.3g}" if exc.max_error is not None else None),
-                ("shape", f"found {_shape(exc.shape_found)}, expected {_shape(exc.shape_expected)}"
-                 if exc.shape_found is not None or exc.shape_expected is not None else None),
-                ("where they differ", getattr(exc, "differences", None)),
-                ("how it relates", getattr(exc, "relation", None)),
-                ("typical mistake", exc.mistake or (NO_KNOWN_MISTAKE if getattr(exc, "unmatched", False) else None)),
-                ("hint", exc.hint)]
-    return rows + [(label, value) for label, value in optional if value]
+    cause = exc.__cause__                       # expect_runs: the error the learner's code raised
+    rows = [("problem", f"{exc.what}: {exc.problem}"),
+            ("where", where(_frames(cause), folder, base) if getattr(cause, "__traceback__", None) else None),
+            ("what it means", exc.meaning),
+            ("largest error", f"{exc.max_error:.3g}" if exc.max_error is not None else None),
+            ("shape", f"found {_shape(exc.shape_found)}, expected {_shape(exc.shape_expected)}"
+             if exc.shape_found is not None or exc.shape_expected is not None else None),
+            ("where they differ", exc.differences),
+            ("how it relates", exc.relation),
+            ("typical mistake", exc.mistake or (NO_KNOWN_MISTAKE if exc.unmatched else None)),
+            ("hint", exc.hint)]
+    return [(label, value) for label, value in rows if value]
 
 
 def _raised_rows(item, call, exc, folder: Path, base: Path | None) -> list:
@@ -209,22 +205,14 @@ def _raised_rows(item, call, exc, folder: Path, base: Path | None) -> list:
             ("where", at or (f"in the test {item.name}, after your code returned" if when == "call"
                              else f"in the {when} of the test {item.name}, outside its body"))]
     meaning = explain(exc, at.split("\n", 1)[1].strip() if "\n" in at else None)
-    rows += [("what it means", meaning)] if meaning else []
-    rows += [("hint", h) for h in hints]
-    if mistakes and not meaning:
-        rows.append(("this test looks for", "\n".join(f"• {m}" for m in mistakes[:4])))
-    return rows
+    rows += [("what it means", meaning), *(("hint", h) for h in hints),
+             ("this test looks for", "" if meaning else "\n".join(f"• {m}" for m in mistakes[:4]))]
+    return [(label, value) for label, value in rows if value]
 
 
 def describe(item, call, rep, folder: Path, limit: float, base: Path | None = None) -> Record:
     """The Record of a failed test from pytest's report: the rows a learner reads, the learner's
     files named relative to `base` (default: the course; the grader: the submission)."""
-    rec = _describe(item, call, rep, folder, limit, base)
-    rec.when = getattr(call, "when", "call") or "call"
-    return rec
-
-
-def _describe(item, call, rep, folder: Path, limit: float, base: Path | None) -> Record:
     from ..worker.client import LearnerCodeError
     from .expect import Mismatch, advice_in
     exc = call.excinfo.value if call.excinfo is not None else None
@@ -236,9 +224,9 @@ def _describe(item, call, rep, folder: Path, limit: float, base: Path | None) ->
                       hint=msg.split("Hint:", 1)[1].strip() if "Hint:" in msg else "")
     if isinstance(exc, LearnerCodeError) and exc.kind != "error":     # the worker stopped or lost it
         if exc.kind == "timeout":        # the worker's stack at the limit: innermost first
-            return timed_out(name, limit, where(exc.frames[::-1], folder, base) if exc.frames else "")
+            return timed_out(name, limit, where(exc.frames[::-1], folder, base))
         said = f"the process running your code ended abruptly: {exc}" if exc.kind == "crash" else str(exc)
-        at = where(exc.frames, folder, base) if exc.frames else ""   # sys.exit, memory
+        at = where(exc.frames, folder, base)                           # sys.exit, memory
         return failed(name, "error", ("problem", said), *([("where", at)] if at else []))
     status = "error"
     if isinstance(exc, Mismatch):

@@ -4,11 +4,10 @@
     results = grade("exercises", isolation="process", own_work=True)            # make grade
 
 The submission is staged and the tier chosen by staging.py; where no tier keeps the hidden tests
-and the results out of the learner's reach, nothing runs and the results say why. results.json is
-written always, last, even when the grader itself fails. With a leaderboard (hooks.py), the
-learner's model is trained after the tests in the same tier, never for the score. Runs in a
-sandbox or container tier are independent (a batch grades in parallel threads); in the process
-tier (orphans reparent to this process), one at a time.
+and the results out of the learner's reach, nothing runs and the results say why. With a
+leaderboard (hooks.py), the learner's model is trained after the tests in the same tier, never for
+the score. Runs in a sandbox or container tier are independent (a batch grades in parallel
+threads); in the process tier (orphans reparent to this process), one at a time.
 """
 from __future__ import annotations
 
@@ -48,8 +47,7 @@ def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *
     library_shortcuts: what a piece written as the library call that is the piece gets
     (shortcuts.POLICIES: refuse, warn, allow). warm: a batch's worker.warm.WarmStart (a root
     grader's sandbox and container worker parents are forked from it, then confined)."""
-    start = time.monotonic()
-    results = Results()
+    start, results = time.monotonic(), Results()
     try:
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
@@ -57,9 +55,10 @@ def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *
         if library_shortcuts not in shortcuts.POLICIES:
             raise ValueError(f"library_shortcuts must be one of {', '.join(shortcuts.POLICIES)}, "
                              f"not {library_shortcuts!r}")
-        results = _run(resolve(submission), course, timeout_per_test, timeout_total, jobs,
-                       isolation, own_work, uid, limits, log, out, warm)
-        used = shortcuts.apply(results, resolve(submission), library_shortcuts)
+        submission = resolve(submission)
+        results = _run(submission, course, timeout_per_test, timeout_total, jobs, isolation, own_work, uid, limits,
+                       log, out, warm)
+        used = shortcuts.apply(results, submission, library_shortcuts)
         if used:
             results.notes.append(f"library shortcuts (policy: {library_shortcuts}): " + "; ".join(
                 f"{s.piece} uses {s.call} (line {s.line})" for s in used))
@@ -76,9 +75,8 @@ def grade(submission: str | os.PathLike, out: str | os.PathLike | None = None, *
 
 
 def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs, isolation,
-         own_work, uid, limits: Limits, log, out, warm=None) -> Results:
-    results = Results()
-    began = time.monotonic()
+         own_work, uid, limits: Limits, log, out, warm) -> Results:
+    results, began = Results(), time.monotonic()
     uid = (uid if uid is not None else sandbox_uid()) if os.geteuid() == 0 else None
     with tempfile.TemporaryDirectory(prefix="andrea-grade-") as tmp:
         tmp = Path(tmp)
@@ -110,7 +108,7 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
         if refused and "no .py file" not in refused:
             return results        # nothing runs: no test is listed, the note says why
         folder = box / "submission" if box is not None else staged
-        hook = course.leaderboard if iso is not None and not refused else None
+        hook = course.leaderboard if iso is not None else None            # none when refused
         parent = None
         try:
             # the hook's work is prepared by the tests' worker parent before it forks any worker, and

@@ -8,16 +8,25 @@ returncode, poll(), wait(timeout), kill()):
 - Spawned: a container tier's worker parent forked by a batch's warm process (warm.py): not
   our child (that process reaps it), ended by us;
 - WorkerChild: a worker forked by the worker parent, which reaps it and says how it ended.
+
+start_pytest starts the graded tests' pytest (a Forked where this process can fork); adopt and
+end reap what a run leaves behind.
 """
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
+import gc
+import io
 import os
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from pathlib import Path
 
 from .tiers import DEAD, proc_stat
 
@@ -171,3 +180,77 @@ def end(proc, orphans_since: set[int] | None, rounds: int = 20) -> None:
         if pid not in orphans_since and pid != proc.pid:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
+
+
+# ----------------------------------------------------------------------------- pytest, forked
+FORK_LOCK = threading.Lock()    # held while this process forks, and by imports a fork must not split
+_STACK_FILE = None              # the forked pytest's file for its stack, kept open for faulthandler
+
+
+def start_pytest(args: list[str], *, env: dict, cwd, log, pass_fds: tuple = (), stack: Path | None = None):
+    """pytest with `args` in a fork of this process (a Forked), else a new interpreter (a Popen).
+    The fork gets what a new process would: its own session, `cwd`, `env`, `log` as stdout and
+    stderr, no descriptor but `pass_fds`; with `stack`, SIGUSR1 writes its Python stack there."""
+    if not (sys.platform.startswith("linux") and hasattr(os, "fork")):
+        return subprocess.Popen([sys.executable, "-s", "-m", "pytest", *args], stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
+                                start_new_session=True, pass_fds=pass_fds)
+    with FORK_LOCK:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()        # nothing buffered here is written twice
+        pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            code = _child(args, env, os.fspath(cwd), log.fileno(), set(pass_fds), stack)
+        except BaseException:         # noqa: BLE001  (reported in the log, as a crashed pytest would)
+            import traceback
+            traceback.print_exc()
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+    return Forked(pid)
+
+
+def _child(args: list[str], env: dict, cwd: str, log_fd: int, keep: set[int], stack: Path | None = None) -> int:
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.default_int_handler)      # a new interpreter's handlers
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD,
+                signal.SIGALRM):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    os.chdir(cwd)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    for fd in map(int, os.listdir("/proc/self/fd")):
+        if fd > 2 and fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    if stack is not None:
+        global _STACK_FILE
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
+            _STACK_FILE = open(stack, "wb")                      # kept open: faulthandler writes to its fd
+            faulthandler.register(signal.SIGUSR1, file=_STACK_FILE, all_threads=True)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    sys.dont_write_bytecode = True
+    tempfile.tempdir = None                                      # $TMPDIR: the run's own
+    # a test module this process imported before (an outer pytest's) would stand in for the run's own
+    for name in list(sys.modules):
+        parts = name.split(".")
+        if parts[0] in ("tests", "hidden") or any(p.startswith("test_") or p == "conftest" for p in parts):
+            del sys.modules[name]
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)                 # tiny expected values; no thread pool after a fork
+    gc.freeze()                                                  # the grader's objects: never copied by a collection
+    import pytest
+    return int(pytest.main(args))

@@ -172,9 +172,9 @@ def test_no_isolation_means_nothing_is_run(tmp_path, monkeypatch):
 
 
 def test_a_module_of_the_graders_process_never_stands_in_for_a_test_file(tmp_path, sandboxed, monkeypatch):
-    """The grader's pytest is a fork of the grader (pipeline.start): a module the grader's process
-    imported under a test file's name (its own test suite's test_small, say) must not stand in
-    for the course's file of that name, which pytest would then refuse to load."""
+    """The grader's pytest is a fork of the grader (process.start_pytest): a module the grader's
+    process imported under a test file's name (its own test suite's test_small, say) must not stand
+    in for the course's file of that name, which pytest would then refuse to load."""
     import types
     monkeypatch.setitem(sys.modules, "test_small", types.ModuleType("test_small"))
     course = make_course(tmp_path)

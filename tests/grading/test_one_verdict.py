@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from andrea_course.grading import cli, pipeline
+from andrea_course.grading import cli
 from andrea_course.grading.runner import Course
 from andrea_course.worker.tiers import Limits
 from andrea_course.paths import ACTIVITY_TESTS
+from andrea_course.worker import process
 
 from grading_helpers import by_test, make_submission, sandboxed  # noqa: F401  (sandboxed: a fixture)
 
@@ -57,17 +58,17 @@ def _pytest_verdicts(impl: Path, isolation: str) -> dict:
     """{test name: passed} of the two test files' dropout and softmax-kernel tests, by plain pytest:
     its command line (the plugin with its own defaults, none of a runner's options), run as
     `python -m pytest` runs it, pytest.main in a process of its own: a fork of this one
-    (pipeline.start, which has imported torch and Triton already), not a new interpreter."""
+    (process.start_pytest, which has imported torch and Triton already), not a new interpreter."""
     args = [str(ACTIVITY_TESTS / "test_block.py"), str(ACTIVITY_TESTS / "test_kernels.py"), "-q", "-rA", "-p", "no:cacheprovider",
             "-k", "dropout or softmax_kernel", "--impl", str(impl), "--isolation", isolation,
             "-o", "addopts=", "-p", "andrea_course.grading.plugin", "--rootdir", str(impl)]
     log = impl.parent.parent / f"{impl.name}.{isolation}.log"
     with open(log, "wb") as out:
-        proc = pipeline.start(args, env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, cwd=impl, log=out)
+        proc = process.start_pytest(args, env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, cwd=impl, log=out)
     try:
         proc.wait(timeout=900)
     finally:
-        pipeline.end(proc, None)
+        process.end(proc, None)
     stdout = log.read_text(errors="replace")
     found = {}
     for line in stdout.splitlines():
