@@ -154,10 +154,10 @@ def one_slice(got, want, inputs):
     if not _tensors(got, want) or got.dim() != want.dim() - 1:
         return None
     n = want.dim()
-    for a in range(n):
+    for a in (a for a in range(n) if want.shape[a] > 1):
         for i in range(want.shape[a]):
             part = want.select(a, i)
-            if want.shape[a] > 1 and part.shape == got.shape and _near(got.to(want.dtype), part, want):
+            if part.shape == got.shape and _near(got.to(want.dtype), part, want):
                 return Seen(frozenset({f"slice dim {a} {i}", f"slice {a - n} {i}"}), lambda k, a=a, i=i: (
                     f"your output is only entry {i} of the expected one along {_axis(a, n)} (shape "
                     f"{tuple(got.shape)} where {tuple(want.shape)} is expected): the other {want.shape[a] - 1} are "
@@ -167,7 +167,8 @@ def one_slice(got, want, inputs):
 
 def kept_other_axes(got, want, inputs):
     """got has the shape of an input with other axes taken away than want: a reduction (or selection)
-    over the wrong axes. Said from the shapes alone where the input's sizes tell its axes apart."""
+    over the wrong axes. Said from the shapes alone, where exactly one set of the input's axes gives
+    each of the two shapes."""
     if not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor) or got.shape == want.shape:
         return None
     for name, x in inputs.items():
@@ -787,20 +788,19 @@ def integer_gap(got, want, inputs):
         return None
     sizes = _config_sizes(inputs)
     found = {}
-    pairs = {f"{a} / {b}": sizes[a] // sizes[b] for a, b in itertools.permutations(sizes, 2)
+    pairs = {(a, b): sizes[a] // sizes[b] for a, b in itertools.permutations(sizes, 2)
              if sizes[a] > sizes[b] and sizes[a] % sizes[b] == 0}
     for name, v in sizes.items():
         if got == want * v or got * v == want:
-            also = [p for p, r in pairs.items() if r == v]
-            names = " = ".join([n for n, u in sizes.items() if u == v] + also[:2])
-            guess = f": {also[0].split(' / ')[0]} where {also[0].split(' / ')[1]} belongs?" if also else ""
+            also = [pair for pair, r in pairs.items() if r == v]
+            names = " = ".join([n for n, u in sizes.items() if u == v] + [f"{a} / {b}" for a, b in also[:2]])
+            guess = f": {also[0][0]} where {also[0][1]} belongs?" if also else ""
             found[f"0 {'×' if got > want else '÷'} {name}"] = (
                 f"yours is {v:,} times the expected {want:,} ({v:,} = {names}{guess})." if got > want else
                 f"yours is the expected {want:,} divided by {v:,} ({v:,} = {names}{guess}).")
-    for pair, r in pairs.items():
+    for (a, b), r in pairs.items():
         if got == want * r and not any(v == r for v in sizes.values()):
-            a, b = pair.split(" / ")
-            found[f"1 × {pair}"] = f"yours is {pair} = {r} times the expected {want:,}: {a} where {b} belongs?"
+            found[f"1 × {a} / {b}"] = f"yours is {a} / {b} = {r} times the expected {want:,}: {a} where {b} belongs?"
     gap, more = abs(got - want), "more" if got > want else "fewer"
     for k, c in itertools.product((1, 2), (1, 2, 3, 4)):
         for names in itertools.combinations_with_replacement(sorted(sizes), k):
