@@ -2,7 +2,8 @@
 Hugging Face `tokenizers` (the library that makes ANDREA's real tokenizer)."""
 from collections import Counter
 
-from andrea_course.grading import Case, Mismatch, Second, expect_cases, expect_equal, expect_runs, expect_true, graded
+from andrea_course.grading import (Case, Mismatch, Second, expect_cases, expect_equal, expect_fresh_calls, expect_runs,
+                                   expect_true, graded)
 from andrea_course import pieces
 from andrea_course.train.tokenizer import train_tokenizer, word_strings
 
@@ -462,6 +463,19 @@ def test_encode_matches_the_library(student):
     expect_cases(*cases, exact=True, hint="within each word, keep applying the merge of lowest rank among its pairs")
 
 
+OTHER_TEXT = "the quick brown fox jumps over the lazy dog; a dog, a fox and a hen " * 3
+
+
+@graded("bpe.encode", points=1)
+def test_encode_keeps_nothing_between_calls(student):
+    """The same text under two lists of merges, one call after the other: each call's own tokens."""
+    encode = student.piece("bpe", "encode")
+    lists = (REF.train_bpe(TEXT, 60), REF.train_bpe(OTHER_TEXT, 60), REF.train_bpe(TEXT, 30))
+    expect_fresh_calls(*(Case(f"encode(text, merges {i + 1}: {len(m)} merges learned from "
+                              f"{'another text' if i == 1 else 'this text'})", lambda m=m: list(encode(OTHER_TEXT, m)),
+                              REF.encode(OTHER_TEXT, m)) for i, m in enumerate(lists)), exact=True)
+
+
 def _token_bytes(i, merges) -> bytes:
     """The bytes token i stands for: a byte below 256, else the bytes of its merge's two tokens."""
     if i < 256:
@@ -522,6 +536,17 @@ IGNORED = ("errors='ignore' dropped the broken character silently: with errors='
 BASE_OF_255 = ("the table of bytes built over range(255), one short: byte 255 is missing, so every merged token sits "
                "one place early and a merge whose part is a later token finds no entry; the 256 bytes are "
                "range(256), then table[a] + table[b] per merge")
+
+
+@graded("bpe.decode", points=1)
+def test_decode_keeps_nothing_between_calls(student):
+    """The same ids under two lists of as many merges, one call after the other: each list's own text."""
+    decode = student.piece("bpe", "decode")
+    lists = (REF.train_bpe(TEXT, 30), REF.train_bpe(OTHER_TEXT, 30))          # as many merges, other pairs
+    ids = REF.encode(OTHER_TEXT, lists[1])
+    expect_fresh_calls(*(Case(f"decode(ids, merges {i + 1}: {len(m)} merges learned from "
+                              f"{'another text' if i else 'this text'})", lambda m=m: decode(ids, m), REF.decode(ids, m))
+                         for i, m in enumerate(lists)), exact=True)
 
 
 def _short_tables(ids, merges):

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from andrea_course import ANDREA, ModelConfig
-from andrea_course.grading import (type_name, Case, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
+from andrea_course.grading import (type_name, Case, Second, expect_cases, expect_close, expect_equal, expect_fresh_calls,
+                                   expect_runs, expect_true,
                                    graded, load_weights)
 from andrea_course import pieces
 from andrea_course.activity_tests import expect_trainable, randn64, expect_slot_called, layer_mixups
@@ -666,6 +667,16 @@ def test_rope_frequencies(student):
                 "build the angles in float32 (torch.arange(T, dtype=torch.float32)): the model's q and k are fp32",
                 mistake="the angles in float64: the docstring asks for fp32, and float64 cos and sin promote fp32 "
                         "queries and keys to float64")
+
+
+@graded("modern.rope_frequencies", points=1)
+def test_rope_frequencies_keeps_nothing_between_calls(student):
+    """Three calls in a row, each with its own tables: the same d_head with another T, then another theta."""
+    rope_frequencies, ref = student.piece("modern", "rope_frequencies"), pieces.module("modern").rope_frequencies
+    calls = ((8, 6, 10000.0), (8, 9, 10000.0), (8, 6, 100.0))
+    expect_fresh_calls(*(Case(f"rope_frequencies(d_head={K}, T={T}, theta={theta:g})[0] (cos)",
+                              lambda K=K, T=T, theta=theta: rope_frequencies(K, T, theta)[0], ref(K, T, theta)[0])
+                         for K, T, theta in calls))
 
 
 def _neighbours_into_halves(x, angles):

@@ -15,9 +15,9 @@ the learner's piece, and judges the output in the grader's own process with `exp
 A typical mistake is named only when it reproduces the learner's output on both inputs (expect.py);
 an error the learner's code raises is explained in words (explain.py).
 """
-from .expect import (Case, Mismatch, Second, expect_cases, expect_close, expect_equal, expect_runs, expect_true,
-                     expect_unchanged, load_weights, type_name)
+from .expect import (Case, Mismatch, Second, expect_cases, expect_close, expect_equal, expect_fresh_calls, expect_runs,
+                     expect_true, expect_unchanged, load_weights, type_name)
 from .markers import VISIBILITIES, graded
 
 __all__ = ["Case", "Mismatch", "Second", "VISIBILITIES", "expect_cases", "expect_close", "expect_equal",
-           "expect_runs", "expect_true", "expect_unchanged", "graded", "load_weights", "type_name"]
+           "expect_fresh_calls", "expect_runs", "expect_true", "expect_unchanged", "graded", "load_weights", "type_name"]

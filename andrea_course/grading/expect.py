@@ -26,7 +26,8 @@ from typing import Any, Callable, NamedTuple
 import torch
 
 from .explain import explain, keys
-from .relations import MISTAKES, inputs_of, relate
+from .relations import CALL, MISTAKES, inputs_of, relate
+from .student import calls
 
 # Tolerances by dtype, never by machine.
 TOLERANCES = {torch.float64: (1e-10, 1e-8), torch.float32: (1e-5, 1e-4),
@@ -114,8 +115,8 @@ def expect_close(got, want, what: str, *, mistakes: dict | None = None, second=N
                        hint or "return a tensor (did you forget a `return`?)", shape_expected=tuple(want.shape))
     same = _loose(atol, rtol)
     runs = _Runs(second)
-    name = lambda: _name(got, want, mistakes, second, same, runs)
     given = atol, rtol                                  # the test's own, for the second inputs' dtypes
+    name = lambda: _name(got, want, mistakes, second, same, runs, given)
     atol, rtol = _tol(want, atol, rtol)
     related = lambda mistake: None if mistake else relate(got, want, _with(inputs, mistakes), runs.wrong(*given))
     listed = bool(mistakes)
@@ -149,11 +150,14 @@ class _Runs:
     def __init__(self, second):
         self.seconds = [] if not second else [second] if isinstance(second, Second) else list(second)
         self.outputs: dict[int, tuple[bool, Any]] = {}
+        self.calls: dict[int, Any] = {}                # the one call of a function piece each made
 
     def __call__(self, i: int) -> tuple[bool, Any]:
         if i not in self.outputs:
             try:
-                self.outputs[i] = (True, self.seconds[i].got())
+                with calls() as made:
+                    self.outputs[i] = (True, self.seconds[i].got())
+                self.calls[i] = made[0] if len(made) == 1 else None
             except Exception:                           # noqa: BLE001 - an error there confirms nothing
                 self.outputs[i] = (False, None)
         return self.outputs[i]
@@ -170,12 +174,13 @@ class _Runs:
                 right = isinstance(out, torch.Tensor) and isinstance(s.want, torch.Tensor) and \
                     _close(out, s.want, *_tol(s.want, atol, rtol))
             if not right:
-                yield ran, out, s.want, _with(inputs_of(s.got), s.mistakes)
+                yield ran, out, s.want, _with(inputs_of(s.got), s.mistakes, self.calls.get(i))
 
 
-def _with(inputs: dict | None, mistakes: dict | None) -> dict:
-    """The inputs a relation may name, with the listed mistakes' outputs (the terms the test knows)."""
-    return {**(inputs or {}), MISTAKES: dict(mistakes or {})}
+def _with(inputs: dict | None, mistakes: dict | None, call=None) -> dict:
+    """The inputs a relation may name, with the listed mistakes' outputs (the terms the test knows)
+    and the one call of a learner's function piece that gave the output (student.calls)."""
+    return {**(inputs or {}), MISTAKES: dict(mistakes or {}), **({CALL: call} if call is not None else {})}
 
 
 def expect_cases(*cases: Case, hint: str = "", atol: float | None = None, rtol: float | None = None,
@@ -188,13 +193,40 @@ def expect_cases(*cases: Case, hint: str = "", atol: float | None = None, rtol: 
     for i, case in enumerate(cases):
         others = [cases[(i + j) % len(cases)] for j in range(1, len(cases))]
         seconds = [Second(other.got, other.want, dict(other.mistakes)) for other in others]
-        got = case.got()
+        with calls() as made:
+            got = case.got()
+        inputs = {**inputs_of(case.got), **({CALL: made[0]} if len(made) == 1 else {})}
         if exact:
             expect_equal(got, case.want, case.what, hint, mistakes=dict(case.mistakes), second=seconds,
-                         inputs=inputs_of(case.got))
+                         inputs=inputs)
         else:
             expect_close(got, case.want, case.what, mistakes=dict(case.mistakes), second=seconds, hint=hint,
-                         atol=atol, rtol=rtol, inputs=inputs_of(case.got))
+                         atol=atol, rtol=rtol, inputs=inputs)
+
+
+def expect_fresh_calls(*cases: Case, exact: bool = False, hint: str = "") -> None:
+    """The cases called in turn, in one process, each judged on its own arguments: a piece that hands
+    back an answer kept from an earlier call (a cache keyed on fewer arguments than the answer
+    depends on: a default-argument dict, a global, functools.cache) fails a later case, and its box
+    names the earlier call whose answer came back."""
+    earlier: list[tuple[str, Any]] = []
+    for case in cases:
+        got = case.got()
+        if exact:
+            right = _same(got, case.want)
+        else:
+            right = isinstance(got, torch.Tensor) and _close(got, case.want, *_tol(case.want, None, None))
+        if not right:
+            kept = next((what for what, out in earlier if _same(got, out)), None)
+            if kept is not None:
+                raise Mismatch(case.what, f"returned exactly what the earlier call {kept} returned", hint or
+                               "compute the answer from this call's arguments", mistake=(
+                                   f"an answer kept from an earlier call: {kept} and {case.what} need different "
+                                   f"answers, and the second got the first's back, so something (a default-argument "
+                                   f"dict, a global, functools.cache) keeps answers under a key made of fewer "
+                                   f"arguments than the answer depends on: key it on all of them, or keep nothing"))
+            (expect_equal if exact else expect_close)(got, case.want, case.what, hint)
+        earlier.append((case.what, got))
 
 
 def _tol(t: torch.Tensor, atol, rtol):
@@ -228,7 +260,7 @@ def _loose(atol=None, rtol=None):
     return same
 
 
-def _name(got, want, mistakes, second, same, runs=None) -> str | None:
+def _name(got, want, mistakes, second, same, runs=None, given=(None, None)) -> str | None:
     """The one typical mistake whose output matches the learner's on this input and on a second,
     and is wrong on both; None when none (or more than one) does.
 
@@ -236,7 +268,8 @@ def _name(got, want, mistakes, second, same, runs=None) -> str | None:
     gives a wrong answer and the learner's code ran (an error there tells nothing either way). same(a, b) or, for a second input of another dtype, same(a, b, want)
     compares outputs. runs: the learner's outputs there (_Runs), shared with the relations."""
     here = [n for n, wrong in (mistakes or {}).items()
-            if wrong is not None and _match(same, got, wrong, want) and not _match(same, wrong, want, want)]
+            if wrong is not None and _match(same, got, wrong, want) and not _match(same, wrong, want, want)
+            and _nearer(got, wrong, want, given)]
     if not here or not second:
         return None
     runs = runs or _Runs(second)
@@ -246,9 +279,29 @@ def _name(got, want, mistakes, second, same, runs=None) -> str | None:
         shows = [i for i, s in enumerate(seconds) if s.mistakes.get(n) is not None
                  and not _match(same, s.mistakes[n], s.want, s.want)]
         ran, i = next(((True, i) for i in shows if runs(i)[0]), (False, None))   # where the learner's code ran
-        if ran and _match(same, runs(i)[1], seconds[i].mistakes[n], seconds[i].want):
+        if ran and _match(same, runs(i)[1], seconds[i].mistakes[n], seconds[i].want) and \
+                _nearer(runs(i)[1], seconds[i].mistakes[n], seconds[i].want, given):
             confirmed.append(n)
     return confirmed[0] if len(confirmed) == 1 else None
+
+
+def _nearer(got, wrong, want, given=(None, None), ratio: float = 0.01) -> bool:
+    """got lies far nearer the mistake's output than the mistake lies from the right one (or within
+    the test's own atol and rtol, where it sets them: it knows the scale of its values, such as a
+    frequency's sampling noise): two mistakes that both barely move the output (a step of almost
+    nothing) are not told apart by the loose margin alone."""
+    if not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in (got, wrong, want)) or \
+            not got.shape == wrong.shape == want.shape or want.numel() == 0:
+        return True
+    g, w, r = (t.detach().double() for t in (got, wrong, want))
+    own = (given[0] or 0.0) + (given[1] or 0.0) * float(r.abs().nan_to_num(0.0).max())
+    return _gap(g, w) <= max(ratio * _gap(w, r), own)
+
+
+def _gap(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest difference between a and b, NaN against a number counting as infinite."""
+    odd = torch.isnan(a) ^ torch.isnan(b)
+    return float(torch.where(odd, math.inf, (a - b).abs().nan_to_num(0.0, posinf=math.inf)).max())
 
 
 def _match(same, a, b, want) -> bool:

@@ -20,7 +20,7 @@ from ..worker.client import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
 from ..worker.server import warm_up
 from ..worker.tiers import Isolation
 from .markers import Credit
-from .student import InProcessStudent
+from .student import InProcessStudent, Recording
 
 
 _CONFIG: list = []
@@ -248,7 +248,7 @@ def student(_student_session, request):
     isolated = isinstance(_student_session, IsolatedStudent)
     if isolated:
         _student_session.begin_test((_marker(request.node, "exercise") or "").split(".")[0] or None)
-    yield _student_session
+    yield Recording(_student_session) if isolated else _student_session
     if isolated:
         _student_session.end_test()          # its worker ends while pytest reports
 

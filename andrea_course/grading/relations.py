@@ -15,12 +15,17 @@ a factor may be made of, and the tensors a missing or extra term may be.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib
+import inspect
 import itertools
 import math
 from typing import Any, Callable, NamedTuple
 
 import torch
+from torch._decomp import decomposition_table
+from torch.utils._python_dispatch import TorchDispatchMode
 
 FLOAT_TOL = {torch.float64: (1e-9, 1e-7), torch.float32: (1e-5, 1e-4), torch.float16: (2e-3, 2e-3),
              torch.bfloat16: (1e-2, 1e-2)}
@@ -337,10 +342,17 @@ def right_except_along(got, want, inputs):
                     f"range({'1, T' if e == 'first' else 'T - 1'}) or {'offs >= 1' if e == 'first' else 'offs < n - 1'}?)."),
                     exact=True)
         if right == [True] + [False] * (size - 1) and not _constant(want.select(a, 0)):
-            return Seen(frozenset({"only first"}), lambda k: (
-                f"your output is right at index 0 along {where} and wrong at every other index: something taken "
-                f"from the first entry alone (x[0], or a value computed once before a loop over that axis) "
-                f"serves them all?"))
+            first = got.select(a, 0)
+            if all(bool((got.select(a, i) == first).all()) for i in wrong):
+                return Seen(frozenset({"copies of the first"}), lambda k: (
+                    f"your output is right at index 0 along {where}, and every other index holds a copy of index 0: "
+                    f"the first entry's value (x[0], a row written once, or a view that shares one row) serves "
+                    f"them all."))
+            if a < n - 2:        # a leading axis (batch, heads): on the last two, index 0 is often right by structure
+                return Seen(frozenset({"only first"}), lambda k: (
+                    f"your output is right at index 0 along {where} and wrong at every other index: something taken "
+                    f"from the first entry alone (x[0], or a value computed once before a loop over that axis) "
+                    f"serves them all?"))
     return None
 
 
@@ -658,6 +670,150 @@ def _term_change(g, m, t, tensors, want):
     return None
 
 
+CALL = "(call)"              # the key under which `inputs` carries the one call of a function piece (student.Call)
+_STEP_NUMEL = 1 << 22          # the most a recorded run of the engine's piece keeps of its steps
+_MOVES = {"to", "broadcast_in_dim", "view_of", "empty_strided", "full_like", "contiguous", "clone", "expand",
+          "view", "unsafe_view", "alias", "detach", "convert_element_type", "copy", "empty_like"}   # not a step of the formula
+
+
+def _engine_call(want, inputs):
+    """(the engine's version of the function piece the learner's call ran, that call's arguments by
+    name), when the engine's version gives `want` on them: otherwise the test's output is not the
+    piece's own (a sum of it, a shape of it) and nothing is run again."""
+    call = inputs.get(CALL)
+    if call is None or not isinstance(want, torch.Tensor):
+        return None
+    activity, name = call.piece.split(".")
+    fn = getattr(importlib.import_module(f"andrea_course.pieces.{activity}"), name, None)
+    if not inspect.isfunction(fn):
+        return None
+    try:
+        bound = inspect.signature(fn).bind(*call.args, **call.kwargs)
+    except TypeError:
+        return None
+    args, out = dict(bound.arguments), _run(fn, dict(bound.arguments))
+    for i, part in enumerate(out if isinstance(out, (tuple, list)) else (out,)):   # (cos, sin): the one tested
+        if isinstance(part, torch.Tensor) and part.shape == want.shape and _near(part, want, want, loose=10):
+            whole = fn if isinstance(out, torch.Tensor) else _part_of(fn, i)
+            return whole, args
+    return None
+
+
+def _part_of(fn, i: int):
+    """fn whose output is the i-th of what fn returns."""
+    def part(**args):
+        return fn(**args)[i]
+    part.__name__, part.__wrapped__ = fn.__name__, fn
+    return part
+
+
+def _run(fn, args: dict, steps: list | None = None):
+    """fn(**args) on copies of the arguments, without autograd; None where it raises. steps: filled
+    with (the name of each torch operation it ran, a copy of that operation's tensor output)."""
+    copies = {n: v.detach().clone() if isinstance(v, torch.Tensor) else _generator_copy(v) for n, v in args.items()}
+    try:
+        with torch.no_grad(), (_Steps(steps) if steps is not None else contextlib.nullcontext()):
+            return fn(**copies)
+    except Exception:                                   # noqa: BLE001 - a substitution the piece refuses says nothing
+        return None
+
+
+def _generator_copy(value):
+    if isinstance(value, torch.Generator):
+        twin = torch.Generator(value.device)
+        twin.set_state(value.get_state())
+        return twin
+    return value
+
+
+class _Steps(TorchDispatchMode):
+    """Records every ATen operation's tensor output (a copy) with the operation's name, the fused
+    ones (softmax, layer_norm, gelu) taken apart into their steps by PyTorch's own decompositions."""
+
+    def __init__(self, steps: list):
+        super().__init__()
+        self.steps, self.numel = steps, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        parts = decomposition_table.get(func)
+        if parts is not None:
+            with self:
+                out = parts(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        out = func(*args, **kwargs)
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t.numel() > 1 and self.numel + t.numel() <= _STEP_NUMEL:
+                self.numel += t.numel()
+                self.steps.append((func.overloadpacket.__name__.strip("_"), t.detach().clone()))
+        return out
+
+
+def _same_output(out, got, want) -> bool:
+    return isinstance(out, torch.Tensor) and out.shape == got.shape and _near(got, out, want, loose=10) and not (
+        out.shape == want.shape and _near(out, want, want, loose=10))
+
+
+def input_in_another_place(got, want, inputs):
+    """got is what the right piece gives on the learner's own call with one argument passed where
+    another belongs (q @ qᵀ for q @ kᵀ: q in k's place), two arguments swapped, or an argument left
+    at its default (the bias passed, never used)."""
+    if not _tensors(got, want) or (found := _engine_call(want, inputs)) is None:
+        return None
+    fn, args = found
+    defaults = {n: p.default for n, p in inspect.signature(inspect.unwrap(fn)).parameters.items()
+                if p.default is not p.empty}
+    tensors = [n for n, v in args.items() if isinstance(v, torch.Tensor)]
+    tries = {f"{b} in {a}'s place": {**args, a: args[b]} for a, b in itertools.permutations(tensors, 2)}
+    tries.update({f"{a} and {b} swapped": {**args, a: args[b], b: args[a]}
+                  for a, b in itertools.combinations(tensors, 2)})
+    tries.update({f"{a} left at its default": {**args, a: defaults[a]} for a in args
+                  if a in defaults and not _is_default(args[a], defaults[a])})
+    keys = frozenset(k for k, changed in tries.items() if _same_output(_run(fn, changed), got, want))
+    if not keys:
+        return None
+    name = fn.__name__
+    return Seen(keys, lambda k: f"your output is exactly what the right {name} gives with {_say_place(k)}.")
+
+
+def _is_default(value, default) -> bool:
+    return value is default or (not isinstance(value, torch.Tensor) and type(value) is type(default)
+                                and value == default)
+
+
+def _say_place(key: str) -> str:
+    if key.endswith(" left at its default"):
+        arg = key[:-len(" left at its default")]
+        return f"{arg} left at its default: the {arg} it is given is never used"
+    if key.endswith(" swapped"):
+        a, b = key[:-len(" swapped")].split(" and ")
+        return f"{a} and {b} swapped: each is used where the other belongs"
+    b, a = key[:-len("'s place")].split(" in ")
+    return f"{b} passed as {a} too: {b} is used where {a} belongs"
+
+
+def intermediate_returned(got, want, inputs):
+    """got is a value the right piece computes on its way to the output (exp(x - max) before the
+    division; the scores before the softmax): the steps after it are missing, or a `return` came early."""
+    if not _tensors(got, want) or (found := _engine_call(want, inputs)) is None:
+        return None
+    fn, args = found
+    steps: list = []
+    _run(fn, args, steps)
+    given = [v for v in args.values() if isinstance(v, torch.Tensor)]
+    last = max((i for i, (_, t) in enumerate(steps) if _same_output(t, got, want)
+                and not any(t.shape == g.shape and _near(t, g.to(t.dtype), want) for g in given)), default=None)
+    if last is None:
+        return None
+    op = steps[last][0]
+    after = list(dict.fromkeys(o for o, _ in steps[last + 1:] if o not in _MOVES))
+    rest = ", ".join(after[:4]) + (", ..." if len(after) > 4 else "")
+    return Seen(frozenset({op}), lambda k: f"your output equals a value the right {fn.__name__} computes on its "
+                f"way to the answer: the result of its `{op}` step, before {rest or 'its last step'}: a step after "
+                f"it is missing, or a `return` comes too early?")
+
+
 def row_against_column(got, want, inputs):
     """On square last axes, the error at [i, j] is u[i] - u[j] (or u[i] / u[j]) wherever the
     expected entry is not zero, and both are zero elsewhere: a per-row value taken without
@@ -738,6 +894,69 @@ def _float32_roundings(g: torch.Tensor, w: torch.Tensor) -> bool:
     size = torch.maximum(g.abs(), w.abs())
     beyond = (g - w).abs() > 8 * FLOAT32_ROUNDING * size
     return float(beyond.double().mean()) <= 0.1
+
+
+HALF_ROUNDING = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}   # relative rounding error, at most
+
+
+def half_precision(got, want, inputs):
+    """got agrees with want as closely as float16 (or bfloat16) numbers can, and no more: nine entries
+    in ten within a few of that type's roundings of their own size, the worst within a few dozen."""
+    if not _floats(got, want) or got.shape != want.shape or want.dtype not in (torch.float32, torch.float64):
+        return None
+    g, w = got.detach().double(), want.detach().double()
+    if not (torch.isfinite(g).all() and torch.isfinite(w).all()):
+        return None
+    scale = max(float(w.abs().max()), 1e-12)
+    worst = float((g - w).abs().max()) / scale
+    size, d = torch.maximum(g.abs(), w.abs()), g - w
+    up = float((d > 0).double().sum() / (d != 0).double().sum().clamp(min=1))
+    if not 0.25 <= up <= 0.75:                          # rounding goes both ways; a changed formula mostly one
+        return None
+    for name, eps in HALF_ROUNDING.items():
+        if eps / 16 < worst <= 64 * eps and float((d.abs() > 16 * eps * size).double().mean()) <= 0.1:
+            return Seen(frozenset({name}), lambda k, name=name, eps=eps: (
+                f"your output agrees with the expected one to about {name}'s precision and no better (the worst entry "
+                f"off by {worst:.2g} of the largest value; {name} rounds to {eps:.2g} of a number's size): some value "
+                f"on the way is {name} (.half(), .to(torch.{name}), a buffer made as {name}, autocast), where the "
+                f"input's {str(want.dtype).removeprefix('torch.')} belongs."))
+    return None
+
+
+def returned_input(got, want, inputs):
+    """got is, bit for bit, one of the test's input tensors, where want differs from it."""
+    if not _tensors(got, want):
+        return None
+    same = [n for n, x in inputs.items() if isinstance(x, torch.Tensor) and x.shape == got.shape
+            and x.dtype == got.dtype and bool((x == got).all()) and not _near(x.double(), want.double(), want)]
+    if not same:
+        return None
+    return Seen(frozenset(same), lambda k: f"your output is the input {k} itself, unchanged: the work on it never "
+                                           f"happened here (an early `return`, or a branch that skips it?).", exact=True)
+
+
+def wrong_beyond_a_threshold(got, want, inputs):
+    """An elementwise output right wherever an input x (of the output's shape) lies within some bound
+    and wrong wherever it lies beyond: a special case or a cut-off on x."""
+    if not _floats(got, want) or got.shape != want.shape:
+        return None
+    wrong = ~torch.isclose(got.detach().double(), want.detach().double(), *reversed(FLOAT_TOL.get(want.dtype, (1e-6, 1e-5))))
+    if not bool(wrong.any()) or bool(wrong.all()):
+        return None
+    for name, x in inputs.items():
+        if not isinstance(x, torch.Tensor) or x.shape != got.shape or not x.is_floating_point():
+            continue
+        for side, v in (("x > ", x), ("x < ", -x), ("|x| > ", x.abs())):
+            v = v.detach().double()
+            inside, beyond = float(v[~wrong].max()), float(v[wrong].min())
+            if inside < beyond:
+                lo, hi = (inside, beyond) if side != "x < " else (-beyond, -inside)
+                key = side.replace("x", name)
+                return Seen(frozenset({key}), lambda k, lo=lo, hi=hi, key=key: (
+                    f"your output is right wherever {name} stays within a bound and wrong wherever it goes beyond: "
+                    f"wrong for exactly the entries with {key}b, for a b between {lo:.3g} and {hi:.3g}: a special "
+                    f"case, a cut-off or a clamp on {name} there?"))
+    return None
 
 
 def all_zero(got, want, inputs):
@@ -828,11 +1047,13 @@ def _config_sizes(inputs: dict) -> dict[str, int]:
 
 
 # From the most particular to the most general: the first that sees something is the one said.
-RELATIONS = (all_zero, dtype_narrowing, listed_exactly, extra_or_missing_axis, diagonal_only, one_slice,
+RELATIONS = (all_zero, returned_input, dtype_narrowing, half_precision, listed_exactly, input_in_another_place,
+             intermediate_returned,
+             extra_or_missing_axis, diagonal_only, one_slice,
              joined_on_a_new_axis, elementwise_product, swapped_axes, sizes_reordered, kept_other_axes,
              part_of_an_axis, inverted_mask, normalised_over_axis,
              shifted_by_one, constant_factor, row_factor, elementwise_function, constant_offset, input_term, listed_term,
-             row_against_column, right_except_along, slightly_off, integer_gap,
+             row_against_column, right_except_along, wrong_beyond_a_threshold, slightly_off, integer_gap,
              _text_decoded_per_token, _sequence_edge)
 
 

@@ -15,10 +15,85 @@ every other piece it calls, so a test grades that piece alone.
 """
 from __future__ import annotations
 
+import contextlib
+import copy
+import functools
 import inspect
+from typing import Any, Iterator, NamedTuple
+
+import torch
 
 from ..overlay import Overlay, impl_from_env
-from ..worker.client import source_of  # noqa: F401  (read by the graded tests' student)
+from ..worker.client import Proxy, source_of  # noqa: F401  (source_of: read by the graded tests' student)
+
+
+class Call(NamedTuple):
+    """One call of a learner's function piece, with copies of its arguments as they were passed."""
+    piece: str                  # "activity.name"
+    args: tuple
+    kwargs: dict
+
+
+_WATCHING: list[list[Call]] = []
+
+
+@contextlib.contextmanager
+def calls() -> Iterator[list[Call]]:
+    """The calls of the learner's function pieces made inside the block, in order: what a relation
+    may run again with the engine's version of the piece (relations.py)."""
+    seen: list[Call] = []
+    _WATCHING.append(seen)
+    try:
+        yield seen
+    finally:
+        _WATCHING.remove(seen)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, torch.Generator):
+        twin = torch.Generator(value.device)
+        twin.set_state(value.get_state())
+        return twin
+    if isinstance(value, (list, tuple, dict)):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        if any(isinstance(v, Proxy) for _, v in items):
+            return value
+    try:
+        return copy.deepcopy(value)
+    except Exception:                                   # noqa: BLE001 - kept as passed
+        return value
+
+
+def recorded(activity: str, name: str, fn):
+    """fn (a learner's function, or a worker's proxy for one), recording each call while calls()
+    watches; any other piece (a class, a Triton kernel) as it is."""
+    is_proxy = isinstance(fn, Proxy)
+    if not (inspect.isfunction(fn) or (is_proxy and object.__getattribute__(fn, "_kind") == "function")):
+        return fn
+
+    def call(*args, **kwargs):
+        if _WATCHING:
+            made = Call(f"{activity}.{name}", tuple(_copy(a) for a in args), {k: _copy(v) for k, v in kwargs.items()})
+            for seen in _WATCHING:
+                seen.append(made)
+        return fn(*args, **kwargs)
+    return call if is_proxy else functools.wraps(fn)(call)
+
+class Recording:
+    """A student (an IsolatedStudent: worker/client.py knows nothing of grading) whose function
+    pieces record their calls while calls() watches; everything else is the student's own."""
+
+    def __init__(self, student):
+        self.student = student
+
+    def piece(self, activity: str, name: str):
+        return recorded(activity, name, self.student.piece(activity, name))
+
+    def __getattr__(self, name):
+        return getattr(self.student, name)
+
 
 class InProcessStudent:
     """The learner's pieces, in this process.
@@ -47,8 +122,8 @@ class InProcessStudent:
     def piece(self, activity: str, name: str):
         """The learner's own function or class, exactly as written, isolated."""
         if (activity, name) in self.overrides:
-            return self.overrides[(activity, name)]
-        return self.overlay.isolated(activity, name)
+            return recorded(activity, name, self.overrides[(activity, name)])
+        return recorded(activity, name, self.overlay.isolated(activity, name))
 
     def source(self, activity: str, name: str) -> str:
         """The code of a piece as written (an override's own source in the mutation tests)."""

@@ -190,8 +190,26 @@ def _decode_with(errors="replace", strip=False, part=lambda table, i: table[i], 
     return decode
 
 
+def _kept_between_calls(name, key):
+    """The engine's `name`, its answers kept in a dict under key(*args): a cache keyed on too little."""
+    kept = {}
+
+    def piece(*args):
+        k = key(*args)
+        if k not in kept:
+            kept[k] = pieces.get("bpe", name)(*args)
+        return kept[k]
+    return piece
+
+
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
 MUTANTS = [
+    # answers kept from an earlier call, under a key of fewer arguments than they depend on
+    ("test_bpe.py", "test_encode_keeps_nothing_between_calls",
+     {("bpe", "encode"): _kept_between_calls("encode", lambda text, merges: text)}, "an answer kept from an earlier call"),
+    ("test_bpe.py", "test_decode_keeps_nothing_between_calls",
+     {("bpe", "decode"): _kept_between_calls("decode", lambda ids, merges: len(merges))},
+     "an answer kept from an earlier call"),
     # a merged word as a list (notebook 09)
     ("test_bpe.py", "test_merge_pair_scans_left_to_right",
      {("bpe", "merge_pair"): lambda word, pair, new_id: list(pieces.get("bpe", "merge_pair")(word, pair, new_id))},

@@ -158,8 +158,21 @@ def _rope_frequencies_doubled(spread):
     return rope_frequencies
 
 
+def _rope_frequencies_kept_by_width():
+    """rope_frequencies whose tables are kept per d_head: a later T or theta gets the first tables."""
+    kept = {}
+
+    def rope_frequencies(d_head, T, theta=10000.0):
+        if d_head not in kept:
+            kept[d_head] = pieces.get("modern", "rope_frequencies")(d_head, T, theta)
+        return kept[d_head]
+    return rope_frequencies
+
+
 # (graded file, graded test, {(activity, piece): mutant}, words the failure must contain)
 MUTANTS = [
+    ("test_modern.py", "test_rope_frequencies_keeps_nothing_between_calls",
+     {("modern", "rope_frequencies"): _rope_frequencies_kept_by_width()}, "an answer kept from an earlier call"),
     # issue 13's eight mistakes that once got full marks
     ("test_modern.py", "test_grouped_kv_heads_with_a_kv_cache",
      {("multihead", "MultiHeadAttention"): MHARepeatingBeforeTheCache}, "repeat_kv before the cache"),

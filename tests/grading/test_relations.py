@@ -219,7 +219,20 @@ class _swiglu_gated_by_the_first_sequence(pieces.module("modern").SwiGLU):
 
 
 def _softmax_unnormalised(x):
+    e = (x - x.amax(dim=-1, keepdim=True)).exp()
+    return e / e[..., :1]
+
+
+def _softmax_returning_exp(x):
     return (x - x.amax(dim=-1, keepdim=True)).exp()
+
+
+def _scores_of_keys_with_keys(q, k):
+    return k @ k.transpose(-2, -1)
+
+
+def _causal_mask_ignoring_S(T, S=None, device=None):
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
 
 def _lookup_of_the_first_sequence(table, ids):
@@ -236,6 +249,9 @@ def _count_with_gelu_biases_of_swiglu(cfg):
 
 UNLISTED = [  # (graded file, piece, the learner's version, words the failure must say)
     ("test_attention.py", "attention.softmax", _softmax_unnormalised, "times a factor of its own"),
+    ("test_attention.py", "attention.softmax", _softmax_returning_exp, "the result of its `exp` step, before sum, div"),
+    ("test_attention.py", "attention.attention_scores", _scores_of_keys_with_keys, "k passed as q too"),
+    ("test_attention.py", "attention.causal_mask", _causal_mask_ignoring_S, "S left at its default: the S it is given"),
     ("test_embeddings.py", "embeddings.embed_lookup", _lookup_of_the_first_sequence, "only entry 0"),
     ("test_model.py", "model.count_parameters", _count_with_gelu_biases_of_swiglu, "d_ff × n_layers"),
     ("test_attention.py", "attention.average_past", _average_past_one_short, "the last 1 is missing"),
@@ -249,7 +265,6 @@ UNLISTED = [  # (graded file, piece, the learner's version, words the failure mu
     ("test_modern.py", "modern.apply_rope", _rope_turning_float32_x, "float32's precision, not float64's"),
     ("test_inside.py", "inside.attention_patterns", _patterns_stacked_on_axis_1, "axis -5 and axis -4 swapped"),
     ("test_mlp.py", "mlp.MLP", _mlp_without_the_last_position, "the last one, which is all zeros: never written"),
-    ("test_modern.py", "modern.SwiGLU", _swiglu_gated_by_the_first_sequence, "right at index 0 along axis -3"),
     ("test_attention.py", "attention.attention_scores", _scores_by_each_leading_row, "only the diagonal of the expected"),
     ("test_attention.py", "attention.weighted_sum", lambda weights, v: weights * v, "entry by entry: nothing is summed"),
     ("test_modern.py", "modern.apply_rope", _rope_stacked, "stacked on a new axis -1 (torch.stack)"),
@@ -264,6 +279,27 @@ def test_a_mistake_no_list_holds_is_named_by_its_graded_test(file, piece, fn, sa
     test, exc = _first_failure(file, piece, fn)
     assert exc is not None, f"{piece}: the mistake passes every graded test"
     assert exc.relation and says in exc.relation, (test, str(exc))
+
+
+class _MHAScaledTwice(__import__("andrea_course").pieces.get("multihead", "MultiHeadAttention")):
+    """Multi-head attention whose queries are scaled by 1/sqrt(K) before attention scales them again."""
+
+    def forward(self, x, cache=None):
+        attention = self.attention
+        self.attention = lambda q, k, v, *args, **kwargs: attention(q / self.d_head ** 0.5, k, v, *args, **kwargs)
+        try:
+            return super().forward(x, cache)
+        finally:
+            self.attention = attention
+
+
+def test_index_0_right_by_structure_is_not_blamed_on_the_first_entry():
+    """A causal piece's first position sees only itself, so a mistake in the scale leaves it right:
+    no box says that the first entry serves them all unless the others are copies of it or the axis
+    is a leading one (batch, heads)."""
+    test, exc = _first_failure("test_multihead.py", "multihead.MultiHeadAttention", _MHAScaledTwice)
+    assert exc is not None and "first entry" not in str(exc), (test, str(exc))
+    assert "first sequence" not in str(exc)
 
 
 def test_upcasting_with_float_is_not_blamed_on_eps():
