@@ -755,6 +755,75 @@ def _same_output(out, got, want) -> bool:
         out.shape == want.shape and _near(out, want, want, loose=10))
 
 
+SWAPS = {"silu": ("hardswish", "gelu", "relu", "sigmoid", "mish", "softplus", "tanh"), "gelu": ("silu", "relu", "sigmoid"),
+         "relu": ("gelu", "silu"), "sigmoid": ("tanh", "silu"), "tanh": ("sigmoid",), "exp": ("exp2", "expm1"),
+         "log": ("log2", "log10", "log1p"), "sqrt": ("rsqrt",), "rsqrt": ("sqrt", "reciprocal"), "sin": ("cos",),
+         "cos": ("sin",), "amax": ("amin",), "amin": ("amax",), "sum": ("mean",), "mean": ("sum",), "var": ("std",),
+         "std": ("var",), "tril": ("triu",), "triu": ("tril",), "maximum": ("minimum",), "minimum": ("maximum",),
+         "var_mean": ("std_mean",), "std_mean": ("var_mean",), "erf": ("tanh",)}
+# (each operation, and those a learner may reach for in its place; as said: _SAID)
+_SAID = {"var_mean": "var", "std_mean": "std"}
+_OVERLOADS = {("sum", "mean"): "dim", ("mean", "sum"): "dim_IntList"}
+_MOST_SWAPS = 200                                   # runs of the engine's piece one relation may make
+
+
+class _Swap(TorchDispatchMode):
+    """Counts every ATen call (names: each call's operation, in order); where `at` is given, the call
+    of that number runs `alt` in its place. Fused operations are taken apart as _Steps does."""
+
+    def __init__(self, at: int | None = None, alt: str | None = None):
+        super().__init__()
+        self.at, self.alt, self.names = at, alt, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs, name = kwargs or {}, func.overloadpacket.__name__
+        self.names.append(name)
+        if len(self.names) - 1 == self.at:
+            return _swapped(func, self.alt, args, kwargs)
+        parts = decomposition_table.get(func)
+        if parts is not None:
+            with self:
+                out = parts(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        return func(*args, **kwargs)
+
+
+def _swapped(func, alt: str, args, kwargs):
+    packet, name = getattr(torch.ops.aten, alt), func.overloadpacket.__name__
+    overload = _OVERLOADS.get((name, alt), func._overloadname)
+    if overload in packet.overloads():
+        return getattr(packet, overload)(*args, **kwargs)
+    return packet.default(args[0])                     # an elementwise function of one tensor
+
+
+def function_swapped(got, want, inputs):
+    """got is what the right piece gives with one of its operations replaced by another a learner may
+    reach for (hardswish for silu, mean for sum, amin for amax, triu for tril)."""
+    if not _tensors(got, want) or (found := _engine_call(want, inputs)) is None:
+        return None
+    fn, args = found
+    counted = _Swap()
+    _run_in(counted, fn, args)
+    tries = [(i, name, alt) for i, name in enumerate(counted.names) for alt in SWAPS.get(name, ())][:_MOST_SWAPS]
+    keys = frozenset(f"{alt} for {name}" for i, name, alt in tries
+                     if _same_output(_run_in(_Swap(i, alt), fn, args), got, want))
+    if not keys:
+        return None
+    said = lambda k: [_SAID.get(n, n) for n in k.split(" for ")]
+    return Seen(keys, lambda k: f"your output is exactly what the right {fn.__name__} gives with {said(k)[0]} in the "
+                                f"place of {said(k)[1]}: {said(k)[0]} where {said(k)[1]} belongs.")
+
+
+def _run_in(mode, fn, args: dict):
+    copies = {n: v.detach().clone() if isinstance(v, torch.Tensor) else _generator_copy(v) for n, v in args.items()}
+    try:
+        with torch.no_grad(), mode:
+            return fn(**copies)
+    except Exception:                                   # noqa: BLE001 - a swap the piece cannot take says nothing
+        return None
+
+
 def input_in_another_place(got, want, inputs):
     """got is what the right piece gives on the learner's own call with one argument passed where
     another belongs (q @ qᵀ for q @ kᵀ: q in k's place), two arguments swapped, or an argument left
@@ -910,8 +979,8 @@ def half_precision(got, want, inputs):
     scale = max(float(w.abs().max()), 1e-12)
     worst = float((g - w).abs().max()) / scale
     size, d = torch.maximum(g.abs(), w.abs()), g - w
-    up = float((d > 0).double().sum() / (d != 0).double().sum().clamp(min=1))
-    if not 0.25 <= up <= 0.75:                          # rounding goes both ways; a changed formula mostly one
+    moved = int((d != 0).sum())
+    if moved < 8 or not 0.1 <= float((d > 0).sum()) / moved <= 0.9:   # rounding goes both ways; a changed formula one
         return None
     for name, eps in HALF_ROUNDING.items():
         if eps / 16 < worst <= 64 * eps and float((d.abs() > 16 * eps * size).double().mean()) <= 0.1:
@@ -936,27 +1005,33 @@ def returned_input(got, want, inputs):
 
 
 def wrong_beyond_a_threshold(got, want, inputs):
-    """An elementwise output right wherever an input x (of the output's shape) lies within some bound
-    and wrong wherever it lies beyond: a special case or a cut-off on x."""
+    """An elementwise output right for every entry whose input x (of the output's shape) lies below a
+    bound and wrong for most of those beyond it (some may happen to be right there): a special case,
+    a cut-off or a clamp on x."""
     if not _floats(got, want) or got.shape != want.shape:
         return None
-    wrong = ~torch.isclose(got.detach().double(), want.detach().double(), *reversed(FLOAT_TOL.get(want.dtype, (1e-6, 1e-5))))
+    at, rt = FLOAT_TOL.get(want.dtype, (1e-6, 1e-5))
+    wrong = ~torch.isclose(got.detach().double(), want.detach().double(), rtol=rt, atol=at)
+    n = wrong.numel()
     if not bool(wrong.any()) or bool(wrong.all()):
         return None
+    best = None
     for name, x in inputs.items():
         if not isinstance(x, torch.Tensor) or x.shape != got.shape or not x.is_floating_point():
             continue
-        for side, v in (("x > ", x), ("x < ", -x), ("|x| > ", x.abs())):
+        for side, v in (("|x| ≥ ", x.abs()), ("x ≥ ", x), ("x ≤ ", -x)):
             v = v.detach().double()
-            inside, beyond = float(v[~wrong].max()), float(v[wrong].min())
-            if inside < beyond:
-                lo, hi = (inside, beyond) if side != "x < " else (-beyond, -inside)
-                key = side.replace("x", name)
-                return Seen(frozenset({key}), lambda k, lo=lo, hi=hi, key=key: (
-                    f"your output is right wherever {name} stays within a bound and wrong wherever it goes beyond: "
-                    f"wrong for exactly the entries with {key}b, for a b between {lo:.3g} and {hi:.3g}: a special "
-                    f"case, a cut-off or a clamp on {name} there?"))
-    return None
+            bound = float(v[wrong].min())
+            beyond = v >= bound
+            share = float(wrong[beyond].double().mean())
+            if share >= 0.6 and int((~beyond).sum()) >= 0.2 * n and (best is None or share > best[0]):
+                best = (share, side.replace("x", name), -bound if side == "x ≤ " else bound, name)
+    if best is None:
+        return None
+    share, key, bound, name = best
+    return Seen(frozenset({key}), lambda k: (
+        f"your output is right for every entry short of {key}{bound:.3g} and wrong for {share:.0%} of those with "
+        f"{key}{bound:.3g}: a special case, a cut-off or a clamp on {name} from there on?"))
 
 
 def all_zero(got, want, inputs):
@@ -1048,7 +1123,7 @@ def _config_sizes(inputs: dict) -> dict[str, int]:
 
 # From the most particular to the most general: the first that sees something is the one said.
 RELATIONS = (all_zero, returned_input, dtype_narrowing, half_precision, listed_exactly, input_in_another_place,
-             intermediate_returned,
+             function_swapped, intermediate_returned,
              extra_or_missing_axis, diagonal_only, one_slice,
              joined_on_a_new_axis, elementwise_product, swapped_axes, sizes_reordered, kept_other_axes,
              part_of_an_axis, inverted_mask, normalised_over_axis,

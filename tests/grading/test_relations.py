@@ -231,6 +231,24 @@ def _scores_of_keys_with_keys(q, k):
     return k @ k.transpose(-2, -1)
 
 
+def _swiglu_with_hardswish(gate, up):
+    return torch.nn.functional.hardswish(gate) * up
+
+
+def _weighted_sum_in_float16(weights, v):
+    return (weights.half() @ v.half()).to(v.dtype)
+
+
+def _mask_skipped_with_a_cache(scores):
+    T, S = scores.shape[-2:]
+    return scores if S > T else __import__("andrea_course").pieces.get("attention", "apply_causal_mask")(scores)
+
+
+def _gelu_grad_saturated(x):
+    grad = __import__("andrea_course").pieces.get("mlp", "gelu_grad")(x)
+    return torch.where(x > 3, torch.ones_like(x), torch.where(x < -3, torch.zeros_like(x), grad))
+
+
 def _causal_mask_ignoring_S(T, S=None, device=None):
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
@@ -252,6 +270,10 @@ UNLISTED = [  # (graded file, piece, the learner's version, words the failure mu
     ("test_attention.py", "attention.softmax", _softmax_returning_exp, "the result of its `exp` step, before sum, div"),
     ("test_attention.py", "attention.attention_scores", _scores_of_keys_with_keys, "k passed as q too"),
     ("test_attention.py", "attention.causal_mask", _causal_mask_ignoring_S, "S left at its default: the S it is given"),
+    ("test_modern.py", "modern.swiglu", _swiglu_with_hardswish, "hardswish in the place of silu"),
+    ("test_attention.py", "attention.weighted_sum", _weighted_sum_in_float16, "float16's precision and no better"),
+    ("test_attention.py", "attention.apply_causal_mask", _mask_skipped_with_a_cache, "the input scores itself, unchanged"),
+    ("test_mlp.py", "mlp.gelu_grad", _gelu_grad_saturated, "short of |x| ≥ 3"),
     ("test_embeddings.py", "embeddings.embed_lookup", _lookup_of_the_first_sequence, "only entry 0"),
     ("test_model.py", "model.count_parameters", _count_with_gelu_biases_of_swiglu, "d_ff × n_layers"),
     ("test_attention.py", "attention.average_past", _average_past_one_short, "the last 1 is missing"),
