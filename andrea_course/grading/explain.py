@@ -333,6 +333,13 @@ def _index(kind, text, code):
     if "Class values must be smaller than num_classes" in text:
         return ("F.one_hot(ids, num_classes) met an id >= num_classes: with V classes the ids must lie in "
                 "0 .. V - 1.")
+    found = re.search(r"start \((-?\d+)\) \+ length \((\d+)\) exceeds dimension size \((\d+)\)", text)
+    if found:
+        start, length, size = (int(g) for g in found.groups())
+        return (f"narrow(dim, start, length) (or a slice made with it) reads past the end of an axis: start {start} + "
+                f"length {length} = {start + length}, and the axis has {size} entries. Where does each number come "
+                f"from? An offset applied twice (a tensor already sliced from start, then narrowed from start "
+                f"again), or a length longer than what is left after start?")
     found = re.search(r"too many indices for tensor of dimension (\d+)", text)
     if found:
         return (f"Your code indexes more axes than the tensor has (it has {found.group(1)}): it was written for "
