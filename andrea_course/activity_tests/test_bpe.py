@@ -538,17 +538,6 @@ BASE_OF_255 = ("the table of bytes built over range(255), one short: byte 255 is
                "range(256), then table[a] + table[b] per merge")
 
 
-@graded("bpe.decode", points=1)
-def test_decode_keeps_nothing_between_calls(student):
-    """The same ids under two lists of as many merges, one call after the other: each list's own text."""
-    decode = student.piece("bpe", "decode")
-    lists = (REF.train_bpe(TEXT, 30), REF.train_bpe(OTHER_TEXT, 30))          # as many merges, other pairs
-    ids = REF.encode(OTHER_TEXT, lists[1])
-    expect_fresh_calls(*(Case(f"decode(ids, merges {i + 1}: {len(m)} merges learned from "
-                              f"{'another text' if i else 'this text'})", lambda m=m: decode(ids, m), REF.decode(ids, m))
-                         for i, m in enumerate(lists)), exact=True)
-
-
 def _short_tables(ids, merges):
     """{typical mistake: a function that raises as it does} for decode(ids, merges)."""
     def base_of_255():
@@ -603,3 +592,14 @@ def test_decode_inverts_encode(student):
     expect_equal(decode([256], merges), bytes(merges[0]).decode("utf-8", errors="replace"),
                  "decode([256]): token 256 is the two bytes of merge 0",
                  hint="build the table of every token's bytes: the 256 bytes, then table[a] + table[b] per merge")
+
+
+@graded("bpe.decode", points=1)
+def test_decode_keeps_nothing_between_calls(student):
+    """The same ids under two lists of as many merges, one call after the other: each list's own text."""
+    decode = student.piece("bpe", "decode")
+    lists = (REF.train_bpe(TEXT, 30), REF.train_bpe(OTHER_TEXT, 30))          # as many merges, other pairs
+    ids = REF.encode(OTHER_TEXT, lists[1])
+    expect_fresh_calls(*(Case(f"decode(ids, merges {i + 1}: {len(m)} merges learned from "
+                              f"{'another text' if i else 'this text'})", lambda m=m: decode(ids, m), REF.decode(ids, m))
+                         for i, m in enumerate(lists)), exact=True)

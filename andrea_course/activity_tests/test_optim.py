@@ -309,10 +309,11 @@ def _run_adamw(student, setup, other):
         expect_true(isinstance(step, (tuple, list)) and len(step) == 3, f"adamw_step(..., step={min(t, len(out))})",
                     f"returned {type(step).__name__}, not (param, m, v)", "return the new param, m and v")
         kept = {n: s.dtype for n, s in zip(("param", "m", "v"), step) if isinstance(s, torch.Tensor)}
-        expect_true(all(d == setup[0].dtype for d in kept.values()), f"adamw_step(..., step={min(t, len(out))})",
-                    ", ".join(f"{n} is {str(d).removeprefix('torch.')}" for n, d in kept.items()) +
+        narrow = {n: d for n, d in kept.items() if d.is_floating_point and d.itemsize < setup[0].dtype.itemsize}
+        expect_true(not narrow, f"adamw_step(..., step={min(t, len(out))})",
+                    ", ".join(f"{n} is {str(d).removeprefix('torch.')}" for n, d in narrow.items()) +
                     f" for a {str(setup[0].dtype).removeprefix('torch.')} param",
-                    "keep param, m and v in the param's dtype", mistake=(
+                    "keep param, m and v at least as wide as the param's dtype", mistake=(
                         "the optimiser's state kept in a narrower dtype than the param: m and v in float16 (or "
                         "bfloat16) lose precision, and a small gradient's square underflows to 0 in v, so that "
                         "weight's step becomes lr·m̂/eps; AdamW keeps m and v in the param's own dtype"))

@@ -811,7 +811,7 @@ def function_swapped(got, want, inputs):
     if not keys:
         return None
     said = lambda k: [_SAID.get(n, n) for n in k.split(" for ")]
-    return Seen(keys, lambda k: f"your output is exactly what the right {fn.__name__} gives with {said(k)[0]} in the "
+    return Seen(keys, lambda k: f"your output is exactly what the right {inputs[CALL].piece.split('.')[1]} gives with {said(k)[0]} in the "
                                 f"place of {said(k)[1]}: {said(k)[0]} where {said(k)[1]} belongs.")
 
 
@@ -842,7 +842,7 @@ def input_in_another_place(got, want, inputs):
     keys = frozenset(k for k, changed in tries.items() if _same_output(_run(fn, changed), got, want))
     if not keys:
         return None
-    name = fn.__name__
+    name = inputs[CALL].piece.split(".")[1]
     return Seen(keys, lambda k: f"your output is exactly what the right {name} gives with {_say_place(k)}.")
 
 
@@ -878,7 +878,7 @@ def intermediate_returned(got, want, inputs):
     op = steps[last][0]
     after = list(dict.fromkeys(o for o, _ in steps[last + 1:] if o not in _MOVES))
     rest = ", ".join(after[:4]) + (", ..." if len(after) > 4 else "")
-    return Seen(frozenset({op}), lambda k: f"your output equals a value the right {fn.__name__} computes on its "
+    return Seen(frozenset({op}), lambda k: f"your output equals a value the right {inputs[CALL].piece.split('.')[1]} computes on its "
                 f"way to the answer: the result of its `{op}` step, before {rest or 'its last step'}: a step after "
                 f"it is missing, or a `return` comes too early?")
 
@@ -1123,13 +1123,13 @@ def _config_sizes(inputs: dict) -> dict[str, int]:
 
 # From the most particular to the most general: the first that sees something is the one said.
 RELATIONS = (all_zero, returned_input, dtype_narrowing, half_precision, listed_exactly, input_in_another_place,
-             function_swapped, intermediate_returned,
+             function_swapped,
              extra_or_missing_axis, diagonal_only, one_slice,
              joined_on_a_new_axis, elementwise_product, swapped_axes, sizes_reordered, kept_other_axes,
              part_of_an_axis, inverted_mask, normalised_over_axis,
              shifted_by_one, constant_factor, row_factor, elementwise_function, constant_offset, input_term, listed_term,
-             row_against_column, right_except_along, wrong_beyond_a_threshold, slightly_off, integer_gap,
-             _text_decoded_per_token, _sequence_edge)
+             intermediate_returned, row_against_column, right_except_along, wrong_beyond_a_threshold, slightly_off,
+             integer_gap, _text_decoded_per_token, _sequence_edge)
 
 
 def seen(got, want, inputs: dict | None = None) -> list[tuple[Callable, Seen]]:

@@ -15,11 +15,10 @@ every other piece it calls, so a test grades that piece alone.
 """
 from __future__ import annotations
 
-import contextlib
-import copy
+import collections
 import functools
 import inspect
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -34,52 +33,50 @@ class Call(NamedTuple):
     kwargs: dict
 
 
-_WATCHING: list[list[Call]] = []
+_RECENT: collections.deque = collections.deque(maxlen=16)     # (Call, its output), the latest calls
 
 
-@contextlib.contextmanager
-def calls() -> Iterator[list[Call]]:
-    """The calls of the learner's function pieces made inside the block, in order: what a relation
-    may run again with the engine's version of the piece (relations.py)."""
-    seen: list[Call] = []
-    _WATCHING.append(seen)
-    try:
-        yield seen
-    finally:
-        _WATCHING.remove(seen)
+def call_giving(value) -> Call | None:
+    """The latest recorded call of a learner's function piece whose output is `value` itself (or one of
+    the items it returned): what a relation may run again with the engine's version (relations.py)."""
+    if value is None:
+        return None
+    for made, out in reversed(_RECENT):
+        if out is value or (isinstance(out, (tuple, list)) and any(o is value for o in out)):
+            return made
+    return None
 
 
-def _copy(value: Any) -> Any:
+def _copy(value: Any, depth: int = 0) -> Any:
+    """A copy safe from the learner's in-place changes: tensors cloned, containers of them rebuilt;
+    anything else (a module, a proxy, a number, a string) as passed."""
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
     if isinstance(value, torch.Generator):
         twin = torch.Generator(value.device)
         twin.set_state(value.get_state())
         return twin
-    if isinstance(value, (list, tuple, dict)):
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        if any(isinstance(v, Proxy) for _, v in items):
-            return value
-    try:
-        return copy.deepcopy(value)
-    except Exception:                                   # noqa: BLE001 - kept as passed
-        return value
+    if depth < 3 and type(value) in (list, tuple):
+        return type(value)(_copy(v, depth + 1) for v in value)
+    if depth < 3 and type(value) is dict:
+        return {k: _copy(v, depth + 1) for k, v in value.items()}
+    return value
 
 
 def recorded(activity: str, name: str, fn):
-    """fn (a learner's function, or a worker's proxy for one), recording each call while calls()
-    watches; any other piece (a class, a Triton kernel) as it is."""
+    """fn (a learner's function, or a worker's proxy for one), recording its latest calls (call_giving);
+    any other piece (a class, a Triton kernel) as it is."""
     is_proxy = isinstance(fn, Proxy)
     if not (inspect.isfunction(fn) or (is_proxy and object.__getattribute__(fn, "_kind") == "function")):
         return fn
 
     def call(*args, **kwargs):
-        if _WATCHING:
-            made = Call(f"{activity}.{name}", tuple(_copy(a) for a in args), {k: _copy(v) for k, v in kwargs.items()})
-            for seen in _WATCHING:
-                seen.append(made)
-        return fn(*args, **kwargs)
+        made = Call(f"{activity}.{name}", tuple(_copy(a) for a in args), {k: _copy(v) for k, v in kwargs.items()})
+        out = fn(*args, **kwargs)
+        _RECENT.append((made, out))
+        return out
     return call if is_proxy else functools.wraps(fn)(call)
+
 
 class Recording:
     """A student (an IsolatedStudent: worker/client.py knows nothing of grading) whose function
