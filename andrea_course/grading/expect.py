@@ -224,7 +224,9 @@ def expect_fresh_calls(*cases: Case, exact: bool = False, hint: str = "") -> Non
                                    f"answers, and the second got the first's back, so something (a default-argument "
                                    f"dict, a global, functools.cache) keeps answers under a key made of fewer "
                                    f"arguments than the answer depends on: key it on all of them, or keep nothing"))
-            (expect_equal if exact else expect_close)(got, case.want, case.what, hint)
+            if exact:
+                expect_equal(got, case.want, case.what, hint)
+            expect_close(got, case.want, case.what, hint=hint)
         earlier.append((case.what, got))
 
 

@@ -11,6 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from andrea_course.grading.expect import (NO_KNOWN_MISTAKE, Case, Mismatch, Second, expect_cases, expect_close,
+                                           expect_fresh_calls,
                                           expect_equal, expect_runs, expect_unchanged, load_weights)
 from andrea_course.grading.explain import explain
 
@@ -449,3 +450,18 @@ def test_a_list_that_outlives_the_call_is_read_from_the_workers_frames(tmp_path)
     assert "`_SEEN` is made at module level" in said and "created inside residual_stream" in said, said
     path.write_text(path.read_text().replace("    seen = _SEEN\n", "    seen = []\n"), encoding="utf-8")
     assert "outlives" not in explain(crossed)
+
+
+def test_fresh_calls_name_an_answer_kept_and_judge_any_other_wrong_answer_plainly():
+    """A second call that returns the first call's answer is named as kept; any other wrong answer
+    gets the ordinary box (tensor or exact), never an error of the test's own."""
+    kept, calls = {}, [torch.arange(3.0), torch.arange(4.0)]
+    cases = lambda fn: [Case(f"f({n})", lambda n=n: fn(n), calls[n - 3]) for n in (3, 4)]
+    with pytest.raises(Mismatch, match="an answer kept from an earlier call"):
+        expect_fresh_calls(*cases(lambda n: kept.setdefault("x", torch.arange(float(n)))))
+    with pytest.raises(Mismatch, match="values differ"):
+        expect_fresh_calls(*cases(lambda n: torch.arange(float(n)) * (n - 2)))
+    with pytest.raises(Mismatch) as raised:
+        expect_fresh_calls(Case("g(1)", lambda: [1], [1]), Case("g(2)", lambda: [3], [2]), exact=True)
+    assert "kept" not in str(raised.value)
+
