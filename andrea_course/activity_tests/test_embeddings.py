@@ -458,9 +458,10 @@ def _expect_ids(got, want, what, mistakes, scores, second):
                        mistake="the right k tokens, but not the most similar first: order them by their cosine, "
                                "the largest first")
     from andrea_course.grading.expect import _name, _same
+    from andrea_course.grading.relations import relate
     mistake = _name(ids, want, mistakes, second._replace(got=lambda: second.got().long()), _same)
     raise Mismatch(what, f"got the ids {ids.tolist()}, expected {want.tolist()}", NEAREST_HINT, mistake=mistake,
-                   unmatched=True)
+                   unmatched=True, relation=None if mistake else relate(ids, want, {}, ()))
 
 
 @graded("embeddings.nearest_tokens", points=2)

@@ -37,8 +37,9 @@ GELU_MISTAKES = {
     "wrong tanh constant: sqrt(pi/2) instead of sqrt(2/pi) = 0.7978845608": gelu_with(c=math.sqrt(math.pi / 2)),
     "wrong tanh constant: 2/pi without the square root": gelu_with(c=2 / math.pi),
     "wrong cubic constant: 0.44715 instead of 0.044715": gelu_with(cubic=0.44715),
-    "tanh(z) written as 2·sigmoid(z) - 1, which is tanh(z/2): use 2·sigmoid(2z) - 1":
-        gelu_with(tanh=lambda z: 2 * torch.sigmoid(z) - 1),
+    "the tanh's argument halved, tanh(z/2) where tanh(z) belongs: tanh(z) written as 2·sigmoid(z) - 1 (which is "
+    "tanh(z/2); use 2·sigmoid(2z) - 1), or the constant 1/sqrt(2π) = 0.3989, the normal density's, where sqrt(2/π) = "
+    "0.7979 belongs (half of it)": gelu_with(tanh=lambda z: 2 * torch.sigmoid(z) - 1),
     "the exact (erf) GELU instead of the tanh form": lambda x: 0.5 * x * (1 + torch.erf(x / math.sqrt(2))),
     "tanh never applied: 0.5·x·(1 + z) with z = sqrt(2/pi)·(x + 0.044715·x³), the tanh's argument, where tanh(z) "
     "belongs": gelu_with(tanh=lambda z: z),

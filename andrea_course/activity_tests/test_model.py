@@ -447,12 +447,25 @@ def _head_and_width_mistakes(cfg, want: dict, out: dict) -> None:
         total[name] = want["total"] + L * extra
 
 
+def _grouped(cfg) -> int | None:
+    """cfg's key/value heads, or where G = H, the most G < H (dividing H) at which neither (H + 2G)·K
+    nor (H + 2G)·K - D is one norm's size: the sizes that make two counting mistakes miss alike."""
+    H, K, D = cfg.n_heads, cfg.d_head, cfg.d_model
+    norm = 2 * D if cfg.norm == "layernorm" and cfg.bias else D
+    if cfg.kv_heads != H:
+        return cfg.n_kv_heads
+    fits = [G for G in range(H - 1, 0, -1) if H % G == 0 and norm not in ((H + 2 * G) * K, (H + 2 * G) * K - D)]
+    return fits[0] if fits else cfg.n_kv_heads
+
+
 def _check_counts(fn, cfg, cfg2, what, want=None):
     """count_parameters(cfg) against `want` (default: the engine's count of the tensors), key by
-    key, the total first; a mistake named is confirmed on cfg2 (None: cfg with one block more and a
-    larger vocabulary)."""
+    key, the total first; a mistake named is confirmed on cfg2 (None: cfg with one block more, a
+    larger vocabulary and, where every query head has its own keys and values, half as many
+    key/value heads: with G = H, (H + 2G)·K - D = 2D, so a qkv bias counted per input and one norm
+    per block miss the same number)."""
     from andrea_course.engine.params import count_parameters as counted
-    cfg2 = cfg2 or cfg.replace(n_layers=cfg.n_layers + 1, vocab_size=cfg.vocab_size + 7)
+    cfg2 = cfg2 or cfg.replace(n_layers=cfg.n_layers + 1, vocab_size=cfg.vocab_size + 7, n_kv_heads=_grouped(cfg))
     want, want2 = want or counted(cfg), counted(cfg2)
     got = fn(cfg)
     expect_equal(sorted(got) if isinstance(got, dict) else got, sorted(want), f"{what}: keys",

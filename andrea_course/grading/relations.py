@@ -176,10 +176,12 @@ def kept_other_axes(got, want, inputs):
     each of the two shapes."""
     if not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor) or got.shape == want.shape:
         return None
+    shown = lambda t: tuple(s for s in t.shape if s != 1)       # a reduced axis kept with keepdim=True
     for name, x in inputs.items():
-        if not isinstance(x, torch.Tensor) or x.dim() <= max(got.dim(), want.dim()) or x.dim() > 6:
+        if not isinstance(x, torch.Tensor) or x.dim() <= max(len(shown(got)), len(shown(want))) or x.dim() > 6 \
+                or shown(got) == shown(want):
             continue
-        mine, theirs = _kept(x.shape, got.shape), _kept(x.shape, want.shape)
+        mine, theirs = _kept(x.shape, shown(got)), _kept(x.shape, shown(want))
         if len(mine) == 1 and len(theirs) == 1:
             kept, expected = mine[0], theirs[0]
             gone = [a for a in expected if a not in kept]
@@ -840,6 +842,12 @@ def input_in_another_place(got, want, inputs):
                   for a, b in itertools.combinations(tensors, 2)})
     tries.update({f"{a} left at its default": {**args, a: defaults[a]} for a in args
                   if a in defaults and not _is_default(args[a], defaults[a])})
+    tries.update({f"{a} {'+' if step > 0 else '-'} 1": {**args, a: v + step} for a, v in args.items()
+                  if type(v) is int for step in (1, -1) if v + step >= 0})
+    turned = [n for n in tensors if args[n].dim() >= 2]
+    tries.update({f"{a} transposed": {**args, a: args[a].mT} for a in turned})
+    if len(turned) > 1:
+        tries[f"{' and '.join(turned)} transposed"] = {**args, **{a: args[a].mT for a in turned}}
     keys = frozenset(k for k, changed in tries.items() if _same_output(_run(fn, changed), got, want))
     if not keys:
         return None
@@ -859,6 +867,14 @@ def _say_place(key: str) -> str:
     if key.endswith(" swapped"):
         a, b = key[:-len(" swapped")].split(" and ")
         return f"{a} and {b} swapped: each is used where the other belongs"
+    if key.endswith(" transposed"):
+        names = key[:-len(" transposed")]
+        return (f"{names} transposed (the last two axes of {'each' if ' and ' in names else 'it'} swapped): "
+                f"{'they are' if ' and ' in names else 'it is'} used as if laid out the other way round")
+    if key.endswith(" 1") and key[-3] in "+-":
+        arg, sign = key[:-4], key[-3]
+        return (f"{arg} one {'more' if sign == '+' else 'less'} than it is given: an index or a count off by one "
+                f"(counting from 1, or a range that {'starts' if sign == '+' else 'stops'} one early?)")
     b, a = key[:-len("'s place")].split(" in ")
     return f"{b} passed as {a} too: {b} is used where {a} belongs"
 
@@ -983,8 +999,14 @@ def half_precision(got, want, inputs):
     moved = int((d != 0).sum())
     if moved < 8 or not 0.1 <= float((d > 0).sum()) / moved <= 0.9:   # rounding goes both ways; a changed formula one
         return None
+    relative = (d.abs() / size.clamp(min=1e-300)).median()
+    given = max((float(x.detach().abs().max()) for x in inputs.values() if isinstance(x, torch.Tensor)
+                 and x.is_floating_point() and x.numel() and bool(torch.isfinite(x).all())), default=0.0)
+    if worst <= 64 * FLOAT32_ROUNDING * given / scale:    # float32's own rounding at the inputs' size explains it
+        return None
     for name, eps in HALF_ROUNDING.items():
-        if eps / 16 < worst <= 64 * eps and float((d.abs() > 16 * eps * size).double().mean()) <= 0.1:
+        if eps / 16 < worst <= 64 * eps and float(relative) <= eps and \
+                float((d.abs() > 16 * eps * size).double().mean()) <= 0.1:
             return Seen(frozenset({name}), lambda k, name=name, eps=eps: (
                 f"your output agrees with the expected one to about {name}'s precision and no better (the worst entry "
                 f"off by {worst:.2g} of the largest value; {name} rounds to {eps:.2g} of a number's size): some value "
@@ -1033,6 +1055,23 @@ def wrong_beyond_a_threshold(got, want, inputs):
     return Seen(frozenset({key}), lambda k: (
         f"your output is right for every entry short of {key}{bound:.3g} and wrong for {share:.0%} of those with "
         f"{key}{bound:.3g}: a special case, a cut-off or a clamp on {name} from there on?"))
+
+
+def items_offset(got, want, inputs):
+    """Integers (a list, a tuple or an integer tensor) whose every item is the expected one plus the
+    same c: ids counted from 1, or an offset added or forgotten."""
+    got, want = (x.flatten().tolist() if isinstance(x, torch.Tensor) and not x.is_floating_point() else x
+                 for x in (got, want))
+    if not (isinstance(got, (list, tuple)) and isinstance(want, (list, tuple)) and len(got) == len(want) > 1
+            and all(type(v) is int for v in (*got, *want))):
+        return None
+    gaps = {g - w for g, w in zip(got, want)}
+    if len(gaps) != 1 or 0 in gaps:
+        return None
+    c = gaps.pop()
+    why = "ids counted from 1 where they count from 0, or a + 1 too many" if c == 1 else f"an offset of {c} added"
+    return Seen(frozenset({f"{c:+d}"}), lambda k: f"every item of yours is the expected one {c:+d}: {why}?",
+                exact=True)
 
 
 def all_zero(got, want, inputs):
@@ -1123,14 +1162,15 @@ def _config_sizes(inputs: dict) -> dict[str, int]:
 
 
 # From the most particular to the most general: the first that sees something is the one said.
-RELATIONS = (all_zero, returned_input, dtype_narrowing, half_precision, listed_exactly, input_in_another_place,
+RELATIONS = (all_zero, returned_input, dtype_narrowing, listed_exactly, input_in_another_place,
              function_swapped,
              extra_or_missing_axis, diagonal_only, one_slice,
              joined_on_a_new_axis, elementwise_product, swapped_axes, sizes_reordered, kept_other_axes,
              part_of_an_axis, inverted_mask, normalised_over_axis,
              shifted_by_one, constant_factor, row_factor, elementwise_function, constant_offset, input_term, listed_term,
-             intermediate_returned, row_against_column, right_except_along, wrong_beyond_a_threshold, slightly_off,
-             integer_gap, _text_decoded_per_token, _sequence_edge)
+             intermediate_returned, row_against_column, right_except_along, wrong_beyond_a_threshold, half_precision,
+             slightly_off,
+             integer_gap, items_offset, _text_decoded_per_token, _sequence_edge)
 
 
 def seen(got, want, inputs: dict | None = None) -> list[tuple[Callable, Seen]]:

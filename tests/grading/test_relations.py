@@ -249,6 +249,24 @@ def _gelu_grad_saturated(x):
     return torch.where(x > 3, torch.ones_like(x), torch.where(x < -3, torch.zeros_like(x), grad))
 
 
+def _nearest_counted_from_1(table, query, k):
+    return __import__("andrea_course").pieces.get("embeddings", "nearest_tokens")(table, query, k) + 1
+
+
+def _rope_one_position_late(x, cos, sin, start=0):
+    return __import__("andrea_course").pieces.get("modern", "apply_rope")(x, cos, sin, start + 1)
+
+
+def _scores_of_features(q, k):
+    return q.transpose(-2, -1) @ k
+
+
+def _greedy_down_the_batch(logits, temperature=1.0, top_k=None, generator=None):
+    if temperature == 0:
+        return logits.argmax(dim=0, keepdim=True)
+    return __import__("andrea_course").pieces.get("model", "sample_next")(logits, temperature, top_k, generator)
+
+
 def _causal_mask_ignoring_S(T, S=None, device=None):
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
@@ -274,6 +292,10 @@ UNLISTED = [  # (graded file, piece, the learner's version, words the failure mu
     ("test_attention.py", "attention.weighted_sum", _weighted_sum_in_float16, "float16's precision and no better"),
     ("test_attention.py", "attention.apply_causal_mask", _mask_skipped_with_a_cache, "the input scores itself, unchanged"),
     ("test_mlp.py", "mlp.gelu_grad", _gelu_grad_saturated, "short of |x| ≥ 3"),
+    ("test_embeddings.py", "embeddings.nearest_tokens", _nearest_counted_from_1, "the expected one +1"),
+    ("test_modern.py", "modern.apply_rope", _rope_one_position_late, "start one more than it is given"),
+    ("test_attention.py", "attention.attention_scores", _scores_of_features, "q and k transposed"),
+    ("test_model.py", "model.sample_next", _greedy_down_the_batch, "with only its axes 1 kept"),
     ("test_embeddings.py", "embeddings.embed_lookup", _lookup_of_the_first_sequence, "only entry 0"),
     ("test_model.py", "model.count_parameters", _count_with_gelu_biases_of_swiglu, "d_ff × n_layers"),
     ("test_attention.py", "attention.average_past", _average_past_one_short, "the last 1 is missing"),
