@@ -319,6 +319,10 @@ def _index(kind, text, code):
         return (f"An index reached past the end of an axis: axis {dim} has size {size}, so its indices run "
                 f"from 0 to {int(size) - 1} (or -{size} to -1), and {i} is outside. Look for a shift by one "
                 f"(+1, or counting positions from 1) or an index into the wrong axis.")
+    if text.strip() in ("list index out of range", "tuple index out of range"):
+        return (f"An index reached past the end of a {text.split()[0]}: with n items its indices run from 0 to "
+                f"n - 1 (or -n to -1). Look for an index counted from 1 (1-based positions, enumerate(..., "
+                f"start=1)) or one step too far (i + 1 at the last item).")
     if "index out of range in self" in text:
         return ("An id given to an embedding lookup (or index_select) is not a row of the table: with V rows "
                 "the ids must lie in 0 .. V - 1. Look for a shift by one, or ids taken from the wrong tensor.")

@@ -844,6 +844,11 @@ def input_in_another_place(got, want, inputs):
                   if a in defaults and not _is_default(args[a], defaults[a])})
     tries.update({f"{a} {'+' if step > 0 else '-'} 1": {**args, a: v + step} for a, v in args.items()
                   if type(v) is int for step in (1, -1) if v + step >= 0})
+    floats = [n for n in tensors if args[n].is_floating_point() and args[n].shape[-1:] != (1,)]
+    tries.update({f"{a} centred": {**args, a: args[a] - args[a].mean(dim=-1, keepdim=True)} for a in floats})
+    if len(floats) > 1:
+        tries[f"{' and '.join(floats)} centred"] = {**args, **{a: args[a] - args[a].mean(dim=-1, keepdim=True)
+                                                             for a in floats}}
     turned = [n for n in tensors if args[n].dim() >= 2]
     tries.update({f"{a} transposed": {**args, a: args[a].mT} for a in turned})
     if len(turned) > 1:
@@ -867,6 +872,10 @@ def _say_place(key: str) -> str:
     if key.endswith(" swapped"):
         a, b = key[:-len(" swapped")].split(" and ")
         return f"{a} and {b} swapped: each is used where the other belongs"
+    if key.endswith(" centred"):
+        names = key[:-len(" centred")]
+        return (f"{names} centred (the mean over the last axis subtracted from {'each' if ' and ' in names else 'it'}"
+                f", as a correlation does): nothing asks for that here")
     if key.endswith(" transposed"):
         names = key[:-len(" transposed")]
         return (f"{names} transposed (the last two axes of {'each' if ' and ' in names else 'it'} swapped): "
@@ -980,6 +989,28 @@ def _float32_roundings(g: torch.Tensor, w: torch.Tensor) -> bool:
     size = torch.maximum(g.abs(), w.abs())
     beyond = (g - w).abs() > 8 * FLOAT32_ROUNDING * size
     return float(beyond.double().mean()) <= 0.1
+
+
+def large_input_rounding(got, want, inputs):
+    """got differs from want by no more than float32's rounding of numbers as large as the largest
+    input, far more than float32's rounding of the output itself: digits lost in a difference of large
+    numbers (exp(x - lse) with x near 10,000, where exp(x - max) / sum keeps them)."""
+    if not _floats(got, want) or got.shape != want.shape or got.dtype != torch.float32:
+        return None
+    g, w = got.detach().double(), want.detach().double()
+    if not (torch.isfinite(g).all() and torch.isfinite(w).all()):
+        return None
+    size = max((float(x.detach().abs().max()) for x in inputs.values() if isinstance(x, torch.Tensor)
+                and x.is_floating_point() and x.numel() and bool(torch.isfinite(x).all())), default=0.0)
+    scale, worst = max(float(w.abs().max()), 1e-30), float((g - w).abs().max())
+    step = size * FLOAT32_ROUNDING                      # float32's rounding at the inputs' size
+    if not (size > 256 * scale and worst <= 64 * step and worst > 64 * FLOAT32_ROUNDING * scale):
+        return None
+    return Seen(frozenset({"large inputs"}), lambda k: (
+        f"your output is off by at most {worst:.2g}, about float32's rounding of numbers as large as the inputs "
+        f"(up to {size:.3g}, where float32 keeps steps of {2 * step:.1g}), far more than the rounding of the output's "
+        f"own values: digits lost in a difference of large numbers (x - lse, or a sum of large values taken "
+        f"before subtracting); subtract each row's max first, as the stable softmax does."), exact=True)
 
 
 HALF_ROUNDING = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}   # relative rounding error, at most
@@ -1168,8 +1199,8 @@ RELATIONS = (all_zero, returned_input, dtype_narrowing, listed_exactly, input_in
              joined_on_a_new_axis, elementwise_product, swapped_axes, sizes_reordered, kept_other_axes,
              part_of_an_axis, inverted_mask, normalised_over_axis,
              shifted_by_one, constant_factor, row_factor, elementwise_function, constant_offset, input_term, listed_term,
-             intermediate_returned, row_against_column, right_except_along, wrong_beyond_a_threshold, half_precision,
-             slightly_off,
+             intermediate_returned, row_against_column, right_except_along, wrong_beyond_a_threshold,
+             large_input_rounding, half_precision, slightly_off,
              integer_gap, items_offset, _text_decoded_per_token, _sequence_edge)
 
 

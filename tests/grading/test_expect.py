@@ -327,6 +327,7 @@ EXPLAINED = [  # (what raises, words its explanation must hold)
     (_words_changed_while_iterating, "Build the new entries in a new dict"),
     (_slice_viewed, "a slice of a wider one"),
     (lambda: torch.zeros(6, 3).narrow(0, 2, 5), "start 2 + length 5 = 7, and the axis has 6 entries"),
+    (lambda: [1, 2, 3][3], "an index counted from 1 (1-based positions"),
 ]
 
 

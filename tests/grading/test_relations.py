@@ -267,6 +267,11 @@ def _greedy_down_the_batch(logits, temperature=1.0, top_k=None, generator=None):
     return __import__("andrea_course").pieces.get("model", "sample_next")(logits, temperature, top_k, generator)
 
 
+def _cosine_of_centred_vectors(u, v, eps=1e-8):
+    u, v = u - u.mean(dim=-1, keepdim=True), v - v.mean(dim=-1, keepdim=True)
+    return (u * v).sum(dim=-1) / (u.norm(dim=-1) * v.norm(dim=-1)).clamp(min=eps)
+
+
 def _causal_mask_ignoring_S(T, S=None, device=None):
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()
 
@@ -296,6 +301,7 @@ UNLISTED = [  # (graded file, piece, the learner's version, words the failure mu
     ("test_modern.py", "modern.apply_rope", _rope_one_position_late, "start one more than it is given"),
     ("test_attention.py", "attention.attention_scores", _scores_of_features, "q and k transposed"),
     ("test_model.py", "model.sample_next", _greedy_down_the_batch, "with only its axes 1 kept"),
+    ("test_embeddings.py", "embeddings.cosine_similarity", _cosine_of_centred_vectors, "u and v centred"),
     ("test_embeddings.py", "embeddings.embed_lookup", _lookup_of_the_first_sequence, "only entry 0"),
     ("test_model.py", "model.count_parameters", _count_with_gelu_biases_of_swiglu, "d_ff × n_layers"),
     ("test_attention.py", "attention.average_past", _average_past_one_short, "the last 1 is missing"),
