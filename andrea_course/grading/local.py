@@ -15,7 +15,7 @@ from pathlib import Path
 from ..overlay import impl_from_env, resolve
 from ..paths import ACTIVITY_TESTS, WorkspaceError, workspace
 from . import pipeline, shortcuts
-from .markers import LESSONS, graded_files, later_or_same
+from .markers import LESSONS, graded_files
 from .pipeline import Run, Spec, time_limit
 from .records import Record as Outcome, failed, syntax_error_text, timed_out
 
@@ -41,54 +41,33 @@ class CheckResult:
     error: str | None = None         # the tests could not be run at all (missing file, bad name, ...)
     syntax: str | None = None        # the learner's file does not compile: `file, line N` and a caret
     not_run: int = 0                 # tests left unrun after a timeout or a crash
-    upto: str | None = None          # the notebook it is shown in: its tests of later ideas are `later`
+    upto: str | None = None          # the notebook it is shown in (notebook/checks.py: later_outcomes)
     interrupted: bool = False        # the learner interrupted the check
     shortcuts: list = field(default_factory=list)   # library calls that are the piece (shortcuts.find)
 
     @property
     def status(self) -> str:
         """passed | failed | unwritten | error, over every graded test of the piece."""
-        return _status(self, self.outcomes)
+        return self.status_of(self.outcomes)
 
     @property
     def passed(self) -> bool:
         return self.status == "passed"
 
-    @property
-    def later_outcomes(self) -> list[Outcome]:
-        """The tests of ideas a notebook after `upto` teaches (none without upto)."""
-        return [o for o in self.outcomes
-                if self.upto in LESSONS and o.taught in LESSONS and not later_or_same(o.taught, self.upto)]
-
-    @property
-    def shown(self) -> list[Outcome]:
-        """The tests of ideas taught up to `upto`'s notebook: what its box lists."""
-        later = {id(o) for o in self.later_outcomes}
-        return [o for o in self.outcomes if id(o) not in later]
-
-    @property
-    def shown_status(self) -> str:
-        return _status(self, self.shown)
-
-    @property
-    def later(self) -> list[str]:
-        """The activity teaching each later test."""
-        return [o.taught for o in self.later_outcomes]
-
-
-def _status(result: CheckResult, outcomes: list[Outcome]) -> str:
-    if result.syntax:
+    def status_of(self, outcomes: list[Outcome]) -> str:
+        """The status over `outcomes`, some of the piece's tests (a notebook's box: those it lists)."""
+        if self.syntax:
+            return "failed"
+        if self.error or not outcomes:
+            return "error"
+        st = {o.status for o in outcomes}
+        if st <= {"passed", "skipped"} and "passed" in st and not self.not_run:
+            return "passed"
+        if "unwritten" in st and not (st & {"failed", "error", "timeout"}):
+            return "unwritten"
+        if st <= {"skipped"}:
+            return "error"
         return "failed"
-    if result.error or not outcomes:
-        return "error"
-    st = {o.status for o in outcomes}
-    if st <= {"passed", "skipped"} and "passed" in st and not result.not_run:
-        return "passed"
-    if "unwritten" in st and not (st & {"failed", "error", "timeout"}):
-        return "unwritten"
-    if st <= {"skipped"}:
-        return "error"
-    return "failed"
 
 
 def failing(result: CheckResult, outcomes: list[Outcome] | None = None) -> list[Outcome]:
@@ -127,7 +106,7 @@ def run_graded(exercise: str, impl: str | os.PathLike | None = None,
                tests_dir: str | os.PathLike | None = None, reuse: bool = False,
                upto: str | None = None) -> CheckResult:
     """Run every graded test of `exercise` ("activity.piece") against `impl`; never raises.
-    upto: the activity of the notebook asking (CheckResult.later_outcomes); reuse: the last result
+    upto: the activity of the notebook asking (notebook/checks.py's later_outcomes); reuse: the last result
     while the learner's files, the tests and the time limit are the same."""
     return run_graded_many([exercise], impl, tests_dir, upto=upto, reuse=reuse)[exercise]
 
