@@ -17,7 +17,8 @@ from ..paths import ACTIVITY_TESTS, WorkspaceError, workspace
 from . import pipeline, shortcuts
 from .markers import LESSONS, graded_files
 from .pipeline import Run, Spec, time_limit
-from .records import Record as Outcome, failed, syntax_error_text, timed_out
+from .explain import syntax_error_text
+from .records import Record as Outcome, failed, timed_out
 
 
 def notebook_impl() -> str:

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from ..worker.process import FORK_LOCK, Forked, adopt, end, start_pytest
 from ..worker.tiers import Isolation
-from .records import Record, read, where
+from .explain import where
+from .records import Record, read
 
 LIMIT_ENV = "ANDREA_CHECK_TIMEOUT"
 DEFAULT_LIMIT = 30.0            # seconds per graded test in check(); the slowest course test takes a few
