@@ -11,14 +11,18 @@ the learner's code do not advance the test's), ModelConfig, and lists, tuples an
 dicts of these.
 
 Either way a piece is isolated (Overlay.isolated): it runs with the engine standing in for
-every other piece it calls, so a test grades that piece alone.
+every other piece it calls, so a test grades that piece alone. student_for(impl, isolation) is
+the one a session of graded tests gets (the plugin's `student` fixture).
 """
 from __future__ import annotations
 
 import inspect
 
 from ..overlay import Overlay, impl_from_env
-from ..worker.client import source_of  # noqa: F401  (read by the graded tests' student)
+from ..worker.client import IsolatedStudent, source_of
+from ..worker.server import warm_up
+from ..worker.tiers import Isolation
+
 
 class InProcessStudent:
     """The learner's pieces, in this process.
@@ -62,3 +66,15 @@ class InProcessStudent:
 
     def close(self) -> None:
         pass
+
+
+def student_for(impl, isolation: Isolation, adopt: str | None = None, kernels: bool = True):
+    """The learner's code for a session of graded tests: InProcessStudent in the in-process tier,
+    else an IsolatedStudent (adopting the worker's parent `adopt`, IsolatedStudent.hand_over's).
+    The engine is imported first (and, with kernels and a worker's parent forked from this process,
+    Triton's interpreter warmed), so nothing the learner's code changes alters what the grader
+    compares with."""
+    if isolation.tier == "in-process":
+        return InProcessStudent(impl)
+    warm_up(kernels=kernels and isolation.start == "fork")
+    return IsolatedStudent(impl, isolation=isolation, adopt=adopt)

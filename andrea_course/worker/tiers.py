@@ -157,6 +157,20 @@ class Isolation:
         fields["limits"] = Limits(**fields.get("limits", {}))
         return cls(**fields)
 
+    @classmethod
+    def chosen(cls, text: str, timeout: float) -> "Isolation":
+        """A tier asked for where no runner set one up (pytest's --isolation, check()): "process"
+        (its worker's parent forked from this process where it can: no interpreter to start) or
+        "in-process"; the runner's own, set up for its tier (to_json), as it is."""
+        iso = cls.parse(text, timeout=timeout)
+        if str(text).strip().startswith("{"):
+            return iso
+        if iso.tier not in ("process", "in-process"):
+            raise ValueError(f"{iso.tier!r} needs the runner's set-up (a uid, a folder, the probe): "
+                             f"use andrea-grade --isolation {iso.tier}; pytest takes process or in-process")
+        forks = iso.tier == "process" and sys.platform.startswith("linux") and hasattr(os, "fork")
+        return iso.with_(start="fork") if forks else iso
+
     def with_(self, **changes) -> "Isolation":
         return replace(self, **changes)
 
