@@ -141,8 +141,7 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
     got = pipeline.run(Spec(tests=[tests], folder=staged, isolation=iso, limit=timeout_per_test,
                             total=timeout_total, rootdir=tmp, cwd=tmp, env=env,
                             log=Path(log) if log else None, jobs=jobs, collect_only=collect_only,
-                            hand_over=True, prepare=prepare, keep_parent=prepare is not None,
-                            orphans=not walled, names_in_impl=True, warm=warm))
+                            hand_over=True, prepare=prepare, orphans=not walled, names_in_impl=True, warm=warm))
     stops = {"total": f"the grading stopped at the total time limit of {timeout_total:g} s",
              "timeout": f"the grading stopped: a test ran past {timeout_per_test + pipeline.GRACE:g} s",
              "interrupt": "the grading was interrupted"}
