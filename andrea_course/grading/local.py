@@ -12,26 +12,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..overlay import impl_from_env, resolve
-from ..paths import ACTIVITY_TESTS, WorkspaceError, workspace
+from ..overlay import notebook_impl, resolve
+from ..paths import ACTIVITY_TESTS
 from . import pipeline, shortcuts
 from .markers import LESSONS, graded_files
 from .pipeline import Run, Spec, time_limit
 from .explain import syntax_error_text
 from .records import Record as Outcome, failed, timed_out
-
-
-def notebook_impl() -> str:
-    """Whose code a notebook checks: $ANDREA_IMPL if set, else the learner's exercises/ (the
-    workspace's, by its path, when the notebook runs in one)."""
-    chosen = impl_from_env()
-    if chosen:
-        return chosen
-    try:
-        found = workspace()
-    except WorkspaceError:                           # a bad $ANDREA_WORKSPACE: check() says so
-        found = None
-    return str(found / "exercises") if found is not None else "exercises"
 
 
 @dataclass

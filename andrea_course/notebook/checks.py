@@ -19,12 +19,12 @@ from __future__ import annotations
 import os
 
 from .. import pieces
-from ..grading.local import CheckResult, failing, notebook_impl, run_graded, run_graded_many, verdict
+from ..grading.local import CheckResult, failing, run_graded, run_graded_many, verdict
 from ..grading.pipeline import time_limit
 from ..grading.records import Record as Outcome
 from ..grading.markers import LESSONS
 from ..lessons import later_or_same, lesson
-from ..overlay import ImplementationError, Overlay, resolve
+from ..overlay import ImplementationError, Overlay, notebook_impl, resolve
 from ._display import box
 from .fresh import fresh
 
