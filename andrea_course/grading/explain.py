@@ -6,8 +6,9 @@
 
 It is called when a graded test fails because the learner's code raised (grading/records.py,
 describe: raised_rows): its words are a row of check()'s box and of the grader's report alike.
-Where the learner's code is (learner_path, where, syntax_error_text) is said here too, for those
-rows, a Mismatch's (expect.py) and a stuck run's (pipeline.py). It reads the
+Where the learner's code is (learner_path, where, syntax_error_text; syntax_error: a file that does
+not compile) is said here too, for those rows, a Mismatch's (expect.py), a stuck run's (pipeline.py)
+and check()'s (local.py). It reads the
 error's type and message (an error that crossed from the sandboxed worker arrives as
 LearnerCodeError("RuntimeError: ...") and is read the same way) and, when it can, the learner's
 own line of code, and says what the error means and where such errors usually come from: a view
@@ -171,6 +172,22 @@ def syntax_error_text(exc: SyntaxError, folder: Path, base: Path | None = None) 
         if exc.offset:
             lines.append("    " + " " * max(0, exc.offset - 1 - (len(code) - len(stripped))) + "^")
     return "\n".join(lines)
+
+
+def syntax_error(path: Path, folder: Path) -> str | None:
+    """The learner's file at `path`, compiled (not run): None, or its SyntaxError and where it does
+    not parse (syntax_error_text), or why it cannot be read as Python."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except Exception:                                # noqa: BLE001 - no such file: the tests say so
+        return None
+    try:
+        compile(source, str(path), "exec")
+    except SyntaxError as exc:
+        return f"SyntaxError: {exc.msg}\n" + syntax_error_text(exc, folder)
+    except ValueError as exc:                        # null bytes
+        return f"{path.name} cannot be read as Python: {exc}"
+    return None
 
 
 def where(frames, folder: Path, base: Path | None = None) -> str:

@@ -6,6 +6,7 @@ use() and passing() read their one verdict here.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -17,7 +18,7 @@ from ..paths import ACTIVITY_TESTS
 from . import pipeline, shortcuts
 from .markers import LESSONS, graded_files
 from .pipeline import Run, Spec, time_limit
-from .explain import syntax_error_text
+from .explain import syntax_error
 from .records import Record as Outcome, failed, timed_out
 
 
@@ -93,16 +94,18 @@ _recent: dict[tuple, tuple] = {}      # (exercise, folder, tests folder) -> (sta
 def run_graded(exercise: str, impl: str | os.PathLike | None = None,
                tests_dir: str | os.PathLike | None = None, reuse: bool = False,
                upto: str | None = None) -> CheckResult:
-    """Run every graded test of `exercise` ("activity.piece") against `impl`; never raises.
-    upto: the activity of the notebook asking (notebook/checks.py's later_outcomes); reuse: the last result
-    while the learner's files, the tests and the time limit are the same."""
+    """Run every graded test of `exercise` ("activity.piece") against `impl`. Raises
+    ImplementationError when `impl` names no folder (check() shows it); a test that fails, times out
+    or crashes, and an interrupt while the tests run, are in the CheckResult. upto: the activity of
+    the notebook asking (notebook/checks.py's later_outcomes); reuse: the last result while the
+    learner's files, the tests and the time limit are the same."""
     return run_graded_many([exercise], impl, tests_dir, upto=upto, reuse=reuse)[exercise]
 
 
 def run_graded_many(exercises, impl: str | os.PathLike | None = None,
                     tests_dir: str | os.PathLike | None = None, upto: str | None = None,
                     reuse: bool = False) -> dict[str, CheckResult]:
-    """{exercise: CheckResult} for several exercises, in one pytest run. Never raises."""
+    """{exercise: CheckResult} for several exercises, in one pytest run; raises as run_graded does."""
     impl_name = str(impl) if impl is not None else notebook_impl()
     exercises = list(dict.fromkeys(exercises))
     if upto is not None and upto not in LESSONS:
@@ -155,13 +158,11 @@ def _run_many(exercises: list[str], impl_name: str, folder: Path | None, tests_d
             result.error = (f"no graded tests for {exercise}: {tests_dir / f'test_{activity}.py'} does not exist "
                             f"and no other test file names it")
             continue
-        result.syntax = _syntax_error(folder / f"{activity}.py", folder) if folder is not None else None
+        result.syntax = syntax_error(folder / f"{activity}.py", folder) if folder is not None else None
         if result.syntax is None:
             files[exercise] = paths
-            try:
+            with contextlib.suppress(OSError, ValueError):   # no folder: resolve's ImplementationError
                 result.shortcuts = shortcuts.find((folder or resolve(impl_name)) / f"{activity}.py", exercise)
-            except (OSError, ValueError):
-                pass
     if not files:
         return results
     paths = list(dict.fromkeys(p for ps in files.values() for p in ps))
@@ -170,21 +171,6 @@ def _run_many(exercises: list[str], impl_name: str, folder: Path | None, tests_d
     for exercise in files:
         _fill(results[exercise], run, files[exercise])
     return results
-
-
-def _syntax_error(path: Path, folder: Path) -> str | None:
-    """The learner's file at `path`, compiled (not run): None, or where it does not parse."""
-    try:
-        source = path.read_text(encoding="utf-8")
-    except Exception:                                # noqa: BLE001 - no such file: the tests say so
-        return None
-    try:
-        compile(source, str(path), "exec")
-    except SyntaxError as exc:
-        return f"SyntaxError: {exc.msg}\n" + syntax_error_text(exc, folder)
-    except ValueError as exc:                        # null bytes
-        return f"{path.name} cannot be read as Python: {exc}"
-    return None
 
 
 def _fill(result: CheckResult, run: Run, paths: list[Path]) -> None:
