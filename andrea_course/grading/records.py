@@ -1,6 +1,6 @@
 """What a run of graded tests reports: one Record per event (a signed JSON line on pipeline.py's
-channel), and the one description of a failure: describe()'s rows for check()'s box, text()'s
-text for results.json, the command line and the class report.
+channel), and the one description of a failure: describe()'s rows, which check()'s box shows and
+gradescope.text words for results.json, the command line and the class report.
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from ..paths import STUB_MARK
 from .explain import frames_of, raised_rows, syntax_error_text, where
 
 MAX_PRINTED = (12, 1200)        # lines, characters of a failing test's prints shown
-MAX_OUTPUT = 4000               # characters of a failure's text in results.json
 
 
 @dataclass
@@ -26,14 +25,14 @@ class Record:
     name: str = ""
     exercise: str = ""
     status: str = ""                 # passed | failed | unwritten | error | skipped | timeout
-    rows: list = field(default_factory=list)   # [(label, text)] for the box, and text()
+    rows: list = field(default_factory=list)   # [(label, text)] for the box, and gradescope.text
     hint: str = ""                   # an unwritten stub's hint
     taught: str = ""                 # the activity whose notebook teaches what it checks
     points: float = 1.0
     visibility: str = "visible"
     fraction: float = 0.0            # partial credit of a failed test with parts (markers.Credit)
     mistake: str | None = None       # the typical mistake its failure names (Mismatch.mistake)
-    when: str = "call"               # the phase it failed in: "setup" and "teardown" prefix text()
+    when: str = "call"               # the phase it failed in: "setup" and "teardown" prefix its text
 
     @property
     def message(self) -> str:
@@ -82,27 +81,6 @@ def timed_out(name: str, limit: float, where: str = "") -> Record:
     return failed(name, "timeout", ("problem", f"your code ran longer than {limit:g} s: an infinite loop? "
                                                f"(the check stopped it)"),
                   *([("where", f"{where}\n(the line running when it was stopped)")] if where else []))
-
-
-TEXT_LABELS = {"problem": "", "how it relates": "How it relates to the expected output",
-               "typical mistake": "Looks like a typical mistake"}
-
-
-def text(rec: Record) -> str:
-    """A failure's rows as one text: the problem first, then "Label: text" rows; "" when it
-    passed; a failure in a fixture's set-up or teardown starts with "setup: " or "teardown: "."""
-    from .expect import NO_KNOWN_MISTAKE
-    if rec.status == "passed":
-        return ""
-    lines = []
-    for label, value in rec.rows:
-        if label == "typical mistake" and value == NO_KNOWN_MISTAKE:
-            lines.append(f"Typical mistakes: {value}.")
-            continue
-        shown = TEXT_LABELS.get(label, label[:1].upper() + label[1:])
-        lines.append(f"{shown}: {value}" if shown else str(value))
-    prefix = f"{rec.when}: " if rec.status != "skipped" and rec.when not in ("call", "") else ""
-    return (prefix + "\n".join(lines).strip())[:MAX_OUTPUT] or rec.status
 
 
 # ------------------------------------------------------------------ describing a failure

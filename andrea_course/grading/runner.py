@@ -22,7 +22,6 @@ from ..overlay import resolve
 from . import pipeline, shortcuts
 from .gradescope import Results, TestResult, to_gradescope, write_json
 from .pipeline import Spec
-from .records import text
 from .staging import ISOLATIONS, Course, choose, materialize, sandbox_uid, stage_submission
 from ..worker.tiers import Isolation, Limits, tier_for
 
@@ -158,14 +157,7 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
         why = f"not run: pytest stopped early (exit status {got.exit_code})"
     else:
         why = "not run: the test did not report a result"
-    for rec in got.collected.values():             # a test that never reported fails, with `why`
-        done = got.results.get(rec.nodeid)
-        passed = bool(done and done.status == "passed")
-        results.tests.append(TestResult(
-            nodeid=rec.nodeid, name=rec.name, exercise=rec.exercise, points=float(rec.points),
-            visibility=rec.visibility, passed=passed, skipped=bool(done and done.status == "skipped"),
-            fraction=float(done.fraction) if done else 0.0, output=text(done) if done else why,
-            mistake=None if passed or done is None else done.mistake))
+    results.tests += [TestResult.of(rec, got.results.get(rec.nodeid), why) for rec in got.collected.values()]
     for e in got.errors:
         last = [line for line in e.rows[0][1].splitlines() if line.strip()][-1:] or [""]
         results.notes.append(f"a test file failed to load: {Path(e.name).name}: {last[0].strip()}")
