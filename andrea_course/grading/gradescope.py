@@ -24,7 +24,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-# Where the runner puts the hidden folder's tests (runner._pytest: tests/hidden/ under its rootdir).
+# Where the runner puts the hidden folder's tests (staging.stage_tests: tests/hidden/ under its rootdir).
 HIDDEN_NODEID_PREFIX = "tests/hidden/"
 MAX_OUTPUT = 4000               # characters of a failure's text in results.json
 LATER = {"after_due_date": "shown after the due date", "after_published": "shown when grades are published",

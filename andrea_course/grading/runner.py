@@ -22,7 +22,7 @@ from ..overlay import resolve
 from . import pipeline, shortcuts
 from .gradescope import Results, TestResult, to_gradescope, write_json
 from .pipeline import Spec
-from .staging import ISOLATIONS, Course, choose, materialize, sandbox_uid, stage_submission
+from .staging import ISOLATIONS, Course, choose, sandbox_uid, stage_submission, stage_tests
 from ..worker.tiers import Isolation, Limits, tier_for
 
 DEFAULT_TIMEOUT_PER_TEST = 60.0
@@ -126,17 +126,9 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
             warm=None) -> tuple[str | None, object]:
     """Run the graded tests and fill `results`; returns why the run stopped early, else None, and
     with `prepare` the worker parent the tests used, the caller's to close."""
-    tests = tmp / "tests"
-    materialize(course.tests, tests)
-    if course.hidden:
-        materialize(course.hidden, tests / "hidden")
+    tests, env = stage_tests(course, tmp)
     iso = iso or Isolation("process", timeout=timeout_per_test)
     walled = iso.tier in ("sandbox", "container") or collect_only
-    # the grader's environment less ANDREA_, PYTEST_ and PYTHON settings; temp files in the run's folder
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDREA_", "PYTEST_", "PYTHON"))}
-    env.update(PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", TMPDIR=str(tmp / "tmp"),
-               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    (tmp / "tmp").mkdir()
     got = pipeline.run(Spec(tests=[tests], folder=staged, isolation=iso, limit=timeout_per_test,
                             total=timeout_total, rootdir=tmp, cwd=tmp, env=env,
                             log=Path(log) if log else None, jobs=jobs, collect_only=collect_only,
