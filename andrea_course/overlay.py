@@ -28,9 +28,10 @@ The graded tests see each piece isolated: Overlay.isolated() runs the learner's 
 engine standing in for every other piece it calls, so one mistake costs points in one place only.
 
 Whose code: an explicit impl, else $ANDREA_IMPL (read in impl_from_env, and only there),
-"solutions" and "exercises" naming the course's folders. Nothing here reads solutions/ unless
-asked to. The import hook that resolves a learner's relative imports is installed when a
-learner's folder is first used (Overlay()), never by importing the package.
+"solutions" and "exercises" naming the course's folders; a notebook, when nobody says, runs
+notebook_impl(): $ANDREA_IMPL, else the learner's workspace's exercises/. Nothing here reads
+solutions/ unless asked to. The import hook that resolves a learner's relative imports is
+installed when a learner's folder is first used (Overlay()), never by importing the package.
 """
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ from .engine import backends
 from .inputs import keeps_forward_inputs, keeps_inputs
 from .engine import model as engine
 from .engine.config import ModelConfig
-from .paths import COURSE_FOLDERS, ROOT, STUB_MARK, WorkspaceError, course_folder  # noqa: F401  (STUB_MARK: read by older callers)
+from .paths import (COURSE_FOLDERS, ROOT, STUB_MARK,  # noqa: F401  (STUB_MARK: read by older callers)
+                    WorkspaceError, course_folder, workspace)
 
 YOURS = "yours"
 
@@ -102,6 +104,19 @@ class ImplementationError(RuntimeError):
 def impl_from_env(default: str | None = None) -> str | None:
     """Whose code runs when nobody says: $ANDREA_IMPL, else `default`. The one place it is read."""
     return os.environ.get("ANDREA_IMPL") or default
+
+
+def notebook_impl() -> str:
+    """Whose code a notebook's check(), use() and models run when nobody says: $ANDREA_IMPL if set,
+    else the learner's exercises/ (the workspace's, by its path, when the process runs in one)."""
+    chosen = impl_from_env()
+    if chosen:
+        return chosen
+    try:
+        found = workspace()
+    except WorkspaceError:                           # a bad $ANDREA_WORKSPACE: check() says so
+        found = None
+    return str(found / "exercises") if found is not None else "exercises"
 
 
 def resolve(impl: str | os.PathLike) -> Path:

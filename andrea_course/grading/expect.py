@@ -25,7 +25,7 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
-from .explain import explain, keys
+from .explain import explain, frames_of, keys, where
 from .relations import CALL, MISTAKES, inputs_of, relate
 from .student import call_giving
 
@@ -90,6 +90,26 @@ class Mismatch(AssertionError):
         if hint:
             parts.append(f"Hint: {hint}")
         super().__init__("\n".join(parts))
+
+    def rows(self, folder, base=None) -> list:
+        """[(label, text)] for check()'s box and the grader's text (records.describe), the learner's
+        files named relative to `base` (default: the course)."""
+        cause = self.__cause__                       # expect_runs: the error the learner's code raised
+        rows = [("problem", f"{self.what}: {self.problem}"),
+                ("where", where(frames_of(cause), folder, base) if getattr(cause, "__traceback__", None) else None),
+                ("what it means", self.meaning),
+                ("largest error", f"{self.max_error:.3g}" if self.max_error is not None else None),
+                ("shape", f"found {_shape(self.shape_found)}, expected {_shape(self.shape_expected)}"
+                 if self.shape_found is not None or self.shape_expected is not None else None),
+                ("where they differ", self.differences),
+                ("how it relates", self.relation),
+                ("typical mistake", self.mistake or (NO_KNOWN_MISTAKE if self.unmatched else None)),
+                ("hint", self.hint)]
+        return [(label, value) for label, value in rows if value]
+
+
+def _shape(shape) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ")" if isinstance(shape, (tuple, list)) else str(shape)
 
 
 # ----------------------------------------------------------------------------- close

@@ -1,9 +1,14 @@
 """What an error raised in a learner's code means, in the course's words.
 
     explain(exc) -> str | None
+    where(frames, folder) -> "exercises/attention.py, line 12, in softmax\n    return ..."   # or ""
+    raised_rows(exc, at, test, when, advice) -> [("problem", ...), ("where", at), ("what it means", ...)]
 
 It is called when a graded test fails because the learner's code raised (grading/records.py,
-describe): its words are a row of check()'s box and of the grader's report alike. It reads the
+describe: raised_rows): its words are a row of check()'s box and of the grader's report alike.
+Where the learner's code is (learner_path, where, syntax_error_text; syntax_error: a file that does
+not compile) is said here too, for those rows, a Mismatch's (expect.py), a stuck run's (pipeline.py)
+and check()'s (local.py). It reads the
 error's type and message (an error that crossed from the sandboxed worker arrives as
 LearnerCodeError("RuntimeError: ...") and is read the same way) and, when it can, the learner's
 own line of code, and says what the error means and where such errors usually come from: a view
@@ -17,6 +22,9 @@ import ast
 import os
 import re
 import traceback
+from pathlib import Path
+
+from ..paths import ROOT
 
 # Where library frames live: the learner's line is the innermost frame outside them.
 _LIBRARY_PARTS = (os.sep + "torch" + os.sep, os.sep + "triton" + os.sep, os.sep + "andrea_course" + os.sep,
@@ -120,6 +128,94 @@ def _kind_and_text(exc: BaseException) -> tuple[str, str]:
         if found:
             kind, text = found.group(1), found.group(2)
     return kind, text
+
+
+def raised_rows(exc: BaseException, at: str, test: str, when: str, advice: tuple[list, list]) -> list:
+    """The rows of an error the learner's code (or the test after it) raised: `at`, the learner's
+    line that raised (where()); `test` and `when`, the test and its phase ("call", "setup",
+    "teardown"); `advice`, the hints and typical mistakes the test was written with (expect.advice_in)."""
+    hints, mistakes = advice
+    kind, said = _kind_and_text(exc)          # a worker's LearnerCodeError: the learner's own error
+    first = "\n".join((said.strip() or kind).splitlines()[:4])
+    rows = [("problem", f"your code raised {kind}: {first}" if at else f"{kind}: {first}"),
+            ("where", at or (f"in the test {test}, after your code returned" if when == "call"
+                             else f"in the {when} of the test {test}, outside its body"))]
+    meaning = explain(exc, at.split("\n", 1)[1].strip() if "\n" in at else None)
+    rows += [("what it means", meaning), *(("hint", h) for h in hints),
+             ("this test looks for", "" if meaning else "\n".join(f"• {m}" for m in mistakes[:4]))]
+    return [(label, value) for label, value in rows if value]
+
+
+# ----------------------------------------------------------------------------- where the learner's code is
+def learner_path(path: str, folder: Path, base: Path | None = None) -> str | None:
+    """`path` when it is the learner's (under `folder`), relative to `base` (default: the course:
+    exercises/attention.py; the grader passes its staged copy: attention.py), else None."""
+    try:
+        p = Path(path).resolve()
+        p.relative_to(Path(folder).resolve())
+    except (ValueError, OSError):
+        return None
+    try:
+        return str(p.relative_to(Path(base).resolve() if base is not None else ROOT))
+    except (ValueError, OSError):
+        return str(p)
+
+
+def syntax_error_text(exc: SyntaxError, folder: Path, base: Path | None = None) -> str:
+    """`exercises/attention.py, line 12` then the line and a caret under the column."""
+    shown = exc.filename and learner_path(exc.filename, folder, base) or exc.filename or "your file"
+    lines = [f"{shown}, line {exc.lineno}"]
+    if exc.text:
+        code = exc.text.rstrip("\n")
+        stripped = code.lstrip()
+        lines.append("    " + stripped)
+        if exc.offset:
+            lines.append("    " + " " * max(0, exc.offset - 1 - (len(code) - len(stripped))) + "^")
+    return "\n".join(lines)
+
+
+def syntax_error(path: Path, folder: Path) -> str | None:
+    """The learner's file at `path`, compiled (not run): None, or its SyntaxError and where it does
+    not parse (syntax_error_text), or why it cannot be read as Python."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except Exception:                                # noqa: BLE001 - no such file: the tests say so
+        return None
+    try:
+        compile(source, str(path), "exec")
+    except SyntaxError as exc:
+        return f"SyntaxError: {exc.msg}\n" + syntax_error_text(exc, folder)
+    except ValueError as exc:                        # null bytes
+        return f"{path.name} cannot be read as Python: {exc}"
+    return None
+
+
+def where(frames, folder: Path, base: Path | None = None) -> str:
+    """The innermost line of the learner's own code in (path, line, function, code) frames,
+    outermost first, as `file, line N, in f` and the code."""
+    for path, lineno, func, code in reversed(frames):
+        shown, code = learner_path(path, folder, base), (code or "").strip()
+        if shown:
+            return f"{shown}, line {lineno}, in {func}" + (f"\n    {code}" if code else "")
+    return ""
+
+
+def frames_of(exc, call=None) -> list:
+    """An exception's frames, outermost first: the learner's when it came from the grading worker
+    (its `frames`), else its traceback here (pytest's, with its `call`)."""
+    frames = getattr(exc, "frames", None)
+    if isinstance(frames, list):
+        return [tuple(f) for f in frames]
+    if call is None:
+        return [(f.filename, f.lineno, f.name, f.line or "") for f in traceback.extract_tb(exc.__traceback__)]
+    out = []
+    for e in call.excinfo.traceback:
+        try:
+            code = str(e.statement).strip()
+        except Exception:                                   # noqa: BLE001 - source may be gone
+            code = ""
+        out.append((str(e.path), e.lineno + 1, e.name, code))
+    return out
 
 
 # ----------------------------------------------------------------------------- the rules

@@ -1,4 +1,5 @@
-"""Gradescope's results.json, written from the graded tests' outcomes.
+"""Gradescope's results.json, written from the graded tests' outcomes (TestResult.of: a test's
+records; text: a failure's rows as its output).
 
     {"score": 37.0, "execution_time": 21, "output": "...", "visibility": "visible",
      "stdout_visibility": "hidden",
@@ -23,10 +24,32 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-# Where the runner puts the hidden folder's tests (runner._pytest: tests/hidden/ under its rootdir).
+# Where the runner puts the hidden folder's tests (staging.stage_tests: tests/hidden/ under its rootdir).
 HIDDEN_NODEID_PREFIX = "tests/hidden/"
+MAX_OUTPUT = 4000               # characters of a failure's text in results.json
 LATER = {"after_due_date": "shown after the due date", "after_published": "shown when grades are published",
          "hidden": "never shown"}
+# how text() labels a row ("" for none; any other label is capitalised)
+TEXT_LABELS = {"problem": "", "how it relates": "How it relates to the expected output",
+               "typical mistake": "Looks like a typical mistake"}
+
+
+def text(rec) -> str:
+    """A failure's rows (a records.Record's) as one text, a test's output: the problem first, then
+    "Label: text" rows; "" when it passed; a failure in a fixture's set-up or teardown starts with
+    "setup: " or "teardown: "."""
+    from .expect import NO_KNOWN_MISTAKE
+    if rec.status == "passed":
+        return ""
+    lines = []
+    for label, value in rec.rows:
+        if label == "typical mistake" and value == NO_KNOWN_MISTAKE:
+            lines.append(f"Typical mistakes: {value}.")
+            continue
+        shown = TEXT_LABELS.get(label, label[:1].upper() + label[1:])
+        lines.append(f"{shown}: {value}" if shown else str(value))
+    prefix = f"{rec.when}: " if rec.status != "skipped" and rec.when not in ("call", "") else ""
+    return (prefix + "\n".join(lines).strip())[:MAX_OUTPUT] or rec.status
 
 
 @dataclass
@@ -42,6 +65,16 @@ class TestResult:
     output: str = ""
     fraction: float = 0.0            # partial credit of a failed test with parts (markers.Credit)
     mistake: str | None = None       # the typical mistake its failure names (Mismatch.mistake)
+
+    @classmethod
+    def of(cls, collected, done, why: str) -> "TestResult":
+        """A graded test as the plugin's records say: its "collected" records.Record and its "result"
+        (None when it never reported: it fails, and its output is `why`)."""
+        passed = bool(done and done.status == "passed")
+        return cls(nodeid=collected.nodeid, name=collected.name, exercise=collected.exercise,
+                   points=float(collected.points), visibility=collected.visibility, passed=passed,
+                   skipped=bool(done and done.status == "skipped"), fraction=float(done.fraction) if done else 0.0,
+                   output=text(done) if done else why, mistake=None if passed or done is None else done.mistake)
 
     @property
     def activity(self) -> str:

@@ -7,7 +7,7 @@ file in the hidden tests' folder. Each file names its hook by entry point ("andr
     entry = hook.after(folder, tests, isolation, seconds=left, started=parent)  # or hook.stopped(why)
 
 `parent`: the worker parent the graded tests used, prepared with `prepare` (an entry point and its
-argument, run before it forks any worker) and kept past pytest (pipeline.Spec.keep_parent), or None
+argument, run before it forks any worker) and so kept past pytest (pipeline.Spec.prepare), or None
 (the hook then starts one of its own); the hook closes it.
 
 The capstone's leaderboard is the one hook (capstone/leaderboard.py: Leaderboard).

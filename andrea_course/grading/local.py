@@ -6,31 +6,20 @@ use() and passing() read their one verdict here.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..overlay import impl_from_env, resolve
-from ..paths import ACTIVITY_TESTS, WorkspaceError, workspace
+from ..overlay import notebook_impl, resolve
+from ..paths import ACTIVITY_TESTS
 from . import pipeline, shortcuts
-from .markers import LESSONS, graded_files, later_or_same
+from .markers import LESSONS, graded_files
 from .pipeline import Run, Spec, time_limit
-from .records import Record as Outcome, failed, syntax_error_text, timed_out
-
-
-def notebook_impl() -> str:
-    """Whose code a notebook checks: $ANDREA_IMPL if set, else the learner's exercises/ (the
-    workspace's, by its path, when the notebook runs in one)."""
-    chosen = impl_from_env()
-    if chosen:
-        return chosen
-    try:
-        found = workspace()
-    except WorkspaceError:                           # a bad $ANDREA_WORKSPACE: check() says so
-        found = None
-    return str(found / "exercises") if found is not None else "exercises"
+from .explain import syntax_error
+from .records import Record as Outcome, failed, timed_out
 
 
 @dataclass
@@ -41,54 +30,33 @@ class CheckResult:
     error: str | None = None         # the tests could not be run at all (missing file, bad name, ...)
     syntax: str | None = None        # the learner's file does not compile: `file, line N` and a caret
     not_run: int = 0                 # tests left unrun after a timeout or a crash
-    upto: str | None = None          # the notebook it is shown in: its tests of later ideas are `later`
+    upto: str | None = None          # the notebook it is shown in (notebook/checks.py: later_outcomes)
     interrupted: bool = False        # the learner interrupted the check
     shortcuts: list = field(default_factory=list)   # library calls that are the piece (shortcuts.find)
 
     @property
     def status(self) -> str:
         """passed | failed | unwritten | error, over every graded test of the piece."""
-        return _status(self, self.outcomes)
+        return self.status_of(self.outcomes)
 
     @property
     def passed(self) -> bool:
         return self.status == "passed"
 
-    @property
-    def later_outcomes(self) -> list[Outcome]:
-        """The tests of ideas a notebook after `upto` teaches (none without upto)."""
-        return [o for o in self.outcomes
-                if self.upto in LESSONS and o.taught in LESSONS and not later_or_same(o.taught, self.upto)]
-
-    @property
-    def shown(self) -> list[Outcome]:
-        """The tests of ideas taught up to `upto`'s notebook: what its box lists."""
-        later = {id(o) for o in self.later_outcomes}
-        return [o for o in self.outcomes if id(o) not in later]
-
-    @property
-    def shown_status(self) -> str:
-        return _status(self, self.shown)
-
-    @property
-    def later(self) -> list[str]:
-        """The activity teaching each later test."""
-        return [o.taught for o in self.later_outcomes]
-
-
-def _status(result: CheckResult, outcomes: list[Outcome]) -> str:
-    if result.syntax:
+    def status_of(self, outcomes: list[Outcome]) -> str:
+        """The status over `outcomes`, some of the piece's tests (a notebook's box: those it lists)."""
+        if self.syntax:
+            return "failed"
+        if self.error or not outcomes:
+            return "error"
+        st = {o.status for o in outcomes}
+        if st <= {"passed", "skipped"} and "passed" in st and not self.not_run:
+            return "passed"
+        if "unwritten" in st and not (st & {"failed", "error", "timeout"}):
+            return "unwritten"
+        if st <= {"skipped"}:
+            return "error"
         return "failed"
-    if result.error or not outcomes:
-        return "error"
-    st = {o.status for o in outcomes}
-    if st <= {"passed", "skipped"} and "passed" in st and not result.not_run:
-        return "passed"
-    if "unwritten" in st and not (st & {"failed", "error", "timeout"}):
-        return "unwritten"
-    if st <= {"skipped"}:
-        return "error"
-    return "failed"
 
 
 def failing(result: CheckResult, outcomes: list[Outcome] | None = None) -> list[Outcome]:
@@ -126,16 +94,18 @@ _recent: dict[tuple, tuple] = {}      # (exercise, folder, tests folder) -> (sta
 def run_graded(exercise: str, impl: str | os.PathLike | None = None,
                tests_dir: str | os.PathLike | None = None, reuse: bool = False,
                upto: str | None = None) -> CheckResult:
-    """Run every graded test of `exercise` ("activity.piece") against `impl`; never raises.
-    upto: the activity of the notebook asking (CheckResult.later_outcomes); reuse: the last result
-    while the learner's files, the tests and the time limit are the same."""
+    """Run every graded test of `exercise` ("activity.piece") against `impl`. Raises
+    ImplementationError when `impl` names no folder (check() shows it); a test that fails, times out
+    or crashes, and an interrupt while the tests run, are in the CheckResult. upto: the activity of
+    the notebook asking (notebook/checks.py's later_outcomes); reuse: the last result while the
+    learner's files, the tests and the time limit are the same."""
     return run_graded_many([exercise], impl, tests_dir, upto=upto, reuse=reuse)[exercise]
 
 
 def run_graded_many(exercises, impl: str | os.PathLike | None = None,
                     tests_dir: str | os.PathLike | None = None, upto: str | None = None,
                     reuse: bool = False) -> dict[str, CheckResult]:
-    """{exercise: CheckResult} for several exercises, in one pytest run. Never raises."""
+    """{exercise: CheckResult} for several exercises, in one pytest run; raises as run_graded does."""
     impl_name = str(impl) if impl is not None else notebook_impl()
     exercises = list(dict.fromkeys(exercises))
     if upto is not None and upto not in LESSONS:
@@ -188,13 +158,11 @@ def _run_many(exercises: list[str], impl_name: str, folder: Path | None, tests_d
             result.error = (f"no graded tests for {exercise}: {tests_dir / f'test_{activity}.py'} does not exist "
                             f"and no other test file names it")
             continue
-        result.syntax = _syntax_error(folder / f"{activity}.py", folder) if folder is not None else None
+        result.syntax = syntax_error(folder / f"{activity}.py", folder) if folder is not None else None
         if result.syntax is None:
             files[exercise] = paths
-            try:
+            with contextlib.suppress(OSError, ValueError):   # no folder: resolve's ImplementationError
                 result.shortcuts = shortcuts.find((folder or resolve(impl_name)) / f"{activity}.py", exercise)
-            except (OSError, ValueError):
-                pass
     if not files:
         return results
     paths = list(dict.fromkeys(p for ps in files.values() for p in ps))
@@ -203,21 +171,6 @@ def _run_many(exercises: list[str], impl_name: str, folder: Path | None, tests_d
     for exercise in files:
         _fill(results[exercise], run, files[exercise])
     return results
-
-
-def _syntax_error(path: Path, folder: Path) -> str | None:
-    """The learner's file at `path`, compiled (not run): None, or where it does not parse."""
-    try:
-        source = path.read_text(encoding="utf-8")
-    except Exception:                                # noqa: BLE001 - no such file: the tests say so
-        return None
-    try:
-        compile(source, str(path), "exec")
-    except SyntaxError as exc:
-        return f"SyntaxError: {exc.msg}\n" + syntax_error_text(exc, folder)
-    except ValueError as exc:                        # null bytes
-        return f"{path.name} cannot be read as Python: {exc}"
-    return None
 
 
 def _fill(result: CheckResult, run: Run, paths: list[Path]) -> None:

@@ -1,8 +1,8 @@
 """How a graded test is marked and scored: the `graded` decorator (exercise, points, Gradescope
-visibility and, for a test of an idea taught in a later notebook, that notebook's activity), the
-test files that hold an exercise's graded tests, and partial credit (the plugin's `credit`
-fixture): a test scores its points by the weight of the parts that pass; a failed part fails the
-test, but the next part still runs:
+visibility and, for a test of an idea taught in a later notebook, that notebook's activity), its
+marks read back off a test (graded_info, for the plugin), the test files that hold an exercise's
+graded tests, and partial credit (the plugin's `credit` fixture): a test scores its points by the
+weight of the parts that pass; a failed part fails the test, but the next part still runs:
 
     @graded("attention.softmax", points=3)
     def test_softmax(student, credit):
@@ -51,6 +51,29 @@ def graded(exercise: str, points: float = 1, visibility: str = "visible", taught
             fn = pytest.mark.taught(taught)(fn)
         return pytest.mark.exercise(exercise)(fn)
     return mark
+
+
+# the marks graded() puts on a test, as pytest's ini lines declare them (the plugin does)
+MARKS = ("points(n): points this graded test is worth",
+         "visibility(v): Gradescope visibility",
+         "exercise(name): the exercise ('activity.piece') a graded test grades",
+         "taught(activity): the later notebook that teaches the idea a graded test checks")
+
+
+def mark_of(item, name: str, default=None):
+    """The argument of the mark `name` on a pytest test item, else `default`."""
+    mark = item.get_closest_marker(name)
+    return mark.args[0] if mark is not None and mark.args else default
+
+
+def graded_info(item) -> dict | None:
+    """{"exercise", "points", "visibility", "taught"} of a graded test item, else None."""
+    exercise = mark_of(item, "exercise")
+    if exercise is None:
+        return None
+    return {"exercise": exercise, "points": float(mark_of(item, "points", 1.0)),
+            "visibility": mark_of(item, "visibility", "visible"),
+            "taught": mark_of(item, "taught") or exercise.split(".")[0]}
 
 
 def graded_files(exercise: str, tests_dir: str | os.PathLike | None = None) -> list[Path]:

@@ -44,6 +44,7 @@ def learner_model(cfg: ModelConfig | str, impl: str | os.PathLike, **switches):
     pieces it is built from that passes its graded tests. switches: kernels, dropout, init_std."""
     bad = sorted(set(switches) - {"kernels", "dropout", "init_std"})
     if bad:
-        raise TypeError(f"learner_model takes the run-time switches kernels, dropout and init_std, not {', '.join(bad)}")
+        raise TypeError(f"learner_model takes the run-time switches kernels, dropout and init_std, "
+                        f"not {', '.join(bad)}")
     exercises = _overlay.model_pieces(cfg, switches.get("kernels", "torch"))
     return _overlay.build(cfg, impl, accept=passing(impl, exercises), **switches)

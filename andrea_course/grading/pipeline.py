@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import secrets
 import signal
 import tempfile
@@ -17,9 +16,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..worker.process import FORK_LOCK, Forked, adopt, end, start_pytest
+from ..worker.process import FORK_LOCK, adopt, dumped_stack, end, start_pytest
 from ..worker.tiers import Isolation
-from .records import Record, read, where
+from .explain import where
+from .records import Record, read
 
 LIMIT_ENV = "ANDREA_CHECK_TIMEOUT"
 DEFAULT_LIMIT = 30.0            # seconds per graded test in check(); the slowest course test takes a few
@@ -52,8 +52,8 @@ class Spec:
     jobs: int = 1
     collect_only: bool = False
     hand_over: bool = False           # start the worker's parent here, while pytest imports
-    prepare: tuple | None = None      # with hand_over: (entry point, argument) it runs before any fork
-    keep_parent: bool = False         # with hand_over: it outlives pytest, ours again (Run.parent)
+    prepare: tuple | None = None      # with hand_over: (entry point, argument) it runs before any fork;
+                                      # the parent then outlives pytest, ours again (Run.parent)
     orphans: bool = False             # adopt and end the learner's orphans (no sandbox to hold them)
     names_in_impl: bool = False       # name the learner's files relative to `folder`, not to the course
     warm: object = None               # with hand_over: a batch's worker.warm.WarmStart to fork the parent from
@@ -71,7 +71,7 @@ class Run:
     stopped: str | None = None       # None | "timeout" (a test) | "total" | "interrupt" | "crash"
     where: str = ""                  # at a timeout, the learner's line pytest's own stack was in (if any)
     log: str = ""                    # the end of pytest's output
-    parent: object = None            # Spec.keep_parent: the worker's parent pytest used (an IsolatedStudent)
+    parent: object = None            # Spec.prepare: the worker's parent pytest used (an IsolatedStudent)
 
     def add(self, rec: Record) -> None:
         if rec.kind == "collected":
@@ -88,57 +88,63 @@ class Run:
 
 def run(spec: Spec) -> Run:
     """Run the graded tests of `spec`; an interrupt, a timeout or a crash is Run.stopped."""
-    got = Run()
+    got, key = Run(), secrets.token_bytes(32)
     with tempfile.TemporaryDirectory(prefix="andrea-run-") as tmp:
         channel, stack, log = Path(tmp) / "records.jsonl", Path(tmp) / "stack.txt", spec.log or Path(tmp) / "pytest.log"
-        key = secrets.token_bytes(32)
-        key_r, key_w = os.pipe()              # the key travels by a pipe: not argv, not environ
-        os.write(key_w, key.hex().encode() + b"\n")
-        os.close(key_w)
-        args, passed, starter = arguments(spec, channel, key_r), [key_r], None
-        if spec.hand_over and spec.jobs <= 1 and not spec.collect_only:
-            from ..worker.client import IsolatedStudent, LearnerCodeError
-            starter = IsolatedStudent(spec.folder, isolation=spec.isolation, prepare=spec.prepare, warm=spec.warm)
-            try:
-                handle = starter.hand_over()         # "fd:pid", for the plugin to adopt
-                args, passed = [*args, "--worker-parent", handle], [key_r, int(handle.split(":")[0])]
-            except LearnerCodeError:     # the plugin starts it then, and the first test says why it cannot
-                starter.close()
-                starter = None
-        before = adopt() if spec.orphans else None
-        warm(kernels=any(str(e).startswith("kernels.") for e in spec.exercises or ()),
-             every=spec.exercises is None)
-        with open(log, "wb") as log_file, _interruptible():
-            proc = None
-            try:
-                proc = start_pytest(args, env=spec.env or {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-                                    cwd=spec.cwd or os.getcwd(), log=log_file, pass_fds=tuple(passed), stack=stack)
-            finally:
-                os.close(key_r)
-                if starter is not None and not spec.keep_parent:
-                    starter._psock.close()           # pytest's now
-                    starter._psock = None
-            try:
+        starter, parent = _hand_over(spec)
+        proc = before = None
+        try:                                 # whatever happens, nothing started here is left running
+            before = adopt() if spec.orphans else None
+            warm(kernels=any(str(e).startswith("kernels.") for e in spec.exercises or ()),
+                 every=spec.exercises is None)
+            with open(log, "wb") as log_file, _interruptible():
+                key_r, key_w = os.pipe()              # the key travels by a pipe: not argv, not environ
+                os.write(key_w, key.hex().encode() + b"\n")
+                os.close(key_w)
+                try:
+                    proc = start_pytest(arguments(spec, channel, key_r, parent), cwd=spec.cwd or os.getcwd(),
+                                        env=spec.env or {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+                                        log=log_file, pass_fds=(key_r, *parent[:1]), stack=stack)
+                finally:
+                    os.close(key_r)
+                    if starter is not None and spec.prepare is None:
+                        starter._psock.close()           # pytest's now
+                        starter._psock = None
                 _follow(proc, spec, channel, key, got)
                 if got.stopped == "timeout":
-                    got.where = _stuck_at(proc, stack, spec.folder, spec.names_in_impl)
-            finally:
-                end(proc, before)
-                if starter is not None and spec.keep_parent and got.stopped in (None, "crash"):
-                    try:
-                        starter.take_back()
-                    except BaseException:    # an interrupt while it drains: nothing is left running
-                        starter.close()
-                        raise
-                    got.parent = starter
-                elif starter is not None:
-                    starter.close()
+                    got.where = _stuck_at(dumped_stack(proc, stack)[::-1], spec)
+        finally:
+            end(proc, before)
+            kept = starter is not None and spec.prepare is not None and got.stopped in (None, "crash")
+            if kept:
+                starter.take_back()
+            elif starter is not None:
+                starter.close()
+            got.parent = starter if kept else None
         got.log = log.read_bytes()[-4000:].decode("utf-8", "replace") if log.is_file() else ""
     return got
 
 
-def arguments(spec: Spec, channel: Path, key_fd: int) -> list[str]:
-    """pytest's command line (what follows `python -m pytest`): the plugin and its options."""
+def _hand_over(spec: Spec) -> tuple:
+    """(an IsolatedStudent whose worker's parent starts now, while pytest starts, and (its socket's
+    fd, its pid) for the plugin to adopt), else (None, ()): not asked for, or it could not start
+    (the plugin starts one then, and the first test says why)."""
+    if not (spec.hand_over and spec.jobs <= 1 and not spec.collect_only):
+        return None, ()
+    from ..worker.client import IsolatedStudent, LearnerCodeError
+    starter = IsolatedStudent(spec.folder, isolation=spec.isolation, prepare=spec.prepare, warm=spec.warm)
+    try:
+        return starter, tuple(int(n) for n in starter.hand_over().split(":"))
+    except BaseException as exc:
+        starter.close()
+        if not isinstance(exc, LearnerCodeError):
+            raise
+        return None, ()
+
+
+def arguments(spec: Spec, channel: Path, key_fd: int, parent: tuple = ()) -> list[str]:
+    """pytest's command line (what follows `python -m pytest`): the plugin and its options; `parent`:
+    (fd, pid) of the worker's parent handed over (IsolatedStudent.hand_over)."""
     tests = [Path(t) for t in spec.tests]
     folder = tests[0] if tests[0].is_dir() else tests[0].parent
     args = [*map(str, tests), "-c", os.devnull, "--rootdir", str(spec.rootdir or folder.parent),
@@ -153,6 +159,7 @@ def arguments(spec: Spec, channel: Path, key_fd: int) -> list[str]:
     if spec.exercises is not None:
         args += ["--exercises", ",".join(spec.exercises)]
     args += ["--names-in-impl"] * spec.names_in_impl + ["--collect-only"] * spec.collect_only
+    args += ["--worker-parent", ":".join(map(str, parent))] if parent else []
     if spec.jobs > 1:
         args += ["-p", "xdist.plugin", "-n", str(spec.jobs)]
     return args
@@ -231,32 +238,12 @@ def warm(kernels: bool, every: bool) -> None:
                 warm_up(kernels="kernels" in todo)
 
 
-def _stuck_at(proc, stack: Path, folder, names_in_impl: bool) -> str:
-    """The learner's innermost line in pytest's Python stack, dumped by faulthandler (which works
-    inside native calls too) when a test ran past its limit and the worker did not stop it."""
-    if not isinstance(proc, Forked) or proc.poll() is not None:
-        return ""
-    try:
-        os.kill(proc.pid, signal.SIGUSR1)
-    except OSError:
-        return ""
-    text = ""
-    for _ in range(20):
-        time.sleep(0.025)
-        with contextlib.suppress(OSError):
-            text = stack.read_text(encoding="utf-8", errors="replace")
-        if "File " in text:
-            break
+def _stuck_at(frames: list, spec: Spec) -> str:
+    """The learner's innermost line in pytest's Python stack (frames outermost first), dumped when
+    a test ran past its limit and the worker did not stop it."""
     from ..overlay import resolve
     try:
-        folder = resolve(folder)
+        folder = resolve(spec.folder)
     except Exception:                    # noqa: BLE001 - a bad name: nothing to name
         return ""
-
-    def code(path: str, lineno: int) -> str:           # the line as the file is now
-        with contextlib.suppress(OSError, IndexError, UnicodeDecodeError):
-            return Path(path).read_text(encoding="utf-8").splitlines()[lineno - 1]
-        return ""
-    frames = [(path, int(n), func, code(path, int(n)))                       # dumped innermost first
-              for path, n, func in reversed(re.findall(r'File "([^"]+)", line (\d+) in (\S+)', text))]
-    return where(frames, folder, folder if names_in_impl else None)
+    return where(frames, folder, folder if spec.names_in_impl else None)

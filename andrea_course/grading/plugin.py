@@ -10,17 +10,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 
 import pytest
 
 from .records import Record, describe, sign
 from ..overlay import impl_from_env, resolve
 from ..worker.client import DEFAULT_TIMEOUT, IsolatedStudent, LearnerCodeError
-from ..worker.server import warm_up
 from ..worker.tiers import Isolation
-from .markers import Credit
-from .student import InProcessStudent, Recording
+from .markers import MARKS, Credit, graded_info, mark_of
+from .student import Recording, student_for
 
 
 _CONFIG: list = []
@@ -49,10 +47,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    for line in ("points(n): points this graded test is worth",
-                 "visibility(v): Gradescope visibility",
-                 "exercise(name): the exercise ('activity.piece') a graded test grades",
-                 "taught(activity): the later notebook that teaches the idea a graded test checks"):
+    for line in MARKS:
         config.addinivalue_line("markers", line)
     _CONFIG[:] = [config]                       # for the hooks that are given no config
     config._andrea_impl = config.getoption("--impl") or impl_from_env("solutions")
@@ -66,24 +61,10 @@ def pytest_configure(config):
     config._andrea_outcomes = {}
     config._andrea_student = None
     try:
-        config._andrea_isolation = isolation_of(config)
+        config._andrea_isolation = Isolation.chosen(config.getoption("--isolation"),
+                                                    config.getoption("--timeout-per-test"))
     except (ValueError, TypeError) as exc:
         raise pytest.UsageError(f"--isolation: {exc}") from None
-
-
-def isolation_of(config) -> Isolation:
-    """The --isolation option; the process tier forks its worker's parent from this process where
-    it can, which costs no interpreter start."""
-    chosen = config.getoption("--isolation")
-    iso = Isolation.parse(chosen, timeout=config.getoption("--timeout-per-test"))
-    if chosen.strip().startswith("{"):                      # the runner's, set up for its tier
-        return iso
-    if iso.tier not in ("process", "in-process"):
-        raise ValueError(f"{iso.tier!r} needs the runner's set-up (a uid, a folder, the probe): "
-                         f"use andrea-grade --isolation {iso.tier}; pytest takes process or in-process")
-    if iso.tier == "process" and sys.platform.startswith("linux") and hasattr(os, "fork"):
-        iso = iso.with_(start="fork")
-    return iso
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -108,27 +89,12 @@ def _write(config, record: Record) -> None:
         os.close(fd)
 
 
-def _marker(item, name: str, default=None):
-    mark = item.get_closest_marker(name)
-    return mark.args[0] if mark is not None and mark.args else default
-
-
-def graded_info(item) -> dict | None:
-    """{"exercise", "points", "visibility", "taught"} of a graded test item, else None."""
-    exercise = _marker(item, "exercise")
-    if exercise is None:
-        return None
-    return {"exercise": exercise, "points": float(_marker(item, "points", 1.0)),
-            "visibility": _marker(item, "visibility", "visible"),
-            "taught": _marker(item, "taught") or exercise.split(".")[0]}
-
-
 def pytest_collection_modifyitems(session, config, items):
     chosen = config.getoption("--exercises")
     if chosen is not None:                 # every graded test of these exercises, and nothing else
         chosen = set(chosen.split(","))
-        drop = [i for i in items if _marker(i, "exercise") not in chosen]
-        items[:] = [i for i in items if _marker(i, "exercise") in chosen]
+        drop = [i for i in items if mark_of(i, "exercise") not in chosen]
+        items[:] = [i for i in items if mark_of(i, "exercise") in chosen]
         if drop:
             config.hook.pytest_deselected(items=drop)
     for item in items:
@@ -221,16 +187,10 @@ def pytest_runtest_logreport(report):
 
 
 def _student_of(config, kernels: bool = True):
-    """The session's student, made once. The engine is imported before any learner code runs, so
-    nothing the learner's code changes alters what the grader compares with."""
+    """The session's student, made once (student.student_for)."""
     if config._andrea_student is None:
-        iso = config._andrea_isolation
-        if iso.tier == "in-process":
-            config._andrea_student = InProcessStudent(config._andrea_impl)
-        else:
-            warm_up(kernels=kernels and iso.start == "fork")
-            config._andrea_student = IsolatedStudent(config._andrea_impl, isolation=iso,
-                                                     adopt=config.getoption("--worker-parent"))
+        config._andrea_student = student_for(config._andrea_impl, config._andrea_isolation,
+                                             config.getoption("--worker-parent"), kernels)
     return config._andrea_student
 
 
@@ -247,7 +207,7 @@ def student(_student_session, request):
     """The learner's code (the reference when ANDREA_IMPL is unset)."""
     isolated = isinstance(_student_session, IsolatedStudent)
     if isolated:
-        _student_session.begin_test((_marker(request.node, "exercise") or "").split(".")[0] or None)
+        _student_session.begin_test((mark_of(request.node, "exercise") or "").split(".")[0] or None)
     yield Recording(_student_session) if isolated else _student_session
     if isolated:
         _student_session.end_test()          # its worker ends while pytest reports

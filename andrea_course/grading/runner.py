@@ -22,9 +22,8 @@ from ..overlay import resolve
 from . import pipeline, shortcuts
 from .gradescope import Results, TestResult, to_gradescope, write_json
 from .pipeline import Spec
-from .records import text
-from .staging import ISOLATIONS, Course, choose, materialize, sandbox_uid, stage_submission
-from ..worker.tiers import Cgroup, Container, Isolation, Limits
+from .staging import ISOLATIONS, Course, choose, sandbox_uid, stage_submission, stage_tests
+from ..worker.tiers import Isolation, Limits, tier_for
 
 DEFAULT_TIMEOUT_PER_TEST = 60.0
 DEFAULT_TIMEOUT_TOTAL = 1800.0
@@ -86,55 +85,39 @@ def _run(submission: Path, course: Course, timeout_per_test, timeout_total, jobs
         if skipped:
             results.notes.append("files of the submission not graded: " + ", ".join(skipped))
         tier, refused = choose(results, submission, staged, tmp, course, isolation, uid, limits, own_work, out)
-        cgroup = box = iso = None
-        if tier in ("sandbox", "container"):
-            cgroup = Cgroup.make(f"andrea-grade-{os.getpid()}-{tmp.name}", limits)
-        if tier == "container":
-            box = Container.make_box(staged, uid)
-        if tier is not None:
-            iso = Isolation(tier, timeout=timeout_per_test, limits=limits,
-                            uid=uid if tier in ("sandbox", "container") else None,
-                            cgroup={k: str(v) for k, v in cgroup.dirs.items()} if cgroup else None,
-                            box=str(box) if box else None)
-            results.isolation = iso.describe()
-            results.notes.append(results.isolation)
+        with tier_for(tier, staged, name=f"andrea-grade-{os.getpid()}-{tmp.name}", uid=uid, limits=limits,
+                      timeout=timeout_per_test, notes=results.notes) as (iso, folder):
+            if iso is not None:
+                results.isolation = iso.describe()
+                results.notes.append(results.isolation)
             if tier == "container" and (ROOT / "solutions").is_dir():
                 results.notes.append(f"WARNING: the answer key {ROOT / 'solutions'} is readable by the learner's "
                                      f"code in the container tier: grade from the learner's release "
                                      f"(docs/gradescope/make_zip.sh) or make it root's only")
-        if refused:
-            results.notes.append(refused)
-            results.refused = refused
-        if refused and "no .py file" not in refused:
-            return results        # nothing runs: no test is listed, the note says why
-        folder = box / "submission" if box is not None else staged
-        hook = course.leaderboard if iso is not None else None            # none when refused
-        parent = None
-        try:
-            # the hook's work is prepared by the tests' worker parent before it forks any worker, and
-            # that parent is kept for the hook (none where the submission wrote nothing it uses)
-            prepare = hook.prepare() if hook is not None and hook.wants(folder) else None
-            stopped, parent = _pytest(results, tmp, folder, course, timeout_per_test, timeout_total, jobs, iso,
-                                      log, collect_only=bool(refused), prepare=prepare, warm=warm)
-            if hook is not None and stopped:
-                results.leaderboard = hook.stopped(stopped)
-            elif hook is not None:
-                parent, started = None, parent            # after() closes it
-                results.leaderboard = hook.after(folder, results.tests, iso, started=started,
-                                                 seconds=timeout_total - (time.monotonic() - began))
-            if hook is not None:
-                results.notes.append(results.leaderboard.note)
-        finally:
-            if parent is not None:
-                parent.close()
-            if cgroup is not None and not cgroup.kill():
-                results.notes.append(f"WARNING: processes of the sandbox outlived it ({cgroup.describe()})")
-            if tier == "container":
-                left = Container.cleanup(box, uid)
-                if left:
-                    results.notes.append("WARNING: " + "; ".join(left))
-            if cgroup is not None:
-                cgroup.remove()
+            if refused:
+                results.notes.append(refused)
+                results.refused = refused
+            if refused and "no .py file" not in refused:
+                return results        # nothing runs: no test is listed, the note says why
+            hook = course.leaderboard if iso is not None else None            # none when refused
+            parent = None
+            try:
+                # the hook's work is prepared by the tests' worker parent before it forks any worker, and
+                # that parent is kept for the hook (none where the submission wrote nothing it uses)
+                prepare = hook.prepare() if hook is not None and hook.wants(folder) else None
+                stopped, parent = _pytest(results, tmp, folder, course, timeout_per_test, timeout_total, jobs, iso,
+                                          log, collect_only=bool(refused), prepare=prepare, warm=warm)
+                if hook is not None and stopped:
+                    results.leaderboard = hook.stopped(stopped)
+                elif hook is not None:
+                    parent, started = None, parent            # after() closes it
+                    results.leaderboard = hook.after(folder, results.tests, iso, started=started,
+                                                     seconds=timeout_total - (time.monotonic() - began))
+                if hook is not None:
+                    results.notes.append(results.leaderboard.note)
+            finally:
+                if parent is not None:
+                    parent.close()
     return results
 
 
@@ -143,22 +126,13 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
             warm=None) -> tuple[str | None, object]:
     """Run the graded tests and fill `results`; returns why the run stopped early, else None, and
     with `prepare` the worker parent the tests used, the caller's to close."""
-    tests = tmp / "tests"
-    materialize(course.tests, tests)
-    if course.hidden:
-        materialize(course.hidden, tests / "hidden")
+    tests, env = stage_tests(course, tmp)
     iso = iso or Isolation("process", timeout=timeout_per_test)
     walled = iso.tier in ("sandbox", "container") or collect_only
-    # the grader's environment less ANDREA_, PYTEST_ and PYTHON settings; temp files in the run's folder
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDREA_", "PYTEST_", "PYTHON"))}
-    env.update(PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", TMPDIR=str(tmp / "tmp"),
-               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    (tmp / "tmp").mkdir()
     got = pipeline.run(Spec(tests=[tests], folder=staged, isolation=iso, limit=timeout_per_test,
                             total=timeout_total, rootdir=tmp, cwd=tmp, env=env,
                             log=Path(log) if log else None, jobs=jobs, collect_only=collect_only,
-                            hand_over=True, prepare=prepare, keep_parent=prepare is not None,
-                            orphans=not walled, names_in_impl=True, warm=warm))
+                            hand_over=True, prepare=prepare, orphans=not walled, names_in_impl=True, warm=warm))
     stops = {"total": f"the grading stopped at the total time limit of {timeout_total:g} s",
              "timeout": f"the grading stopped: a test ran past {timeout_per_test + pipeline.GRACE:g} s",
              "interrupt": "the grading was interrupted"}
@@ -175,14 +149,7 @@ def _pytest(results: Results, tmp: Path, staged: Path, course: Course, timeout_p
         why = f"not run: pytest stopped early (exit status {got.exit_code})"
     else:
         why = "not run: the test did not report a result"
-    for rec in got.collected.values():             # a test that never reported fails, with `why`
-        done = got.results.get(rec.nodeid)
-        passed = bool(done and done.status == "passed")
-        results.tests.append(TestResult(
-            nodeid=rec.nodeid, name=rec.name, exercise=rec.exercise, points=float(rec.points),
-            visibility=rec.visibility, passed=passed, skipped=bool(done and done.status == "skipped"),
-            fraction=float(done.fraction) if done else 0.0, output=text(done) if done else why,
-            mistake=None if passed or done is None else done.mistake))
+    results.tests += [TestResult.of(rec, got.results.get(rec.nodeid), why) for rec in got.collected.values()]
     for e in got.errors:
         last = [line for line in e.rows[0][1].splitlines() if line.strip()][-1:] or [""]
         results.notes.append(f"a test file failed to load: {Path(e.name).name}: {last[0].strip()}")

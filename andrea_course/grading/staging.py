@@ -1,6 +1,7 @@
 """What a grading run sets up before any learner code runs (runner.py runs it): the course read
 once (its tests, hidden tests and guarded files, snapshot before any learner code ran), the
-submission staged in a private folder, and the isolation tier chosen for it.
+submission staged in a private folder, the tests copied next to it with pytest's environment
+(stage_tests), and the isolation tier chosen for it.
 """
 from __future__ import annotations
 
@@ -118,6 +119,21 @@ def stage_submission(submission: Path, into: Path) -> list[str]:
         (into / name).write_bytes(data)
         os.chmod(into / name, 0o644)
     return skipped
+
+
+def stage_tests(course: Course, tmp: Path) -> tuple[Path, dict]:
+    """(the course's tests, copied into the run's folder `tmp`: tests/, the hidden ones in
+    tests/hidden/; pytest's environment there: the grader's less its ANDREA_, PYTEST_ and PYTHON
+    settings, temporary files in tmp/tmp)."""
+    tests = tmp / "tests"
+    materialize(course.tests, tests)
+    if course.hidden:
+        materialize(course.hidden, tests / "hidden")
+    (tmp / "tmp").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANDREA_", "PYTEST_", "PYTHON"))}
+    env.update(PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", TMPDIR=str(tmp / "tmp"),
+               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    return tests, env
 
 
 _RUNS = itertools.count()

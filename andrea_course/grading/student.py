@@ -11,7 +11,8 @@ the learner's code do not advance the test's), ModelConfig, and lists, tuples an
 dicts of these.
 
 Either way a piece is isolated (Overlay.isolated): it runs with the engine standing in for
-every other piece it calls, so a test grades that piece alone.
+every other piece it calls, so a test grades that piece alone. student_for(impl, isolation) is
+the one a session of graded tests gets (the plugin's `student` fixture).
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from typing import Any, NamedTuple
 import torch
 
 from ..overlay import Overlay, impl_from_env
-from ..worker.client import Proxy, source_of  # noqa: F401  (source_of: read by the graded tests' student)
+from ..worker.client import IsolatedStudent, Proxy, source_of
+from ..worker.server import warm_up
+from ..worker.tiers import Isolation
 
 
 class Call(NamedTuple):
@@ -80,7 +83,7 @@ def recorded(activity: str, name: str, fn):
 
 class Recording:
     """A student (an IsolatedStudent: worker/client.py knows nothing of grading) whose function
-    pieces record their calls while calls() watches; everything else is the student's own."""
+    pieces record their latest calls (call_giving); everything else is the student's own."""
 
     def __init__(self, student):
         self.student = student
@@ -134,3 +137,15 @@ class InProcessStudent:
 
     def close(self) -> None:
         pass
+
+
+def student_for(impl, isolation: Isolation, adopt: str | None = None, kernels: bool = True):
+    """The learner's code for a session of graded tests: InProcessStudent in the in-process tier,
+    else an IsolatedStudent (adopting the worker's parent `adopt`, IsolatedStudent.hand_over's).
+    The engine is imported first (and, with kernels and a worker's parent forked from this process,
+    Triton's interpreter warmed), so nothing the learner's code changes alters what the grader
+    compares with."""
+    if isolation.tier == "in-process":
+        return InProcessStudent(impl)
+    warm_up(kernels=kernels and isolation.start == "fork")
+    return IsolatedStudent(impl, isolation=isolation, adopt=adopt)

@@ -19,12 +19,12 @@ from __future__ import annotations
 import os
 
 from .. import pieces
-from ..grading.local import CheckResult, failing, notebook_impl, run_graded, run_graded_many, verdict
+from ..grading.local import CheckResult, failing, run_graded, run_graded_many, verdict
 from ..grading.pipeline import time_limit
 from ..grading.records import Record as Outcome
 from ..grading.markers import LESSONS
-from ..lessons import lesson
-from ..overlay import ImplementationError, Overlay, resolve
+from ..lessons import later_or_same, lesson
+from ..overlay import ImplementationError, Overlay, notebook_impl, resolve
 from ._display import box
 from .fresh import fresh
 
@@ -55,19 +55,33 @@ def _notebooks(activities) -> str:
             f"notebooks {', '.join(names[:-1])} and {names[-1]} teach")
 
 
+def later_outcomes(result: CheckResult) -> list[Outcome]:
+    """The tests of ideas a notebook after result.upto's teaches (none without upto): run, and part
+    of the verdict, but listed in the box only when one fails."""
+    return [o for o in result.outcomes if result.upto in LESSONS and o.taught in LESSONS
+            and not later_or_same(o.taught, result.upto)]
+
+
+def shown(result: CheckResult) -> list[Outcome]:
+    """The tests of ideas taught up to result.upto's notebook: what its box lists."""
+    later = {id(o) for o in later_outcomes(result)}
+    return [o for o in result.outcomes if id(o) not in later]
+
+
 def _later(result: CheckResult) -> list[tuple[str, str]]:
     """A line on the passing tests left off the box because a later notebook teaches their idea."""
-    if not result.later:
+    later = [o.taught for o in later_outcomes(result)]
+    if not later:
         return []
-    n, last = len(result.later), max(result.later, key=lambda a: LESSONS.index(a) if a in LESSONS else len(LESSONS))
-    return [("later", f"{n} more graded test{'s' * (n != 1)} check{'s' * (n == 1)} what {_notebooks(result.later)}: "
+    n, last = len(later), max(later, key=lambda a: LESSONS.index(a) if a in LESSONS else len(LESSONS))
+    return [("later", f"{n} more graded test{'s' * (n != 1)} check{'s' * (n == 1)} what {_notebooks(later)}: "
                       f"{'they pass' if n != 1 else 'it passes'} too, and "
                       f"{'are' if n != 1 else 'is'} listed there (check({result.exercise!r}, upto={last!r}))")]
 
 
 def _later_failing(result: CheckResult, too: bool = False) -> list[tuple[str, list]]:
     """Sections for the failing tests of ideas a later notebook teaches."""
-    bad = failing(result, result.later_outcomes)
+    bad = failing(result, later_outcomes(result))
     if not bad:
         return []
     n = len(bad)
@@ -79,8 +93,8 @@ def _later_failing(result: CheckResult, too: bool = False) -> list[tuple[str, li
 def show_result(result: CheckResult) -> None:
     """Display the one box that sums up a CheckResult: the tests of ideas taught so far, and any
     failing test of a later idea (the verdict is all of them: local.verdict)."""
-    ex = result.exercise
-    st = result.shown_status if result.shown else result.status
+    ex, listed = result.exercise, shown(result)
+    st = result.status_of(listed) if listed else result.status
     who = f"checked: {result.impl}"
     if result.interrupted:
         done = [o for o in result.outcomes if o.status != "timeout"]
@@ -100,13 +114,13 @@ def show_result(result: CheckResult) -> None:
         box("shortcut", f"{ex}: {result.shortcuts[0].call} is this exercise", [("", rows + [_more_help(ex)])],
             who + "; until it is written, the notebook and the model use the reference")
     elif st == "passed" and result.passed:
-        names = [o.name for o in result.shown if o.status == "passed"]
+        names = [o.name for o in listed if o.status == "passed"]
         box("passed", f"{ex}: " + (f"all {len(names)} graded tests pass" if len(names) != 1 else
                                    "its 1 graded test passes"),
             [("", [("", n) for n in names] + _later(result))], who)
     elif st == "passed":
-        names = [o.name for o in result.shown if o.status == "passed"]
-        bad = failing(result, result.later_outcomes)
+        names = [o.name for o in listed if o.status == "passed"]
+        bad = failing(result, later_outcomes(result))
         box("later", f"{ex}: the {len(names)} graded test{'s' * (len(names) != 1)} of this notebook pass; "
                      f"{len(bad)} more, of what a later notebook teaches, fail{'s' * (len(bad) == 1)}",
             [("", [("", n) for n in names])] + _later_failing(result) + [("", [_more_help(ex)])],
@@ -120,9 +134,9 @@ def show_result(result: CheckResult) -> None:
         box("unwritten", f"{ex}: the notebook uses the reference for now",
             [("", rows)], who + f"; write it in exercises/{ex.split('.')[0]}.py, then run this cell again")
     elif st == "failed":
-        shown = result.shown or result.outcomes
-        bad = failing(result, shown)
-        total = len(shown) + result.not_run
+        listed = listed or result.outcomes
+        bad = failing(result, listed)
+        total = len(listed) + result.not_run
         sections = _sections(bad)
         if result.not_run:
             sections.append(("", [("", f"{result.not_run} more graded test{'s' * (result.not_run != 1)} "
@@ -130,7 +144,8 @@ def show_result(result: CheckResult) -> None:
         sections += _later_failing(result, too=True)
         if result.shortcuts:
             sections.append(("", [("", s.teach()) for s in result.shortcuts]))
-        sections.append(("", [_more_help(ex)] + (_later(result) if not failing(result, result.later_outcomes) else [])))
+        later_pass = not failing(result, later_outcomes(result))
+        sections.append(("", [_more_help(ex)] + (_later(result) if later_pass else [])))
         box("failed", f"{ex}: {len(bad)} of {total} graded tests fail", sections,
             who + "; until they pass, the notebook uses the reference")
     else:
@@ -218,7 +233,7 @@ def _choose(activity: str, name: str, impl_name: str, tests_dir, quiet: bool, up
         elif result.status == "unwritten":
             chosen, why = reference, "the engine's (yours is not written yet)"
         elif result.status == "failed":
-            bad, later = failing(result), failing(result, result.later_outcomes)
+            bad, later = failing(result), failing(result, later_outcomes(result))
             where = f", {len(later)} of them of what {_notebooks(o.taught for o in later)}" if later else ""
             chosen, why = reference, f"the engine's ({len(bad)} of your graded tests fail{where}: {hint})"
         else:

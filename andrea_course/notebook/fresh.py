@@ -17,8 +17,8 @@ import functools
 import inspect
 from pathlib import Path
 
-from ..grading.local import content_stamps, notebook_impl
-from ..overlay import Overlay, resolve
+from ..grading.local import content_stamps
+from ..overlay import Overlay, notebook_impl, resolve
 
 __all__ = ["LearnerModule", "Watched", "fresh", "learner_module"]
 

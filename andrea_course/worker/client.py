@@ -38,7 +38,6 @@ import ast
 import builtins
 import json
 import os
-import re
 import select
 import shutil
 import signal
@@ -52,7 +51,7 @@ from pathlib import Path
 from ..overlay import ImplementationError, resolve
 from ..paths import ROOT
 from . import wire
-from .process import Adopted, Spawned, WorkerChild
+from .process import Adopted, Spawned, WorkerChild, dumped_frames
 from .server import BOOT, fork_worker_parent
 from .tiers import SANDBOX_ROOT, Cgroup, Container, Isolation, Limits, Sandbox, worker_env
 
@@ -224,7 +223,7 @@ class IsolatedStudent:
         has ended): the answers that process left unread are read and dropped, up to the answer to
         a greeting of our own, and the worker parent kills every process of its tier and forks a
         fresh spare ("reset"), so no worker that ran a test, nor anything one left, runs on. One
-        that no longer answers is stopped: the next request starts a new one."""
+        that no longer answers is stopped: the next request starts a new one; an interrupt closes it."""
         try:
             if self._parent is None or self._parent.poll() is not None:
                 raise OSError("the grading worker's parent process ended")
@@ -241,6 +240,9 @@ class IsolatedStudent:
                 raise ValueError("unexpected answer to reset")
         except (OSError, ValueError, AttributeError):
             self._stop_parent()
+        except BaseException:                # an interrupt while it drains: nothing is left running
+            self.close()
+            raise
 
     def begin_test(self, activity: str | None = None) -> None:
         """Start one test: a fresh worker (forked on the first request), with `timeout` seconds
@@ -622,12 +624,7 @@ class IsolatedStudent:
                 text += chunk
             elif b"File " in text:
                 break
-        frames = []
-        for path, lineno, func in re.findall(r'File "([^"]+)", line (\d+) in (\S+)', text.decode("utf-8", "replace")):
-            local = self._local_path(path)
-            if local:
-                frames.append((local, int(lineno), func, _source_line(local, int(lineno))))
-        return frames
+        return dumped_frames(text.decode("utf-8", "replace"), self._local_path)
 
     def _local_path(self, path: str) -> str | None:
         """A worker's path of the learner's file as the grader names it (None for other files)."""
@@ -705,17 +702,6 @@ def _end(proc) -> None:
         pass
     proc.kill()
     proc.wait()
-
-
-def _source_line(path: str, lineno: int) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for i, line in enumerate(f, 1):
-                if i == lineno:
-                    return line.strip()[:500]
-    except OSError:
-        pass
-    return ""
 
 
 _PASS_THROUGH = {name for name, obj in vars(builtins).items()

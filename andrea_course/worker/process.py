@@ -9,8 +9,9 @@ returncode, poll(), wait(timeout), kill()):
   our child (that process reaps it), ended by us;
 - WorkerChild: a worker forked by the worker parent, which reaps it and says how it ended.
 
-start_pytest starts the graded tests' pytest (a Forked where this process can fork); adopt and
-end reap what a run leaves behind.
+start_pytest starts the graded tests' pytest (a Forked where this process can fork), whose Python
+stack dumped_stack reads (dumped_frames: a worker's too, client.py); adopt and end reap what a run
+leaves behind.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import faulthandler
 import gc
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -254,3 +256,46 @@ def _child(args: list[str], env: dict, cwd: str, log_fd: int, keep: set[int], st
     gc.freeze()                                                  # the grader's objects: never copied by a collection
     import pytest
     return int(pytest.main(args))
+
+
+def dumped_stack(proc, stack: Path) -> list[tuple]:
+    """The frames (dumped_frames) of a forked pytest's Python stack, dumped now into start_pytest's
+    `stack` (SIGUSR1: faulthandler, which works inside native calls too); [] when it has ended or
+    is no fork of this process."""
+    if not isinstance(proc, Forked) or proc.poll() is not None:
+        return []
+    try:
+        os.kill(proc.pid, signal.SIGUSR1)
+    except OSError:
+        return []
+    text = ""
+    for _ in range(20):
+        time.sleep(0.025)
+        with contextlib.suppress(OSError):
+            text = stack.read_text(encoding="utf-8", errors="replace")
+        if "File " in text:
+            break
+    return dumped_frames(text)
+
+
+def dumped_frames(text: str, path_of=str) -> list[tuple]:
+    """(path, line, function, code) of each frame, innermost first, of a Python stack faulthandler
+    dumped: those of the files path_of(path) names (None: a file left out), the code read there."""
+    frames = []
+    for path, lineno, func in re.findall(r'File "([^"]+)", line (\d+) in (\S+)', text):
+        local = path_of(path)
+        if local:
+            frames.append((local, int(lineno), func, source_line(local, int(lineno))))
+    return frames
+
+
+def source_line(path: str, lineno: int) -> str:
+    """Line `lineno` of the file at `path` as it is now, stripped ("" when it cannot be read)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for i, line in enumerate(f, 1):
+                if i == lineno:
+                    return line.strip()[:500]
+    except OSError:
+        pass
+    return ""

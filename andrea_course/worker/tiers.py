@@ -4,6 +4,8 @@
     iso.describe()                                             # what it gives, what it does not
     box = Sandbox(limits, submission=..., uid=uid, cgroup=cgroup)   # bubblewrap's command line
     box = Container(limits, box=folder, uid=uid, cgroup=cgroup)     # the same without namespaces
+    with tier_for("sandbox", staged, name=..., uid=uid, limits=limits, timeout=60.0, notes=notes) as (iso, folder):
+        ...                                                    # one grading run's tier, taken down after
 
 Every tier runs the learner's code in a worker process (client.py, server.py) that gets values only
 (wire.py); what differs is the wall around the worker:
@@ -35,6 +37,7 @@ user (RLIMIT_NPROC); open files, file size and CPU time per process (confine.py)
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -153,6 +156,20 @@ class Isolation:
         fields = json.loads(text)
         fields["limits"] = Limits(**fields.get("limits", {}))
         return cls(**fields)
+
+    @classmethod
+    def chosen(cls, text: str, timeout: float) -> "Isolation":
+        """A tier asked for where no runner set one up (pytest's --isolation, check()): "process"
+        (its worker's parent forked from this process where it can: no interpreter to start) or
+        "in-process"; the runner's own, set up for its tier (to_json), as it is."""
+        iso = cls.parse(text, timeout=timeout)
+        if str(text).strip().startswith("{"):
+            return iso
+        if iso.tier not in ("process", "in-process"):
+            raise ValueError(f"{iso.tier!r} needs the runner's set-up (a uid, a folder, the probe): "
+                             f"use andrea-grade --isolation {iso.tier}; pytest takes process or in-process")
+        forks = iso.tier == "process" and sys.platform.startswith("linux") and hasattr(os, "fork")
+        return iso.with_(start="fork") if forks else iso
 
     def with_(self, **changes) -> "Isolation":
         return replace(self, **changes)
@@ -640,3 +657,30 @@ class Cgroup:
 
     def describe(self) -> str:
         return ", ".join(sorted({str(d) for d in self.dirs.values()}))
+
+
+# ----------------------------------------------------------------------------- one grading run's tier
+@contextlib.contextmanager
+def tier_for(tier: str | None, staged: Path, *, name: str, uid: int | None, limits: Limits, timeout: float,
+             notes: list[str]):
+    """One grading run's tier, set up and taken down (the runner's): yields (its Isolation, the
+    folder its worker reads the submission from), (None, `staged`) where no tier runs. The sandbox
+    and container tiers get a cgroup named `name` (where this process can make one), the container
+    tier its box (Container.make_box); on the way out, whatever happened, every process in them is
+    killed and they are removed, and what could not be is a WARNING appended to `notes`."""
+    walled = tier in ("sandbox", "container")
+    cgroup, box = Cgroup.make(name, limits) if walled else None, None
+    try:
+        box = Container.make_box(staged, uid) if tier == "container" else None
+        iso = None if tier is None else Isolation(
+            tier, timeout=timeout, limits=limits, uid=uid if walled else None, box=str(box) if box else None,
+            cgroup={k: str(v) for k, v in cgroup.dirs.items()} if cgroup else None)
+        yield iso, box / "submission" if box is not None else staged
+    finally:
+        if cgroup is not None and not cgroup.kill():
+            notes.append(f"WARNING: processes of the sandbox outlived it ({cgroup.describe()})")
+        left = Container.cleanup(box, uid) if tier == "container" else []
+        if left:
+            notes.append("WARNING: " + "; ".join(left))
+        if cgroup is not None:
+            cgroup.remove()

@@ -162,7 +162,8 @@ def test_every_named_mistake_can_be_confirmed_on_a_second_input(file, monkeypatc
 # ----- issue 23: what both runners say for the natural mistakes learners made -----
 # A learner's folder: the answer key with one piece rewritten the way a learner wrote it (the last
 # definition of a name in a file is the one that counts). Both read the rows of
-# grading/records.py's describe(): check() shows them in its box, the grader writes their text().
+# grading/records.py's describe(): check() shows them in its box, the grader writes their text
+# (grading/gradescope.py's text()).
 
 LEARNERS = {
     "multihead": '''
@@ -260,7 +261,8 @@ def reports(learners_folder, tmp_path_factory):
     subprocess.run([sys.executable, "-m", "pytest", "-q", "--tb=native", "-p", "no:cacheprovider", "-p", "no:xdist",
                     "-p", "no:nbval", "--impl", str(learners_folder), "--results-jsonl", str(jsonl), *files],
                    cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    from andrea_course.grading.records import Record, text
+    from andrea_course.grading.gradescope import text
+    from andrea_course.grading.records import Record
     lines = [Record.of({k: v for k, v in json.loads(line).items() if k != "mac"}) for line in jsonl.read_text().splitlines()]
     return {r.name: text(r) for r in lines if r.kind == "result" and r.status != "passed"}
 

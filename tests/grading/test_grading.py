@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from andrea_course.grading import cli, pipeline, runner, staging
-from andrea_course.grading.gradescope import Results, TestResult, to_gradescope, write_json
+from andrea_course.grading.gradescope import Results, TestResult, text, to_gradescope, write_json
 from andrea_course.grading.gradescope import table as runner_table
 from andrea_course.grading.markers import Credit
-from andrea_course.grading.records import read, sign, text
+from andrea_course.grading.records import read, sign
 from andrea_course.grading.runner import Course, grade
 from andrea_course.grading.staging import snapshot
 from andrea_course.worker.tiers import Limits

@@ -275,19 +275,21 @@ def test_a_notebook_lists_what_it_has_taught_and_runs_every_test(capsys):
     them) but lists only those of its own ideas: the KV-cache test (taught in 06) and the
     grouped-head tests (taught in 07) pass unlisted, and the box says so; upto="modern" lists them."""
     from andrea_course.notebook import run_graded
+    from andrea_course.notebook.checks import later_outcomes, shown
     later = {"test_multihead_attention_with_a_kv_cache", "test_grouped_kv_heads_with_a_kv_cache", "test_grouped_kv_heads"}
     ex = "multihead.MultiHeadAttention"
     in_03 = run_graded(ex, impl="solutions", upto="multihead")
     in_07 = run_graded(ex, impl="solutions", upto="modern", reuse=True)
     grader = run_graded(ex, impl="solutions", reuse=True)
     names = lambda outcomes: {o.name for o in outcomes}      # noqa: E731
-    assert in_03.passed and names(in_03.shown) and not names(in_03.shown) & later and sorted(in_03.later) == ["model", "modern", "modern"]
+    assert in_03.passed and names(shown(in_03)) and not names(shown(in_03)) & later
+    assert sorted(o.taught for o in later_outcomes(in_03)) == ["model", "modern", "modern"]
     assert names(in_03.outcomes) == names(in_07.outcomes) == names(grader.outcomes) and later <= names(grader.outcomes)
-    assert in_07.passed and later <= names(in_07.shown) and not in_07.later
+    assert in_07.passed and later <= names(shown(in_07)) and not later_outcomes(in_07)
     check(ex, impl="solutions")
     out = capsys.readouterr().out
     assert out.startswith(f"[PASSED] {ex}: "), out
-    assert all(f"      {name}\n" in out for name in names(in_03.shown)) and not any(name in out for name in later)
+    assert all(f"      {name}\n" in out for name in names(shown(in_03))) and not any(name in out for name in later)
     assert "3 more graded tests check what notebooks 06_model and 07_modern teach: they pass too" in out and "upto='modern'" in out
     check(ex, impl="solutions", upto="nowhere")
     assert "upto='nowhere' is not an activity of the course" in capsys.readouterr().out
@@ -300,6 +302,7 @@ def test_a_later_test_that_fails_turns_the_box_amber_and_use_follows(tmp_path, c
     from andrea_course import pieces
     from andrea_course.grading.passing import passing
     from andrea_course.notebook import run_graded
+    from andrea_course.notebook.checks import shown
     sub = tmp_path / "learner"
     shutil.copytree(SOLUTIONS, sub)
     text = (sub / "model.py").read_text(encoding="utf-8")
@@ -309,7 +312,7 @@ def test_a_later_test_that_fails_turns_the_box_amber_and_use_follows(tmp_path, c
                                   encoding="utf-8")
     ex = "model.ANDREA"
     result = run_graded(ex, impl=sub, upto="model")
-    assert result.shown_status == "passed" and not result.passed, result
+    assert result.status_of(shown(result)) == "passed" and not result.passed, result
     check(ex, impl=sub)
     out = capsys.readouterr().out
     assert out.startswith(f"[RIGHT SO FAR, A LATER TEST FAILS] {ex}: "), out
