@@ -285,7 +285,7 @@ def _name(got, want, mistakes, second, same, runs=None, given=(None, None)) -> s
     """The one typical mistake whose output matches the learner's on this input and on a second,
     and is wrong on both; None when none (or more than one) does.
 
-    second: a Second, or several (expect_cases): each mistake is confirmed on every one where it
+    second: a Second, or several (expect_cases): each mistake is confirmed on the first where it
     gives a wrong answer and the learner's code ran (an error there tells nothing either way). same(a, b) or, for a second input of another dtype, same(a, b, want)
     compares outputs. runs: the learner's outputs there (_Runs), shared with the relations."""
     here = [n for n, wrong in (mistakes or {}).items()
@@ -299,9 +299,9 @@ def _name(got, want, mistakes, second, same, runs=None, given=(None, None)) -> s
     for n in here:
         shows = [i for i, s in enumerate(seconds) if s.mistakes.get(n) is not None
                  and not _match(same, s.mistakes[n], s.want, s.want)]
-        ran = [i for i in shows if runs(i)[0]]            # where the learner's code ran: every one must agree
-        if ran and all(_match(same, runs(i)[1], seconds[i].mistakes[n], seconds[i].want) and
-                       _nearer(runs(i)[1], seconds[i].mistakes[n], seconds[i].want, given) for i in ran):
+        ran, i = next(((True, i) for i in shows if runs(i)[0]), (False, None))   # where the learner's code ran
+        if ran and _match(same, runs(i)[1], seconds[i].mistakes[n], seconds[i].want) and \
+                _nearer(runs(i)[1], seconds[i].mistakes[n], seconds[i].want, given):
             confirmed.append(n)
     return confirmed[0] if len(confirmed) == 1 else None
 

@@ -415,7 +415,7 @@ def _index(kind, text, code):
         return (f"An index reached past the end of an axis: axis {dim} has size {size}, so its indices run "
                 f"from 0 to {int(size) - 1} (or -{size} to -1), and {i} is outside. Look for a shift by one "
                 f"(+1, or counting positions from 1) or an index into the wrong axis.")
-    if text.strip() in ("list index out of range", "tuple index out of range"):
+    if text.strip() in ("list index out of range", "tuple index out of range") and not _NEXT_INDEX.search(code):
         return (f"An index reached past the end of a {text.split()[0]}: with n items its indices run from 0 to "
                 f"n - 1 (or -n to -1). Look for an index counted from 1 (1-based positions, enumerate(..., "
                 f"start=1)) or one step too far (i + 1 at the last item).")
