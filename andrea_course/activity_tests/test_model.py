@@ -382,6 +382,14 @@ def _count_mistakes(cfg) -> dict:
             out["block"][qkv] = want["block"] - (H + 2 * G) * K
             out["blocks"][qkv] = want["blocks"] - L * (H + 2 * G) * K
             total[qkv] = want["total"] - L * (H + 2 * G) * K
+    if b and (H + 2 * G) * K != D:
+        per_input = ("the qkv projection's bias counted with D entries, one per input, where it has (H + 2G)·K, "
+                     "one per output (nn.Linear's bias has out_features entries)")
+        missing = (H + 2 * G) * K - D
+        out["attention"][per_input] = want["attention"] - missing
+        out["block"][per_input] = want["block"] - missing
+        out["blocks"][per_input] = want["blocks"] - L * missing
+        total[per_input] = want["total"] - L * missing
     if not has_beta:                              # with a LayerNorm's beta, one norm (2·D) is named above
         out["norms"][one] = norm
     if not clash:

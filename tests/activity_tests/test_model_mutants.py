@@ -81,6 +81,15 @@ def _count_with_a_position_table(cfg):
     return dict(counts, position_table=table, total=counts["total"] - counts["position_table"] + table)
 
 
+def _count_qkv_bias_per_input(cfg):
+    """The answer key's count with the qkv projection's bias counted as D, one per input."""
+    counts = InProcessStudent("solutions").piece("model", "count_parameters")(cfg)
+    short = cfg.n_layers * ((cfg.n_heads + 2 * cfg.kv_heads) * cfg.d_head - cfg.d_model) if cfg.bias else 0
+    each = short // cfg.n_layers
+    return dict(counts, attention=counts["attention"] - each, block=counts["block"] - each,
+                blocks=counts["blocks"] - short, total=counts["total"] - short)
+
+
 def _count_one_block_short(cfg):
     """The answer key's count with L - 1 blocks."""
     counts = InProcessStudent("solutions").piece("model", "count_parameters")(cfg)
@@ -311,6 +320,8 @@ MUTANTS = [
      "positions restart at 0"),
     ("test_model.py", "test_count_parameters_of_andrea_120m",
      {("model", "count_parameters"): lambda cfg: mdl.count_parameters(cfg.replace(bias=False))}, "biases forgotten"),
+    ("test_model.py", "test_count_parameters_of_andrea_120m", {("model", "count_parameters"): _count_qkv_bias_per_input},
+     "the qkv projection's bias counted with D entries, one per input"),
     ("test_model.py", "test_count_parameters_with_tied_embeddings",
      {("model", "count_parameters"): lambda cfg: mdl.count_parameters(cfg.replace(tie_embeddings=False))},
      "tied head counted"),
