@@ -710,14 +710,14 @@ def _part_of(fn, i: int):
     return part
 
 
-def _run(fn, args: dict, steps: list | None = None):
-    """fn(**args) on copies of the arguments, without autograd; None where it raises. steps: filled
-    with (the name of each torch operation it ran, a copy of that operation's tensor output)."""
+def _run(fn, args: dict, mode=None):
+    """fn(**args) on copies of the arguments, without autograd, inside a dispatch mode (_Steps records
+    the steps, _Swap replaces one); None where it raises (a change the piece refuses says nothing)."""
     copies = {n: v.detach().clone() if isinstance(v, torch.Tensor) else _generator_copy(v) for n, v in args.items()}
     try:
-        with torch.no_grad(), (_Steps(steps) if steps is not None else contextlib.nullcontext()):
+        with torch.no_grad(), (mode if mode is not None else contextlib.nullcontext()):
             return fn(**copies)
-    except Exception:                                   # noqa: BLE001 - a substitution the piece refuses says nothing
+    except Exception:                                   # noqa: BLE001
         return None
 
 
@@ -807,24 +807,15 @@ def function_swapped(got, want, inputs):
         return None
     fn, args = found
     counted = _Swap()
-    _run_in(counted, fn, args)
+    _run(fn, args, counted)
     tries = [(i, name, alt) for i, name in enumerate(counted.names) for alt in SWAPS.get(name, ())][:_MOST_SWAPS]
     keys = frozenset(f"{alt} for {name}" for i, name, alt in tries
-                     if _same_output(_run_in(_Swap(i, alt), fn, args), got, want))
+                     if _same_output(_run(fn, args, _Swap(i, alt)), got, want))
     if not keys:
         return None
     said = lambda k: [_SAID.get(n, n) for n in k.split(" for ")]
     return Seen(keys, lambda k: f"your output is exactly what the right {inputs[CALL].piece.split('.')[1]} gives with {said(k)[0]} in the "
                                 f"place of {said(k)[1]}: {said(k)[0]} where {said(k)[1]} belongs.")
-
-
-def _run_in(mode, fn, args: dict):
-    copies = {n: v.detach().clone() if isinstance(v, torch.Tensor) else _generator_copy(v) for n, v in args.items()}
-    try:
-        with torch.no_grad(), mode:
-            return fn(**copies)
-    except Exception:                                   # noqa: BLE001 - a swap the piece cannot take says nothing
-        return None
 
 
 def input_in_another_place(got, want, inputs):
@@ -895,7 +886,7 @@ def intermediate_returned(got, want, inputs):
         return None
     fn, args = found
     steps: list = []
-    _run(fn, args, steps)
+    _run(fn, args, _Steps(steps))
     given = [v for v in args.values() if isinstance(v, torch.Tensor)]
     last = max((i for i, (_, t) in enumerate(steps) if _same_output(t, got, want)
                 and not any(t.shape == g.shape and _near(t, g.to(t.dtype), want) for g in given)), default=None)
