@@ -76,20 +76,7 @@ class Mismatch(AssertionError):
         self.shape_found, self.shape_expected, self.max_error = shape_found, shape_expected, max_error
         self.differences, self.meaning = differences, meaning
         self.unmatched = bool(unmatched and not mistake and not self.relation)
-        parts = [f"{what}: {problem}"]
-        if meaning:
-            parts.append(f"What it means: {meaning}")
-        if differences:
-            parts.append(f"Where they differ: {differences}")
-        if self.relation:
-            parts.append(f"How it relates to the expected output: {self.relation}")
-        if mistake:
-            parts.append(f"Looks like a typical mistake: {mistake}")
-        elif self.unmatched:
-            parts.append(f"Typical mistakes: {NO_KNOWN_MISTAKE}.")
-        if hint:
-            parts.append(f"Hint: {hint}")
-        super().__init__("\n".join(parts))
+        super().__init__(rows_text(self.rows(None)))
 
     def rows(self, folder, base=None) -> list:
         """[(label, text)] for check()'s box and the grader's text (records.describe), the learner's
@@ -106,6 +93,24 @@ class Mismatch(AssertionError):
                 ("typical mistake", self.mistake or (NO_KNOWN_MISTAKE if self.unmatched else None)),
                 ("hint", self.hint)]
         return [(label, value) for label, value in rows if value]
+
+
+# how rows_text() labels a row ("" for none; any other label is capitalised)
+TEXT_LABELS = {"problem": "", "how it relates": "How it relates to the expected output",
+               "typical mistake": "Looks like a typical mistake"}
+
+
+def rows_text(rows) -> str:
+    """A failure's [(label, text)] rows as "Label: text" lines, the problem's line first: the one
+    wording of a failure, for the exception's message and the grader's text (gradescope.text)."""
+    lines = []
+    for label, value in rows:
+        if label == "typical mistake" and value == NO_KNOWN_MISTAKE:
+            lines.append(f"Typical mistakes: {value}.")
+            continue
+        shown = TEXT_LABELS.get(label, label[:1].upper() + label[1:])
+        lines.append(f"{shown}: {value}" if shown else str(value))
+    return "\n".join(lines)
 
 
 def _shape(shape) -> str:

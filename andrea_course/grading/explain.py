@@ -70,12 +70,18 @@ def learner_line(exc: BaseException) -> str | None:
     if tb is None:
         return None
     for frame in reversed(traceback.extract_tb(tb)):
-        path = os.path.abspath(frame.filename or "")
-        if any(part in path for part in _LIBRARY_PARTS) or path.startswith(_STDLIB) or not frame.line \
-                or os.path.basename(os.path.dirname(path)) in _TEST_FOLDERS:
+        if _is_library(frame):
             continue
         return frame.line.strip()
     return None
+
+
+def _is_library(frame) -> bool:
+    """Whether a traceback frame lies in PyTorch, Triton, the course's package, a graded test, the
+    standard library, or has no source line: anywhere but the learner's own code."""
+    path = os.path.abspath(frame.filename or "")
+    return (any(part in path for part in _LIBRARY_PARTS) or path.startswith(_STDLIB) or not frame.line
+            or os.path.basename(os.path.dirname(path)) in _TEST_FOLDERS)
 
 
 def _worker_line(exc: BaseException) -> str | None:
@@ -106,9 +112,7 @@ def _learner_frame(exc: BaseException):
         return (frame[0], frame[1], frame[2]) if len(frame) > 2 else None
     tb = getattr(exc, "__traceback__", None)
     for f in reversed(traceback.extract_tb(tb) if tb is not None else []):
-        path = os.path.abspath(f.filename or "")
-        if any(part in path for part in _LIBRARY_PARTS) or path.startswith(_STDLIB) or not f.line \
-                or os.path.basename(os.path.dirname(path)) in _TEST_FOLDERS:
+        if _is_library(f):
             continue
         return f.filename, f.lineno, f.name
     return None

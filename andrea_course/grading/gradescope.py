@@ -29,27 +29,17 @@ HIDDEN_NODEID_PREFIX = "tests/hidden/"
 MAX_OUTPUT = 4000               # characters of a failure's text in results.json
 LATER = {"after_due_date": "shown after the due date", "after_published": "shown when grades are published",
          "hidden": "never shown"}
-# how text() labels a row ("" for none; any other label is capitalised)
-TEXT_LABELS = {"problem": "", "how it relates": "How it relates to the expected output",
-               "typical mistake": "Looks like a typical mistake"}
 
 
 def text(rec) -> str:
     """A failure's rows (a records.Record's) as one text, a test's output: the problem first, then
     "Label: text" rows; "" when it passed; a failure in a fixture's set-up or teardown starts with
     "setup: " or "teardown: "."""
-    from .expect import NO_KNOWN_MISTAKE
+    from .expect import rows_text
     if rec.status == "passed":
         return ""
-    lines = []
-    for label, value in rec.rows:
-        if label == "typical mistake" and value == NO_KNOWN_MISTAKE:
-            lines.append(f"Typical mistakes: {value}.")
-            continue
-        shown = TEXT_LABELS.get(label, label[:1].upper() + label[1:])
-        lines.append(f"{shown}: {value}" if shown else str(value))
     prefix = f"{rec.when}: " if rec.status != "skipped" and rec.when not in ("call", "") else ""
-    return (prefix + "\n".join(lines).strip())[:MAX_OUTPUT] or rec.status
+    return (prefix + rows_text(rec.rows).strip())[:MAX_OUTPUT] or rec.status
 
 
 @dataclass

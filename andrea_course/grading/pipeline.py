@@ -108,8 +108,7 @@ def run(spec: Spec) -> Run:
                 finally:
                     os.close(key_r)
                     if starter is not None and spec.prepare is None:
-                        starter._psock.close()           # pytest's now
-                        starter._psock = None
+                        starter.let_go()                 # pytest's now
                 _follow(proc, spec, channel, key, got)
                 if got.stopped == "timeout":
                     got.where = _stuck_at(dumped_stack(proc, stack)[::-1], spec)

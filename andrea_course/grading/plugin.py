@@ -117,8 +117,13 @@ def pytest_collection_finish(session):
                 student.boot()                          # else the first test says why
 
 
+def _config():
+    """The session's config, for the hooks pytest calls without one (None before it is configured)."""
+    return _CONFIG[0] if _CONFIG else None
+
+
 def pytest_collectreport(report):
-    config = _CONFIG[0] if _CONFIG else None
+    config = _config()
     if report.failed and config is not None:
         tail = "\n".join(str(report.longreprtext).rstrip().splitlines()[-12:])
         _write(config, Record("collect_error", name=str(report.fspath), rows=[("problem", tail)]))
@@ -154,7 +159,7 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_runtest_logstart(nodeid, location):
-    config = _CONFIG[0] if _CONFIG else None
+    config = _config()
     if config is not None and _is_controller(config):
         _write(config, Record("start", nodeid=nodeid, name=nodeid.rsplit("::", 1)[-1]))
 
@@ -164,7 +169,7 @@ def pytest_runtest_logreport(report):
     skipped or passed."""
     props = dict(report.user_properties)
     info = props.get("andrea")
-    config = _CONFIG[0] if _CONFIG else None
+    config = _config()
     if info is None or config is None or not _is_controller(config):
         return
     name = report.nodeid.rsplit("::", 1)[-1]

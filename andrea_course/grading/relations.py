@@ -688,7 +688,11 @@ def _engine_call(got, want, inputs):
         return None
     activity, name = call.piece.split(".")
     fn = getattr(importlib.import_module(f"andrea_course.pieces.{activity}"), name, None)
-    if not inspect.isfunction(fn):
+    if call.module is not None:
+        if _LAST_TWIN[0] is not call:                   # the relations of one failure share one twin
+            _LAST_TWIN[:] = [call, _twin_forward(fn, call)]
+        fn = _LAST_TWIN[1]
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         return None
     try:
         bound = inspect.signature(fn).bind(*call.args, **call.kwargs)
@@ -702,11 +706,34 @@ def _engine_call(got, want, inputs):
     return None
 
 
+_LAST_TWIN: list = [None, None]      # (the call, its engine twin's forward): _engine_call's last
+
+
+def _twin_forward(cls, call):
+    """The forward of the engine's class `cls`, built as the learner's module was (call.made) and
+    holding that module's parameters and buffers as they are now, in its mode (train or eval); None
+    when it cannot be built, or the call passes anything but tensors, numbers, strings and None (a
+    cache object the engine's forward would change)."""
+    plain = (torch.Tensor, int, float, bool, str, type(None))
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)) or not all(
+            isinstance(v, plain) for v in (*call.args, *call.kwargs.values())):
+        return None
+    try:
+        state, training = dict(call.module.state_dict()), bool(call.module.training)
+        twin = cls(*call.made[0], **call.made[1])
+        floats = [v.dtype for v in state.values() if isinstance(v, torch.Tensor) and v.is_floating_point()]
+        twin.to(floats[0] if floats else torch.get_default_dtype())
+        twin.load_state_dict(state, assign=True)
+    except Exception:                                   # noqa: BLE001  (a module the engine's class cannot hold)
+        return None
+    return twin.train(training).forward
+
+
 def _part_of(fn, i: int):
     """fn whose output is the i-th of what fn returns."""
     def part(**args):
         return fn(**args)[i]
-    part.__name__, part.__wrapped__ = fn.__name__, fn
+    part.__name__, part.__wrapped__, part.index = fn.__name__, fn, i
     return part
 
 
@@ -739,12 +766,9 @@ class _Steps(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        parts = decomposition_table.get(func)
-        if parts is not None:
-            with self:
-                out = parts(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
+        out = _apart(self, func, args, kwargs)
+        if out is not NotImplemented:
+            return out
         out = func(*args, **kwargs)
         for t in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(t, torch.Tensor) and t.numel() > 1 and self.numel + t.numel() <= _STEP_NUMEL:
@@ -766,6 +790,8 @@ SWAPS = {"silu": ("hardswish", "gelu", "relu", "sigmoid", "mish", "softplus", "t
          "var_mean": ("std_mean",), "std_mean": ("var_mean",), "erf": ("tanh",)}
 # (each operation, and those a learner may reach for in its place; as said: _SAID)
 _SAID = {"var_mean": "var", "std_mean": "std"}
+_ARITHMETIC = ("mul", "div", "add", "sub")         # steps a learner may do twice, or leave out
+_REDONE = {"twice": "done twice", "skipped": "left out"}
 _OVERLOADS = {("sum", "mean"): "dim", ("mean", "sum"): "dim_IntList"}
 _MOST_SWAPS = 200                                   # runs of the engine's piece one relation may make
 
@@ -783,16 +809,29 @@ class _Swap(TorchDispatchMode):
         self.names.append(name)
         if len(self.names) - 1 == self.at:
             return _swapped(func, self.alt, args, kwargs)
-        parts = decomposition_table.get(func)
-        if parts is not None:
-            with self:
-                out = parts(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
-        return func(*args, **kwargs)
+        out = _apart(self, func, args, kwargs)
+        return func(*args, **kwargs) if out is NotImplemented else out
+
+
+def _apart(mode, func, args, kwargs):
+    """func run as its steps, inside `mode`: by PyTorch's decomposition of it, else by its composite
+    kernel (scaled_dot_product_attention's math); NotImplemented where it has neither."""
+    parts = decomposition_table.get(func)
+    with mode:
+        out = parts(*args, **kwargs) if parts is not None else NotImplemented
+        if out is NotImplemented and torch._C._dispatch_has_kernel_for_dispatch_key(
+                func.name(), torch._C.DispatchKey.CompositeImplicitAutograd):
+            out = func.decompose(*args, **kwargs)
+    return out
 
 
 def _swapped(func, alt: str, args, kwargs):
+    if alt in _REDONE:                                 # the step done twice, or left out
+        out = func(*args, **kwargs)
+        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if first is None or first.shape != out.shape:
+            return out
+        return func(out, *args[1:], **kwargs) if alt == "twice" else first.to(out.dtype)
     packet, name = getattr(torch.ops.aten, alt), func.overloadpacket.__name__
     overload = _OVERLOADS.get((name, alt), func._overloadname)
     if overload in packet.overloads():
@@ -808,14 +847,22 @@ def function_swapped(got, want, inputs):
     fn, args = found
     counted = _Swap()
     _run(fn, args, counted)
-    tries = [(i, name, alt) for i, name in enumerate(counted.names) for alt in SWAPS.get(name, ())][:_MOST_SWAPS]
-    keys = frozenset(f"{alt} for {name}" for i, name, alt in tries
+    tries = [(i, name, alt) for i, name in enumerate(counted.names) for alt in SWAPS.get(name, ())]
+    tries += [(i, name, how) for i, name in enumerate(counted.names) if name in _ARITHMETIC for how in _REDONE]
+    keys = frozenset(f"{name} {alt}" if alt in _REDONE else f"{alt} for {name}" for i, name, alt in tries[:_MOST_SWAPS]
                      if _same_output(_run(fn, args, _Swap(i, alt)), got, want))
     if not keys:
         return None
-    said = lambda k: [_SAID.get(n, n) for n in k.split(" for ")]
-    return Seen(keys, lambda k: f"your output is exactly what the right {inputs[CALL].piece.split('.')[1]} gives with {said(k)[0]} in the "
-                                f"place of {said(k)[1]}: {said(k)[0]} where {said(k)[1]} belongs.")
+    piece = inputs[CALL].piece.split('.')[1]
+    return Seen(keys, lambda k: f"your output is exactly what the right {piece} gives with {_say_swap(k)}.")
+
+
+def _say_swap(key: str) -> str:
+    name, _, how = key.partition(" ")
+    if how in _REDONE:
+        return f"its `{name}` step {_REDONE[how]}: a step {'repeated (done once here and once again elsewhere?)' if how == 'twice' else 'missing'}"
+    alt, name = [_SAID.get(n, n) for n in key.split(" for ")]
+    return f"{alt} in the place of {name}: {alt} where {name} belongs"
 
 
 def input_in_another_place(got, want, inputs):
@@ -877,6 +924,63 @@ def _say_place(key: str) -> str:
                 f"(counting from 1, or a range that {'starts' if sign == '+' else 'stops'} one early?)")
     b, a = key[:-len("'s place")].split(" in ")
     return f"{b} passed as {a} too: {b} is used where {a} belongs"
+
+
+def weights_in_another_place(got, want, inputs):
+    """got is what the right module gives on the learner's call with one of its layers' weights used
+    where another layer's belong (w_q's where w_k's belong; ln1 and ln2 swapped; the token table
+    looked up as the position table), or a layer's bias left out."""
+    if not _tensors(got, want) or (found := _engine_call(got, want, inputs)) is None or inputs[CALL].module is None:
+        return None
+    fn, args = found
+    twin, index = inspect.unwrap(fn).__self__, getattr(fn, "index", None)
+    layers = _layers(twin)
+    alike = [(a, b) for a, b in itertools.permutations(layers, 2) if _shapes(layers[a]) == _shapes(layers[b])]
+    tries = {f"the bias of {a or 'the module'} left out": {f"{a}.bias".lstrip("."): torch.zeros_like(layers[a]["bias"])}
+             for a in layers if "bias" in layers[a]}
+    tries.update({f"{a} and {b} swapped": {**_moved(layers[b], a), **_moved(layers[a], b)} for a, b in alike if a < b})
+    tries.update({f"{b} in {a}'s place": _moved(layers[b], a) for a, b in alike})
+
+    def run(changed):
+        def forward(**given):
+            out = torch.func.functional_call(twin, changed, args=(), kwargs=given)
+            return out if index is None else out[index]
+        return forward
+    keys = frozenset(k for k, changed in list(tries.items())[:_MOST_SWAPS]
+                     if _same_output(_run(run(changed), args), got, want))
+    if not keys:
+        return None
+    name = inputs[CALL].piece.split(".")[1]
+    return Seen(keys, lambda k: f"your output is exactly what the right {name} gives with {_say_weights(k)}.")
+
+
+def _layers(module) -> dict:
+    """{layer's name: {"weight": ..., "bias": ...}} of a module's parameters, by the layer that holds them."""
+    layers: dict = {}
+    for name, p in module.named_parameters():
+        layer, _, kind = name.rpartition(".")
+        layers.setdefault(layer, {})[kind] = p.detach()
+    return layers
+
+
+def _shapes(layer: dict) -> dict:
+    return {k: tuple(v.shape) for k, v in layer.items()}
+
+
+def _moved(layer: dict, to: str) -> dict:
+    """A layer's parameters under another layer's names ("" is the module's own)."""
+    return {f"{to}.{k}".lstrip("."): v for k, v in layer.items()}
+
+
+def _say_weights(key: str) -> str:
+    if key.startswith("the bias of "):
+        layer = key[len("the bias of "):-len(" left out")]
+        return f"{key}: {layer} computes x @ W.T + b, and its b is missing here"
+    if key.endswith(" swapped"):
+        a, b = key[:-len(" swapped")].split(" and ")
+        return f"the weights of {a} and {b} swapped: each layer is used where the other belongs"
+    b, a = key[:-len("'s place")].split(" in ")
+    return f"{b} used in {a}'s place: {b}'s weights where {a}'s belong"
 
 
 def intermediate_returned(got, want, inputs):
@@ -1185,7 +1289,7 @@ def _config_sizes(inputs: dict) -> dict[str, int]:
 
 # From the most particular to the most general: the first that sees something is the one said.
 RELATIONS = (all_zero, returned_input, dtype_narrowing, listed_exactly, input_in_another_place,
-             function_swapped,
+             weights_in_another_place, function_swapped,
              extra_or_missing_axis, diagonal_only, one_slice,
              joined_on_a_new_axis, elementwise_product, swapped_axes, sizes_reordered, kept_other_axes,
              part_of_an_axis, inverted_mask, normalised_over_axis,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import weakref
 from typing import Any, NamedTuple
 
 import torch
@@ -30,24 +31,37 @@ from ..worker.tiers import Isolation
 
 
 class Call(NamedTuple):
-    """One call of a learner's function piece, with copies of its arguments as they were passed."""
+    """One call of a learner's function piece, or of a class piece's module, with copies of its
+    arguments as they were passed."""
     piece: str                  # "activity.name"
     args: tuple
     kwargs: dict
+    module: Any = None          # a class piece's call: the learner's module (or its proxy) called
+    made: tuple = ()            # and the (args, kwargs) that module was constructed with
+
+
+_MADE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # a class piece's module -> (piece, args, kwargs)
 
 
 _RECENT: collections.deque = collections.deque(maxlen=16)     # (Call, its output), the latest calls
 
 
 def call_giving(value) -> Call | None:
-    """The latest recorded call of a learner's function piece whose output is `value` itself (or one of
-    the items it returned): what a relation may run again with the engine's version (relations.py)."""
+    """The latest recorded call of a learner's piece whose output is `value` itself (or one of the items
+    it returned, or either detached): what a relation may run again with the engine's version (relations.py)."""
     if value is None:
         return None
     for made, out in reversed(_RECENT):
-        if out is value or (isinstance(out, (tuple, list)) and any(o is value for o in out)):
+        if _same(out, value) or (isinstance(out, (tuple, list)) and any(_same(o, value) for o in out)):
             return made
     return None
+
+
+def _same(out, value) -> bool:
+    """value is out itself, or the same tensor seen another way (out.detach())."""
+    return out is value or (isinstance(out, torch.Tensor) and isinstance(value, torch.Tensor) and value.numel() > 0
+                            and (out.data_ptr(), out.shape, out.stride(), out.dtype)
+                            == (value.data_ptr(), value.shape, value.stride(), value.dtype))
 
 
 def _copy(value: Any, depth: int = 0) -> Any:
@@ -66,9 +80,46 @@ def _copy(value: Any, depth: int = 0) -> Any:
     return value
 
 
+def _copies(args, kwargs) -> tuple:
+    return tuple(_copy(a) for a in args), {k: _copy(v) for k, v in kwargs.items()}
+
+
+def _module_call(module, args, kwargs) -> Call | None:
+    """The Call a class piece's module is given (its construction known), with copies of its arguments."""
+    made = _MADE.get(module)
+    return None if made is None else Call(made[0], *_copies(args, kwargs), module=module, made=made[1:])
+
+
+def _recording_class(cls, piece: str):
+    """A class piece's module class (the learner's, isolated: or a mutation test's), its construction
+    and its calls recorded (call_giving); the class is changed once, in place, as overlay.isolated
+    changes it."""
+    if vars(cls).get("_andrea_recorded"):
+        return cls
+    init, forward = cls.__init__, cls.forward
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        if self not in _MADE:                          # a subclass's piece, not its parent's
+            _MADE[self] = (piece, *_copies(args, kwargs))
+        init(self, *args, **kwargs)
+
+    @functools.wraps(forward)
+    def recording_forward(self, *args, **kwargs):
+        made = _module_call(self, args, kwargs)
+        out = forward(self, *args, **kwargs)
+        if made is not None:
+            _RECENT.append((made, out))
+        return out
+    cls.__init__, cls.forward, cls._andrea_recorded = __init__, recording_forward, True
+    return cls
+
+
 def recorded(activity: str, name: str, fn):
     """fn (a learner's function, or a worker's proxy for one), recording its latest calls (call_giving);
-    any other piece (a class, a Triton kernel) as it is."""
+    a class piece's module class its modules' calls; any other piece (a Triton kernel) as it is."""
+    if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
+        return _recording_class(fn, f"{activity}.{name}")
     is_proxy = isinstance(fn, Proxy)
     if not (inspect.isfunction(fn) or (is_proxy and object.__getattribute__(fn, "_kind") == "function")):
         return fn
@@ -81,15 +132,41 @@ def recorded(activity: str, name: str, fn):
     return call if is_proxy else functools.wraps(fn)(call)
 
 
+_CLASSES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # a class piece's proxy -> "activity.Name"
+
+
+def _recorded_request(ask, op, proxy, *args):
+    """A worker's request (IsolatedStudent._request), which records a class piece's construction and
+    its modules' calls as _recording_class does in this process."""
+    if op != "call" or not isinstance(proxy, Proxy) or (proxy not in _CLASSES and proxy not in _MADE):
+        return ask(op, proxy, *args)
+    given, named = (args[0], args[1]) if len(args) == 2 else ((), {})
+    if proxy in _CLASSES:
+        copies = _copies(given, named)
+        out = ask(op, proxy, *args)
+        if isinstance(out, Proxy):
+            _MADE[out] = (_CLASSES[proxy], *copies)
+        return out
+    made = _module_call(proxy, given, named)
+    out = ask(op, proxy, *args)
+    _RECENT.append((made, out))
+    return out
+
+
 class Recording:
     """A student (an IsolatedStudent: worker/client.py knows nothing of grading) whose function
     pieces record their latest calls (call_giving); everything else is the student's own."""
 
     def __init__(self, student):
         self.student = student
+        if "_request" not in vars(student):          # once per student: its proxies' requests recorded
+            student._request = functools.partial(_recorded_request, student._request)
 
     def piece(self, activity: str, name: str):
-        return recorded(activity, name, self.student.piece(activity, name))
+        found = self.student.piece(activity, name)
+        if isinstance(found, Proxy) and object.__getattribute__(found, "_kind").startswith("class "):
+            _CLASSES[found] = f"{activity}.{name}"
+        return recorded(activity, name, found)
 
     def __getattr__(self, name):
         return getattr(self.student, name)

@@ -218,6 +218,14 @@ class IsolatedStudent:
         self._drop_pending()                 # answers to this object's requests: never the adopter's
         return f"{self._psock.fileno()}:{self._parent.pid}"
 
+    def let_go(self) -> None:
+        """Close this object's end of the socket handed over (hand_over): the process it was
+        handed to holds its own copy and the worker's parent answers only it; this object may
+        then only close() it."""
+        if self._psock is not None:
+            self._psock.close()
+            self._psock = None
+
     def take_back(self) -> None:
         """The worker's parent handed over is this object's again (the process it was handed to
         has ended): the answers that process left unread are read and dropped, up to the answer to

@@ -288,6 +288,32 @@ def _count_with_gelu_biases_of_swiglu(cfg):
             for k, v in counts.items()}
 
 
+_ENGINE = __import__("andrea_course").pieces.get
+
+
+class _BlockNormsSwapped(_ENGINE("block", "Block")):
+    """A pre-norm block whose attention reads ln2's normalisation and whose MLP reads ln1's."""
+
+    def forward(self, x, cache=None):
+        x = x + self.drop(self.attn(self.ln2(x), cache))
+        return x + self.drop(self.mlp(self.ln1(x)))
+
+
+class _SwiGLUWithoutUpBias(_ENGINE("modern", "SwiGLU")):
+    """SwiGLU whose up projection is x @ W.T by hand: its bias is left out."""
+
+    def forward(self, x):
+        return self.w_down(self.swiglu(self.w_gate(x), x @ self.w_up.weight.T))
+
+
+class _BlockResidualTwice(_ENGINE("block", "Block")):
+    """A pre-norm block that adds the attention's output to the stream twice, before the MLP reads it."""
+
+    def forward(self, x, cache=None):
+        x = x + self.drop(self.attn(self.ln1(x), cache)) + self.drop(self.attn(self.ln1(x), cache))
+        return x + self.drop(self.mlp(self.ln2(x)))
+
+
 UNLISTED = [  # (graded file, piece, the learner's version, words the failure must say)
     ("test_attention.py", "attention.softmax", _softmax_unnormalised, "times a factor of its own"),
     ("test_mlp.py", "mlp.gelu_tanh", _gelu_without_its_half_x, "the result of its `add` step, before mul"),
@@ -321,6 +347,9 @@ UNLISTED = [  # (graded file, piece, the learner's version, words the failure mu
     ("test_inside.py", "inside.residual_stream", _stream_stacked_batch_first, "a torch.stack (or cat) along another axis"),
     ("test_multihead.py", "multihead.merge_heads", lambda y: y.transpose(1, 2).flatten(1),
      "its last 2 axes, (5, 12), are merged into one of 60: flatten(start_dim)"),
+    ("test_block.py", "block.Block", _BlockNormsSwapped, "the weights of ln1 and ln2 swapped"),
+    ("test_modern.py", "modern.SwiGLU", _SwiGLUWithoutUpBias, "the bias of w_up left out"),
+    ("test_block.py", "block.Block", _BlockResidualTwice, "step done twice"),
 ]
 
 
