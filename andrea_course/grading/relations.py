@@ -292,6 +292,44 @@ def sizes_reordered(got, want, inputs):
                           f"view, reshape or new tensor written in another order.")
 
 
+def reshaped_across_axes(got, want, inputs):
+    """got is want with two axes swapped, then reshaped back to want's shape: a reshape (or view)
+    where a transpose belongs, which reads the memory in order and mixes the two axes."""
+    if not _floats(got, want) or got.shape != want.shape or got.dim() < 2:
+        return None
+    n = want.dim()
+    for i, j in itertools.combinations(range(n), 2):
+        if want.shape[i] != want.shape[j] and _near(got.to(want.dtype), want.transpose(i, j).reshape(want.shape), want):
+            return Seen(frozenset({f"reshaped {i - n} {j - n}"}), lambda k, i=i, j=j: (
+                f"your output holds the expected values with {_axis(i, n)} and {_axis(j, n)} swapped, then "
+                f"reshaped back to the expected shape {tuple(want.shape)}: a reshape or view where a transpose "
+                f"belongs (a reshape never moves an axis: it reads the memory in order, so it mixes the two)."))
+    return None
+
+
+def _entries(n: int) -> str:
+    return f"{n} entr{'y' if n == 1 else 'ies'}"
+
+
+def only_some_entries_unset(got, want, inputs):
+    """got is right wherever it is a number, and NaN at a few entries where want is not: those were
+    never written (a buffer made with torch.empty, or a launcher's NaN-filled output, shows through)."""
+    if not _floats(got, want) or got.shape != want.shape:
+        return None
+    unset = torch.isnan(got) & torch.isfinite(want)
+    rest = ~unset
+    if not bool(unset.any()) or int(unset.sum()) * 4 > got.numel() or not _near(
+            got[rest].to(want.dtype), want[rest], want):
+        return None
+    flat = [int(i) for i in unset.flatten().nonzero().flatten()[:4]]
+    ends = {0: "the first", got.numel() - 1: "the last"}
+    said = ", ".join(f"{i}" + (f" ({ends[i]})" if i in ends else "") for i in flat)
+    return Seen(frozenset({"unset"}), lambda k: (
+        f"your output is right everywhere but at {_entries(int(unset.sum()))} left NaN, at flat positions {said}"
+        f"{', ...' if int(unset.sum()) > 4 else ''}: those were never written, so the empty output buffer shows "
+        f"through (an offset, a range or a mask that misses them)."), exact=True)
+
+
 def part_of_an_axis(got, want, inputs):
     """got is want with entries missing at the start or the end of one axis (every other size equal)."""
     if not _tensors(got, want) or got.dim() != want.dim() or got.shape == want.shape:
@@ -698,7 +736,13 @@ def _engine_call(got, want, inputs):
         bound = inspect.signature(fn).bind(*call.args, **call.kwargs)
     except TypeError:
         return None
-    args, out = dict(bound.arguments), _run(fn, dict(bound.arguments))
+    bound.apply_defaults()                              # start=0 left out by the test: start + 1 is a change too
+    kinds = {n: p.kind for n, p in inspect.signature(fn).parameters.items()}
+    varying = [n for n, k in kinds.items() if k in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    if any(bound.arguments.get(n) for n in varying):    # *args, **kwargs given: not rerun by name
+        return None
+    args = {n: v for n, v in bound.arguments.items() if n not in varying}
+    out = _run(fn, args)
     for i, part in enumerate(out if isinstance(out, (tuple, list)) else (out,)):   # (cos, sin): the one tested
         if isinstance(part, torch.Tensor) and part.shape == want.shape and _near(part, want, want, loose=10):
             whole = fn if isinstance(out, torch.Tensor) else _part_of(fn, i)
@@ -791,6 +835,7 @@ SWAPS = {"silu": ("hardswish", "gelu", "relu", "sigmoid", "mish", "softplus", "t
 # (each operation, and those a learner may reach for in its place; as said: _SAID)
 _SAID = {"var_mean": "var", "std_mean": "std"}
 _ARITHMETIC = ("mul", "div", "add", "sub")         # steps a learner may do twice, or leave out
+_REDUCTIONS = ("amax", "amin", "sum", "mean", "var", "std", "var_mean", "std_mean", "logsumexp", "prod")
 _REDONE = {"twice": "done twice", "skipped": "left out"}
 _OVERLOADS = {("sum", "mean"): "dim", ("mean", "sum"): "dim_IntList"}
 _MOST_SWAPS = 200                                   # runs of the engine's piece one relation may make
@@ -803,10 +848,13 @@ class _Swap(TorchDispatchMode):
     def __init__(self, at: int | None = None, alt: str | None = None):
         super().__init__()
         self.at, self.alt, self.names = at, alt, []
+        self.axes: dict = {}                # a reduction's number -> (its input's rank, the axes it reduces)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs, name = kwargs or {}, func.overloadpacket.__name__
         self.names.append(name)
+        if name in _REDUCTIONS and len(args) > 1 and isinstance(args[0], torch.Tensor) and isinstance(args[1], (list, tuple)):
+            self.axes[len(self.names) - 1] = (args[0].dim(), [d % max(args[0].dim(), 1) for d in args[1]])
         if len(self.names) - 1 == self.at:
             return _swapped(func, self.alt, args, kwargs)
         out = _apart(self, func, args, kwargs)
@@ -826,6 +874,10 @@ def _apart(mode, func, args, kwargs):
 
 
 def _swapped(func, alt: str, args, kwargs):
+    if alt.startswith("axis "):                        # the reduction over another axis, as given
+        return func(args[0], [int(alt[5:])], *args[2:], **kwargs)
+    if alt in _RANGES:
+        return _range_moved(func, alt, args, kwargs)
     if alt in _REDONE:                                 # the step done twice, or left out
         out = func(*args, **kwargs)
         first = args[0] if args and isinstance(args[0], torch.Tensor) else None
@@ -839,6 +891,16 @@ def _swapped(func, alt: str, args, kwargs):
     return packet.default(args[0])                     # an elementwise function of one tensor
 
 
+_RANGES = {"start + 1": (1, 0), "start - 1": (-1, 0), "end + 1": (0, 1), "end - 1": (0, -1), "both + 1": (1, 1)}
+
+
+def _range_moved(func, alt: str, args, kwargs):
+    """An arange whose start or end (or both) is one off: 1-based counting, or an end read as inclusive."""
+    start, end, step = {"default": (0, args[0], 1), "start": (*args[:2], 1)}.get(func._overloadname, tuple(args[:3]))
+    a, b = _RANGES[alt]
+    return torch.ops.aten.arange.start_step(start + a, end + b, step, **kwargs)
+
+
 def function_swapped(got, want, inputs):
     """got is what the right piece gives with one of its operations replaced by another a learner may
     reach for (hardswish for silu, mean for sum, amin for amax, triu for tril)."""
@@ -849,8 +911,11 @@ def function_swapped(got, want, inputs):
     _run(fn, args, counted)
     tries = [(i, name, alt) for i, name in enumerate(counted.names) for alt in SWAPS.get(name, ())]
     tries += [(i, name, how) for i, name in enumerate(counted.names) if name in _ARITHMETIC for how in _REDONE]
-    keys = frozenset(f"{name} {alt}" if alt in _REDONE else f"{alt} for {name}" for i, name, alt in tries[:_MOST_SWAPS]
-                     if _same_output(_run(fn, args, _Swap(i, alt)), got, want))
+    tries += [(i, counted.names[i], f"axis {k}") for i, (rank, axes) in counted.axes.items() if len(axes) == 1
+              for k in range(rank) if k != axes[0]]
+    tries += [(i, name, alt) for i, name in enumerate(counted.names) if name == "arange" for alt in _RANGES]
+    keys = frozenset(f"{name} {alt}" if alt in _REDONE or alt in _RANGES or alt.startswith("axis ") else f"{alt} for {name}"
+                     for i, name, alt in tries[:_MOST_SWAPS] if _same_output(_run(fn, args, _Swap(i, alt)), got, want))
     if not keys:
         return None
     piece = inputs[CALL].piece.split('.')[1]
@@ -859,6 +924,13 @@ def function_swapped(got, want, inputs):
 
 def _say_swap(key: str) -> str:
     name, _, how = key.partition(" ")
+    if how in _RANGES:
+        said = {"start + 1": "starting one later (counting from 1?)", "start - 1": "starting one earlier",
+                "end + 1": "ending one later (an end read as inclusive?)", "end - 1": "ending one early",
+                "both + 1": "counting from 1 instead of 0 (1 .. n for 0 .. n - 1)"}[how]
+        return f"its `arange` {said}"
+    if how.startswith("axis "):
+        return f"its `{name}` taken over {how} instead of the axis it belongs to: a dim= on the wrong axis"
     if how in _REDONE:
         return f"its `{name}` step {_REDONE[how]}: a step {'repeated (done once here and once again elsewhere?)' if how == 'twice' else 'missing'}"
     alt, name = [_SAID.get(n, n) for n in key.split(" for ")]
@@ -881,12 +953,13 @@ def input_in_another_place(got, want, inputs):
     tries.update({f"{a} left at its default": {**args, a: defaults[a]} for a in args
                   if a in defaults and not _is_default(args[a], defaults[a])})
     tries.update({f"{a} {'+' if step > 0 else '-'} 1": {**args, a: v + step} for a, v in args.items()
-                  if type(v) is int for step in (1, -1) if v + step >= 0})
+                  if type(v) is int and v >= 0 for step in (1, -1) if v + step >= 0})
     floats = [n for n in tensors if args[n].is_floating_point() and args[n].shape[-1:] != (1,)]
     tries.update({f"{a} centred": {**args, a: args[a] - args[a].mean(dim=-1, keepdim=True)} for a in floats})
     if len(floats) > 1:
         tries[f"{' and '.join(floats)} centred"] = {**args, **{a: args[a] - args[a].mean(dim=-1, keepdim=True)
                                                              for a in floats}}
+    tries.update({f"{a} times {c}": {**args, a: args[a] * v} for a in floats for c, v in _BASES.items()})
     turned = [n for n in tensors if args[n].dim() >= 2]
     tries.update({f"{a} transposed": {**args, a: args[a].mT} for a in turned})
     if len(turned) > 1:
@@ -896,6 +969,11 @@ def input_in_another_place(got, want, inputs):
         return None
     name = inputs[CALL].piece.split(".")[1]
     return Seen(keys, lambda k: f"your output is exactly what the right {name} gives with {_say_place(k)}.")
+
+
+# a change of base or of unit: 10 ** x is exp(x · ln 10), log10(x) is ln(x) / ln 10, cosd(x) is cos(x · π/180)
+_BASES = {"ln 10": math.log(10), "ln 2": math.log(2), "1/ln 10": 1 / math.log(10), "1/ln 2": 1 / math.log(2),
+          "π/180": math.pi / 180, "180/π": 180 / math.pi}
 
 
 def _is_default(value, default) -> bool:
@@ -910,6 +988,10 @@ def _say_place(key: str) -> str:
     if key.endswith(" swapped"):
         a, b = key[:-len(" swapped")].split(" and ")
         return f"{a} and {b} swapped: each is used where the other belongs"
+    if " times " in key and key.rsplit(" times ", 1)[1] in _BASES:
+        arg, c = key.rsplit(" times ", 1)
+        return (f"{arg} multiplied by {c} = {_BASES[c]:.4g}: a change of base or of unit (10 ** x is exp(x · ln 10), "
+                f"2 ** x is exp(x · ln 2), log10 is ln / ln 10, and degrees are radians · 180/π)")
     if key.endswith(" centred"):
         names = key[:-len(" centred")]
         return (f"{names} centred (the mean over the last axis subtracted from {'each' if ' and ' in names else 'it'}"
@@ -929,7 +1011,7 @@ def _say_place(key: str) -> str:
 def weights_in_another_place(got, want, inputs):
     """got is what the right module gives on the learner's call with one of its layers' weights used
     where another layer's belong (w_q's where w_k's belong; ln1 and ln2 swapped; the token table
-    looked up as the position table), or a layer's bias left out."""
+    looked up as the position table), a layer's bias left out, or a square weight transposed."""
     if not _tensors(got, want) or (found := _engine_call(got, want, inputs)) is None or inputs[CALL].module is None:
         return None
     fn, args = found
@@ -938,6 +1020,9 @@ def weights_in_another_place(got, want, inputs):
     alike = [(a, b) for a, b in itertools.permutations(layers, 2) if _shapes(layers[a]) == _shapes(layers[b])]
     tries = {f"the bias of {a or 'the module'} left out": {f"{a}.bias".lstrip("."): torch.zeros_like(layers[a]["bias"])}
              for a in layers if "bias" in layers[a]}
+    tries.update({f"the weight of {a or 'the module'} transposed": {f"{a}.weight".lstrip("."): layer["weight"].mT}
+                  for a, layer in layers.items() if layer.get("weight", torch.empty(0)).dim() == 2
+                  and layer["weight"].shape[0] == layer["weight"].shape[1]})
     tries.update({f"{a} and {b} swapped": {**_moved(layers[b], a), **_moved(layers[a], b)} for a, b in alike if a < b})
     tries.update({f"{b} in {a}'s place": _moved(layers[b], a) for a, b in alike})
 
@@ -976,6 +1061,9 @@ def _say_weights(key: str) -> str:
     if key.startswith("the bias of "):
         layer = key[len("the bias of "):-len(" left out")]
         return f"{key}: {layer} computes x @ W.T + b, and its b is missing here"
+    if key.endswith(" transposed"):
+        return (f"{key}: x @ W where x @ W.T is meant (nn.Linear keeps its weight as (out, in), so calling the "
+                f"layer multiplies by the transpose)")
     if key.endswith(" swapped"):
         a, b = key[:-len(" swapped")].split(" and ")
         return f"the weights of {a} and {b} swapped: each layer is used where the other belongs"
@@ -1153,6 +1241,41 @@ def returned_input(got, want, inputs):
                                            f"happened here (an early `return`, or a branch that skips it?).", exact=True)
 
 
+def values_for_indices(got, want, inputs):
+    """got holds the entries of an input at the expected indices (or an input dict's value for the
+    expected key): the values where their positions are asked for, max's values for argmax."""
+    given = [*inputs.items()] + ([(f"argument {i + 1}", a) for i, a in enumerate(inputs[CALL].args)]
+                                 if inputs.get(CALL) is not None else [])
+    for name, x in given:
+        if isinstance(x, dict) and _key_like(want) and want in x and _equal_value(x[want], got):
+            return Seen(frozenset({"key"}), lambda k: "your output is the value the input dict holds for the expected key "
+                        "(its count), where the key itself is asked for: max(d, key=d.get) gives the key, "
+                        "max(d.values()) its value.", exact=True)
+    if not (isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor)) or want.is_floating_point() \
+            or not got.is_floating_point() or got.shape != want.shape or want.numel() == 0:
+        return None
+    for name, x in given:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() == want.dim() \
+                and x.shape[:-1] == want.shape[:-1] and 0 <= int(want.min()) and int(want.max()) < x.shape[-1] \
+                and _near(got, x.gather(-1, want.long()).to(got.dtype), got):
+            return Seen(frozenset({"indices"}), lambda k: "your output holds the entries of the input at the expected "
+                        "indices: the values themselves where their positions are asked for (max(...).values or "
+                        "topk(...).values where argmax or topk(...).indices belong).", exact=True)
+    return None
+
+
+def _key_like(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return not isinstance(value, (torch.Tensor, float))
+
+
+def _equal_value(a, b) -> bool:
+    return type(a) in (int, float) and type(b) in (int, float) and a == b
+
+
 def wrong_beyond_a_threshold(got, want, inputs):
     """An elementwise output right for every entry whose input x (of the output's shape) lies below a
     bound and wrong for most of those beyond it (some may happen to be right there): a special case,
@@ -1243,7 +1366,8 @@ def _sequence_edge(got, want, inputs):
 def integer_gap(got, want, inputs):
     """Two whole numbers (a count, a size in bytes) apart by a product of the sizes a config the test
     passes holds (n_layers × d_ff), or one a whole multiple of the other by such a size (× n_heads).
-    The keys sort the simplest account first: a ratio, then the fewest sizes with the smallest factor."""
+    The keys sort the simplest account first: a ratio, then the fewest sizes (the fewest different ones:
+    d_model × d_model before d_ff × d_head) with the smallest factor."""
     if type(got) is not int or type(want) is not int or got == want or want == 0:
         return None
     sizes = _config_sizes(inputs)
@@ -1262,12 +1386,12 @@ def integer_gap(got, want, inputs):
         if got == want * r and not any(v == r for v in sizes.values()):
             found[f"1 × {a} / {b}"] = f"yours is {a} / {b} = {r} times the expected {want:,}: {a} where {b} belongs?"
     gap, more = abs(got - want), "more" if got > want else "fewer"
-    for k, c in itertools.product((1, 2), (1, 2, 3, 4)):
+    for k, c in itertools.product((1, 2, 3), (1, 2, 3, 4)):     # n_layers × d_model × d_model: a layer's matrix
         for names in itertools.combinations_with_replacement(sorted(sizes), k):
             if c * math.prod(sizes[n] for n in names) == gap:
                 said = " × ".join(([str(c)] if c > 1 else []) + list(names))
                 numbers = " × ".join(([str(c)] if c > 1 else []) + [f"{sizes[n]:,}" for n in names])
-                found[f"{k + 1}{c} {said}"] = f"yours is {gap:,} {more} than expected: {said} ({numbers})."
+                found[f"{k + 1}{len(set(names))}{c} {said}"] = f"yours is {gap:,} {more} than expected: {said} ({numbers})."
     return Seen(frozenset(found), lambda k: found[k]) if found else None
 
 
@@ -1288,10 +1412,11 @@ def _config_sizes(inputs: dict) -> dict[str, int]:
 
 
 # From the most particular to the most general: the first that sees something is the one said.
-RELATIONS = (all_zero, returned_input, dtype_narrowing, listed_exactly, input_in_another_place,
+RELATIONS = (all_zero, returned_input, values_for_indices, dtype_narrowing, listed_exactly, input_in_another_place,
              weights_in_another_place, function_swapped,
              extra_or_missing_axis, diagonal_only, one_slice,
-             joined_on_a_new_axis, elementwise_product, swapped_axes, sizes_reordered, kept_other_axes,
+             joined_on_a_new_axis, elementwise_product, swapped_axes, reshaped_across_axes, sizes_reordered,
+             only_some_entries_unset, kept_other_axes,
              part_of_an_axis, inverted_mask, normalised_over_axis,
              shifted_by_one, constant_factor, row_factor, elementwise_function, constant_offset, input_term, listed_term,
              intermediate_returned, row_against_column, right_except_along, wrong_beyond_a_threshold,

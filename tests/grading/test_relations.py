@@ -49,6 +49,9 @@ RELATED = [  # (the learner's function, the reference, words the relation must s
     (lambda x, d_head: torch.log_softmax(x, -1), lambda x, d_head: torch.softmax(x, -1), "the logarithm of"),
     (lambda x, d_head: x.exp(), lambda x, d_head: torch.softmax(x, -1), "times a factor of its own"),
     (lambda x, d_head: x[0], lambda x, d_head: x, "only entry 0 of the expected one along axis -3"),
+    (lambda x, d_head: x.transpose(0, 1).reshape(x.shape), lambda x, d_head: x, "a reshape or view where a transpose"),
+    (lambda x, d_head: x.flatten().index_fill(0, torch.tensor([0]), math.nan).view(x.shape), lambda x, d_head: x,
+     "1 entry left NaN, at flat positions 0 (the first)"),
 ]
 
 
@@ -314,6 +317,48 @@ class _BlockResidualTwice(_ENGINE("block", "Block")):
         return x + self.drop(self.mlp(self.ln2(x)))
 
 
+class _MHAProjectionTransposed(_ENGINE("multihead", "MultiHeadAttention")):
+    """Multi-head attention whose W_O is applied as x @ W, nn.Linear's (out, in) weight read as (in, out)."""
+
+    def forward(self, x, cache=None):
+        B, T, _ = x.shape
+        H, G, K = self.n_heads, self.n_kv_heads, self.d_head
+        q, k, v = self.qkv(x).split([H * K, G * K, G * K], dim=-1)
+        q, k, v = (t.view(B, T, -1, K).transpose(1, 2) for t in (q, k, v))
+        k, v = self.cache_and_share(k, v, cache)
+        y = self.attention(q, k, v).transpose(1, 2).reshape(B, T, H * K)
+        return y @ self.proj.weight + (0 if self.proj.bias is None else self.proj.bias)
+
+
+class _EmbeddingsFromOne(_ENGINE("embeddings", "Embeddings")):
+    """Embeddings that give every token the next position's vector, positions counted from 1."""
+
+    def forward(self, ids, start=0):
+        return super().forward(ids, start + 1)
+
+
+def _softmax_base_10(scores):
+    e = 10 ** (scores - scores.amax(dim=-1, keepdim=True))
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def _rope_exponents_from_1(d_head, T, theta=10000.0, device=None):
+    inv_freq = theta ** (-torch.arange(1, d_head, 2, dtype=torch.float32) / d_head)
+    angles = torch.outer(torch.arange(T, dtype=torch.float32), inv_freq)
+    return angles.cos(), angles.sin()
+
+
+def _softmax_shifted_by_column_maxima(scores):
+    e = (scores - scores.amax(dim=0, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def _sample_next_max_values(logits, temperature, top_k, generator):
+    if temperature == 0:
+        return logits.max(dim=-1, keepdim=True).values
+    return _ENGINE("model", "sample_next")(logits, temperature, top_k, generator)
+
+
 UNLISTED = [  # (graded file, piece, the learner's version, words the failure must say)
     ("test_attention.py", "attention.softmax", _softmax_unnormalised, "times a factor of its own"),
     ("test_mlp.py", "mlp.gelu_tanh", _gelu_without_its_half_x, "the result of its `add` step, before mul"),
@@ -334,7 +379,7 @@ UNLISTED = [  # (graded file, piece, the learner's version, words the failure mu
     ("test_attention.py", "attention.causal_mask", _mask_of_T_keys, "entries along axis -1 (shape (3, 3) where (3, 6)"),
     ("test_attention.py", "attention.causal_average_weights", _causal_weights_without_keepdim, "keepdim=True"),
     ("test_mlp.py", "mlp.gelu_tanh", _gelu_constant_typed_short, "slightly off"),
-    ("test_block.py", "block.layer_norm", _layer_norm_over_batch, "normalises over axis -3 (the batch)"),
+    ("test_block.py", "block.layer_norm", _layer_norm_over_batch, "its `var_mean` taken over axis 0"),
     ("test_mlp.py", "mlp.gelu_grad", _gelu_grad_without_x, "without its factor x"),
     ("test_attention.py", "attention.apply_causal_mask", _apply_mask_inverted, "the mask is inverted"),
     ("test_modern.py", "modern.rms_norm", _rms_norm_via_float, "computes in float32 and casts back"),
@@ -350,6 +395,12 @@ UNLISTED = [  # (graded file, piece, the learner's version, words the failure mu
     ("test_block.py", "block.Block", _BlockNormsSwapped, "the weights of ln1 and ln2 swapped"),
     ("test_modern.py", "modern.SwiGLU", _SwiGLUWithoutUpBias, "the bias of w_up left out"),
     ("test_block.py", "block.Block", _BlockResidualTwice, "step done twice"),
+    ("test_multihead.py", "multihead.MultiHeadAttention", _MHAProjectionTransposed, "the weight of proj transposed"),
+    ("test_embeddings.py", "embeddings.Embeddings", _EmbeddingsFromOne, "start one more than it is given"),
+    ("test_attention.py", "attention.softmax", _softmax_base_10, "multiplied by ln 10"),
+    ("test_model.py", "model.sample_next", _sample_next_max_values, "the values themselves where their positions"),
+    ("test_attention.py", "attention.softmax", _softmax_shifted_by_column_maxima, "its `amax` taken over axis 0"),
+    ("test_modern.py", "modern.rope_frequencies", _rope_exponents_from_1, "its `arange` counting from 1"),
 ]
 
 
@@ -571,3 +622,7 @@ def test_a_count_off_by_a_product_of_the_configs_sizes_is_said_by_their_names():
     ratio = _fails(expect_equal, 7 * cfg.n_heads, 7, "bytes(cfg)", inputs={"cfg": cfg},
                    second=Second(lambda: 5 * cfg2.n_heads, 5, {}))
     assert "n_heads" in ratio.relation, ratio.relation
+    no_w_o = lambda c: 1000 - c.n_layers * c.d_model * c.d_model          # noqa: E731 (a layer's D × D matrix left out)
+    exc = _fails(expect_equal, no_w_o(cfg), 1000, "count(cfg)", inputs={"cfg": cfg},
+                 second=Second(lambda: no_w_o(cfg2), 1000, {}))
+    assert "d_model × d_model × n_layers" in exc.relation, exc.relation
