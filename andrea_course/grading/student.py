@@ -93,8 +93,9 @@ def _module_call(module, args, kwargs) -> Call | None:
 def _recording_class(cls, piece: str):
     """A class piece's module class (the learner's, isolated: or a mutation test's), its construction
     and its calls recorded (call_giving); the class is changed once, in place, as overlay.isolated
-    changes it."""
-    if vars(cls).get("_andrea_recorded"):
+    changes it. The package's own classes (the engine's, as a reference or a variant test passes
+    them) are never changed: every model in this process would record its calls."""
+    if vars(cls).get("_andrea_recorded") or cls.__module__.partition(".")[0] == __name__.partition(".")[0]:
         return cls
     init, forward = cls.__init__, cls.forward
 

@@ -626,3 +626,12 @@ def test_a_count_off_by_a_product_of_the_configs_sizes_is_said_by_their_names():
     exc = _fails(expect_equal, no_w_o(cfg), 1000, "count(cfg)", inputs={"cfg": cfg},
                  second=Second(lambda: no_w_o(cfg2), 1000, {}))
     assert "d_model × d_model × n_layers" in exc.relation, exc.relation
+
+
+def test_recording_leaves_the_engines_own_classes_unchanged():
+    """A variant test passes the engine's class itself as the learner's: recording its calls would
+    change every model of the process (the engine's forward copying its inputs at each call)."""
+    cls = _ENGINE("block", "Block")
+    forward, init = cls.forward, cls.__init__
+    InProcessStudent("solutions", overrides={("block", "Block"): cls}).piece("block", "Block")
+    assert (cls.forward, cls.__init__) == (forward, init) and "_andrea_recorded" not in vars(cls)
