@@ -22,6 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .seen import CALL, Seen
 from .seen import near as _near
 from .seen import tensors as _tensors
+from .student import safe_copy
 
 _STEP_NUMEL = 1 << 22          # the most a recorded run of the engine's piece keeps of its steps
 _MOVES = {"to", "broadcast_in_dim", "view_of", "empty_strided", "full_like", "contiguous", "clone", "expand",
@@ -44,13 +45,14 @@ def _engine_call(got, want, inputs):
         fn = _LAST_TWIN[1]
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         return None
+    signature = inspect.signature(fn)
     try:
-        bound = inspect.signature(fn).bind(*call.args, **call.kwargs)
+        bound = signature.bind(*call.args, **call.kwargs)
     except TypeError:
         return None
     bound.apply_defaults()                              # start=0 left out by the test: start + 1 is a change too
-    kinds = {n: p.kind for n, p in inspect.signature(fn).parameters.items()}
-    varying = [n for n, k in kinds.items() if k in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    varying = [n for n, p in signature.parameters.items()
+               if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
     if any(bound.arguments.get(n) for n in varying):    # *args, **kwargs given: not rerun by name
         return None
     args = {n: v for n, v in bound.arguments.items() if n not in varying}
@@ -96,20 +98,12 @@ def _part_of(fn, i: int):
 def _run(fn, args: dict, mode=None):
     """fn(**args) on copies of the arguments, without autograd, inside a dispatch mode (_Steps records
     the steps, _Swap replaces one); None where it raises (a change the piece refuses says nothing)."""
-    copies = {n: v.detach().clone() if isinstance(v, torch.Tensor) else _generator_copy(v) for n, v in args.items()}
+    copies = {n: safe_copy(v) for n, v in args.items()}
     try:
         with torch.no_grad(), (mode if mode is not None else contextlib.nullcontext()):
             return fn(**copies)
     except Exception:                                   # noqa: BLE001
         return None
-
-
-def _generator_copy(value):
-    if isinstance(value, torch.Generator):
-        twin = torch.Generator(value.device)
-        twin.set_state(value.get_state())
-        return twin
-    return value
 
 
 class _Steps(TorchDispatchMode):

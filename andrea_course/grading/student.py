@@ -64,7 +64,7 @@ def _same(out, value) -> bool:
                             == (value.data_ptr(), value.shape, value.stride(), value.dtype))
 
 
-def _copy(value: Any, depth: int = 0) -> Any:
+def safe_copy(value: Any, depth: int = 0) -> Any:
     """A copy safe from the learner's in-place changes: tensors cloned, containers of them rebuilt;
     anything else (a module, a proxy, a number, a string) as passed."""
     if isinstance(value, torch.Tensor):
@@ -74,14 +74,14 @@ def _copy(value: Any, depth: int = 0) -> Any:
         twin.set_state(value.get_state())
         return twin
     if depth < 3 and type(value) in (list, tuple):
-        return type(value)(_copy(v, depth + 1) for v in value)
+        return type(value)(safe_copy(v, depth + 1) for v in value)
     if depth < 3 and type(value) is dict:
-        return {k: _copy(v, depth + 1) for k, v in value.items()}
+        return {k: safe_copy(v, depth + 1) for k, v in value.items()}
     return value
 
 
 def _copies(args, kwargs) -> tuple:
-    return tuple(_copy(a) for a in args), {k: _copy(v) for k, v in kwargs.items()}
+    return tuple(safe_copy(a) for a in args), {k: safe_copy(v) for k, v in kwargs.items()}
 
 
 def _module_call(module, args, kwargs) -> Call | None:
@@ -126,7 +126,7 @@ def recorded(activity: str, name: str, fn):
         return fn
 
     def call(*args, **kwargs):
-        made = Call(f"{activity}.{name}", tuple(_copy(a) for a in args), {k: _copy(v) for k, v in kwargs.items()})
+        made = Call(f"{activity}.{name}", *_copies(args, kwargs))
         out = fn(*args, **kwargs)
         _RECENT.append((made, out))
         return out
